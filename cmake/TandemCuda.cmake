@@ -1,0 +1,22 @@
+# Optional CUDA. TANDEM_ENABLE_CUDA=AUTO enables it when nvcc is found.
+# Sets TANDEM_HAVE_CUDA (ON/OFF). CUDA sources are compiled only when ON;
+# targets that carry CUDA code get the PRIVATE define TANDEM_HAVE_CUDA=1.
+set(TANDEM_HAVE_CUDA OFF)
+if(NOT TANDEM_ENABLE_CUDA STREQUAL "OFF")
+  include(CheckLanguage)
+  if(NOT DEFINED CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
+    set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+  endif()
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+      set(CMAKE_CUDA_ARCHITECTURES 80 90)
+    endif()
+    enable_language(CUDA)
+    set(CMAKE_CUDA_STANDARD 17)
+    find_package(CUDAToolkit REQUIRED)
+    set(TANDEM_HAVE_CUDA ON)
+  elseif(TANDEM_ENABLE_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "TANDEM_ENABLE_CUDA=ON but no CUDA compiler was found")
+  endif()
+endif()

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The README's test command: installs what is missing, builds tandem and runs
+# every test. Two configurations:
+#   1. ASan+UBSan (RelWithDebInfo, no benchmarks, no CUDA): the unit tests.
+#   2. Release with -march=native, benchmarks and CUDA when nvcc is present:
+#      the whole suite (unit, integration, bench smoke runs; gpu tests skip
+#      themselves without a device).
+# Set TANDEM_TEST_SANITIZERS=0 to skip configuration 1 during development.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+JOBS=${JOBS:-$(nproc)}
+
+deploy/install-deps.sh
+
+if [ "${TANDEM_TEST_SANITIZERS:-1}" != "0" ]; then
+  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DTANDEM_SANITIZERS=address,undefined -DTANDEM_BUILD_BENCHMARKS=OFF \
+    -DTANDEM_ENABLE_CUDA=OFF >/dev/null
+  cmake --build build-asan -j"$JOBS"
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+    ctest --test-dir build-asan -L unit --output-on-failure -j"$JOBS"
+fi
+
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j"$JOBS"
+ctest --test-dir build --output-on-failure -j"$JOBS"
