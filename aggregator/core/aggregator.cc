@@ -1,0 +1,378 @@
+#include "aggregator/core/aggregator.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "absl/time/time.h"
+#include "aggregator/core/expansion.h"
+#include "aggregator/core/task.h"
+#include "base/logging.h"
+#include "base/status_macros.h"
+#include "crypto/dp/discrete_gaussian.h"
+
+namespace tandem::aggregator {
+namespace {
+
+constexpr int64_t kMaxRoundId = int64_t{1} << 62;
+
+std::string Serialize(const google::protobuf::MessageLite& m) {
+  std::string out;
+  google::protobuf::io::StringOutputStream stream(&out);
+  google::protobuf::io::CodedOutputStream coded(&stream);
+  coded.SetSerializationDeterministic(true);
+  m.SerializeToCodedStream(&coded);
+  coded.Trim();
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<Role> ParseRole(absl::string_view name) {
+  if (name == "leader") return Role::kLeader;
+  if (name == "helper") return Role::kHelper;
+  return absl::InvalidArgumentError(absl::StrCat("role must be leader or helper, got '", name, "'"));
+}
+
+const char* RoleName(Role role) { return role == Role::kLeader ? "leader" : "helper"; }
+
+std::string EncodeAccumulator(const std::vector<uint64_t>& values) {
+  std::string out(values.size() * sizeof(uint64_t), '\0');
+  std::memcpy(out.data(), values.data(), out.size());  // x86-64: little endian
+  return out;
+}
+
+absl::StatusOr<std::vector<uint64_t>> DecodeAccumulator(absl::string_view bytes,
+                                                        uint64_t dimension) {
+  if (bytes.empty()) return std::vector<uint64_t>(dimension, 0);
+  if (bytes.size() != dimension * sizeof(uint64_t)) {
+    return absl::DataLossError(absl::StrCat("stored accumulator has ", bytes.size(),
+                                            " bytes, expected ", dimension * 8));
+  }
+  std::vector<uint64_t> values(dimension);
+  std::memcpy(values.data(), bytes.data(), bytes.size());
+  return values;
+}
+
+absl::Status ValidateTaskId(absl::string_view task_id) {
+  if (task_id.empty() || task_id.size() > 64) {
+    return absl::InvalidArgumentError("task_id must have 1..64 characters");
+  }
+  for (char c : task_id) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '.' || c == '_' || c == '-';
+    if (!ok) return absl::InvalidArgumentError("task_id may only contain [A-Za-z0-9._-]");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<crypto::SparseDpf> DpfForRound(const proto::RoundParameters& p,
+                                              const AggregatorOptions& options) {
+  TANDEM_RETURN_IF_ERROR(ValidateTaskId(p.task_id()));
+  if (p.round_id() == 0 || p.round_id() > static_cast<uint64_t>(kMaxRoundId)) {
+    return absl::InvalidArgumentError("round_id must be in [1, 2^62]");
+  }
+  if (p.dimension() == 0 || p.dimension() > options.max_dimension) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("dimension must be in [1, ", options.max_dimension, "]"));
+  }
+  const proto::BlockDpfParameters& g = p.group_parameters();
+  if (g.log_num_blocks() > 24 || g.block_size() == 0 || p.num_groups() == 0) {
+    return absl::InvalidArgumentError("group parameters out of range");
+  }
+  const uint64_t expected =
+      uint64_t{p.num_groups()} * (uint64_t{1} << g.log_num_blocks()) * g.block_size();
+  if (expected != p.dimension()) {
+    return absl::InvalidArgumentError(
+        "dimension must equal num_groups * 2^log_num_blocks * block_size");
+  }
+  if (p.max_reports() > options.max_reports_per_round) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_reports above this server's limit ", options.max_reports_per_round));
+  }
+  const double v = p.noise_variance();
+  if (!std::isfinite(v) || (v != 0 && v < 1)) {
+    return absl::InvalidArgumentError("noise_variance must be 0 (off) or a finite value >= 1");
+  }
+  return crypto::SparseDpf::Create(p.dimension(), static_cast<int>(g.block_size()),
+                                   static_cast<int>(p.num_groups()),
+                                   static_cast<int>(g.value_bits()));
+}
+
+absl::StatusOr<std::unique_ptr<Aggregator>> Aggregator::Create(AggregatorOptions options,
+                                                               StoreFactory store_factory,
+                                                               PeerChannel* peer, Clock* clock,
+                                                               SecureRandom* noise_random) {
+  if (options.verify_batch_size < 1) {
+    return absl::InvalidArgumentError("verify_batch_size must be >= 1");
+  }
+  if (options.role == Role::kLeader && peer == nullptr) {
+    return absl::InvalidArgumentError("the leader needs a peer channel to its helper");
+  }
+  if (!store_factory || clock == nullptr || noise_random == nullptr) {
+    return absl::InvalidArgumentError("store factory, clock and noise random are required");
+  }
+  return std::unique_ptr<Aggregator>(
+      new Aggregator(options, std::move(store_factory), peer, clock, noise_random));
+}
+
+Aggregator::Aggregator(AggregatorOptions options, StoreFactory store_factory, PeerChannel* peer,
+                       Clock* clock, SecureRandom* noise_random)
+    : options_(options),
+      store_factory_(std::move(store_factory)),
+      peer_(peer),
+      clock_(clock),
+      noise_random_(noise_random) {}
+
+Aggregator::~Aggregator() = default;
+
+absl::StatusOr<Aggregator::Task*> Aggregator::GetTask(absl::string_view task_id, bool create) {
+  TANDEM_RETURN_IF_ERROR(ValidateTaskId(task_id));
+  {
+    absl::MutexLock lock(&tasks_mu_);
+    auto it = tasks_.find(task_id);
+    if (it != tasks_.end()) return it->second.get();
+  }
+  absl::StatusOr<std::unique_ptr<ReportStore>> store = store_factory_(task_id, create);
+  if (absl::IsNotFound(store.status())) {
+    return absl::NotFoundError(absl::StrCat("unknown task '", task_id, "'"));
+  }
+  if (!store.ok()) return store.status();
+  auto task = std::make_unique<Task>();
+  task->id = std::string(task_id);
+  task->store = *std::move(store);
+  TANDEM_RETURN_IF_ERROR(LoadLatestRound(*task));
+  absl::MutexLock lock(&tasks_mu_);
+  auto [it, inserted] = tasks_.try_emplace(task->id, std::move(task));
+  return it->second.get();
+}
+
+absl::Status Aggregator::LoadLatestRound(Task& task) {
+  TANDEM_ASSIGN_OR_RETURN(std::vector<RoundRecord> rounds, task.store->ListRounds());
+  if (rounds.empty()) return absl::OkStatus();
+  const RoundRecord* latest = &rounds[0];
+  for (const RoundRecord& r : rounds) {
+    if (r.round_id > latest->round_id) latest = &r;
+  }
+  proto::RoundParameters params;
+  if (!params.ParseFromString(latest->parameters)) {
+    return absl::DataLossError("stored round parameters do not parse");
+  }
+  TANDEM_ASSIGN_OR_RETURN(crypto::SparseDpf dpf, DpfForRound(params, options_));
+  TANDEM_ASSIGN_OR_RETURN(AccumulatorSnapshot snapshot,
+                          task.store->LoadAccumulator(latest->round_id));
+  TANDEM_ASSIGN_OR_RETURN(std::vector<uint64_t> acc,
+                          DecodeAccumulator(snapshot.bytes, params.dimension()));
+  TANDEM_ASSIGN_OR_RETURN(std::vector<ReportRecord> all,
+                          task.store->ListReports(latest->round_id, ReportFilter::kAll));
+
+  absl::MutexLock process_lock(&task.process_mu);
+  absl::MutexLock state_lock(&task.state_mu);
+  task.round_id = latest->round_id;
+  task.closed = latest->state == RoundState::kClosed;
+  task.parameters = params;
+  task.shape = dpf.Shape(static_cast<int>(options_.role));
+  task.received = static_cast<int64_t>(all.size());
+  task.dpf.emplace(std::move(dpf));
+  task.accumulator = std::move(acc);
+  task.counted = snapshot.report_count;
+
+  // A crash between MarkAccepted and SaveAccumulator leaves reports that both
+  // servers decided to count: count them now.
+  std::vector<ReportRecord> uncounted;
+  for (ReportRecord& r : all) {
+    if (r.state == ReportState::kAccepted && !r.counted) uncounted.push_back(std::move(r));
+  }
+  if (!uncounted.empty() && !task.closed) {
+    TANDEM_LOG(WARNING) << "task " << task.id << " round " << task.round_id << ": counting "
+                        << uncounted.size() << " accepted reports left by a restart";
+    TANDEM_RETURN_IF_ERROR(CommitLocked(task, uncounted, {}));
+  }
+  TANDEM_LOG(INFO) << RoleName(options_.role) << " loaded task " << task.id << " round "
+                   << task.round_id << (task.closed ? " (closed)" : " (open)") << ", "
+                   << task.counted << " reports counted, " << task.received << " received";
+  return absl::OkStatus();
+}
+
+absl::Status Aggregator::OpenRound(const proto::RoundParameters& parameters) {
+  TANDEM_ASSIGN_OR_RETURN(crypto::SparseDpf dpf, DpfForRound(parameters, options_));
+  TANDEM_ASSIGN_OR_RETURN(Task * task, GetTask(parameters.task_id(), /*create=*/true));
+  const int64_t round_id = static_cast<int64_t>(parameters.round_id());
+  const std::string serialized = Serialize(parameters);
+
+  absl::MutexLock process_lock(&task->process_mu);
+  int64_t current;
+  bool closed;
+  {
+    absl::MutexLock state_lock(&task->state_mu);
+    current = task->round_id;
+    closed = task->closed;
+  }
+  if (round_id == current) return task->store->OpenRound(round_id, serialized);
+  if (round_id < current) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("round ", round_id, " is older than the task's round ", current));
+  }
+  if (current != 0 && !closed) {
+    // Abandoned without release (the coordinator moved on): close it so that
+    // nothing more is accepted for it. Its aggregate never leaves.
+    TANDEM_LOG(WARNING) << "task " << task->id << ": round " << current
+                        << " abandoned by the opening of round " << round_id;
+    TANDEM_RETURN_IF_ERROR(task->store->CloseRound(current));
+  }
+  TANDEM_RETURN_IF_ERROR(task->store->OpenRound(round_id, serialized));
+  absl::MutexLock state_lock(&task->state_mu);
+  task->round_id = round_id;
+  task->closed = false;
+  task->parameters = parameters;
+  task->shape = dpf.Shape(static_cast<int>(options_.role));
+  task->received = 0;
+  task->accumulator.assign(dpf.dimension(), 0);
+  task->dpf.emplace(std::move(dpf));
+  task->counted = 0;
+  task->verified.clear();
+  TANDEM_LOG(INFO) << RoleName(options_.role) << " opened task " << task->id << " round "
+                   << round_id << " (D=" << parameters.dimension() << ")";
+  return absl::OkStatus();
+}
+
+absl::StatusOr<proto::UploadResponse> Aggregator::Upload(const proto::UploadRequest& request) {
+  TANDEM_RETURN_IF_ERROR(ValidateTaskId(request.task_id()));
+  if (request.report_id().size() != kReportIdBytes) {
+    return absl::InvalidArgumentError("report_id must be exactly 16 bytes");
+  }
+  if (!request.has_key_share()) return absl::InvalidArgumentError("key_share is missing");
+  TANDEM_ASSIGN_OR_RETURN(Task * task, GetTask(request.task_id(), /*create=*/false));
+  const int64_t round_id = static_cast<int64_t>(request.round_id());
+  crypto::ExpectedKeySetShape shape;
+  {
+    absl::ReaderMutexLock lock(&task->state_mu);
+    if (round_id > task->round_id || round_id <= 0) {
+      return absl::NotFoundError(absl::StrCat("round ", request.round_id(), " is not open"));
+    }
+    if (round_id < task->round_id || task->closed) {
+      return absl::FailedPreconditionError(absl::StrCat("round ", round_id, " is closed"));
+    }
+    const int64_t deadline = task->parameters.deadline_unix_ms();
+    if (deadline != 0 && absl::ToUnixMillis(clock_->Now()) > deadline) {
+      return absl::FailedPreconditionError(absl::StrCat("round ", round_id, " is past its deadline"));
+    }
+    const int64_t cap = task->parameters.max_reports() != 0 ? task->parameters.max_reports()
+                                                            : options_.max_reports_per_round;
+    if (task->received >= cap) {
+      return absl::ResourceExhaustedError(absl::StrCat("round ", round_id, " is full"));
+    }
+    shape = task->shape;
+  }
+  TANDEM_RETURN_IF_ERROR(crypto::ValidateSparseKeySet(request.key_share(), shape));
+  const std::string share = Serialize(request.key_share());
+
+  absl::StatusOr<ReportRecord> existing = task->store->GetReport(request.report_id());
+  if (existing.ok()) {
+    if (existing->round_id == round_id && existing->share_digest == ShareDigest(share)) {
+      proto::UploadResponse response;  // identical retry
+      response.set_accepted_for_verification(true);
+      return response;
+    }
+    return absl::AlreadyExistsError("report id already used");
+  }
+  if (!absl::IsNotFound(existing.status())) return existing.status();
+  TANDEM_RETURN_IF_ERROR(task->store->PutPending(round_id, request.report_id(), share));
+  {
+    absl::MutexLock lock(&task->state_mu);
+    ++task->received;
+  }
+  proto::UploadResponse response;
+  response.set_accepted_for_verification(true);
+  return response;
+}
+
+absl::StatusOr<proto::FinalizeResponse> Aggregator::Finalize(
+    const proto::FinalizeRequest& request) {
+  TANDEM_ASSIGN_OR_RETURN(Task * task, GetTask(request.task_id(), /*create=*/false));
+  const int64_t round_id = static_cast<int64_t>(request.round_id());
+  absl::MutexLock process_lock(&task->process_mu);
+  bool closed;
+  proto::RoundParameters params;
+  {
+    absl::ReaderMutexLock lock(&task->state_mu);
+    if (round_id != task->round_id || round_id == 0) {
+      return absl::NotFoundError(absl::StrCat("round ", round_id, " is not this task's round"));
+    }
+    closed = task->closed;
+    params = task->parameters;
+  }
+  proto::FinalizeResponse response;
+  if (!closed) {
+    if (options_.role == Role::kLeader) {
+      TANDEM_RETURN_IF_ERROR(ProcessRoundLocked(*task, /*final_pass=*/true).status());
+    } else {
+      // Whatever the leader has not committed by now is never counted.
+      TANDEM_ASSIGN_OR_RETURN(std::vector<ReportRecord> pending,
+                              task->store->ListReports(round_id, ReportFilter::kPending));
+      for (const ReportRecord& r : pending) {
+        TANDEM_RETURN_IF_ERROR(task->store->MarkRejected(r.report_id));
+      }
+    }
+    std::vector<uint64_t> released = task->accumulator;
+    const int64_t min_batch = std::max<int64_t>(1, params.dp().min_batch_size());
+    if (task->counted < min_batch) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "only ", task->counted, " reports accepted; at least ", min_batch, " are required"));
+    }
+    if (params.noise_variance() > 0) {
+      TANDEM_ASSIGN_OR_RETURN(dp::Rational sigma2, dp::VarianceFromDouble(params.noise_variance()));
+      TANDEM_RETURN_IF_ERROR(dp::NoiseShareForRelease({sigma2, min_batch}, task->counted,
+                                                      absl::MakeSpan(released), noise_random_));
+    }
+    // Saved before release so that a retry returns the same draw.
+    TANDEM_RETURN_IF_ERROR(task->store->SaveAccumulator(round_id, EncodeAccumulator(released), {}));
+    TANDEM_RETURN_IF_ERROR(task->store->CloseRound(round_id));
+    task->accumulator = std::move(released);
+    absl::MutexLock lock(&task->state_mu);
+    task->closed = true;
+    TANDEM_LOG(INFO) << RoleName(options_.role) << " released task " << task->id << " round "
+                     << round_id << " with " << task->counted << " reports";
+  }
+  response.set_accepted_reports(static_cast<uint64_t>(task->counted));
+  proto::Tensor* share = response.mutable_aggregate_share();
+  share->set_name("aggregate_share");
+  share->set_dtype(proto::DTYPE_UINT64);
+  share->add_shape(static_cast<int64_t>(task->accumulator.size()));
+  share->set_data(EncodeAccumulator(task->accumulator));
+  return response;
+}
+
+absl::StatusOr<proto::AggregatorStatusResponse> Aggregator::Status(
+    const proto::AggregatorStatusRequest& request) {
+  TANDEM_ASSIGN_OR_RETURN(Task * task, GetTask(request.task_id(), /*create=*/false));
+  proto::AggregatorStatusResponse response;
+  response.set_role(RoleName(options_.role));
+  int64_t round_id;
+  {
+    absl::ReaderMutexLock lock(&task->state_mu);
+    round_id = task->round_id;
+    if (!task->closed) response.set_open_round(static_cast<uint64_t>(round_id));
+  }
+  if (round_id == 0) return response;
+  TANDEM_ASSIGN_OR_RETURN(std::vector<ReportRecord> all,
+                          task->store->ListReports(round_id, ReportFilter::kAll));
+  for (const ReportRecord& r : all) {
+    switch (r.state) {
+      case ReportState::kPending:
+        response.set_pending_reports(response.pending_reports() + 1);
+        break;
+      case ReportState::kAccepted:
+        response.set_accepted_reports(response.accepted_reports() + 1);
+        break;
+      case ReportState::kRejected:
+        response.set_rejected_reports(response.rejected_reports() + 1);
+        break;
+    }
+  }
+  return response;
+}
+
+}  // namespace tandem::aggregator

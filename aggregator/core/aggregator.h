@@ -1,0 +1,142 @@
+// One tandem aggregation server (PREAMBLE, Asi et al., NeurIPS 2025, in
+// Prio's two-server trust model: the leader and the helper do not collude).
+//
+// Life of a report, on each server:
+//   Upload: validated against the round's DPF shape (crypto/dpf/
+//     key_validator.h), stored durably as pending (report id = idempotency
+//     key, replays refused by the store).
+//   Verification (driven by the leader, ProcessPending): both servers compute
+//     the VDPF proof digest of their share; the leader sends its digests,
+//     the helper compares with its own and answers with them. Equal digests
+//     = accepted, different = rejected; a report the helper lacks stays
+//     pending. Each server decides independently; the leader's commit names
+//     the decided sets and the helper refuses a commit that disagrees with
+//     its own comparison.
+//   Commit: each server expands the accepted shares into its accumulator
+//     (oneTBB across reports and chunks) and saves the accumulator and the
+//     report states in one store transaction, so a SIGKILL at any point loses
+//     no accepted report and counts none twice.
+//   Finalize: remaining pending reports are verified or rejected, the batch
+//     size is checked against the minimum, the share gets this server's own
+//     discrete Gaussian noise (crypto/dp), is saved, the round closes and the
+//     same noised share is returned on every retry (never a second draw).
+//
+// Thread safety: all methods are thread-safe. Uploads run concurrently;
+// verification, commit and finalize of one task are serialised.
+// Ownership: the Aggregator owns its stores (from the factory); the peer
+// channel, clock and noise random are not owned and must outlive it.
+#ifndef TANDEM_AGGREGATOR_CORE_AGGREGATOR_H_
+#define TANDEM_AGGREGATOR_CORE_AGGREGATOR_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/functional/any_invocable.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "aggregator/core/peer_channel.h"
+#include "aggregator/store/report_store.h"
+#include "base/clock.h"
+#include "base/random.h"
+#include "proto/aggregator.pb.h"
+
+namespace tandem::aggregator {
+
+enum class Role { kLeader = 0, kHelper = 1 };
+
+absl::StatusOr<Role> ParseRole(absl::string_view name);
+const char* RoleName(Role role);
+
+// Opens the durable store of one task. With create_if_missing false it
+// returns NOT_FOUND for a task that has no store yet.
+using StoreFactory = absl::AnyInvocable<absl::StatusOr<std::unique_ptr<ReportStore>>(
+    absl::string_view task_id, bool create_if_missing)>;
+
+struct AggregatorOptions {
+  Role role = Role::kLeader;
+  // Reports verified and committed per exchange with the helper.
+  int verify_batch_size = 64;
+  // Upper bound on any round's max_reports (the round may ask for fewer).
+  uint32_t max_reports_per_round = 100000;
+  // Upper bound on any round's dimension D (memory: 8 bytes per coordinate).
+  uint64_t max_dimension = uint64_t{1} << 24;
+};
+
+class Aggregator {
+ public:
+  // INVALID_ARGUMENT for bad options, a missing leader peer, or null seams.
+  // `peer` may be null for the helper only.
+  static absl::StatusOr<std::unique_ptr<Aggregator>> Create(AggregatorOptions options,
+                                                            StoreFactory store_factory,
+                                                            PeerChannel* peer, Clock* clock,
+                                                            SecureRandom* noise_random);
+  ~Aggregator();
+
+  Role role() const { return options_.role; }
+
+  // Collector API (from the coordinator).
+  // INVALID_ARGUMENT bad parameters; ALREADY_EXISTS the round exists with
+  // other parameters; FAILED_PRECONDITION round id not above the last one.
+  // Idempotent for identical parameters.
+  absl::Status OpenRound(const proto::RoundParameters& parameters);
+  // See the file comment. FAILED_PRECONDITION when fewer than
+  // dp.min_batch_size reports were accepted (nothing is released, the round
+  // stays open); NOT_FOUND unknown task or round.
+  absl::StatusOr<proto::FinalizeResponse> Finalize(const proto::FinalizeRequest& request);
+  absl::StatusOr<proto::AggregatorStatusResponse> Status(
+      const proto::AggregatorStatusRequest& request);
+
+  // Client API. INVALID_ARGUMENT malformed request or key share; NOT_FOUND
+  // unknown task/round; FAILED_PRECONDITION round closed or past deadline;
+  // ALREADY_EXISTS report id reused with other content; RESOURCE_EXHAUSTED
+  // round full. An identical retry succeeds.
+  absl::StatusOr<proto::UploadResponse> Upload(const proto::UploadRequest& request);
+
+  // Leader only: verifies and commits pending reports of the task's open
+  // round with the helper, batch by batch, until none is left that the
+  // helper holds. Returns the number of reports decided. UNAVAILABLE when
+  // the helper cannot be reached (nothing is lost; retry later).
+  absl::StatusOr<int> ProcessPending(absl::string_view task_id);
+  // Leader only: ProcessPending for every task with an open round.
+  absl::Status ProcessAllPending();
+
+  // Peer API (helper side).
+  absl::StatusOr<proto::VerifyResponse> HandleVerify(const proto::VerifyRequest& request);
+  absl::StatusOr<proto::AcceptedSetAck> HandleCommit(const proto::AcceptedSet& request);
+
+ private:
+  struct Task;
+  Aggregator(AggregatorOptions options, StoreFactory store_factory, PeerChannel* peer,
+             Clock* clock, SecureRandom* noise_random);
+
+  // Returns the loaded task (opening its store on first use).
+  absl::StatusOr<Task*> GetTask(absl::string_view task_id, bool create)
+      ABSL_LOCKS_EXCLUDED(tasks_mu_);
+  // Loads the task's latest round from its store after a (re)start, counting
+  // reports a crash left accepted but uncounted.
+  absl::Status LoadLatestRound(Task& task);
+  // The following REQUIRE task.process_mu held.
+  absl::StatusOr<int> ProcessRoundLocked(Task& task, bool final_pass);
+  absl::StatusOr<int> ProcessBatchLocked(Task& task, const std::vector<ReportRecord>& batch,
+                                         bool final_pass);
+  absl::Status CommitLocked(Task& task, const std::vector<ReportRecord>& accepted,
+                            const std::vector<std::string>& rejected);
+
+  const AggregatorOptions options_;
+  StoreFactory store_factory_;
+  PeerChannel* const peer_;
+  Clock* const clock_;
+  SecureRandom* const noise_random_;
+
+  absl::Mutex tasks_mu_;
+  absl::flat_hash_map<std::string, std::unique_ptr<Task>> tasks_ ABSL_GUARDED_BY(tasks_mu_);
+};
+
+}  // namespace tandem::aggregator
+
+#endif  // TANDEM_AGGREGATOR_CORE_AGGREGATOR_H_

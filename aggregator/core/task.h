@@ -1,0 +1,63 @@
+// Per-task state of an Aggregator (private to aggregator/core).
+#ifndef TANDEM_AGGREGATOR_CORE_TASK_H_
+#define TANDEM_AGGREGATOR_CORE_TASK_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "aggregator/core/aggregator.h"
+#include "aggregator/store/report_store.h"
+#include "crypto/dpf/key_validator.h"
+#include "crypto/dpf/sparse_dpf.h"
+#include "proto/aggregator.pb.h"
+
+namespace tandem::aggregator {
+
+// Lock order: process_mu before state_mu. state_mu is held only briefly
+// (uploads read the round under it); process_mu serialises verification,
+// commits and finalize, and guards the accumulator.
+struct Aggregator::Task {
+  std::string id;
+  std::unique_ptr<ReportStore> store;
+
+  absl::Mutex process_mu;
+  absl::Mutex state_mu ABSL_ACQUIRED_AFTER(process_mu);
+
+  // The task's latest round (0 = none yet).
+  int64_t round_id ABSL_GUARDED_BY(state_mu) = 0;
+  bool closed ABSL_GUARDED_BY(state_mu) = false;
+  proto::RoundParameters parameters ABSL_GUARDED_BY(state_mu);
+  crypto::ExpectedKeySetShape shape ABSL_GUARDED_BY(state_mu);
+  int64_t received ABSL_GUARDED_BY(state_mu) = 0;  // reports stored this round
+
+  std::optional<crypto::SparseDpf> dpf ABSL_GUARDED_BY(process_mu);
+  std::vector<uint64_t> accumulator ABSL_GUARDED_BY(process_mu);
+  int64_t counted ABSL_GUARDED_BY(process_mu) = 0;
+  // Helper only: outcome of its own digest comparison per report id, from
+  // the latest Verify exchange (lost on restart; the leader re-verifies).
+  absl::flat_hash_map<std::string, bool> verified ABSL_GUARDED_BY(process_mu);
+};
+
+// Accumulator <-> store bytes (little-endian uint64 array).
+std::string EncodeAccumulator(const std::vector<uint64_t>& values);
+absl::StatusOr<std::vector<uint64_t>> DecodeAccumulator(absl::string_view bytes,
+                                                        uint64_t dimension);
+
+// Checks RoundParameters and builds the round's DPF. INVALID_ARGUMENT.
+absl::StatusOr<crypto::SparseDpf> DpfForRound(const proto::RoundParameters& p,
+                                              const AggregatorOptions& options);
+
+// Task ids: 1..64 characters of [A-Za-z0-9._-]. INVALID_ARGUMENT otherwise.
+absl::Status ValidateTaskId(absl::string_view task_id);
+
+inline constexpr size_t kReportIdBytes = 16;
+
+}  // namespace tandem::aggregator
+
+#endif  // TANDEM_AGGREGATOR_CORE_TASK_H_

@@ -1,0 +1,305 @@
+// The verification exchange between leader and helper and the commit of
+// decided reports (see aggregator.h for the protocol).
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "aggregator/core/aggregator.h"
+#include "aggregator/core/expansion.h"
+#include "aggregator/core/task.h"
+#include "base/logging.h"
+#include "base/status_macros.h"
+
+namespace tandem::aggregator {
+namespace {
+
+std::string DigestBytes(const crypto::ProofDigest& d) {
+  return std::string(reinterpret_cast<const char*>(d.data()), d.size());
+}
+
+}  // namespace
+
+absl::StatusOr<int> Aggregator::ProcessPending(absl::string_view task_id) {
+  if (options_.role != Role::kLeader) {
+    return absl::FailedPreconditionError("only the leader drives verification");
+  }
+  TANDEM_ASSIGN_OR_RETURN(Task * task, GetTask(task_id, /*create=*/false));
+  absl::MutexLock lock(&task->process_mu);
+  return ProcessRoundLocked(*task, /*final_pass=*/false);
+}
+
+absl::Status Aggregator::ProcessAllPending() {
+  std::vector<std::string> ids;
+  {
+    absl::MutexLock lock(&tasks_mu_);
+    for (const auto& [id, task] : tasks_) ids.push_back(id);
+  }
+  absl::Status first = absl::OkStatus();
+  for (const std::string& id : ids) {
+    absl::StatusOr<int> n = ProcessPending(id);
+    if (!n.ok() && first.ok()) first = n.status();
+  }
+  return first;
+}
+
+absl::StatusOr<int> Aggregator::ProcessRoundLocked(Task& task, bool final_pass) {
+  int64_t round_id;
+  {
+    absl::ReaderMutexLock lock(&task.state_mu);
+    if (task.round_id == 0 || task.closed) return 0;
+    round_id = task.round_id;
+  }
+  TANDEM_ASSIGN_OR_RETURN(std::vector<ReportRecord> pending,
+                          task.store->ListReports(round_id, ReportFilter::kPending));
+  int decided = 0;
+  for (size_t start = 0; start < pending.size();
+       start += static_cast<size_t>(options_.verify_batch_size)) {
+    const size_t end =
+        std::min(pending.size(), start + static_cast<size_t>(options_.verify_batch_size));
+    std::vector<ReportRecord> batch(std::make_move_iterator(pending.begin() + start),
+                                    std::make_move_iterator(pending.begin() + end));
+    TANDEM_ASSIGN_OR_RETURN(int n, ProcessBatchLocked(task, batch, final_pass));
+    decided += n;
+  }
+  return decided;
+}
+
+absl::StatusOr<int> Aggregator::ProcessBatchLocked(Task& task,
+                                                   const std::vector<ReportRecord>& batch,
+                                                   bool final_pass) {
+  crypto::ExpectedKeySetShape shape;
+  int64_t round_id;
+  {
+    absl::ReaderMutexLock lock(&task.state_mu);
+    shape = task.shape;
+    round_id = task.round_id;
+  }
+  // Shares were validated at upload; a stored share that no longer parses is
+  // rejected here (and named to the helper as rejected).
+  std::vector<std::string> rejected;
+  std::vector<const ReportRecord*> candidates;
+  std::vector<proto::SparseKeySet> shares;
+  shares.reserve(batch.size());
+  for (const ReportRecord& r : batch) {
+    absl::StatusOr<proto::SparseKeySet> keys = crypto::ParseSparseKeySet(r.share, shape);
+    if (!keys.ok()) {
+      TANDEM_LOG(ERROR) << "stored share fails validation: " << keys.status();
+      rejected.push_back(r.report_id);
+      continue;
+    }
+    candidates.push_back(&r);
+    shares.push_back(*std::move(keys));
+  }
+  std::vector<const proto::SparseKeySet*> share_ptrs;
+  for (const proto::SparseKeySet& s : shares) share_ptrs.push_back(&s);
+  TANDEM_ASSIGN_OR_RETURN(std::vector<crypto::ProofDigest> digests,
+                          ComputeDigests(*task.dpf, share_ptrs));
+
+  proto::VerifyRequest request;
+  request.set_task_id(task.id);
+  request.set_round_id(static_cast<uint64_t>(round_id));
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    proto::ReportCheck* check = request.add_checks();
+    check->set_report_id(candidates[i]->report_id);
+    check->set_proof_hash(DigestBytes(digests[i]));
+    check->set_state(proto::PEER_REPORT_PENDING);
+  }
+  absl::flat_hash_map<std::string, proto::ReportCheck> answers;
+  if (!candidates.empty()) {
+    TANDEM_ASSIGN_OR_RETURN(proto::VerifyResponse response, peer_->Verify(request));
+    for (const proto::ReportCheck& c : response.checks()) answers[c.report_id()] = c;
+  }
+
+  std::vector<ReportRecord> accepted;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    const ReportRecord& r = *candidates[i];
+    auto it = answers.find(r.report_id);
+    const proto::PeerReportState state =
+        it == answers.end() ? proto::PEER_REPORT_MISSING : it->second.state();
+    switch (state) {
+      case proto::PEER_REPORT_PENDING:
+        if (it->second.proof_hash() == DigestBytes(digests[i])) {
+          accepted.push_back(r);
+        } else {
+          rejected.push_back(r.report_id);
+        }
+        break;
+      case proto::PEER_REPORT_COUNTED:
+        // The helper counted it on a commit of ours whose ack was lost.
+        accepted.push_back(r);
+        break;
+      case proto::PEER_REPORT_MISSING:
+        if (final_pass) rejected.push_back(r.report_id);
+        break;
+      default:  // REJECTED, or a malformed answer: never count it.
+        rejected.push_back(r.report_id);
+        break;
+    }
+  }
+  if (accepted.empty() && rejected.empty()) return 0;
+
+  proto::AcceptedSet commit;
+  commit.set_task_id(task.id);
+  commit.set_round_id(static_cast<uint64_t>(round_id));
+  for (const ReportRecord& r : accepted) commit.add_report_ids(r.report_id);
+  for (const std::string& id : rejected) commit.add_rejected_ids(id);
+  TANDEM_RETURN_IF_ERROR(peer_->CommitAcceptedSet(commit).status());
+  TANDEM_RETURN_IF_ERROR(CommitLocked(task, accepted, rejected));
+  return static_cast<int>(accepted.size() + rejected.size());
+}
+
+absl::Status Aggregator::CommitLocked(Task& task, const std::vector<ReportRecord>& accepted,
+                                      const std::vector<std::string>& rejected) {
+  crypto::ExpectedKeySetShape shape;
+  int64_t round_id;
+  {
+    absl::ReaderMutexLock lock(&task.state_mu);
+    shape = task.shape;
+    round_id = task.round_id;
+  }
+  std::vector<proto::SparseKeySet> shares;
+  std::vector<std::string> ids;
+  for (const ReportRecord& r : accepted) {
+    TANDEM_ASSIGN_OR_RETURN(proto::SparseKeySet keys, crypto::ParseSparseKeySet(r.share, shape));
+    shares.push_back(std::move(keys));
+    ids.push_back(r.report_id);
+  }
+  std::vector<const proto::SparseKeySet*> share_ptrs;
+  for (const proto::SparseKeySet& s : shares) share_ptrs.push_back(&s);
+  std::vector<uint64_t> next = task.accumulator;
+  TANDEM_RETURN_IF_ERROR(AccumulateShares(*task.dpf, share_ptrs, absl::MakeSpan(next)).status());
+  for (const std::string& id : ids) {
+    TANDEM_RETURN_IF_ERROR(task.store->MarkAccepted(id));
+  }
+  if (!ids.empty()) {
+    TANDEM_RETURN_IF_ERROR(task.store->SaveAccumulator(round_id, EncodeAccumulator(next), ids));
+  }
+  for (const std::string& id : rejected) {
+    TANDEM_RETURN_IF_ERROR(task.store->MarkRejected(id));
+  }
+  task.accumulator = std::move(next);
+  task.counted += static_cast<int64_t>(ids.size());
+  for (const std::string& id : ids) task.verified.erase(id);
+  for (const std::string& id : rejected) task.verified.erase(id);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<proto::VerifyResponse> Aggregator::HandleVerify(
+    const proto::VerifyRequest& request) {
+  if (options_.role != Role::kHelper) {
+    return absl::FailedPreconditionError("Verify is served by the helper only");
+  }
+  TANDEM_ASSIGN_OR_RETURN(Task * task, GetTask(request.task_id(), /*create=*/false));
+  absl::MutexLock lock(&task->process_mu);
+  int64_t round_id;
+  bool closed;
+  crypto::ExpectedKeySetShape shape;
+  {
+    absl::ReaderMutexLock state_lock(&task->state_mu);
+    round_id = task->round_id;
+    closed = task->closed;
+    shape = task->shape;
+  }
+  if (static_cast<int64_t>(request.round_id()) != round_id) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "helper is at round ", round_id, ", leader asked about ", request.round_id()));
+  }
+  proto::VerifyResponse response;
+  absl::flat_hash_set<std::string> seen;
+  std::vector<int> to_digest;  // indices into response.checks()
+  std::vector<proto::SparseKeySet> shares;
+  std::vector<std::string> leader_hashes;
+  for (const proto::ReportCheck& c : request.checks()) {
+    if (c.report_id().size() != kReportIdBytes || c.proof_hash().size() != 32) {
+      return absl::InvalidArgumentError("report_id must be 16 bytes and proof_hash 32 bytes");
+    }
+    if (!seen.insert(c.report_id()).second) {
+      return absl::InvalidArgumentError("duplicate report id in Verify");
+    }
+    proto::ReportCheck* out = response.add_checks();
+    out->set_report_id(c.report_id());
+    absl::StatusOr<ReportRecord> r = task->store->GetReport(c.report_id());
+    if (absl::IsNotFound(r.status()) || (r.ok() && r->round_id != round_id)) {
+      out->set_state(proto::PEER_REPORT_MISSING);
+      continue;
+    }
+    if (!r.ok()) return r.status();
+    if (r->state == ReportState::kAccepted) {
+      out->set_state(proto::PEER_REPORT_COUNTED);
+      continue;
+    }
+    if (r->state == ReportState::kRejected || closed) {
+      out->set_state(proto::PEER_REPORT_REJECTED);
+      continue;
+    }
+    absl::StatusOr<proto::SparseKeySet> keys = crypto::ParseSparseKeySet(r->share, shape);
+    if (!keys.ok()) {
+      out->set_state(proto::PEER_REPORT_REJECTED);
+      continue;
+    }
+    to_digest.push_back(response.checks_size() - 1);
+    shares.push_back(*std::move(keys));
+    leader_hashes.push_back(c.proof_hash());
+  }
+  std::vector<const proto::SparseKeySet*> share_ptrs;
+  for (const proto::SparseKeySet& s : shares) share_ptrs.push_back(&s);
+  TANDEM_ASSIGN_OR_RETURN(std::vector<crypto::ProofDigest> digests,
+                          ComputeDigests(*task->dpf, share_ptrs));
+  for (size_t i = 0; i < to_digest.size(); ++i) {
+    proto::ReportCheck* out = response.mutable_checks(to_digest[i]);
+    const std::string mine = DigestBytes(digests[i]);
+    out->set_state(proto::PEER_REPORT_PENDING);
+    out->set_proof_hash(mine);
+    task->verified[out->report_id()] = (mine == leader_hashes[i]);
+  }
+  return response;
+}
+
+absl::StatusOr<proto::AcceptedSetAck> Aggregator::HandleCommit(const proto::AcceptedSet& request) {
+  if (options_.role != Role::kHelper) {
+    return absl::FailedPreconditionError("CommitAcceptedSet is served by the helper only");
+  }
+  TANDEM_ASSIGN_OR_RETURN(Task * task, GetTask(request.task_id(), /*create=*/false));
+  absl::MutexLock lock(&task->process_mu);
+  int64_t round_id;
+  bool closed;
+  {
+    absl::ReaderMutexLock state_lock(&task->state_mu);
+    round_id = task->round_id;
+    closed = task->closed;
+  }
+  if (static_cast<int64_t>(request.round_id()) != round_id) {
+    return absl::FailedPreconditionError("commit for a round that is not the helper's");
+  }
+  std::vector<ReportRecord> accept;
+  for (const std::string& id : request.report_ids()) {
+    TANDEM_ASSIGN_OR_RETURN(ReportRecord r, task->store->GetReport(id));
+    if (r.round_id != round_id) return absl::FailedPreconditionError("report of another round");
+    if (r.state == ReportState::kAccepted) continue;  // repeated commit
+    auto it = task->verified.find(id);
+    if (closed || r.state == ReportState::kRejected || it == task->verified.end() ||
+        !it->second) {
+      // Never count what this server has not itself seen verified.
+      return absl::FailedPreconditionError(
+          "commit names a report this helper has not verified as valid");
+    }
+    accept.push_back(std::move(r));
+  }
+  std::vector<std::string> reject;
+  for (const std::string& id : request.rejected_ids()) {
+    absl::StatusOr<ReportRecord> r = task->store->GetReport(id);
+    if (absl::IsNotFound(r.status())) continue;
+    if (!r.ok()) return r.status();
+    if (r->state == ReportState::kAccepted) {
+      return absl::FailedPreconditionError("leader rejects a report this helper counted");
+    }
+    if (r->state == ReportState::kPending && r->round_id == round_id) reject.push_back(id);
+  }
+  TANDEM_RETURN_IF_ERROR(CommitLocked(*task, accept, reject));
+  proto::AcceptedSetAck ack;
+  ack.set_accepted_count(static_cast<uint64_t>(task->counted));
+  return ack;
+}
+
+}  // namespace tandem::aggregator

@@ -1,0 +1,116 @@
+#include "aggregator/service/daemon.h"
+
+#include <filesystem>
+
+#include <grpcpp/create_channel.h>
+#include <grpcpp/server_builder.h>
+
+#include "absl/strings/str_cat.h"
+#include "aggregator/service/credentials.h"
+#include "aggregator/service/grpc_peer_channel.h"
+#include "aggregator/store/sqlite_report_store.h"
+#include "base/logging.h"
+#include "base/status_macros.h"
+
+namespace tandem::aggregator {
+namespace {
+
+constexpr uint32_t kDefaultMaxMessageBytes = 256u << 20;
+
+StoreFactory SqliteStoreFactory(std::string dir) {
+  return [dir](absl::string_view task_id,
+               bool create) -> absl::StatusOr<std::unique_ptr<ReportStore>> {
+    // task_id is validated by the Aggregator ([A-Za-z0-9._-]{1,64}), so it
+    // is safe as a file name component.
+    const std::string path = absl::StrCat(dir, "/task-", task_id, ".sqlite");
+    std::error_code ec;
+    if (!create && !std::filesystem::exists(path, ec)) {
+      return absl::NotFoundError(absl::StrCat("no state for task ", task_id));
+    }
+    TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<SqliteReportStore> store,
+                            SqliteReportStore::Open(path));
+    return std::unique_ptr<ReportStore>(std::move(store));
+  };
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<AggregatorDaemon>> AggregatorDaemon::Start(
+    const proto::AggregatorConfig& config, Clock* clock, SecureRandom* noise_random,
+    absl::Duration process_interval) {
+  TANDEM_ASSIGN_OR_RETURN(Role role, ParseRole(config.role()));
+  if (config.listen_address().empty()) {
+    return absl::InvalidArgumentError("listen_address is required");
+  }
+  if (config.state_path().empty()) return absl::InvalidArgumentError("state_path is required");
+  if (role == Role::kLeader && config.peer().address().empty()) {
+    return absl::InvalidArgumentError("the leader needs peer.address (its helper)");
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(config.state_path(), ec);
+  if (ec) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot create state_path ", config.state_path(), ": ", ec.message()));
+  }
+  const int max_bytes = static_cast<int>(
+      config.max_message_bytes() != 0 ? config.max_message_bytes() : kDefaultMaxMessageBytes);
+
+  auto daemon = std::unique_ptr<AggregatorDaemon>(new AggregatorDaemon());
+  if (role == Role::kLeader) {
+    TANDEM_ASSIGN_OR_RETURN(auto creds, service::MakeChannelCredentials(config.tls()));
+    grpc::ChannelArguments args;
+    args.SetMaxReceiveMessageSize(max_bytes);
+    args.SetMaxSendMessageSize(max_bytes);
+    if (!config.peer().server_name().empty()) {
+      args.SetSslTargetNameOverride(config.peer().server_name());
+    }
+    daemon->peer_ = std::make_unique<GrpcPeerChannel>(
+        grpc::CreateCustomChannel(config.peer().address(), creds, args), absl::Seconds(60));
+  }
+  AggregatorOptions options;
+  options.role = role;
+  TANDEM_ASSIGN_OR_RETURN(daemon->aggregator_,
+                          Aggregator::Create(options, SqliteStoreFactory(config.state_path()),
+                                             daemon->peer_.get(), clock, noise_random));
+  daemon->upload_ = std::make_unique<UploadService>(daemon->aggregator_.get());
+  daemon->peer_service_ = std::make_unique<PeerService>(daemon->aggregator_.get());
+  daemon->collector_ = std::make_unique<CollectorService>(daemon->aggregator_.get());
+
+  TANDEM_ASSIGN_OR_RETURN(auto server_creds, service::MakeServerCredentials(config.tls()));
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(config.listen_address(), server_creds, &daemon->port_);
+  builder.SetMaxReceiveMessageSize(max_bytes);
+  builder.SetMaxSendMessageSize(max_bytes);
+  builder.RegisterService(daemon->upload_.get());
+  builder.RegisterService(daemon->collector_.get());
+  if (role == Role::kHelper) builder.RegisterService(daemon->peer_service_.get());
+  daemon->server_ = builder.BuildAndStart();
+  if (daemon->server_ == nullptr || daemon->port_ == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", config.listen_address()));
+  }
+  if (role == Role::kLeader) {
+    daemon->loop_ = std::thread([d = daemon.get(), process_interval] { d->ProcessLoop(process_interval); });
+  }
+  TANDEM_LOG(INFO) << "tandem-aggregator " << RoleName(role) << " serving on port "
+                   << daemon->port_ << (config.tls().insecure_plaintext() ? " (plaintext)" : " (TLS)");
+  return daemon;
+}
+
+void AggregatorDaemon::ProcessLoop(absl::Duration interval) {
+  while (!stop_.WaitForNotificationWithTimeout(interval)) {
+    absl::Status s = aggregator_->ProcessAllPending();
+    if (!s.ok()) TANDEM_VLOG(1) << "verification pass: " << s;
+  }
+}
+
+void AggregatorDaemon::Shutdown() {
+  if (shut_down_) return;
+  shut_down_ = true;
+  if (!stop_.HasBeenNotified()) stop_.Notify();
+  if (loop_.joinable()) loop_.join();
+  if (server_ != nullptr) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+}
+
+AggregatorDaemon::~AggregatorDaemon() { Shutdown(); }
+
+}  // namespace tandem::aggregator

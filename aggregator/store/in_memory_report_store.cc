@@ -1,0 +1,173 @@
+#include "aggregator/store/in_memory_report_store.h"
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+
+namespace tandem::aggregator {
+
+bool MatchesFilter(const ReportRecord& r, ReportFilter filter) {
+  switch (filter) {
+    case ReportFilter::kPending:
+      return r.state == ReportState::kPending;
+    case ReportFilter::kAcceptedUncounted:
+      return r.state == ReportState::kAccepted && !r.counted;
+    case ReportFilter::kCounted:
+      return r.counted;
+    case ReportFilter::kRejected:
+      return r.state == ReportState::kRejected;
+    case ReportFilter::kAll:
+      return true;
+  }
+  return false;
+}
+
+absl::Status InMemoryReportStore::OpenRound(int64_t round_id, absl::string_view parameters) {
+  TANDEM_RETURN_IF_ERROR(ValidateRoundId(round_id));
+  TANDEM_RETURN_IF_ERROR(ValidateParameters(parameters));
+  absl::MutexLock lock(&mu_);
+  auto it = rounds_.find(round_id);
+  if (it == rounds_.end()) {
+    rounds_[round_id] = RoundRecord{round_id, std::string(parameters), RoundState::kOpen};
+    return absl::OkStatus();
+  }
+  if (it->second.parameters != parameters) {
+    return absl::AlreadyExistsError(absl::StrCat("round ", round_id, " exists with other parameters"));
+  }
+  if (it->second.state == RoundState::kClosed) {
+    return absl::FailedPreconditionError(absl::StrCat("round ", round_id, " is closed"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status InMemoryReportStore::CloseRound(int64_t round_id) {
+  TANDEM_RETURN_IF_ERROR(ValidateRoundId(round_id));
+  absl::MutexLock lock(&mu_);
+  auto it = rounds_.find(round_id);
+  if (it == rounds_.end()) return absl::NotFoundError(absl::StrCat("round ", round_id, " not found"));
+  it->second.state = RoundState::kClosed;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<RoundRecord> InMemoryReportStore::GetRound(int64_t round_id) {
+  TANDEM_RETURN_IF_ERROR(ValidateRoundId(round_id));
+  absl::MutexLock lock(&mu_);
+  auto it = rounds_.find(round_id);
+  if (it == rounds_.end()) return absl::NotFoundError(absl::StrCat("round ", round_id, " not found"));
+  return it->second;
+}
+
+absl::StatusOr<std::vector<RoundRecord>> InMemoryReportStore::ListRounds() {
+  absl::MutexLock lock(&mu_);
+  std::vector<RoundRecord> out;
+  for (const auto& [id, record] : rounds_) out.push_back(record);  // std::map: ordered
+  return out;
+}
+
+absl::StatusOr<RoundRecord*> InMemoryReportStore::OpenRoundLocked(int64_t round_id) {
+  auto it = rounds_.find(round_id);
+  if (it == rounds_.end()) return absl::NotFoundError(absl::StrCat("round ", round_id, " not found"));
+  if (it->second.state != RoundState::kOpen) {
+    return absl::FailedPreconditionError(absl::StrCat("round ", round_id, " is closed"));
+  }
+  return &it->second;
+}
+
+absl::Status InMemoryReportStore::PutPending(int64_t round_id, absl::string_view report_id,
+                                             absl::string_view share) {
+  TANDEM_RETURN_IF_ERROR(ValidateRoundId(round_id));
+  TANDEM_RETURN_IF_ERROR(ValidateReportId(report_id));
+  TANDEM_RETURN_IF_ERROR(ValidateShare(share));
+  absl::MutexLock lock(&mu_);
+  TANDEM_RETURN_IF_ERROR(OpenRoundLocked(round_id).status());
+  const std::string digest = ShareDigest(share);
+  auto it = reports_.find(report_id);
+  if (it != reports_.end()) {
+    if (it->second.round_id == round_id && it->second.share_digest == digest) return absl::OkStatus();
+    return absl::AlreadyExistsError("report id already used (replay or conflicting content)");
+  }
+  reports_.emplace(std::string(report_id),
+                   ReportRecord{std::string(report_id), round_id, ReportState::kPending, false,
+                                digest, std::string(share)});
+  return absl::OkStatus();
+}
+
+absl::Status InMemoryReportStore::Transition(absl::string_view report_id, ReportState to) {
+  TANDEM_RETURN_IF_ERROR(ValidateReportId(report_id));
+  absl::MutexLock lock(&mu_);
+  auto it = reports_.find(report_id);
+  if (it == reports_.end()) return absl::NotFoundError("report not found");
+  TANDEM_RETURN_IF_ERROR(OpenRoundLocked(it->second.round_id).status());
+  if (it->second.state == to) return absl::OkStatus();
+  if (it->second.state != ReportState::kPending) {
+    return absl::FailedPreconditionError("report is no longer pending: transition refused");
+  }
+  it->second.state = to;
+  if (to == ReportState::kRejected) it->second.share.clear();
+  return absl::OkStatus();
+}
+
+absl::Status InMemoryReportStore::MarkAccepted(absl::string_view report_id) {
+  return Transition(report_id, ReportState::kAccepted);
+}
+absl::Status InMemoryReportStore::MarkRejected(absl::string_view report_id) {
+  return Transition(report_id, ReportState::kRejected);
+}
+
+absl::StatusOr<ReportRecord> InMemoryReportStore::GetReport(absl::string_view report_id) {
+  TANDEM_RETURN_IF_ERROR(ValidateReportId(report_id));
+  absl::MutexLock lock(&mu_);
+  auto it = reports_.find(report_id);
+  if (it == reports_.end()) return absl::NotFoundError("report not found");
+  return it->second;
+}
+
+absl::StatusOr<std::vector<ReportRecord>> InMemoryReportStore::ListReports(int64_t round_id,
+                                                                           ReportFilter filter) {
+  TANDEM_RETURN_IF_ERROR(ValidateRoundId(round_id));
+  absl::MutexLock lock(&mu_);
+  if (!rounds_.count(round_id)) return absl::NotFoundError(absl::StrCat("round ", round_id, " not found"));
+  std::vector<ReportRecord> out;
+  for (const auto& [id, r] : reports_) {  // std::map: ordered by id.
+    if (r.round_id == round_id && MatchesFilter(r, filter)) out.push_back(r);
+  }
+  return out;
+}
+
+absl::Status InMemoryReportStore::SaveAccumulator(int64_t round_id, absl::string_view bytes,
+                                                  absl::Span<const std::string> newly_counted) {
+  TANDEM_RETURN_IF_ERROR(ValidateRoundId(round_id));
+  TANDEM_RETURN_IF_ERROR(ValidateAccumulatorUpdate(bytes, newly_counted));
+  absl::MutexLock lock(&mu_);
+  TANDEM_RETURN_IF_ERROR(OpenRoundLocked(round_id).status());
+  // Check everything before changing anything (all or nothing).
+  for (const std::string& id : newly_counted) {
+    auto it = reports_.find(id);
+    if (it == reports_.end() || it->second.round_id != round_id ||
+        it->second.state != ReportState::kAccepted || it->second.counted) {
+      return absl::FailedPreconditionError(
+          "SaveAccumulator: a report is not accepted and uncounted in this round");
+    }
+  }
+  for (const std::string& id : newly_counted) {
+    ReportRecord& r = reports_.find(id)->second;
+    r.counted = true;
+    r.share.clear();
+  }
+  AccumulatorSnapshot& snap = accumulators_[round_id];
+  snap.round_id = round_id;
+  snap.bytes = std::string(bytes);
+  snap.report_count += static_cast<int64_t>(newly_counted.size());
+  ++snap.version;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<AccumulatorSnapshot> InMemoryReportStore::LoadAccumulator(int64_t round_id) {
+  TANDEM_RETURN_IF_ERROR(ValidateRoundId(round_id));
+  absl::MutexLock lock(&mu_);
+  if (!rounds_.count(round_id)) return absl::NotFoundError(absl::StrCat("round ", round_id, " not found"));
+  auto it = accumulators_.find(round_id);
+  if (it == accumulators_.end()) return AccumulatorSnapshot{round_id, "", 0, 0};
+  return it->second;
+}
+
+}  // namespace tandem::aggregator

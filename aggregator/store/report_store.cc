@@ -1,0 +1,66 @@
+#include "aggregator/store/report_store.h"
+
+#include <openssl/sha.h>
+
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+
+namespace tandem::aggregator {
+
+std::string ShareDigest(absl::string_view share) {
+  std::string out(SHA256_DIGEST_LENGTH, '\0');
+  SHA256(reinterpret_cast<const unsigned char*>(share.data()), share.size(),
+         reinterpret_cast<unsigned char*>(out.data()));
+  return out;
+}
+
+absl::Status ValidateRoundId(int64_t round_id) {
+  if (round_id < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("round id must be >= 0, got ", round_id));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateReportId(absl::string_view report_id) {
+  if (report_id.empty() || report_id.size() > kMaxReportIdBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "report id must have 1..", kMaxReportIdBytes, " bytes, got ", report_id.size()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateShare(absl::string_view share) {
+  if (share.size() > kMaxShareBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("share of ", share.size(), " bytes exceeds ", kMaxShareBytes));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateParameters(absl::string_view parameters) {
+  if (parameters.size() > kMaxParametersBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("round parameters of ", parameters.size(), " bytes exceed ", kMaxParametersBytes));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateAccumulatorUpdate(absl::string_view bytes,
+                                       absl::Span<const std::string> newly_counted) {
+  if (bytes.size() > kMaxAccumulatorBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("accumulator of ", bytes.size(), " bytes exceeds ", kMaxAccumulatorBytes));
+  }
+  std::set<absl::string_view> seen;
+  for (const std::string& id : newly_counted) {
+    TANDEM_RETURN_IF_ERROR(ValidateReportId(id));
+    if (!seen.insert(id).second) {
+      return absl::InvalidArgumentError("SaveAccumulator: duplicate report id in newly_counted");
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tandem::aggregator

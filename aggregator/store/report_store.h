@@ -1,0 +1,133 @@
+// Durable state of one aggregator for one task: rounds, reports (with replay
+// protection) and accumulator snapshots.
+//
+// Report lifecycle (the only transitions):
+//
+//     PutPending ──> kPending ──MarkAccepted──> kAccepted ──SaveAccumulator──> kAccepted+counted
+//                        └──────MarkRejected──> kRejected
+//
+// Report ids are global to the store (one store per task), so an id seen in
+// any round is refused in every later round (replay protection). PutPending
+// is idempotent for identical content (same round, same share bytes);
+// repeating the transition a report is already in is a no-op, so a daemon
+// can safely retry after a crash.
+//
+// Crash invariant (what an implementation must guarantee): SaveAccumulator
+// writes the accumulator bytes and marks the included reports counted in one
+// atomic step, so after any crash the stored accumulator contains exactly the
+// reports marked counted: none lost, none counted twice. Reports accepted but
+// not yet counted keep their share so a restarted daemon can re-accumulate
+// them (ListReports(round, kAcceptedUncounted)); counted and rejected reports
+// drop their share and keep only its SHA-256 digest (for idempotency checks).
+//
+// Thread safety: implementations are thread-safe (each call is atomic).
+// Error codes shared by all implementations:
+//   INVALID_ARGUMENT   malformed argument (empty or > kMaxReportIdBytes id,
+//                      negative round, share > kMaxShareBytes, duplicate ids)
+//   NOT_FOUND          unknown round or report
+//   ALREADY_EXISTS     OpenRound with different parameters; PutPending of a
+//                      known id with a different round or content (replay)
+//   FAILED_PRECONDITION round closed; forbidden transition; SaveAccumulator
+//                      of a report that is not accepted/uncounted in that round
+//   DATA_LOSS          stored data fails validation (corruption)
+//   UNAVAILABLE / INTERNAL  storage failures (retryable / not)
+#ifndef TANDEM_AGGREGATOR_STORE_REPORT_STORE_H_
+#define TANDEM_AGGREGATOR_STORE_REPORT_STORE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+
+namespace tandem::aggregator {
+
+inline constexpr size_t kMaxReportIdBytes = 128;
+inline constexpr size_t kMaxShareBytes = size_t{64} << 20;       // 64 MiB
+inline constexpr size_t kMaxParametersBytes = size_t{1} << 20;   // 1 MiB
+inline constexpr size_t kMaxAccumulatorBytes = size_t{1} << 30;  // 1 GiB
+
+enum class RoundState { kOpen = 0, kClosed = 1 };
+enum class ReportState { kPending = 0, kAccepted = 1, kRejected = 2 };
+// Selects reports for ListReports.
+enum class ReportFilter { kPending, kAcceptedUncounted, kCounted, kRejected, kAll };
+
+struct RoundRecord {
+  int64_t round_id = 0;
+  std::string parameters;  // Serialized round parameters (opaque bytes).
+  RoundState state = RoundState::kOpen;
+};
+
+struct ReportRecord {
+  std::string report_id;
+  int64_t round_id = 0;
+  ReportState state = ReportState::kPending;
+  bool counted = false;      // Included in the round's accumulator snapshot.
+  std::string share_digest;  // SHA-256 of the share (32 bytes).
+  std::string share;         // Empty once counted (secret: never log).
+};
+
+struct AccumulatorSnapshot {
+  int64_t round_id = 0;
+  std::string bytes;         // Opaque accumulator encoding (secret share).
+  int64_t report_count = 0;  // Reports counted into `bytes`.
+  int64_t version = 0;       // Number of snapshots saved (0: none yet).
+};
+
+class ReportStore {
+ public:
+  virtual ~ReportStore() = default;
+
+  // Opens round `round_id` with its serialized parameters. Idempotent for
+  // identical parameters while open; ALREADY_EXISTS for different
+  // parameters; FAILED_PRECONDITION when the round was closed.
+  virtual absl::Status OpenRound(int64_t round_id, absl::string_view parameters) = 0;
+  // Closes the round (idempotent); later writes to it fail with
+  // FAILED_PRECONDITION. NOT_FOUND for an unknown round.
+  virtual absl::Status CloseRound(int64_t round_id) = 0;
+  virtual absl::StatusOr<RoundRecord> GetRound(int64_t round_id) = 0;
+  // Every round of the store, ordered by round id (a restarted daemon finds
+  // its latest round here).
+  virtual absl::StatusOr<std::vector<RoundRecord>> ListRounds() = 0;
+
+  // Records a received report as pending. See the file comment for
+  // idempotency and replay refusal. REQUIRES the round to be open.
+  virtual absl::Status PutPending(int64_t round_id, absl::string_view report_id,
+                                  absl::string_view share) = 0;
+  // pending -> accepted / pending -> rejected. A repeat of the same
+  // transition is OK; any other is FAILED_PRECONDITION.
+  virtual absl::Status MarkAccepted(absl::string_view report_id) = 0;
+  virtual absl::Status MarkRejected(absl::string_view report_id) = 0;
+  virtual absl::StatusOr<ReportRecord> GetReport(absl::string_view report_id) = 0;
+  // Reports of one round matching `filter`, ordered by report id.
+  virtual absl::StatusOr<std::vector<ReportRecord>> ListReports(int64_t round_id,
+                                                                ReportFilter filter) = 0;
+
+  // Atomically replaces the round's accumulator with `bytes`, which must
+  // already include the reports `newly_counted` (accepted, uncounted, in
+  // this round) on top of those counted before; marks them counted and
+  // drops their shares. All or nothing. An empty `newly_counted` only
+  // rewrites the bytes.
+  virtual absl::Status SaveAccumulator(int64_t round_id, absl::string_view bytes,
+                                       absl::Span<const std::string> newly_counted) = 0;
+  // The latest snapshot (version 0, empty bytes before the first save).
+  virtual absl::StatusOr<AccumulatorSnapshot> LoadAccumulator(int64_t round_id) = 0;
+};
+
+// SHA-256 of a share, as stored in ReportRecord::share_digest.
+std::string ShareDigest(absl::string_view share);
+
+// Argument checks shared by the implementations (INVALID_ARGUMENT).
+absl::Status ValidateRoundId(int64_t round_id);
+absl::Status ValidateReportId(absl::string_view report_id);
+absl::Status ValidateShare(absl::string_view share);
+absl::Status ValidateParameters(absl::string_view parameters);
+absl::Status ValidateAccumulatorUpdate(absl::string_view bytes,
+                                       absl::Span<const std::string> newly_counted);
+
+}  // namespace tandem::aggregator
+
+#endif  // TANDEM_AGGREGATOR_STORE_REPORT_STORE_H_

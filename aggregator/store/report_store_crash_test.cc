@@ -1,0 +1,276 @@
+// Crash test for the durability invariant of report_store.h: a child process
+// writes reports and accumulator snapshots in a loop and is killed with
+// SIGKILL at a random moment; the parent reopens the database and checks that
+// the stored accumulator equals the sum of exactly the reports marked counted
+// and that every acknowledged report survived. After several kill/restart
+// cycles a final run completes and must have counted every accepted report
+// exactly once.
+#include <signal.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "aggregator/store/sqlite_report_store.h"
+#include "base/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace tandem::aggregator {
+namespace {
+
+using ::tandem::testing::IsOk;
+
+constexpr int kWords = 16;              // Accumulator length (uint64 words).
+constexpr int64_t kTotalReports = 90;   // Reports the final run reaches.
+constexpr int kKillCycles = 12;
+constexpr uint64_t kSeed = 0x5eed4;     // Kill-point randomness.
+constexpr char kParams[] = "round-1-parameters";
+
+uint64_t SplitMix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+std::string ReportId(int64_t i) { return absl::StrCat("r", i); }
+bool Accept(int64_t i) { return i % 5 != 0; }
+
+std::string ShareOf(int64_t i) {
+  std::string s(kWords * 8, '\0');
+  for (int k = 0; k < kWords; ++k) {
+    const uint64_t w = SplitMix(static_cast<uint64_t>(i) * kWords + k);
+    std::memcpy(s.data() + 8 * k, &w, 8);
+  }
+  return s;
+}
+
+using Acc = std::vector<uint64_t>;
+void AddShare(Acc& acc, const std::string& share) {
+  for (int k = 0; k < kWords; ++k) {
+    uint64_t w;
+    std::memcpy(&w, share.data() + 8 * k, 8);
+    acc[k] += w;
+  }
+}
+std::string Encode(const Acc& acc) {
+  return std::string(reinterpret_cast<const char*>(acc.data()), acc.size() * 8);
+}
+Acc Decode(const std::string& bytes) {
+  Acc acc(kWords, 0);
+  if (bytes.size() == kWords * 8) std::memcpy(acc.data(), bytes.data(), bytes.size());
+  return acc;
+}
+
+int64_t IndexOf(const std::string& id) {
+  int64_t i = -1;
+  if (id.size() < 2 || id[0] != 'r' || !absl::SimpleAtoi(id.substr(1), &i)) return -1;
+  return i;
+}
+
+void Say(int fd, const std::string& line) {
+  const std::string msg = line + "\n";
+  if (write(fd, msg.data(), msg.size()) != static_cast<ssize_t>(msg.size())) _exit(9);
+}
+
+// The aggregator's recovery + ingest loop as a daemon would run it. Runs in
+// the child; never returns.
+[[noreturn]] void ChildMain(const std::string& path, int fd) {
+  auto opened = SqliteReportStore::Open(path);
+  if (!opened.ok()) _exit(2);
+  SqliteReportStore& store = **opened;
+  if (!store.OpenRound(1, kParams).ok()) _exit(3);
+  auto snap = store.LoadAccumulator(1);
+  if (!snap.ok()) _exit(4);
+  Acc acc = Decode(snap->bytes);
+  std::vector<std::string> newly;
+  // Recovery: accepted-but-uncounted reports are re-accumulated from their
+  // stored shares; pending ones are decided now.
+  auto uncounted = store.ListReports(1, ReportFilter::kAcceptedUncounted);
+  auto pending = store.ListReports(1, ReportFilter::kPending);
+  auto all = store.ListReports(1, ReportFilter::kAll);
+  if (!uncounted.ok() || !pending.ok() || !all.ok()) _exit(5);
+  for (const ReportRecord& r : *uncounted) {
+    AddShare(acc, r.share);
+    newly.push_back(r.report_id);
+  }
+  for (const ReportRecord& r : *pending) {
+    const int64_t i = IndexOf(r.report_id);
+    if (Accept(i)) {
+      if (!store.MarkAccepted(r.report_id).ok()) _exit(6);
+      AddShare(acc, r.share);
+      newly.push_back(r.report_id);
+    } else if (!store.MarkRejected(r.report_id).ok()) {
+      _exit(6);
+    }
+  }
+  // Resume two reports early: clients retry uploads, PutPending must be idempotent.
+  const int64_t start = std::max<int64_t>(0, static_cast<int64_t>(all->size()) - 2);
+  for (int64_t i = start; i < kTotalReports; ++i) {
+    const std::string id = ReportId(i);
+    if (!store.PutPending(1, id, ShareOf(i)).ok()) _exit(7);
+    Say(fd, absl::StrCat("P ", i));
+    auto rec = store.GetReport(id);
+    if (!rec.ok()) _exit(8);
+    if (rec->state == ReportState::kPending) {
+      if (Accept(i)) {
+        if (!store.MarkAccepted(id).ok()) _exit(6);
+        AddShare(acc, ShareOf(i));
+        newly.push_back(id);
+      } else if (!store.MarkRejected(id).ok()) {
+        _exit(6);
+      }
+    }
+    if (newly.size() >= 3) {
+      if (!store.SaveAccumulator(1, Encode(acc), newly).ok()) _exit(10);
+      newly.clear();
+    }
+  }
+  if (!newly.empty() && !store.SaveAccumulator(1, Encode(acc), newly).ok()) _exit(10);
+  Say(fd, "D");
+  _exit(0);
+}
+
+struct ChildRun {
+  std::set<int64_t> acked;  // Reports whose PutPending returned OK.
+  bool done = false;
+  bool killed = false;
+  int exit_code = -1;
+};
+
+// Forks a child; kills it `delay_us` microseconds after its `kill_after`-th
+// acknowledged report (kill_after 0: never). The delay spreads the kill
+// points over the whole write path (the fsyncs of PutPending, MarkAccepted
+// and SaveAccumulator), not only just after an acknowledgement.
+ChildRun RunChild(const std::string& path, int kill_after, int delay_us = 0) {
+  ChildRun run;
+  int fds[2];
+  if (pipe(fds) != 0) {
+    ADD_FAILURE() << "pipe failed";
+    return run;
+  }
+  const pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    ChildMain(path, fds[1]);
+  }
+  close(fds[1]);
+  FILE* in = fdopen(fds[0], "r");
+  char line[64];
+  while (fgets(line, sizeof(line), in) != nullptr) {
+    if (line[0] == 'D') run.done = true;
+    int64_t i = 0;
+    if (line[0] == 'P' && absl::SimpleAtoi(absl::StripAsciiWhitespace(line + 2), &i)) {
+      run.acked.insert(i);
+      if (kill_after > 0 && static_cast<int>(run.acked.size()) == kill_after && !run.killed) {
+        if (delay_us > 0) {
+          const timespec ts{0, static_cast<long>(delay_us) * 1000};
+          nanosleep(&ts, nullptr);
+        }
+        kill(pid, SIGKILL);  // Lands wherever the child is by now.
+        run.killed = true;
+      }
+    }
+  }
+  fclose(in);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (WIFEXITED(status)) run.exit_code = WEXITSTATUS(status);
+  return run;
+}
+
+// Checks the invariant on the file the child left behind.
+void CheckInvariant(const std::string& path, const std::set<int64_t>& acked) {
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto store, SqliteReportStore::Open(path));
+  TANDEM_ASSERT_OK_AND_ASSIGN(const AccumulatorSnapshot snap, store->LoadAccumulator(1));
+  TANDEM_ASSERT_OK_AND_ASSIGN(const auto counted, store->ListReports(1, ReportFilter::kCounted));
+  Acc expected(kWords, 0);
+  for (const ReportRecord& r : counted) {
+    const int64_t i = IndexOf(r.report_id);
+    ASSERT_GE(i, 0) << r.report_id;
+    EXPECT_TRUE(Accept(i)) << "rejected report counted: " << r.report_id;
+    EXPECT_EQ(r.share_digest, ShareDigest(ShareOf(i)));
+    AddShare(expected, ShareOf(i));
+  }
+  EXPECT_EQ(snap.report_count, static_cast<int64_t>(counted.size()));
+  EXPECT_EQ(Decode(snap.bytes), expected) << "accumulator != sum of counted reports";
+  for (int64_t i : acked) {
+    TANDEM_ASSERT_OK_AND_ASSIGN(const ReportRecord r, store->GetReport(ReportId(i)));
+    if (r.state == ReportState::kAccepted) {
+      EXPECT_TRUE(Accept(i));
+    }
+    if (r.state == ReportState::kRejected) {
+      EXPECT_FALSE(Accept(i));
+    }
+  }
+}
+
+TEST(ReportStoreCrashTest, SigkillNeverLosesOrDoubleCountsReports) {
+  SCOPED_TRACE(absl::StrCat("seed ", kSeed));
+  const auto dir = std::filesystem::path(::testing::TempDir()) /
+                   absl::StrCat("tandem_crash_", getpid());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "aggregator.db").string();
+
+  std::mt19937_64 rng(kSeed);
+  std::uniform_int_distribution<int> kill_point(1, 8);
+  std::uniform_int_distribution<int> kill_delay_us(0, 4000);
+  std::set<int64_t> acked;
+  int kills = 0;
+  for (int cycle = 0; cycle < kKillCycles; ++cycle) {
+    SCOPED_TRACE(absl::StrCat("cycle ", cycle));
+    const int after = kill_point(rng);
+    const int delay = kill_delay_us(rng);
+    const ChildRun run = RunChild(path, after, delay);
+    acked.insert(run.acked.begin(), run.acked.end());
+    if (run.killed && !run.done) {
+      ++kills;
+    } else {
+      EXPECT_EQ(run.exit_code, 0);
+    }
+    CheckInvariant(path, acked);
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+  EXPECT_GE(kills, kKillCycles / 2);
+
+  // Final uninterrupted run: every accepted report counted exactly once.
+  const ChildRun last = RunChild(path, 0);
+  ASSERT_TRUE(last.done) << "child exit code " << last.exit_code;
+  acked.insert(last.acked.begin(), last.acked.end());
+  CheckInvariant(path, acked);
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto store, SqliteReportStore::Open(path));
+  TANDEM_ASSERT_OK_AND_ASSIGN(const AccumulatorSnapshot snap, store->LoadAccumulator(1));
+  Acc expected(kWords, 0);
+  int64_t accepted = 0;
+  for (int64_t i = 0; i < kTotalReports; ++i) {
+    EXPECT_TRUE(acked.count(i)) << i;
+    if (Accept(i)) {
+      AddShare(expected, ShareOf(i));
+      ++accepted;
+    }
+  }
+  EXPECT_EQ(snap.report_count, accepted);
+  EXPECT_EQ(Decode(snap.bytes), expected);
+  TANDEM_ASSERT_OK_AND_ASSIGN(const auto left, store->ListReports(1, ReportFilter::kAcceptedUncounted));
+  EXPECT_TRUE(left.empty());
+  TANDEM_ASSERT_OK_AND_ASSIGN(const auto pending, store->ListReports(1, ReportFilter::kPending));
+  EXPECT_TRUE(pending.empty());
+  store.reset();
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace tandem::aggregator

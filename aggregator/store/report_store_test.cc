@@ -1,0 +1,217 @@
+// Contract tests run against every ReportStore implementation.
+#include "aggregator/store/report_store.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "aggregator/store/in_memory_report_store.h"
+#include "aggregator/store/sqlite_report_store.h"
+#include "base/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace tandem::aggregator {
+namespace {
+
+using ::tandem::testing::IsOk;
+using ::tandem::testing::StatusIs;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+struct StoreFactory {
+  std::string name;
+  std::function<std::unique_ptr<ReportStore>(const std::string& dir)> make;
+};
+
+class ReportStoreContractTest : public ::testing::TestWithParam<StoreFactory> {
+ protected:
+  void SetUp() override {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    dir_ = std::filesystem::path(::testing::TempDir()) /
+           absl::StrCat("tandem_store_", getpid(), "_", GetParam().name, "_",
+                        std::hash<std::string>()(info->name()));
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    store_ = GetParam().make(dir_.string());
+    ASSERT_NE(store_, nullptr);
+    ASSERT_THAT(store_->OpenRound(1, "params-1"), IsOk());
+  }
+  void TearDown() override {
+    store_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  std::vector<std::string> Ids(ReportFilter f, int64_t round = 1) {
+    std::vector<std::string> out;
+    auto list = store_->ListReports(round, f);
+    EXPECT_THAT(list.status(), IsOk());
+    if (list.ok()) {
+      for (const auto& r : *list) out.push_back(r.report_id);
+    }
+    return out;
+  }
+
+  std::filesystem::path dir_;
+  std::unique_ptr<ReportStore> store_;
+};
+
+TEST_P(ReportStoreContractTest, RoundsOpenIdempotentlyAndClose) {
+  EXPECT_THAT(store_->OpenRound(1, "params-1"), IsOk());
+  EXPECT_THAT(store_->OpenRound(1, "other"), StatusIs(absl::StatusCode::kAlreadyExists, HasSubstr("other parameters")));
+  TANDEM_ASSERT_OK_AND_ASSIGN(RoundRecord r, store_->GetRound(1));
+  EXPECT_EQ(r.parameters, "params-1");
+  EXPECT_EQ(r.state, RoundState::kOpen);
+  ASSERT_THAT(store_->CloseRound(1), IsOk());
+  EXPECT_THAT(store_->CloseRound(1), IsOk());
+  TANDEM_ASSERT_OK_AND_ASSIGN(r, store_->GetRound(1));
+  EXPECT_EQ(r.state, RoundState::kClosed);
+  EXPECT_THAT(store_->OpenRound(1, "params-1"), StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("closed")));
+  EXPECT_THAT(store_->GetRound(2), StatusIs(absl::StatusCode::kNotFound, HasSubstr("round 2")));
+  EXPECT_THAT(store_->CloseRound(2), StatusIs(absl::StatusCode::kNotFound, HasSubstr("round 2")));
+  EXPECT_THAT(store_->OpenRound(-1, ""), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(">= 0")));
+  EXPECT_THAT(store_->OpenRound(3, std::string(kMaxParametersBytes + 1, 'p')), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("parameters")));
+  ASSERT_THAT(store_->OpenRound(0, ""), IsOk());  // Empty parameters are allowed.
+}
+
+TEST_P(ReportStoreContractTest, PutPendingIsIdempotentForIdenticalContent) {
+  ASSERT_THAT(store_->PutPending(1, "r1", "share-a"), IsOk());
+  EXPECT_THAT(store_->PutPending(1, "r1", "share-a"), IsOk());
+  EXPECT_THAT(store_->PutPending(1, "r1", "share-b"), StatusIs(absl::StatusCode::kAlreadyExists, HasSubstr("replay")));
+  TANDEM_ASSERT_OK_AND_ASSIGN(const ReportRecord r, store_->GetReport("r1"));
+  EXPECT_EQ(r.round_id, 1);
+  EXPECT_EQ(r.state, ReportState::kPending);
+  EXPECT_FALSE(r.counted);
+  EXPECT_EQ(r.share, "share-a");
+  EXPECT_EQ(r.share_digest, ShareDigest("share-a"));
+  EXPECT_THAT(Ids(ReportFilter::kPending), ElementsAre("r1"));
+}
+
+TEST_P(ReportStoreContractTest, ReplayInALaterRoundIsRefused) {
+  ASSERT_THAT(store_->PutPending(1, "r1", "s"), IsOk());
+  ASSERT_THAT(store_->MarkAccepted("r1"), IsOk());
+  ASSERT_THAT(store_->CloseRound(1), IsOk());
+  ASSERT_THAT(store_->OpenRound(2, "params-2"), IsOk());
+  EXPECT_THAT(store_->PutPending(2, "r1", "s"), StatusIs(absl::StatusCode::kAlreadyExists, HasSubstr("replay")));
+  EXPECT_THAT(Ids(ReportFilter::kAll, 2), ElementsAre());
+}
+
+TEST_P(ReportStoreContractTest, PutPendingValidatesArgumentsAndRound) {
+  EXPECT_THAT(store_->PutPending(1, "", "s"), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("report id")));
+  EXPECT_THAT(store_->PutPending(1, std::string(kMaxReportIdBytes + 1, 'x'), "s"), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("report id")));
+  EXPECT_THAT(store_->PutPending(-5, "r", "s"), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("round id")));
+  EXPECT_THAT(store_->PutPending(9, "r", "s"), StatusIs(absl::StatusCode::kNotFound, HasSubstr("round 9")));
+  ASSERT_THAT(store_->CloseRound(1), IsOk());
+  EXPECT_THAT(store_->PutPending(1, "r", "s"), StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("closed")));
+}
+
+TEST_P(ReportStoreContractTest, BinaryIdsAndSharesRoundTrip) {
+  const std::string id("\0\x01\xff", 3), share("\0\0\xfe\0", 4);
+  ASSERT_THAT(store_->PutPending(1, id, share), IsOk());
+  ASSERT_THAT(store_->PutPending(1, std::string("\0\x01", 2), ""), IsOk());  // Prefix id, empty share.
+  TANDEM_ASSERT_OK_AND_ASSIGN(const ReportRecord r, store_->GetReport(id));
+  EXPECT_EQ(r.share, share);
+  EXPECT_EQ(Ids(ReportFilter::kAll).size(), 2u);
+}
+
+TEST_P(ReportStoreContractTest, StateMachineAllowsOnlyPendingToAcceptedOrRejected) {
+  ASSERT_THAT(store_->PutPending(1, "a", "sa"), IsOk());
+  ASSERT_THAT(store_->PutPending(1, "b", "sb"), IsOk());
+  ASSERT_THAT(store_->MarkAccepted("a"), IsOk());
+  EXPECT_THAT(store_->MarkAccepted("a"), IsOk());  // Repeat: no-op.
+  EXPECT_THAT(store_->MarkRejected("a"), StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("no longer pending")));
+  ASSERT_THAT(store_->MarkRejected("b"), IsOk());
+  EXPECT_THAT(store_->MarkRejected("b"), IsOk());
+  EXPECT_THAT(store_->MarkAccepted("b"), StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("no longer pending")));
+  EXPECT_THAT(store_->MarkAccepted("zzz"), StatusIs(absl::StatusCode::kNotFound, HasSubstr("report")));
+  EXPECT_THAT(store_->MarkAccepted(""), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("report id")));
+  TANDEM_ASSERT_OK_AND_ASSIGN(const ReportRecord rb, store_->GetReport("b"));
+  EXPECT_EQ(rb.state, ReportState::kRejected);
+  EXPECT_EQ(rb.share, "");  // Rejected shares are dropped.
+  EXPECT_THAT(store_->PutPending(1, "b", "sb"), IsOk());  // Idempotent by digest.
+  EXPECT_THAT(Ids(ReportFilter::kAcceptedUncounted), ElementsAre("a"));
+  EXPECT_THAT(Ids(ReportFilter::kRejected), ElementsAre("b"));
+  EXPECT_THAT(Ids(ReportFilter::kPending), ElementsAre());
+  ASSERT_THAT(store_->PutPending(1, "c", "sc"), IsOk());
+  ASSERT_THAT(store_->CloseRound(1), IsOk());
+  EXPECT_THAT(store_->MarkAccepted("c"), StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("closed")));
+}
+
+TEST_P(ReportStoreContractTest, SaveAccumulatorCountsAtomically) {
+  for (const char* id : {"a", "b", "c", "d"}) ASSERT_THAT(store_->PutPending(1, id, absl::StrCat("s", id)), IsOk());
+  ASSERT_THAT(store_->MarkAccepted("a"), IsOk());
+  ASSERT_THAT(store_->MarkAccepted("b"), IsOk());
+  ASSERT_THAT(store_->MarkRejected("c"), IsOk());
+  TANDEM_ASSERT_OK_AND_ASSIGN(AccumulatorSnapshot snap, store_->LoadAccumulator(1));
+  EXPECT_EQ(snap.version, 0);
+  EXPECT_EQ(snap.report_count, 0);
+  EXPECT_EQ(snap.bytes, "");
+
+  const std::vector<std::string> first = {"a"};
+  ASSERT_THAT(store_->SaveAccumulator(1, "acc-a", first), IsOk());
+  TANDEM_ASSERT_OK_AND_ASSIGN(snap, store_->LoadAccumulator(1));
+  EXPECT_EQ(snap.bytes, "acc-a");
+  EXPECT_EQ(snap.report_count, 1);
+  EXPECT_EQ(snap.version, 1);
+  TANDEM_ASSERT_OK_AND_ASSIGN(const ReportRecord ra, store_->GetReport("a"));
+  EXPECT_TRUE(ra.counted);
+  EXPECT_EQ(ra.share, "");
+  EXPECT_EQ(ra.share_digest, ShareDigest("sa"));
+  EXPECT_THAT(store_->PutPending(1, "a", "sa"), IsOk());  // Still idempotent once counted.
+
+  // All or nothing: "a" is already counted, so "b" must stay uncounted.
+  for (const std::vector<std::string>& bad : std::vector<std::vector<std::string>>{
+           {"b", "a"}, {"b", "c"}, {"b", "d"}, {"b", "nope"}}) {
+    EXPECT_THAT(store_->SaveAccumulator(1, "acc-bad", bad), StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("not accepted")));
+  }
+  EXPECT_THAT(store_->SaveAccumulator(1, "acc-bad", std::vector<std::string>{"b", "b"}), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("duplicate")));
+  TANDEM_ASSERT_OK_AND_ASSIGN(snap, store_->LoadAccumulator(1));
+  EXPECT_EQ(snap.bytes, "acc-a");
+  EXPECT_EQ(snap.version, 1);
+  EXPECT_THAT(Ids(ReportFilter::kAcceptedUncounted), ElementsAre("b"));
+
+  ASSERT_THAT(store_->SaveAccumulator(1, "acc-ab", std::vector<std::string>{"b"}), IsOk());
+  ASSERT_THAT(store_->SaveAccumulator(1, "acc-ab2", {}), IsOk());  // Bytes-only rewrite.
+  TANDEM_ASSERT_OK_AND_ASSIGN(snap, store_->LoadAccumulator(1));
+  EXPECT_EQ(snap.bytes, "acc-ab2");
+  EXPECT_EQ(snap.report_count, 2);
+  EXPECT_EQ(snap.version, 3);
+  EXPECT_THAT(Ids(ReportFilter::kCounted), ElementsAre("a", "b"));
+  EXPECT_THAT(Ids(ReportFilter::kAcceptedUncounted), ElementsAre());
+}
+
+TEST_P(ReportStoreContractTest, SaveAccumulatorChecksRound) {
+  ASSERT_THAT(store_->OpenRound(2, "p2"), IsOk());
+  ASSERT_THAT(store_->PutPending(2, "x", "sx"), IsOk());
+  ASSERT_THAT(store_->MarkAccepted("x"), IsOk());
+  // "x" belongs to round 2, not round 1.
+  EXPECT_THAT(store_->SaveAccumulator(1, "acc", std::vector<std::string>{"x"}), StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("not accepted")));
+  EXPECT_THAT(store_->SaveAccumulator(7, "acc", {}), StatusIs(absl::StatusCode::kNotFound, HasSubstr("round 7")));
+  EXPECT_THAT(store_->LoadAccumulator(7), StatusIs(absl::StatusCode::kNotFound, HasSubstr("round 7")));
+  EXPECT_THAT(store_->ListReports(7, ReportFilter::kAll), StatusIs(absl::StatusCode::kNotFound, HasSubstr("round 7")));
+  ASSERT_THAT(store_->CloseRound(2), IsOk());
+  EXPECT_THAT(store_->SaveAccumulator(2, "acc", std::vector<std::string>{"x"}), StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("closed")));
+  // A closed round's snapshot stays readable.
+  EXPECT_THAT(store_->LoadAccumulator(2), IsOk());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Implementations, ReportStoreContractTest,
+    ::testing::Values(
+        StoreFactory{"InMemory", [](const std::string&) -> std::unique_ptr<ReportStore> {
+                       return std::make_unique<InMemoryReportStore>();
+                     }},
+        StoreFactory{"Sqlite", [](const std::string& dir) -> std::unique_ptr<ReportStore> {
+                       auto s = SqliteReportStore::Open(dir + "/store.db");
+                       EXPECT_THAT(s.status(), IsOk());
+                       return s.ok() ? std::move(*s) : nullptr;
+                     }}),
+    [](const ::testing::TestParamInfo<StoreFactory>& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace tandem::aggregator

@@ -1,0 +1,346 @@
+#include "aggregator/store/sqlite_report_store.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+
+namespace tandem::aggregator {
+namespace {
+
+using sqlite::Statement;
+using sqlite::Transaction;
+
+constexpr absl::string_view kSchemaV1 = R"sql(
+CREATE TABLE IF NOT EXISTS rounds (
+  round_id   INTEGER PRIMARY KEY,
+  parameters BLOB NOT NULL,
+  state      INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS reports (
+  report_id    BLOB PRIMARY KEY,
+  round_id     INTEGER NOT NULL REFERENCES rounds(round_id),
+  state        INTEGER NOT NULL,
+  counted      INTEGER NOT NULL,
+  share_digest BLOB NOT NULL,
+  share        BLOB);
+CREATE INDEX IF NOT EXISTS reports_by_round ON reports(round_id, state, counted);
+CREATE TABLE IF NOT EXISTS accumulators (
+  round_id     INTEGER PRIMARY KEY REFERENCES rounds(round_id),
+  bytes        BLOB NOT NULL,
+  report_count INTEGER NOT NULL,
+  version      INTEGER NOT NULL);
+)sql";
+
+constexpr absl::string_view kReportColumns =
+    "report_id, round_id, state, counted, share_digest, share";
+
+absl::Status Corrupt(absl::string_view what) {
+  return absl::DataLossError(absl::StrCat("report store: corrupt ", what));
+}
+
+// Decodes and validates one reports row (columns in kReportColumns order).
+absl::StatusOr<ReportRecord> ReadReport(const Statement& st) {
+  ReportRecord r;
+  r.report_id = st.ColumnBlob(0);
+  r.round_id = st.ColumnInt64(1);
+  const int64_t state = st.ColumnInt64(2);
+  const int64_t counted = st.ColumnInt64(3);
+  r.share_digest = st.ColumnBlob(4);
+  r.share = st.ColumnBlob(5);
+  if (!ValidateReportId(r.report_id).ok() || r.round_id < 0) return Corrupt("report id/round");
+  if (state < 0 || state > 2) return Corrupt("report state");
+  r.state = static_cast<ReportState>(state);
+  if (counted != 0 && counted != 1) return Corrupt("report counted flag");
+  r.counted = counted == 1;
+  if (r.counted && r.state != ReportState::kAccepted) return Corrupt("counted report not accepted");
+  if (r.share_digest.size() != 32) return Corrupt("share digest");
+  if (r.share.size() > kMaxShareBytes) return Corrupt("share size");
+  if ((r.state == ReportState::kPending || (r.state == ReportState::kAccepted && !r.counted)) &&
+      ShareDigest(r.share) != r.share_digest) {
+    return Corrupt("share (digest mismatch)");
+  }
+  return r;
+}
+
+absl::string_view FilterSql(ReportFilter filter) {
+  switch (filter) {
+    case ReportFilter::kPending:
+      return "state = 0";
+    case ReportFilter::kAcceptedUncounted:
+      return "state = 1 AND counted = 0";
+    case ReportFilter::kCounted:
+      return "counted = 1";
+    case ReportFilter::kRejected:
+      return "state = 2";
+    case ReportFilter::kAll:
+      break;
+  }
+  return "1";
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<SqliteReportStore>> SqliteReportStore::Open(
+    const std::string& path, const sqlite::DatabaseOptions& options) {
+  TANDEM_ASSIGN_OR_RETURN(auto db, sqlite::Database::Open(path, options));
+  std::unique_ptr<SqliteReportStore> store(new SqliteReportStore(std::move(db)));
+  TANDEM_RETURN_IF_ERROR(store->Migrate());
+  return store;
+}
+
+absl::Status SqliteReportStore::Migrate() {
+  absl::MutexLock lock(&mu_);
+  TANDEM_ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(db_.get()));
+  TANDEM_RETURN_IF_ERROR(db_->Exec(
+      "CREATE TABLE IF NOT EXISTS schema_version (component TEXT PRIMARY KEY, version INTEGER NOT NULL)"));
+  TANDEM_ASSIGN_OR_RETURN(Statement get,
+                          db_->Prepare("SELECT version FROM schema_version WHERE component = 'report_store'"));
+  TANDEM_ASSIGN_OR_RETURN(const bool has_row, get.Step());
+  if (has_row) {
+    const int64_t version = get.ColumnInt64(0);
+    if (version < 1) return Corrupt("schema_version");
+    if (version > kSchemaVersion) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "report store: schema version ", version, " is newer than this binary's ", kSchemaVersion));
+    }
+  } else {
+    TANDEM_RETURN_IF_ERROR(db_->Exec(kSchemaV1));
+    TANDEM_RETURN_IF_ERROR(db_->Exec(absl::StrCat(
+        "INSERT INTO schema_version VALUES ('report_store', ", kSchemaVersion, ")")));
+  }
+  return tx.Commit();
+}
+
+absl::StatusOr<RoundRecord> SqliteReportStore::GetRoundLocked(int64_t round_id) {
+  TANDEM_ASSIGN_OR_RETURN(Statement st,
+                          db_->Prepare("SELECT parameters, state FROM rounds WHERE round_id = ?1"));
+  TANDEM_RETURN_IF_ERROR(st.BindInt64(1, round_id));
+  TANDEM_ASSIGN_OR_RETURN(const bool row, st.Step());
+  if (!row) return absl::NotFoundError(absl::StrCat("round ", round_id, " not found"));
+  RoundRecord r;
+  r.round_id = round_id;
+  r.parameters = st.ColumnBlob(0);
+  const int64_t state = st.ColumnInt64(1);
+  if (state != 0 && state != 1) return Corrupt("round state");
+  if (r.parameters.size() > kMaxParametersBytes) return Corrupt("round parameters");
+  r.state = static_cast<RoundState>(state);
+  return r;
+}
+
+absl::StatusOr<std::vector<RoundRecord>> SqliteReportStore::ListRounds() {
+  absl::MutexLock lock(&mu_);
+  TANDEM_ASSIGN_OR_RETURN(Statement st,
+                          db_->Prepare("SELECT round_id FROM rounds ORDER BY round_id"));
+  std::vector<int64_t> ids;
+  while (true) {
+    TANDEM_ASSIGN_OR_RETURN(const bool row, st.Step());
+    if (!row) break;
+    ids.push_back(st.ColumnInt64(0));
+  }
+  std::vector<RoundRecord> out;
+  for (int64_t id : ids) {
+    if (!ValidateRoundId(id).ok()) return Corrupt("round id");
+    TANDEM_ASSIGN_OR_RETURN(RoundRecord r, GetRoundLocked(id));
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+absl::Status SqliteReportStore::RequireOpenLocked(int64_t round_id) {
+  TANDEM_ASSIGN_OR_RETURN(const RoundRecord r, GetRoundLocked(round_id));
+  if (r.state != RoundState::kOpen) {
+    return absl::FailedPreconditionError(absl::StrCat("round ", round_id, " is closed"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SqliteReportStore::OpenRound(int64_t round_id, absl::string_view parameters) {
+  TANDEM_RETURN_IF_ERROR(ValidateRoundId(round_id));
+  TANDEM_RETURN_IF_ERROR(ValidateParameters(parameters));
+  absl::MutexLock lock(&mu_);
+  TANDEM_ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(db_.get()));
+  absl::StatusOr<RoundRecord> existing = GetRoundLocked(round_id);
+  if (existing.ok()) {
+    if (existing->parameters != parameters) {
+      return absl::AlreadyExistsError(absl::StrCat("round ", round_id, " exists with other parameters"));
+    }
+    if (existing->state == RoundState::kClosed) {
+      return absl::FailedPreconditionError(absl::StrCat("round ", round_id, " is closed"));
+    }
+    return absl::OkStatus();
+  }
+  if (!absl::IsNotFound(existing.status())) return existing.status();
+  TANDEM_ASSIGN_OR_RETURN(Statement ins, db_->Prepare("INSERT INTO rounds VALUES (?1, ?2, 0)"));
+  TANDEM_RETURN_IF_ERROR(ins.BindInt64(1, round_id));
+  TANDEM_RETURN_IF_ERROR(ins.BindBlob(2, parameters));
+  TANDEM_RETURN_IF_ERROR(ins.StepDone());
+  return tx.Commit();
+}
+
+absl::Status SqliteReportStore::CloseRound(int64_t round_id) {
+  TANDEM_RETURN_IF_ERROR(ValidateRoundId(round_id));
+  absl::MutexLock lock(&mu_);
+  TANDEM_ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(db_.get()));
+  TANDEM_RETURN_IF_ERROR(GetRoundLocked(round_id).status());
+  TANDEM_ASSIGN_OR_RETURN(Statement up, db_->Prepare("UPDATE rounds SET state = 1 WHERE round_id = ?1"));
+  TANDEM_RETURN_IF_ERROR(up.BindInt64(1, round_id));
+  TANDEM_RETURN_IF_ERROR(up.StepDone());
+  return tx.Commit();
+}
+
+absl::StatusOr<RoundRecord> SqliteReportStore::GetRound(int64_t round_id) {
+  TANDEM_RETURN_IF_ERROR(ValidateRoundId(round_id));
+  absl::MutexLock lock(&mu_);
+  return GetRoundLocked(round_id);
+}
+
+absl::StatusOr<ReportRecord> SqliteReportStore::GetReportLocked(absl::string_view report_id) {
+  TANDEM_ASSIGN_OR_RETURN(
+      Statement st, db_->Prepare(absl::StrCat("SELECT ", kReportColumns, " FROM reports WHERE report_id = ?1")));
+  TANDEM_RETURN_IF_ERROR(st.BindBlob(1, report_id));
+  TANDEM_ASSIGN_OR_RETURN(const bool row, st.Step());
+  if (!row) return absl::NotFoundError("report not found");
+  return ReadReport(st);
+}
+
+absl::Status SqliteReportStore::PutPending(int64_t round_id, absl::string_view report_id,
+                                           absl::string_view share) {
+  TANDEM_RETURN_IF_ERROR(ValidateRoundId(round_id));
+  TANDEM_RETURN_IF_ERROR(ValidateReportId(report_id));
+  TANDEM_RETURN_IF_ERROR(ValidateShare(share));
+  const std::string digest = ShareDigest(share);
+  absl::MutexLock lock(&mu_);
+  TANDEM_ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(db_.get()));
+  TANDEM_RETURN_IF_ERROR(RequireOpenLocked(round_id));
+  absl::StatusOr<ReportRecord> existing = GetReportLocked(report_id);
+  if (existing.ok()) {
+    if (existing->round_id == round_id && existing->share_digest == digest) return absl::OkStatus();
+    return absl::AlreadyExistsError("report id already used (replay or conflicting content)");
+  }
+  if (!absl::IsNotFound(existing.status())) return existing.status();
+  TANDEM_ASSIGN_OR_RETURN(Statement ins,
+                          db_->Prepare("INSERT INTO reports VALUES (?1, ?2, 0, 0, ?3, ?4)"));
+  TANDEM_RETURN_IF_ERROR(ins.BindBlob(1, report_id));
+  TANDEM_RETURN_IF_ERROR(ins.BindInt64(2, round_id));
+  TANDEM_RETURN_IF_ERROR(ins.BindBlob(3, digest));
+  TANDEM_RETURN_IF_ERROR(ins.BindBlob(4, share));
+  TANDEM_RETURN_IF_ERROR(ins.StepDone());
+  return tx.Commit();
+}
+
+absl::Status SqliteReportStore::Transition(absl::string_view report_id, ReportState to) {
+  TANDEM_RETURN_IF_ERROR(ValidateReportId(report_id));
+  absl::MutexLock lock(&mu_);
+  TANDEM_ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(db_.get()));
+  TANDEM_ASSIGN_OR_RETURN(const ReportRecord r, GetReportLocked(report_id));
+  TANDEM_RETURN_IF_ERROR(RequireOpenLocked(r.round_id));
+  if (r.state == to) return absl::OkStatus();
+  if (r.state != ReportState::kPending) {
+    return absl::FailedPreconditionError("report is no longer pending: transition refused");
+  }
+  // Rejected reports drop their share; accepted ones keep it until counted.
+  TANDEM_ASSIGN_OR_RETURN(
+      Statement up,
+      db_->Prepare(to == ReportState::kRejected
+                       ? "UPDATE reports SET state = ?2, share = NULL WHERE report_id = ?1"
+                       : "UPDATE reports SET state = ?2 WHERE report_id = ?1"));
+  TANDEM_RETURN_IF_ERROR(up.BindBlob(1, report_id));
+  TANDEM_RETURN_IF_ERROR(up.BindInt64(2, static_cast<int64_t>(to)));
+  TANDEM_RETURN_IF_ERROR(up.StepDone());
+  return tx.Commit();
+}
+
+absl::Status SqliteReportStore::MarkAccepted(absl::string_view report_id) {
+  return Transition(report_id, ReportState::kAccepted);
+}
+absl::Status SqliteReportStore::MarkRejected(absl::string_view report_id) {
+  return Transition(report_id, ReportState::kRejected);
+}
+
+absl::StatusOr<ReportRecord> SqliteReportStore::GetReport(absl::string_view report_id) {
+  TANDEM_RETURN_IF_ERROR(ValidateReportId(report_id));
+  absl::MutexLock lock(&mu_);
+  return GetReportLocked(report_id);
+}
+
+absl::StatusOr<std::vector<ReportRecord>> SqliteReportStore::ListReports(int64_t round_id,
+                                                                         ReportFilter filter) {
+  TANDEM_RETURN_IF_ERROR(ValidateRoundId(round_id));
+  absl::MutexLock lock(&mu_);
+  TANDEM_RETURN_IF_ERROR(GetRoundLocked(round_id).status());
+  TANDEM_ASSIGN_OR_RETURN(
+      Statement st, db_->Prepare(absl::StrCat("SELECT ", kReportColumns,
+                                              " FROM reports WHERE round_id = ?1 AND ",
+                                              FilterSql(filter), " ORDER BY report_id")));
+  TANDEM_RETURN_IF_ERROR(st.BindInt64(1, round_id));
+  std::vector<ReportRecord> out;
+  while (true) {
+    TANDEM_ASSIGN_OR_RETURN(const bool row, st.Step());
+    if (!row) break;
+    TANDEM_ASSIGN_OR_RETURN(ReportRecord r, ReadReport(st));
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+absl::Status SqliteReportStore::SaveAccumulator(int64_t round_id, absl::string_view bytes,
+                                                absl::Span<const std::string> newly_counted) {
+  TANDEM_RETURN_IF_ERROR(ValidateRoundId(round_id));
+  TANDEM_RETURN_IF_ERROR(ValidateAccumulatorUpdate(bytes, newly_counted));
+  absl::MutexLock lock(&mu_);
+  TANDEM_ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(db_.get()));
+  TANDEM_RETURN_IF_ERROR(RequireOpenLocked(round_id));
+  TANDEM_ASSIGN_OR_RETURN(
+      Statement mark, db_->Prepare("UPDATE reports SET counted = 1, share = NULL "
+                                   "WHERE report_id = ?1 AND round_id = ?2 AND state = 1 AND counted = 0"));
+  for (const std::string& id : newly_counted) {
+    TANDEM_RETURN_IF_ERROR(mark.BindBlob(1, id));
+    TANDEM_RETURN_IF_ERROR(mark.BindInt64(2, round_id));
+    TANDEM_RETURN_IF_ERROR(mark.StepDone());
+    if (db_->ChangedRows() != 1) {  // The transaction rolls back on return.
+      return absl::FailedPreconditionError(
+          "SaveAccumulator: a report is not accepted and uncounted in this round");
+    }
+    TANDEM_RETURN_IF_ERROR(mark.Reset());
+  }
+  TANDEM_ASSIGN_OR_RETURN(
+      Statement up,
+      db_->Prepare("INSERT INTO accumulators VALUES (?1, ?2, ?3, 1) ON CONFLICT(round_id) DO UPDATE SET "
+                   "bytes = excluded.bytes, report_count = report_count + excluded.report_count, "
+                   "version = version + 1"));
+  TANDEM_RETURN_IF_ERROR(up.BindInt64(1, round_id));
+  TANDEM_RETURN_IF_ERROR(up.BindBlob(2, bytes));
+  TANDEM_RETURN_IF_ERROR(up.BindInt64(3, static_cast<int64_t>(newly_counted.size())));
+  TANDEM_RETURN_IF_ERROR(up.StepDone());
+  return tx.Commit();
+}
+
+absl::StatusOr<AccumulatorSnapshot> SqliteReportStore::LoadAccumulator(int64_t round_id) {
+  TANDEM_RETURN_IF_ERROR(ValidateRoundId(round_id));
+  absl::MutexLock lock(&mu_);
+  TANDEM_ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(db_.get(), sqlite::TransactionMode::kDeferred));
+  TANDEM_RETURN_IF_ERROR(GetRoundLocked(round_id).status());
+  TANDEM_ASSIGN_OR_RETURN(
+      Statement st,
+      db_->Prepare("SELECT bytes, report_count, version FROM accumulators WHERE round_id = ?1"));
+  TANDEM_RETURN_IF_ERROR(st.BindInt64(1, round_id));
+  TANDEM_ASSIGN_OR_RETURN(const bool row, st.Step());
+  AccumulatorSnapshot snap{round_id, "", 0, 0};
+  if (row) {
+    snap.bytes = st.ColumnBlob(0);
+    snap.report_count = st.ColumnInt64(1);
+    snap.version = st.ColumnInt64(2);
+    if (snap.report_count < 0 || snap.version < 1) return Corrupt("accumulator counters");
+  }
+  // Cross-check against the report states written in the same transactions.
+  TANDEM_ASSIGN_OR_RETURN(
+      Statement count, db_->Prepare("SELECT count(*) FROM reports WHERE round_id = ?1 AND counted = 1"));
+  TANDEM_RETURN_IF_ERROR(count.BindInt64(1, round_id));
+  TANDEM_ASSIGN_OR_RETURN(const bool count_row, count.Step());
+  if (!count_row || count.ColumnInt64(0) != snap.report_count) {
+    return Corrupt("accumulator (report count disagrees with counted reports)");
+  }
+  return snap;
+}
+
+}  // namespace tandem::aggregator

@@ -1,0 +1,70 @@
+// ReportStore on an SQLite file (base/sqlite): WAL mode, synchronous=FULL by
+// default, so every acknowledged call survives SIGKILL and power loss.
+//
+// Schema (version 1, recorded in schema_version):
+//   rounds(round_id PK, parameters BLOB, state INT)
+//   reports(report_id BLOB PK, round_id INT, state INT, counted INT,
+//           share_digest BLOB(32), share BLOB NULL)
+//   accumulators(round_id PK, bytes BLOB, report_count INT, version INT)
+// Every mutating call is one IMMEDIATE transaction; SaveAccumulator marks the
+// reports counted and writes the bytes in the same transaction (the crash
+// invariant of report_store.h). Rows read back are validated (DATA_LOSS on
+// out-of-range values), the file's schema version is checked on Open
+// (FAILED_PRECONDITION for a newer version than this code knows).
+//
+// Thread safety: thread-safe; one connection guarded by a mutex. Other
+// processes may open the same file (writers serialize on the busy timeout).
+#ifndef TANDEM_AGGREGATOR_STORE_SQLITE_REPORT_STORE_H_
+#define TANDEM_AGGREGATOR_STORE_SQLITE_REPORT_STORE_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "aggregator/store/report_store.h"
+#include "base/sqlite/database.h"
+
+namespace tandem::aggregator {
+
+class SqliteReportStore : public ReportStore {
+ public:
+  static constexpr int64_t kSchemaVersion = 1;
+
+  // Opens or creates the store at `path`. Returns the sqlite::Database::Open
+  // errors, DATA_LOSS for a file with a damaged schema_version table and
+  // FAILED_PRECONDITION for a newer schema.
+  static absl::StatusOr<std::unique_ptr<SqliteReportStore>> Open(
+      const std::string& path, const sqlite::DatabaseOptions& options = {});
+
+  absl::Status OpenRound(int64_t round_id, absl::string_view parameters) override;
+  absl::Status CloseRound(int64_t round_id) override;
+  absl::StatusOr<RoundRecord> GetRound(int64_t round_id) override;
+  absl::StatusOr<std::vector<RoundRecord>> ListRounds() override;
+  absl::Status PutPending(int64_t round_id, absl::string_view report_id,
+                          absl::string_view share) override;
+  absl::Status MarkAccepted(absl::string_view report_id) override;
+  absl::Status MarkRejected(absl::string_view report_id) override;
+  absl::StatusOr<ReportRecord> GetReport(absl::string_view report_id) override;
+  absl::StatusOr<std::vector<ReportRecord>> ListReports(int64_t round_id,
+                                                        ReportFilter filter) override;
+  absl::Status SaveAccumulator(int64_t round_id, absl::string_view bytes,
+                               absl::Span<const std::string> newly_counted) override;
+  absl::StatusOr<AccumulatorSnapshot> LoadAccumulator(int64_t round_id) override;
+
+ private:
+  explicit SqliteReportStore(std::unique_ptr<sqlite::Database> db) : db_(std::move(db)) {}
+  absl::Status Migrate();
+  absl::StatusOr<RoundRecord> GetRoundLocked(int64_t round_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status RequireOpenLocked(int64_t round_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<ReportRecord> GetReportLocked(absl::string_view report_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status Transition(absl::string_view report_id, ReportState to);
+
+  absl::Mutex mu_;
+  std::unique_ptr<sqlite::Database> db_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace tandem::aggregator
+
+#endif  // TANDEM_AGGREGATOR_STORE_SQLITE_REPORT_STORE_H_

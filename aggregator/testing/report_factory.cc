@@ -1,0 +1,74 @@
+#include "aggregator/testing/report_factory.h"
+
+#include <cstring>
+
+#include "base/random.h"
+#include "base/status_macros.h"
+#include "crypto/dpf/sparse_dpf.h"
+
+namespace tandem::aggregator::testing {
+
+proto::RoundParameters MakeRoundParameters(const std::string& task_id, uint64_t round_id,
+                                           uint32_t log_num_blocks, uint32_t block_size,
+                                           uint32_t num_groups) {
+  proto::RoundParameters p;
+  p.set_task_id(task_id);
+  p.set_round_id(round_id);
+  p.set_dimension(uint64_t{num_groups} * (uint64_t{1} << log_num_blocks) * block_size);
+  p.mutable_group_parameters()->set_log_num_blocks(log_num_blocks);
+  p.mutable_group_parameters()->set_block_size(block_size);
+  p.mutable_group_parameters()->set_value_bits(64);
+  p.set_num_groups(num_groups);
+  p.mutable_dp()->set_min_batch_size(1);
+  return p;
+}
+
+absl::StatusOr<TestReport> MakeReport(const proto::RoundParameters& params, uint64_t seed) {
+  TANDEM_ASSIGN_OR_RETURN(
+      crypto::SparseDpf dpf,
+      crypto::SparseDpf::Create(params.dimension(),
+                                static_cast<int>(params.group_parameters().block_size()),
+                                static_cast<int>(params.num_groups()), 64));
+  auto rng = DeterministicRandom::FromSeed(seed);
+  const int k = dpf.num_groups();
+  const int b = dpf.block_size();
+  std::vector<uint32_t> indices(k);
+  std::vector<uint64_t> values(static_cast<size_t>(k) * b);
+  TestReport report;
+  report.dense.assign(dpf.dimension(), 0);
+  for (int g = 0; g < k; ++g) {
+    TANDEM_ASSIGN_OR_RETURN(uint64_t r, rng->NextUint64());
+    indices[g] = static_cast<uint32_t>(r % dpf.blocks_per_group());
+    for (int j = 0; j < b; ++j) {
+      TANDEM_ASSIGN_OR_RETURN(uint64_t v, rng->NextUint64());
+      values[static_cast<size_t>(g) * b + j] = v & ((uint64_t{1} << 20) - 1);
+      report.dense[g * dpf.group_dimension() + uint64_t{indices[g]} * b + j] =
+          values[static_cast<size_t>(g) * b + j];
+    }
+  }
+  TANDEM_ASSIGN_OR_RETURN(auto keys, dpf.GenerateKeys(indices, values, rng.get()));
+  std::string id(16, '\0');
+  TANDEM_RETURN_IF_ERROR(
+      rng->Fill(absl::MakeSpan(reinterpret_cast<uint8_t*>(id.data()), id.size())));
+  for (proto::UploadRequest* req : {&report.to_leader, &report.to_helper}) {
+    req->set_task_id(params.task_id());
+    req->set_round_id(params.round_id());
+    req->set_report_id(id);
+  }
+  *report.to_leader.mutable_key_share() = std::move(keys.first);
+  *report.to_helper.mutable_key_share() = std::move(keys.second);
+  return report;
+}
+
+absl::StatusOr<std::vector<uint64_t>> ShareValues(const proto::FinalizeResponse& response) {
+  const proto::Tensor& t = response.aggregate_share();
+  if (t.dtype() != proto::DTYPE_UINT64 || t.shape_size() != 1 ||
+      t.data().size() != static_cast<size_t>(t.shape(0)) * 8) {
+    return absl::InvalidArgumentError("aggregate share is not a uint64 vector");
+  }
+  std::vector<uint64_t> values(static_cast<size_t>(t.shape(0)));
+  std::memcpy(values.data(), t.data().data(), t.data().size());
+  return values;
+}
+
+}  // namespace tandem::aggregator::testing

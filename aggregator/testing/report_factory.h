@@ -1,0 +1,38 @@
+// Test clients: real block-sparse DPF reports for an aggregation round, with
+// the dense vector they encode (for comparing the aggregate with the plain
+// sum). Test-only.
+#ifndef TANDEM_AGGREGATOR_TESTING_REPORT_FACTORY_H_
+#define TANDEM_AGGREGATOR_TESTING_REPORT_FACTORY_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "proto/aggregator.pb.h"
+
+namespace tandem::aggregator::testing {
+
+struct TestReport {
+  proto::UploadRequest to_leader;
+  proto::UploadRequest to_helper;
+  std::vector<uint64_t> dense;  // the vector the two shares encode
+};
+
+// Round parameters with D = num_groups * 2^log_num_blocks * block_size,
+// 64-bit values, no noise, no deadline.
+proto::RoundParameters MakeRoundParameters(const std::string& task_id, uint64_t round_id,
+                                           uint32_t log_num_blocks, uint32_t block_size,
+                                           uint32_t num_groups);
+
+// A report with one random block per group, entries in [0, 2^20), keys and
+// report id drawn from DeterministicRandom::FromSeed(seed).
+absl::StatusOr<TestReport> MakeReport(const proto::RoundParameters& params, uint64_t seed);
+
+// Decodes a FinalizeResponse share into uint64 values (INVALID_ARGUMENT on a
+// malformed tensor).
+absl::StatusOr<std::vector<uint64_t>> ShareValues(const proto::FinalizeResponse& response);
+
+}  // namespace tandem::aggregator::testing
+
+#endif  // TANDEM_AGGREGATOR_TESTING_REPORT_FACTORY_H_

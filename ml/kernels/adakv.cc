@@ -1,0 +1,228 @@
+#include "ml/kernels/adakv.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "Eigen/Core"
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "ml/kernels/attention.h"
+#include "ml/kernels/internal/attention_core.h"
+#include "tbb/parallel_for.h"
+
+namespace tandem::ml::kernels {
+namespace {
+
+using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+// Positions of row `s` (length l) sorted by score descending, ties by position.
+std::vector<int64_t> SortedPositions(const float* s, int64_t l) {
+  std::vector<int64_t> idx(l);
+  std::iota(idx.begin(), idx.end(), 0);
+  std::stable_sort(idx.begin(), idx.end(), [s](int64_t a, int64_t b) { return s[a] > s[b]; });
+  return idx;
+}
+
+}  // namespace
+
+absl::StatusOr<Tensor> SnapKvScores(const Tensor& q, const Tensor& k, const SnapKvOptions& opt) {
+  TANDEM_RETURN_IF_ERROR(ValidateAttentionShapes(q, k, k, /*causal=*/false));
+  const int64_t h = q.dim(0), n = q.dim(1), d = q.dim(2), hkv = k.dim(0), g = h / hkv;
+  if (k.dim(1) != n) {
+    return absl::InvalidArgumentError("prefill scoring needs q and k of equal length");
+  }
+  const int64_t w = opt.window;
+  if (w < 1 || w >= n) {
+    return absl::InvalidArgumentError(absl::StrCat("window ", w, " must be in [1, N = ", n, ")"));
+  }
+  if (opt.kernel < 1 || opt.kernel % 2 == 0) {
+    return absl::InvalidArgumentError(absl::StrCat("pooling kernel ", opt.kernel,
+                                                   " must be odd and positive"));
+  }
+  const int64_t l = n - w;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  // Per query head: mean attention of the window onto the first L keys.
+  std::vector<float> per_head(static_cast<size_t>(h * l));
+  tbb::parallel_for(int64_t{0}, h, [&](int64_t hh) {
+    Eigen::Map<const RowMat> qw(q.ptr() + (hh * n + l) * d, w, d);
+    Eigen::Map<const RowMat> kh(k.ptr() + (hh / g) * n * d, n, d);
+    RowMat s = (qw * kh.transpose()) * scale;
+    for (int64_t i = 0; i < w; ++i) {
+      float* row = s.data() + i * n;
+      for (int64_t j = l + i + 1; j < n; ++j) row[j] = -std::numeric_limits<float>::infinity();
+      internal::SoftmaxInPlace(row, n);
+    }
+    float* out = per_head.data() + hh * l;
+    for (int64_t j = 0; j < l; ++j) {
+      float acc = 0;
+      for (int64_t i = 0; i < w; ++i) acc += s(i, j);
+      out[j] = acc / static_cast<float>(w);
+    }
+  });
+  TANDEM_ASSIGN_OR_RETURN(Tensor scores, Tensor::Zeros({hkv, l}));
+  const int64_t half = opt.kernel / 2;
+  tbb::parallel_for(int64_t{0}, hkv, [&](int64_t kv) {
+    std::vector<float> red(l);
+    for (int64_t j = 0; j < l; ++j) {
+      float acc = opt.gqa == GqaReduce::kMax ? -std::numeric_limits<float>::infinity() : 0.0f;
+      for (int64_t gg = 0; gg < g; ++gg) {
+        const float x = per_head[(kv * g + gg) * l + j];
+        acc = opt.gqa == GqaReduce::kMax ? std::max(acc, x) : acc + x;
+      }
+      red[j] = opt.gqa == GqaReduce::kMax ? acc : acc / static_cast<float>(g);
+    }
+    float* out = scores.mutable_ptr() + kv * l;
+    for (int64_t j = 0; j < l; ++j) {
+      const int64_t lo = std::max<int64_t>(0, j - half), hi = std::min(l - 1, j + half);
+      if (opt.pool == PoolKind::kMax) {
+        float m = red[lo];
+        for (int64_t t = lo + 1; t <= hi; ++t) m = std::max(m, red[t]);
+        out[j] = m;
+      } else {
+        float acc = 0;
+        for (int64_t t = lo; t <= hi; ++t) acc += red[t];
+        out[j] = acc / static_cast<float>(opt.kernel);
+      }
+    }
+  });
+  return scores;
+}
+
+absl::StatusOr<BudgetAllocation> AllocateBudgets(const Tensor& scores, int64_t budget_prime,
+                                                 double alpha) {
+  TANDEM_RETURN_IF_ERROR(CheckRank(scores, 2, "scores"));
+  if (budget_prime < 0) return absl::InvalidArgumentError("budget_prime must be >= 0");
+  if (!(alpha >= 0.0 && alpha <= 1.0)) {
+    return absl::InvalidArgumentError(absl::StrCat("alpha ", alpha, " outside [0, 1]"));
+  }
+  const int64_t hkv = scores.dim(0), l = scores.dim(1);
+  for (float s : scores.data()) {
+    if (std::isnan(s)) return absl::InvalidArgumentError("scores contain NaN");
+  }
+  BudgetAllocation out;
+  if (budget_prime >= l) {
+    out.counts.assign(hkv, l);
+    out.caps.assign(hkv, l);
+    return out;
+  }
+  // Global top-(H_kv B') over all heads; ties towards lower (head, position).
+  std::vector<int64_t> flat(static_cast<size_t>(hkv * l));
+  std::iota(flat.begin(), flat.end(), 0);
+  const float* s = scores.ptr();
+  const int64_t total = hkv * budget_prime;
+  auto before = [s](int64_t a, int64_t b) { return s[a] > s[b] || (s[a] == s[b] && a < b); };
+  if (total > 0) std::nth_element(flat.begin(), flat.begin() + (total - 1), flat.end(), before);
+  out.counts.assign(hkv, 0);
+  for (int64_t i = 0; i < total; ++i) ++out.counts[flat[i] / l];
+  const double floor_tokens = std::floor(static_cast<double>(budget_prime) * alpha);
+  out.caps.resize(hkv);
+  for (int64_t hh = 0; hh < hkv; ++hh) {
+    const double cap = std::nearbyint(static_cast<double>(out.counts[hh]) * (1.0 - alpha) +
+                                      floor_tokens);
+    out.caps[hh] = std::clamp<int64_t>(static_cast<int64_t>(cap), 0, l);
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<std::vector<int64_t>>> SelectKept(const Tensor& scores,
+                                                             const std::vector<int64_t>& caps,
+                                                             int64_t window) {
+  TANDEM_RETURN_IF_ERROR(CheckRank(scores, 2, "scores"));
+  const int64_t hkv = scores.dim(0), l = scores.dim(1);
+  if (static_cast<int64_t>(caps.size()) != hkv) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("caps has ", caps.size(), " entries for ", hkv, " heads"));
+  }
+  if (window < 0) return absl::InvalidArgumentError("window must be >= 0");
+  std::vector<std::vector<int64_t>> kept(hkv);
+  for (int64_t hh = 0; hh < hkv; ++hh) {
+    if (caps[hh] < 0 || caps[hh] > l) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("cap ", caps[hh], " of head ", hh, " outside [0, ", l, "]"));
+    }
+    std::vector<int64_t> order = SortedPositions(scores.ptr() + hh * l, l);
+    order.resize(caps[hh]);
+    std::sort(order.begin(), order.end());
+    for (int64_t t = 0; t < window; ++t) order.push_back(l + t);
+    kept[hh] = std::move(order);
+  }
+  return kept;
+}
+
+absl::StatusOr<CompactKv> CompactKvCache(const Tensor& k, const Tensor& v,
+                                         std::vector<std::vector<int64_t>> kept) {
+  TANDEM_RETURN_IF_ERROR(CheckRank(k, 3, "k"));
+  if (v.shape() != k.shape()) return absl::InvalidArgumentError("k and v shapes differ");
+  const int64_t hkv = k.dim(0), n = k.dim(1), d = k.dim(2);
+  if (static_cast<int64_t>(kept.size()) != hkv) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("kept has ", kept.size(), " lists for ", hkv, " KV heads"));
+  }
+  CompactKv out;
+  out.cu_seqlens.assign(hkv + 1, 0);
+  for (int64_t hh = 0; hh < hkv; ++hh) {
+    for (int64_t p : kept[hh]) {
+      if (p < 0 || p >= n) {
+        return absl::InvalidArgumentError(absl::StrCat("kept position ", p, " outside [0, ", n, ")"));
+      }
+    }
+    out.cu_seqlens[hh + 1] = out.cu_seqlens[hh] + static_cast<int64_t>(kept[hh].size());
+  }
+  const int64_t total = out.cu_seqlens[hkv];
+  TANDEM_ASSIGN_OR_RETURN(out.keys, Tensor::Zeros({total, d}));
+  TANDEM_ASSIGN_OR_RETURN(out.values, Tensor::Zeros({total, d}));
+  tbb::parallel_for(int64_t{0}, hkv, [&](int64_t hh) {
+    int64_t row = out.cu_seqlens[hh];
+    for (int64_t p : kept[hh]) {
+      std::copy_n(k.ptr() + (hh * n + p) * d, d, out.keys.mutable_ptr() + row * d);
+      std::copy_n(v.ptr() + (hh * n + p) * d, d, out.values.mutable_ptr() + row * d);
+      ++row;
+    }
+  });
+  out.kept = std::move(kept);
+  return out;
+}
+
+absl::StatusOr<CompactKv> AdaKvCompress(const Tensor& q, const Tensor& k, const Tensor& v,
+                                        const AdaKvOptions& opt) {
+  if (opt.budget < opt.snap.window) {
+    return absl::InvalidArgumentError(absl::StrCat("budget ", opt.budget,
+                                                   " is smaller than the window ", opt.snap.window));
+  }
+  if (v.shape() != k.shape()) return absl::InvalidArgumentError("k and v shapes differ");
+  TANDEM_ASSIGN_OR_RETURN(Tensor scores, SnapKvScores(q, k, opt.snap));
+  TANDEM_ASSIGN_OR_RETURN(BudgetAllocation alloc,
+                          AllocateBudgets(scores, opt.budget - opt.snap.window, opt.alpha));
+  TANDEM_ASSIGN_OR_RETURN(auto kept, SelectKept(scores, alloc.caps, opt.snap.window));
+  return CompactKvCache(k, v, std::move(kept));
+}
+
+absl::StatusOr<Tensor> CompactDecodeAttention(const Tensor& q, const CompactKv& cache) {
+  TANDEM_RETURN_IF_ERROR(CheckRank(q, 2, "q"));
+  const int64_t hkv = static_cast<int64_t>(cache.cu_seqlens.size()) - 1;
+  if (hkv < 1 || q.dim(0) % hkv != 0 || cache.keys.rank() != 2 ||
+      cache.keys.dim(1) != q.dim(1) || cache.values.shape() != cache.keys.shape() ||
+      cache.cu_seqlens.back() != cache.keys.dim(0)) {
+    return absl::InvalidArgumentError("q (H, d) does not fit the compacted cache");
+  }
+  const int64_t h = q.dim(0), d = q.dim(1), g = h / hkv;
+  for (int64_t hh = 0; hh < hkv; ++hh) {
+    if (cache.cu_seqlens[hh + 1] <= cache.cu_seqlens[hh]) {
+      return absl::InvalidArgumentError(absl::StrCat("KV head ", hh, " keeps no entries"));
+    }
+  }
+  TANDEM_ASSIGN_OR_RETURN(Tensor out, Tensor::Zeros({h, d}));
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  tbb::parallel_for(int64_t{0}, hkv, [&](int64_t kv) {
+    const int64_t off = cache.cu_seqlens[kv], len = cache.cu_seqlens[kv + 1] - off;
+    // The G query heads of a KV head read its entries once, as one (G, d) block.
+    internal::AttendRows(q.ptr() + kv * g * d, d, g, cache.keys.ptr() + off * d, d,
+                         cache.values.ptr() + off * d, d, len, d, internal::kNoCausalMask, scale,
+                         out.mutable_ptr() + kv * g * d, d);
+  });
+  return out;
+}
+
+}  // namespace tandem::ml::kernels

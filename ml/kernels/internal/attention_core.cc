@@ -1,0 +1,51 @@
+#include "ml/kernels/internal/attention_core.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "Eigen/Core"
+
+namespace tandem::ml::kernels::internal {
+namespace {
+
+using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using ConstStrided = Eigen::Map<const RowMat, 0, Eigen::OuterStride<>>;
+using Strided = Eigen::Map<RowMat, 0, Eigen::OuterStride<>>;
+
+}  // namespace
+
+void SoftmaxInPlace(float* x, int64_t n) {
+  float m = -std::numeric_limits<float>::infinity();
+  for (int64_t i = 0; i < n; ++i) m = std::max(m, x[i]);
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - m);
+    sum += x[i];
+  }
+  const float inv = 1.0f / sum;
+  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+void AttendRows(const float* q, int64_t q_stride, int64_t nq, const float* k, int64_t k_stride,
+                const float* v, int64_t v_stride, int64_t nk, int64_t d, int64_t causal_offset,
+                float scale, float* out, int64_t out_stride) {
+  ConstStrided qm(q, nq, d, Eigen::OuterStride<>(q_stride));
+  ConstStrided km(k, nk, d, Eigen::OuterStride<>(k_stride));
+  ConstStrided vm(v, nk, d, Eigen::OuterStride<>(v_stride));
+  Strided om(out, nq, d, Eigen::OuterStride<>(out_stride));
+  RowMat s(nq, nk);
+  s.noalias() = qm * km.transpose();
+  s *= scale;
+  const float neg_inf = -std::numeric_limits<float>::infinity();
+  for (int64_t i = 0; i < nq; ++i) {
+    float* row = s.data() + i * nk;
+    if (causal_offset >= 0) {
+      for (int64_t j = std::max<int64_t>(0, i + causal_offset + 1); j < nk; ++j) row[j] = neg_inf;
+    }
+    SoftmaxInPlace(row, nk);
+  }
+  om.noalias() = s * vm;
+}
+
+}  // namespace tandem::ml::kernels::internal

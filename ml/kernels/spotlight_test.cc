@@ -1,0 +1,137 @@
+#include "ml/kernels/spotlight.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <numeric>
+
+#include "base/testing/status_matchers.h"
+#include "gtest/gtest.h"
+#include "ml/kernels/attention.h"
+#include "ml/kernels/testing/random_tensor.h"
+
+namespace tandem::ml::kernels {
+namespace {
+
+using ::tandem::ml::kernels::testing::MaxAbsDiff;
+using ::tandem::ml::kernels::testing::RandomTensor;
+using ::tandem::testing::StatusIs;
+using ::testing::ElementsAre;
+
+TEST(Spotlight, HashMatchesNaiveMlp) {
+  const int64_t d = 32;
+  TANDEM_ASSERT_OK_AND_ASSIGN(SpotlightHashWeights w, SpotlightHashWeights::Random(d, 5));
+  const Tensor x = RandomTensor({3, d}, 6);
+  TANDEM_ASSERT_OK_AND_ASSIGN(Tensor h, SpotlightHash(x, w));
+  for (int64_t r = 0; r < 3; ++r) {
+    std::vector<double> a(d), out(d);
+    for (int64_t c = 0; c < d; ++c) {
+      double u = w.b1.data()[c];
+      for (int64_t i = 0; i < d; ++i) u += double{x.data()[r * d + i]} * w.w1.data()[i * d + c];
+      a[c] = u / (1 + std::exp(-u)) + x.data()[r * d + c];
+    }
+    for (int64_t c = 0; c < d; ++c) {
+      double o = w.b2.data()[c] + a[c];
+      for (int64_t i = 0; i < d; ++i) o += a[i] * w.w2.data()[i * d + c];
+      EXPECT_NEAR(h.data()[r * d + c], o, 1e-4);
+    }
+  }
+}
+
+TEST(Spotlight, ZeroWeightsHashIsSignOfInput) {
+  TANDEM_ASSERT_OK_AND_ASSIGN(SpotlightHashWeights w, SpotlightHashWeights::Zeros(64));
+  const Tensor x = RandomTensor({5, 64}, 7);
+  TANDEM_ASSERT_OK_AND_ASSIGN(Tensor h, SpotlightHash(x, w));
+  TANDEM_ASSERT_OK_AND_ASSIGN(PackedCodes c, PackSignBits(h));
+  TANDEM_ASSERT_OK_AND_ASSIGN(Tensor signs, UnpackSigns(c));
+  for (int64_t i = 0; i < x.size(); ++i) {
+    EXPECT_EQ(signs.data()[i], x.data()[i] > 0 ? 1.0f : -1.0f);
+  }
+}
+
+TEST(Spotlight, PackBitOrderIsLsbFirst) {
+  Tensor h = *Tensor::Zeros({1, 64});
+  h.mutable_data()[0] = 1.0f;   // word 0 bit 0
+  h.mutable_data()[33] = 2.0f;  // word 1 bit 1
+  TANDEM_ASSERT_OK_AND_ASSIGN(PackedCodes c, PackSignBits(h));
+  EXPECT_THAT(c.bits, ElementsAre(1u, 2u));
+}
+
+TEST(Spotlight, PopcountIdentityAndTopKEqualsSignDotTopK) {
+  const int64_t d = 128, n = 500, g = 4;
+  const Tensor qh = RandomTensor({g, d}, 8), kh = RandomTensor({n, d}, 9);
+  TANDEM_ASSERT_OK_AND_ASSIGN(PackedCodes qc, PackSignBits(qh));
+  TANDEM_ASSERT_OK_AND_ASSIGN(PackedCodes kc, PackSignBits(kh));
+  TANDEM_ASSERT_OK_AND_ASSIGN(std::vector<int32_t> s, HammingScores(qc, kc));
+  TANDEM_ASSERT_OK_AND_ASSIGN(Tensor qs, UnpackSigns(qc));
+  TANDEM_ASSERT_OK_AND_ASSIGN(Tensor ks, UnpackSigns(kc));
+  std::vector<double> dots(n, 0.0);
+  for (int64_t j = 0; j < n; ++j) {
+    for (int64_t q = 0; q < g; ++q) {
+      double dot = 0;
+      for (int64_t c = 0; c < d; ++c) dot += qs.data()[q * d + c] * ks.data()[j * d + c];
+      dots[j] += (d + dot) / 2;  // s = (d + <sgn, sgn>) / 2 per query head
+    }
+    EXPECT_EQ(s[j], static_cast<int32_t>(dots[j])) << j;
+  }
+  const int64_t k = 37;
+  TANDEM_ASSERT_OK_AND_ASSIGN(std::vector<int64_t> top, HammingTopK(qc, kc, k));
+  std::vector<int64_t> ref(n);
+  std::iota(ref.begin(), ref.end(), 0);
+  std::stable_sort(ref.begin(), ref.end(), [&](int64_t a, int64_t b) { return dots[a] > dots[b]; });
+  ref.resize(k);
+  EXPECT_EQ(top, ref);
+}
+
+TEST(Spotlight, TiesBreakTowardsLowerPosition) {
+  PackedCodes q{1, 1, {0xffffffffu}};
+  PackedCodes keys{6, 1, {7u, 0xffffffffu, 7u, 0xffffffffu, 7u, 0u}};
+  TANDEM_ASSERT_OK_AND_ASSIGN(std::vector<int64_t> top, HammingTopK(q, keys, 4));
+  EXPECT_THAT(top, ElementsAre(1, 3, 0, 2));
+}
+
+TEST(Spotlight, DefaultTopK) {
+  EXPECT_EQ(SpotlightDefaultTopK(5), 5);
+  EXPECT_EQ(SpotlightDefaultTopK(100), 20);
+  EXPECT_EQ(SpotlightDefaultTopK(10000), 200);
+}
+
+TEST(Spotlight, SelectingAllKeysIsExactAttention) {
+  const Tensor q = RandomTensor({4, 16}, 10), k = RandomTensor({30, 16}, 11),
+               v = RandomTensor({30, 16}, 12);
+  std::vector<int64_t> all(30);
+  std::iota(all.begin(), all.end(), 0);
+  std::reverse(all.begin(), all.end());  // order must not matter
+  TANDEM_ASSERT_OK_AND_ASSIGN(Tensor o, SelectedAttention(q, k, v, all));
+  Tensor q3 = *Tensor::FromData({4, 1, 16}, std::vector<float>(q.data().begin(), q.data().end()));
+  Tensor k3 = *Tensor::FromData({1, 30, 16}, std::vector<float>(k.data().begin(), k.data().end()));
+  Tensor v3 = *Tensor::FromData({1, 30, 16}, std::vector<float>(v.data().begin(), v.data().end()));
+  TANDEM_ASSERT_OK_AND_ASSIGN(Tensor dense, DenseAttention(q3, k3, v3, false));
+  EXPECT_LT(MaxAbsDiff(*Tensor::FromData({4, 16}, std::move(dense).release()), o), 1e-5);
+}
+
+TEST(Spotlight, RejectsMalformedInputs) {
+  PackedCodes q{1, 4, {1, 2, 3, 4}};
+  PackedCodes bad{2, 4, {1, 2, 3}};
+  EXPECT_THAT(HammingScores(q, bad), StatusIs(absl::StatusCode::kInvalidArgument));
+  PackedCodes other{2, 2, {1, 2, 3, 4}};
+  EXPECT_THAT(HammingScores(q, other), StatusIs(absl::StatusCode::kInvalidArgument));
+  PackedCodes keys{2, 4, {1, 2, 3, 4, 5, 6, 7, 8}};
+  EXPECT_THAT(HammingTopK(q, keys, 3), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(HammingTopK(q, keys, 0), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(PackSignBits(RandomTensor({2, 33}, 1)), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(SpotlightHashWeights::Random(48, 1), StatusIs(absl::StatusCode::kInvalidArgument));
+  TANDEM_ASSERT_OK_AND_ASSIGN(SpotlightHashWeights w, SpotlightHashWeights::Zeros(32));
+  EXPECT_THAT(SpotlightHash(RandomTensor({2, 64}, 1), w), StatusIs(absl::StatusCode::kInvalidArgument));
+  w.b1 = RandomTensor({31}, 1);
+  EXPECT_THAT(SpotlightHash(RandomTensor({2, 32}, 1), w), StatusIs(absl::StatusCode::kInvalidArgument));
+  const Tensor k = RandomTensor({3, 8}, 2);
+  EXPECT_THAT(SelectedAttention(RandomTensor({1, 8}, 3), k, k, {3}),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  if (!CudaDeviceAvailable()) {
+    EXPECT_THAT(HammingScores(q, keys, Backend::kCuda), StatusIs(absl::StatusCode::kUnavailable));
+  }
+}
+
+}  // namespace
+}  // namespace tandem::ml::kernels

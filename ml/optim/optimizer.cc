@@ -1,0 +1,150 @@
+#include "ml/optim/optimizer.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+
+namespace tandem::ml {
+
+absl::Status Optimizer::Step(absl::Span<float> params, absl::Span<const float> grads) {
+  if (params.size() != grads.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(name(), ": ", params.size(),
+                                                   " parameters but ", grads.size(),
+                                                   " gradients"));
+  }
+  if (steps_ == 0) {
+    size_ = params.size();
+    ResizeState(size_);
+  } else if (params.size() != size_) {
+    return absl::InvalidArgumentError(absl::StrCat(name(), ": parameter count changed from ",
+                                                   size_, " to ", params.size()));
+  }
+  Apply(steps_, params, grads);
+  ++steps_;
+  return absl::OkStatus();
+}
+
+void Optimizer::Reset() {
+  steps_ = 0;
+  size_ = 0;
+  ResizeState(0);
+}
+
+namespace {
+
+class Sgd : public Optimizer {
+ public:
+  explicit Sgd(const SgdOptions& o) : Optimizer(o.learning_rate), o_(o) {}
+  std::string name() const override { return "sgd"; }
+
+ private:
+  void ResizeState(size_t n) override { v_.assign(o_.momentum > 0 ? n : 0, 0.0f); }
+  void Apply(int64_t t, absl::Span<float> p, absl::Span<const float> g) override {
+    const float lr = static_cast<float>(learning_rate());
+    const float mu = static_cast<float>(o_.momentum);
+    const float wd = static_cast<float>(o_.weight_decay);
+    for (size_t i = 0; i < p.size(); ++i) {
+      float gi = g[i];
+      if (wd != 0.0f) gi += wd * p[i];
+      if (mu > 0.0f) {
+        v_[i] = t == 0 ? gi : mu * v_[i] + gi;
+        gi = o_.nesterov ? gi + mu * v_[i] : v_[i];
+      }
+      p[i] -= lr * gi;
+    }
+  }
+  SgdOptions o_;
+  std::vector<float> v_;
+};
+
+class Adam : public Optimizer {
+ public:
+  explicit Adam(const AdamOptions& o) : Optimizer(o.learning_rate), o_(o) {}
+  std::string name() const override { return "adam"; }
+
+ private:
+  void ResizeState(size_t n) override {
+    m_.assign(n, 0.0f);
+    v_.assign(n, 0.0f);
+  }
+  void Apply(int64_t t, absl::Span<float> p, absl::Span<const float> g) override {
+    const double step = static_cast<double>(t + 1);
+    const float b1 = static_cast<float>(o_.beta1), b2 = static_cast<float>(o_.beta2);
+    const float c1 = static_cast<float>(1.0 / (1.0 - std::pow(o_.beta1, step)));
+    const float c2 = static_cast<float>(1.0 / (1.0 - std::pow(o_.beta2, step)));
+    const float lr = static_cast<float>(learning_rate());
+    const float eps = static_cast<float>(o_.epsilon);
+    for (size_t i = 0; i < p.size(); ++i) {
+      m_[i] = b1 * m_[i] + (1.0f - b1) * g[i];
+      v_[i] = b2 * v_[i] + (1.0f - b2) * g[i] * g[i];
+      p[i] -= lr * (m_[i] * c1) / (std::sqrt(v_[i] * c2) + eps);
+    }
+  }
+  AdamOptions o_;
+  std::vector<float> m_, v_;
+};
+
+class Dana : public Optimizer {
+ public:
+  explicit Dana(const DanaOptions& o) : Optimizer(o.gamma2), o_(o) {}
+  std::string name() const override { return "dana"; }
+
+ private:
+  void ResizeState(size_t n) override {
+    y_.assign(n, 0.0f);
+    d_ = o_.dimension > 0 ? static_cast<double>(o_.dimension) : static_cast<double>(n);
+  }
+  void Apply(int64_t t, absl::Span<float> p, absl::Span<const float> g) override {
+    const double gamma2 = learning_rate();
+    double gamma3;
+    if (o_.schedule == DanaSchedule::kConstant) {
+      gamma3 = o_.gamma3 >= 0.0 ? o_.gamma3 : 0.5 * gamma2 / std::max(d_, 1.0);
+    } else {
+      gamma3 = 0.5 * gamma2 * std::pow(1.0 + static_cast<double>(t), -1.0 / (2.0 * o_.alpha));
+    }
+    const float keep = static_cast<float>(1.0 - 1.0 / (1.0 + static_cast<double>(t) / o_.delta));
+    const float g1 = static_cast<float>(o_.gamma1);
+    const float g2 = static_cast<float>(gamma2), g3 = static_cast<float>(gamma3);
+    for (size_t i = 0; i < p.size(); ++i) {
+      y_[i] = keep * y_[i] + g1 * g[i];
+      // Written as (p - g2 g) - g3 y so that gamma3 = 0 is bit-identical to SGD.
+      p[i] = (p[i] - g2 * g[i]) - g3 * y_[i];
+    }
+  }
+  DanaOptions o_;
+  double d_ = 1.0;
+  std::vector<float> y_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Optimizer>> CreateSgd(const SgdOptions& o) {
+  if (!(o.learning_rate > 0) || !(o.momentum >= 0 && o.momentum < 1) || !(o.weight_decay >= 0) ||
+      (o.nesterov && o.momentum == 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "sgd: need lr > 0, momentum in [0,1), weight_decay >= 0, nesterov only with momentum; got lr=",
+        o.learning_rate, " momentum=", o.momentum, " wd=", o.weight_decay));
+  }
+  return std::unique_ptr<Optimizer>(new Sgd(o));
+}
+
+absl::StatusOr<std::unique_ptr<Optimizer>> CreateAdam(const AdamOptions& o) {
+  if (!(o.learning_rate > 0) || !(o.beta1 >= 0 && o.beta1 < 1) || !(o.beta2 >= 0 && o.beta2 < 1) ||
+      !(o.epsilon > 0)) {
+    return absl::InvalidArgumentError(absl::StrCat("adam: need lr > 0, betas in [0,1), eps > 0; got lr=",
+                                                   o.learning_rate, " b1=", o.beta1,
+                                                   " b2=", o.beta2, " eps=", o.epsilon));
+  }
+  return std::unique_ptr<Optimizer>(new Adam(o));
+}
+
+absl::StatusOr<std::unique_ptr<Optimizer>> CreateDana(const DanaOptions& o) {
+  if (!(o.gamma2 > 0) || !(o.delta > 0) || !(o.alpha > 0) || o.dimension < 0 || !(o.gamma1 >= 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "dana: need gamma2 > 0, delta > 0, alpha > 0, gamma1 >= 0, dimension >= 0; got gamma2=",
+        o.gamma2, " delta=", o.delta, " alpha=", o.alpha));
+  }
+  return std::unique_ptr<Optimizer>(new Dana(o));
+}
+
+}  // namespace tandem::ml

@@ -1,0 +1,315 @@
+#include "ml/worker/builtin_kernels.h"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "ml/kernels/adakv.h"
+#include "ml/kernels/attention.h"
+#include "ml/kernels/cat.h"
+#include "ml/kernels/dusa.h"
+#include "ml/kernels/ren.h"
+#include "ml/kernels/spotlight.h"
+#include "ml/kernels/spotlight_train.h"
+
+namespace tandem::ml::worker {
+namespace {
+
+using kernels::Tensor;
+using Outputs = std::vector<proto::Tensor>;
+constexpr proto::DType kF32 = proto::DTYPE_FLOAT32;
+constexpr double kMaxInt = 1 << 24;
+// Per-request work caps, so that a small request cannot make the worker
+// allocate or compute without bound: scratch in floats, work in FLOPs.
+constexpr double kMaxScratch = double{1 << 26};  // 256 MiB of float32
+constexpr double kMaxWork = 2e12;                // ~10 s at this machine's roof
+
+absl::Status Budget(double amount, double cap, const char* what) {
+  if (!(amount <= cap)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("request too large: ", what, " = ", amount, " exceeds ", cap));
+  }
+  return absl::OkStatus();
+}
+double Dim(const Tensor& t, int i) { return static_cast<double>(t.dim(i)); }
+
+ParamSpec Int(std::string name, double def, double lo, double hi) {
+  return {std::move(name), def, lo, hi, true};
+}
+ParamSpec Real(std::string name, double def, double lo, double hi) {
+  return {std::move(name), def, lo, hi, false};
+}
+ParamSpec Flag(std::string name) { return {std::move(name), 0, 0, 1, true}; }
+
+// Packed codes from a (rows, bytes) uint8 tensor, bytes a multiple of 4.
+absl::StatusOr<kernels::PackedCodes> CodesFrom(const WireTensor& w, const char* what) {
+  if (w.shape[0] < 1 || w.shape[1] < 4 || w.shape[1] % 4 != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " must be (rows >= 1, bytes) with bytes a positive multiple of 4"));
+  }
+  kernels::PackedCodes c;
+  c.rows = w.shape[0];
+  c.words = w.shape[1] / 4;
+  c.bits.resize(static_cast<size_t>(c.rows * c.words));
+  std::memcpy(c.bits.data(), w.raw.data(), w.raw.size());
+  return c;
+}
+
+std::string CodeBytes(const kernels::PackedCodes& c) {
+  return std::string(reinterpret_cast<const char*>(c.bits.data()), c.bits.size() * 4);
+}
+
+absl::StatusOr<kernels::SpotlightHashWeights> HashWeightsFrom(const KernelCall& c, size_t first) {
+  kernels::SpotlightHashWeights w{c.f32(first), c.f32(first + 1), c.f32(first + 2),
+                                  c.f32(first + 3)};
+  TANDEM_RETURN_IF_ERROR(kernels::ValidateHashWeights(w));
+  return w;
+}
+
+absl::Status SnapBudget(const KernelCall& c) {
+  const Tensor& q = c.f32(0);
+  const double w = static_cast<double>(c.int_param("window"));
+  TANDEM_RETURN_IF_ERROR(Budget(w * Dim(q, 1), kMaxScratch, "SnapKV window scores"));
+  return Budget(2 * Dim(q, 0) * w * Dim(q, 1) * Dim(q, 2), kMaxWork, "SnapKV FLOPs");
+}
+
+kernels::SnapKvOptions SnapFrom(const KernelCall& c) {
+  kernels::SnapKvOptions o;
+  o.window = c.int_param("window");
+  o.kernel = c.int_param("kernel");
+  o.gqa = c.int_param("gqa_max") ? kernels::GqaReduce::kMax : kernels::GqaReduce::kMean;
+  o.pool = c.int_param("pool_avg") ? kernels::PoolKind::kAvg : kernels::PoolKind::kMax;
+  return o;
+}
+
+std::vector<KernelSpec> Specs() {
+  std::vector<KernelSpec> s;
+  const std::vector<InputSpec> hash_w = {{"w1", kF32, 2}, {"b1", kF32, 1}, {"w2", kF32, 2},
+                                         {"b2", kF32, 1}};
+  const std::vector<ParamSpec> snap = {Int("window", 32, 1, kMaxInt), Int("kernel", 7, 1, 255),
+                                       Flag("gqa_max"), Flag("pool_avg")};
+
+  s.push_back({"attention.dense", "softmax(q k^T / sqrt d) v, GQA, optional causal mask", false,
+               {{"q", kF32, 3}, {"k", kF32, 3}, {"v", kF32, 3}}, {Flag("causal")},
+               {{"o", kF32, 3}},
+               [](const KernelCall& c) -> absl::StatusOr<Outputs> {
+                 TANDEM_RETURN_IF_ERROR(Budget(4 * Dim(c.f32(0), 0) * Dim(c.f32(0), 1) *
+                                                   Dim(c.f32(1), 1) * Dim(c.f32(0), 2),
+                                               kMaxWork, "attention FLOPs"));
+                 TANDEM_ASSIGN_OR_RETURN(Tensor o, kernels::DenseAttention(
+                                                       c.f32(0), c.f32(1), c.f32(2),
+                                                       c.int_param("causal") != 0));
+                 return Outputs{EncodeFloat("o", o)};
+               }});
+
+  s.push_back({"dusa.forward",
+               "DuSA (NeurIPS 2025): intra-block then inter-block attention; stage 0 = both, "
+               "1 = intra only, 2 = inter only",
+               true, {{"q", kF32, 4}, {"k", kF32, 4}, {"v", kF32, 4}},
+               {Int("block_size", 16, 1, kMaxInt), Int("stage", 0, 0, 2)}, {{"o", kF32, 4}},
+               [](const KernelCall& c) -> absl::StatusOr<Outputs> {
+                 const int64_t b = c.int_param("block_size"), stage = c.int_param("stage");
+                 const double n = Dim(c.f32(0), 2), bd = static_cast<double>(b);
+                 TANDEM_RETURN_IF_ERROR(
+                     Budget(std::max(bd * bd, (n / bd) * (n / bd)), kMaxScratch, "DuSA scores"));
+                 TANDEM_RETURN_IF_ERROR(Budget(kernels::DusaFlops(c.f32(0).dim(0) * c.f32(0).dim(1),
+                                                                  c.f32(0).dim(2), c.f32(0).dim(3), b),
+                                               kMaxWork, "DuSA FLOPs"));
+                 absl::StatusOr<Tensor> o =
+                     stage == 0 ? kernels::DusaForward(c.f32(0), c.f32(1), c.f32(2), b, c.backend)
+                                : kernels::DusaStageForward(
+                                      c.f32(0), c.f32(1), c.f32(2), b,
+                                      stage == 1 ? kernels::DusaStage::kIntraBlock
+                                                 : kernels::DusaStage::kInterBlock,
+                                      c.backend);
+                 if (!o.ok()) return o.status();
+                 return Outputs{EncodeFloat("o", *o)};
+               }});
+
+  s.push_back({"cat.mix", "CAT (arXiv 2504.06704): y_i = sum_j softmax(z)_{(j-i) mod N} v_j",
+               false, {{"z_logits", kF32, 3}, {"v", kF32, 3}}, {Flag("gather")},
+               {{"y", kF32, 3}},
+               [](const KernelCall& c) -> absl::StatusOr<Outputs> {
+                 if (c.int_param("gather")) {
+                   TANDEM_RETURN_IF_ERROR(Budget(2 * Dim(c.f32(1), 0) * Dim(c.f32(1), 1) *
+                                                     Dim(c.f32(1), 1) * Dim(c.f32(1), 2),
+                                                 kMaxWork, "CAT gather FLOPs"));
+                 }
+                 TANDEM_ASSIGN_OR_RETURN(
+                     Tensor y, kernels::CatMix(c.f32(0), c.f32(1),
+                                               c.int_param("gather") ? kernels::CatMethod::kGather
+                                                                     : kernels::CatMethod::kFft));
+                 return Outputs{EncodeFloat("y", y)};
+               }});
+
+  s.push_back({"cat.forward", "CAT layer: CatMix(x W_A, x W_V) W_O", false,
+               {{"x", kF32, 3}, {"w_a", kF32, 2}, {"w_v", kF32, 2}, {"w_o", kF32, 2}},
+               {Flag("gather")}, {{"y", kF32, 3}},
+               [](const KernelCall& c) -> absl::StatusOr<Outputs> {
+                 const Tensor& x = c.f32(0);
+                 const double rows = Dim(x, 0) * Dim(x, 1), d = Dim(x, 2);
+                 TANDEM_RETURN_IF_ERROR(Budget(
+                     4 * rows * d * d + (c.int_param("gather") ? 2 * rows * Dim(x, 1) * d : 0),
+                     kMaxWork, "CAT layer FLOPs"));
+                 TANDEM_ASSIGN_OR_RETURN(
+                     Tensor y,
+                     kernels::CatForward(c.f32(0), c.f32(1), c.f32(2), c.f32(3),
+                                         c.int_param("gather") ? kernels::CatMethod::kGather
+                                                               : kernels::CatMethod::kFft));
+                 return Outputs{EncodeFloat("y", y)};
+               }});
+
+  s.push_back({"adakv.scores", "SnapKV observation-window scores, pooled (H_kv, N - w)", false,
+               {{"q", kF32, 3}, {"k", kF32, 3}}, snap, {{"scores", kF32, 2}},
+               [](const KernelCall& c) -> absl::StatusOr<Outputs> {
+                 TANDEM_RETURN_IF_ERROR(SnapBudget(c));
+                 TANDEM_ASSIGN_OR_RETURN(Tensor sc,
+                                         kernels::SnapKvScores(c.f32(0), c.f32(1), SnapFrom(c)));
+                 return Outputs{EncodeFloat("scores", sc)};
+               }});
+
+  std::vector<ParamSpec> compress = snap;
+  compress.push_back(Int("budget", 128, 1, kMaxInt));
+  compress.push_back(Real("alpha", 0.2, 0, 1));
+  s.push_back({"adakv.compress",
+               "Ada-KV (arXiv 2407.11550): head-wise budgets with safeguard, flattened KV",
+               false, {{"q", kF32, 3}, {"k", kF32, 3}, {"v", kF32, 3}}, compress,
+               {{"keys", kF32, 2}, {"values", kF32, 2}, {"cu_seqlens", proto::DTYPE_INT64, 1},
+                {"kept", proto::DTYPE_INT64, 1}},
+               [](const KernelCall& c) -> absl::StatusOr<Outputs> {
+                 TANDEM_RETURN_IF_ERROR(SnapBudget(c));
+                 kernels::AdaKvOptions o;
+                 o.snap = SnapFrom(c);
+                 o.budget = c.int_param("budget");
+                 o.alpha = c.param("alpha");
+                 TANDEM_ASSIGN_OR_RETURN(kernels::CompactKv kv,
+                                         kernels::AdaKvCompress(c.f32(0), c.f32(1), c.f32(2), o));
+                 std::vector<int64_t> flat;
+                 for (const auto& h : kv.kept) flat.insert(flat.end(), h.begin(), h.end());
+                 const int64_t heads = static_cast<int64_t>(kv.cu_seqlens.size());
+                 const int64_t total = static_cast<int64_t>(flat.size());
+                 return Outputs{EncodeFloat("keys", kv.keys), EncodeFloat("values", kv.values),
+                                EncodeInt64("cu_seqlens", {heads}, kv.cu_seqlens),
+                                EncodeInt64("kept", {total}, flat)};
+               }});
+
+  std::vector<InputSpec> hash_in = {{"x", kF32, 2}};
+  hash_in.insert(hash_in.end(), hash_w.begin(), hash_w.end());
+  s.push_back({"spotlight.hash",
+               "Spotlight (arXiv 2508.19740): h = L2(L1(x)) and packed sign codes", false,
+               hash_in, {}, {{"h", kF32, 2}, {"codes", proto::DTYPE_UINT8, 2}},
+               [](const KernelCall& c) -> absl::StatusOr<Outputs> {
+                 TANDEM_RETURN_IF_ERROR(Budget(4 * Dim(c.f32(0), 0) * Dim(c.f32(0), 1) *
+                                                   Dim(c.f32(0), 1),
+                                               kMaxWork, "hash FLOPs"));
+                 TANDEM_ASSIGN_OR_RETURN(kernels::SpotlightHashWeights w, HashWeightsFrom(c, 1));
+                 TANDEM_ASSIGN_OR_RETURN(Tensor h, kernels::SpotlightHash(c.f32(0), w));
+                 TANDEM_ASSIGN_OR_RETURN(kernels::PackedCodes codes, kernels::PackSignBits(h));
+                 return Outputs{EncodeFloat("h", h),
+                                EncodeBytes("codes", {codes.rows, codes.words * 4},
+                                            CodeBytes(codes))};
+               }});
+
+  s.push_back({"spotlight.topk",
+               "Hamming top-k: score_j = sum_g popcount(~(q_g ^ k_j)); k = 0 uses the default",
+               true, {{"query_codes", proto::DTYPE_UINT8, 2}, {"key_codes", proto::DTYPE_UINT8, 2}},
+               {Int("k", 0, 0, kMaxInt)},
+               {{"indices", proto::DTYPE_INT64, 1}, {"scores", proto::DTYPE_INT32, 1}},
+               [](const KernelCall& c) -> absl::StatusOr<Outputs> {
+                 TANDEM_ASSIGN_OR_RETURN(kernels::PackedCodes q, CodesFrom(c.inputs[0], "query_codes"));
+                 TANDEM_ASSIGN_OR_RETURN(kernels::PackedCodes k, CodesFrom(c.inputs[1], "key_codes"));
+                 TANDEM_RETURN_IF_ERROR(Budget(static_cast<double>(q.rows) * q.words, 4096,
+                                               "query code words"));
+                 TANDEM_RETURN_IF_ERROR(Budget(static_cast<double>(k.rows) * q.rows * q.words,
+                                               kMaxWork, "popcount words"));
+                 const int64_t kk = c.int_param("k") == 0 ? kernels::SpotlightDefaultTopK(k.rows)
+                                                          : c.int_param("k");
+                 TANDEM_ASSIGN_OR_RETURN(std::vector<int32_t> scores,
+                                         kernels::HammingScores(q, k, c.backend));
+                 TANDEM_ASSIGN_OR_RETURN(std::vector<int64_t> top,
+                                         kernels::HammingTopK(q, k, kk, c.backend));
+                 return Outputs{EncodeInt64("indices", {kk}, top),
+                                EncodeInt32("scores", {k.rows}, scores)};
+               }});
+
+  std::vector<InputSpec> loss_in = {{"q", kF32, 2}, {"k", kF32, 2}};
+  loss_in.insert(loss_in.end(), hash_w.begin(), hash_w.end());
+  s.push_back({"spotlight.ranking_loss",
+               "Bradley-Terry ranking loss of the hash and its gradients", false, loss_in,
+               {Real("gamma", 64, 1e-6, 1e6), Real("beta", 1, -1e6, 1e6),
+                Real("margin", 0, -1e6, 1e6), Real("top_fraction", 0.02, 1e-6, 0.999),
+                {"causal", 1, 0, 1, true}},
+               {{"loss", kF32, 0}, {"d_w1", kF32, 2}, {"d_b1", kF32, 1}, {"d_w2", kF32, 2},
+                {"d_b2", kF32, 1}},
+               [](const KernelCall& c) -> absl::StatusOr<Outputs> {
+                 const double nq = Dim(c.f32(0), 0), nk = Dim(c.f32(1), 0);
+                 TANDEM_RETURN_IF_ERROR(Budget(nq * nk, kMaxScratch / 8, "score matrix"));
+                 TANDEM_RETURN_IF_ERROR(Budget(nq * nk * nk * c.param("top_fraction"), 1e10,
+                                               "ranking pairs"));
+                 TANDEM_ASSIGN_OR_RETURN(kernels::SpotlightHashWeights w, HashWeightsFrom(c, 2));
+                 kernels::SpotlightLossOptions o;
+                 o.gamma = static_cast<float>(c.param("gamma"));
+                 o.beta = static_cast<float>(c.param("beta"));
+                 o.margin = static_cast<float>(c.param("margin"));
+                 o.top_fraction = static_cast<float>(c.param("top_fraction"));
+                 o.causal = c.int_param("causal") != 0;
+                 TANDEM_ASSIGN_OR_RETURN(kernels::SpotlightLossResult r,
+                                         kernels::SpotlightRankingLoss(c.f32(0), c.f32(1), w, o));
+                 TANDEM_ASSIGN_OR_RETURN(Tensor loss,
+                                         Tensor::FromData({}, {static_cast<float>(r.loss)}));
+                 return Outputs{EncodeFloat("loss", loss), EncodeFloat("d_w1", r.grads.w1),
+                                EncodeFloat("d_b1", r.grads.b1), EncodeFloat("d_w2", r.grads.w2),
+                                EncodeFloat("d_b2", r.grads.b2)};
+               }});
+
+  s.push_back({"ren.forward",
+               "REN (arXiv 2505.18153): region tokens by cross-attention from point prompts; "
+               "weights drawn from weight_seed",
+               false, {{"features", kF32, 3}, {"points", kF32, 2}},
+               {Real("image_size", 518, 1e-3, 1e6), Int("heads", 8, 1, 64),
+                Int("layers", 4, 1, 16), Int("weight_seed", 42, 0, kMaxInt)},
+               {{"tokens", kF32, 2}, {"maps", kF32, 3}},
+               [](const KernelCall& c) -> absl::StatusOr<Outputs> {
+                 const Tensor& f = c.f32(0);
+                 const double d = Dim(f, 0), nk = Dim(f, 1) * Dim(f, 2), np = Dim(c.f32(1), 0);
+                 const double layers = static_cast<double>(c.int_param("layers"));
+                 TANDEM_RETURN_IF_ERROR(Budget(9 * d * d * layers, kMaxScratch, "REN weights"));
+                 TANDEM_RETURN_IF_ERROR(Budget(static_cast<double>(c.int_param("heads")) * np * nk,
+                                               kMaxScratch, "REN attention maps"));
+                 TANDEM_RETURN_IF_ERROR(Budget(layers * kernels::RenBlockFlops(
+                                                            c.f32(1).dim(0), f.dim(1) * f.dim(2),
+                                                            f.dim(0)),
+                                               kMaxWork, "REN FLOPs"));
+                 TANDEM_ASSIGN_OR_RETURN(
+                     kernels::RenWeights w,
+                     kernels::RenWeights::Random(f.dim(0), c.int_param("heads"),
+                                                 c.int_param("layers"),
+                                                 static_cast<uint64_t>(c.int_param("weight_seed"))));
+                 TANDEM_ASSIGN_OR_RETURN(kernels::RenOutput r,
+                                         kernels::RenForward(f, c.f32(1), c.param("image_size"), w));
+                 return Outputs{EncodeFloat("tokens", r.tokens), EncodeFloat("maps", r.maps)};
+               }});
+
+  s.push_back({"ren.merge", "merge region tokens with cosine >= threshold (greedy, averaged)",
+               false, {{"tokens", kF32, 2}}, {Real("threshold", 0.975, -1, 1)},
+               {{"merged", kF32, 2}},
+               [](const KernelCall& c) -> absl::StatusOr<Outputs> {
+                 TANDEM_RETURN_IF_ERROR(Budget(Dim(c.f32(0), 0) * Dim(c.f32(0), 0) * Dim(c.f32(0), 1),
+                                               kMaxWork, "merge work"));
+                 TANDEM_ASSIGN_OR_RETURN(Tensor m,
+                                         kernels::MergeRegionTokens(c.f32(0), c.param("threshold")));
+                 return Outputs{EncodeFloat("merged", m)};
+               }});
+  return s;
+}
+
+}  // namespace
+
+absl::Status RegisterBuiltinKernels(KernelRegistry* registry) {
+  for (KernelSpec& spec : Specs()) TANDEM_RETURN_IF_ERROR(registry->Register(std::move(spec)));
+  return absl::OkStatus();
+}
+
+}  // namespace tandem::ml::worker

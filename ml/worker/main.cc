@@ -1,0 +1,74 @@
+// tandem-worker: serves the paper kernels (ml/kernels) over gRPC.
+//
+//   tandem-worker --listen=127.0.0.1:0 --max_concurrency=4
+//
+// Prints "tandem-worker listening on HOST:PORT (backend: ...)" on stdout once
+// serving (PORT is the bound one, useful with port 0), then runs until
+// SIGTERM or SIGINT and shuts down gracefully.
+#include <signal.h>
+
+#include <cstdio>
+#include <iostream>
+#include <string>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "base/clock.h"
+#include "base/logging.h"
+#include "ml/kernels/backend.h"
+#include "ml/worker/builtin_kernels.h"
+#include "ml/worker/kernel_registry.h"
+#include "ml/worker/worker_service.h"
+
+ABSL_FLAG(std::string, listen, "127.0.0.1:0", "host:port to listen on (port 0 = any free port)");
+ABSL_FLAG(int, max_concurrency, 4, "simultaneous Run calls before RESOURCE_EXHAUSTED");
+ABSL_FLAG(int, max_message_mb, 64, "gRPC message size cap in MiB (receive and send)");
+ABSL_FLAG(int, max_tensor_melements, 64, "per-input tensor cap in millions of elements");
+ABSL_FLAG(int, verbosity, 0, "TANDEM_VLOG level");
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  tandem::SetVerbosity(absl::GetFlag(FLAGS_verbosity));
+
+  // Block the shutdown signals before gRPC starts its threads, so that only
+  // sigwait below receives them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  const int melements = absl::GetFlag(FLAGS_max_tensor_melements);
+  if (melements < 1 || melements > 2047) {
+    std::cerr << "--max_tensor_melements must be in [1, 2047]\n";
+    return 2;
+  }
+  tandem::ml::worker::KernelRegistry registry(
+      {.max_tensor_elements = int64_t{melements} * 1000 * 1000});
+  if (absl::Status s = tandem::ml::worker::RegisterBuiltinKernels(&registry); !s.ok()) {
+    std::cerr << "kernel registration failed: " << s << "\n";
+    return 1;
+  }
+  tandem::ml::worker::WorkerOptions options;
+  options.max_concurrency = absl::GetFlag(FLAGS_max_concurrency);
+  options.max_message_bytes = int64_t{absl::GetFlag(FLAGS_max_message_mb)} << 20;
+  const std::string listen = absl::GetFlag(FLAGS_listen);
+  auto worker = tandem::ml::worker::StartWorker(listen, &registry,
+                                                tandem::RealClock::Default(), options);
+  if (!worker.ok()) {
+    std::cerr << "tandem-worker: " << worker.status() << "\n";
+    return 1;
+  }
+  const std::string host = listen.substr(0, listen.rfind(':'));
+  std::cout << "tandem-worker listening on " << host << ":" << (*worker)->port
+            << " (backend: " << tandem::ml::kernels::ActiveBackendDescription() << ")"
+            << std::endl;
+
+  int sig = 0;
+  sigwait(&signals, &sig);
+  TANDEM_LOG(INFO) << "signal " << sig << ", shutting down";
+  worker->reset();
+  return 0;
+}

@@ -1,0 +1,75 @@
+#include "ml/worker/tensor_codec.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "base/testing/status_matchers.h"
+#include "gtest/gtest.h"
+#include "ml/kernels/testing/random_tensor.h"
+
+namespace tandem::ml::worker {
+namespace {
+
+using ::tandem::testing::StatusIs;
+
+TEST(TensorCodec, FloatRoundTrip) {
+  const kernels::Tensor t = kernels::testing::RandomTensor({2, 3, 4}, 1);
+  const proto::Tensor p = EncodeFloat("x", t);
+  EXPECT_EQ(p.data().size(), 24u * 4);
+  TANDEM_ASSERT_OK_AND_ASSIGN(WireTensor w, DecodeTensor(p, 1000, "x"));
+  EXPECT_EQ(w.shape, t.shape());
+  EXPECT_EQ(kernels::testing::MaxAbsDiff(w.f32, t), 0.0);
+  TANDEM_ASSERT_OK_AND_ASSIGN(kernels::Tensor back, ToFloatTensor(p));
+  EXPECT_EQ(back.shape(), t.shape());
+}
+
+TEST(TensorCodec, Float64IsConvertedToFloat) {
+  proto::Tensor p;
+  p.set_dtype(proto::DTYPE_FLOAT64);
+  p.add_shape(2);
+  const double v[2] = {1.5, -2.25};
+  p.set_data(reinterpret_cast<const char*>(v), sizeof(v));
+  TANDEM_ASSERT_OK_AND_ASSIGN(WireTensor w, DecodeTensor(p, 10, "p"));
+  EXPECT_EQ(w.f32.data()[0], 1.5f);
+  EXPECT_EQ(w.f32.data()[1], -2.25f);
+}
+
+TEST(TensorCodec, IntegerTensorsKeepRawBytes) {
+  const proto::Tensor p = EncodeInt64("i", {3}, {1, -2, 3});
+  TANDEM_ASSERT_OK_AND_ASSIGN(WireTensor w, DecodeTensor(p, 10, "i"));
+  ASSERT_EQ(w.raw.size(), 24u);
+  int64_t second;
+  std::memcpy(&second, w.raw.data() + 8, 8);
+  EXPECT_EQ(second, -2);
+}
+
+TEST(TensorCodec, RejectsMalformedTensors) {
+  proto::Tensor p = EncodeFloat("x", kernels::testing::RandomTensor({4}, 2));
+  proto::Tensor short_data = p;
+  short_data.mutable_data()->resize(15);
+  EXPECT_THAT(DecodeTensor(short_data, 100, "x"), StatusIs(absl::StatusCode::kInvalidArgument));
+  proto::Tensor no_dtype = p;
+  no_dtype.set_dtype(proto::DTYPE_UNSPECIFIED);
+  EXPECT_THAT(DecodeTensor(no_dtype, 100, "x"), StatusIs(absl::StatusCode::kInvalidArgument));
+  proto::Tensor bad_enum = p;
+  bad_enum.set_dtype(static_cast<proto::DType>(99));
+  EXPECT_THAT(DecodeTensor(bad_enum, 100, "x"), StatusIs(absl::StatusCode::kInvalidArgument));
+  proto::Tensor negative = p;
+  negative.set_shape(0, -4);
+  EXPECT_THAT(DecodeTensor(negative, 100, "x"), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(DecodeTensor(p, 3, "x"), StatusIs(absl::StatusCode::kInvalidArgument));
+  proto::Tensor huge = p;
+  huge.clear_shape();
+  for (int i = 0; i < 4; ++i) huge.add_shape(int64_t{1} << 20);
+  EXPECT_THAT(DecodeTensor(huge, int64_t{1} << 40, "x"),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  proto::Tensor nan = p;
+  const float bad = NAN;
+  std::memcpy(nan.mutable_data()->data(), &bad, 4);
+  EXPECT_THAT(DecodeTensor(nan, 100, "x"), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(ToFloatTensor(EncodeInt64("i", {1}, {1})),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+}  // namespace
+}  // namespace tandem::ml::worker

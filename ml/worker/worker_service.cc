@@ -1,0 +1,109 @@
+#include "ml/worker/worker_service.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "base/grpc_status.h"
+#include "base/logging.h"
+#include "ml/kernels/backend.h"
+
+namespace tandem::ml::worker {
+namespace {
+
+// Releases a concurrency slot on scope exit.
+class SlotGuard {
+ public:
+  explicit SlotGuard(std::atomic<int>* counter) : counter_(counter) {}
+  ~SlotGuard() { counter_->fetch_sub(1); }
+  SlotGuard(const SlotGuard&) = delete;
+  SlotGuard& operator=(const SlotGuard&) = delete;
+
+ private:
+  std::atomic<int>* counter_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<WorkerService>> WorkerService::Create(
+    const KernelRegistry* registry, const Clock* clock, WorkerOptions options) {
+  if (registry == nullptr || clock == nullptr) {
+    return absl::InvalidArgumentError("registry and clock are required");
+  }
+  if (options.max_concurrency < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_concurrency must be >= 1, got ", options.max_concurrency));
+  }
+  if (options.max_message_bytes < 1024 || options.max_message_bytes >= (int64_t{1} << 31)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_message_bytes must be in [1 KiB, 2 GiB), got ", options.max_message_bytes));
+  }
+  return std::unique_ptr<WorkerService>(new WorkerService(registry, clock, options));
+}
+
+grpc::Status WorkerService::Health(grpc::ServerContext*, const proto::HealthRequest*,
+                                   proto::HealthResponse* response) {
+  response->set_serving(true);
+  response->set_backend(kernels::ActiveBackendDescription());
+  return grpc::Status::OK;
+}
+
+grpc::Status WorkerService::Capabilities(grpc::ServerContext*, const proto::CapabilitiesRequest*,
+                                         proto::CapabilitiesResponse* response) {
+  for (proto::KernelInfo& info : registry_->Describe()) *response->add_kernels() = std::move(info);
+  response->set_active_backend(kernels::ActiveBackendDescription());
+  return grpc::Status::OK;
+}
+
+grpc::Status WorkerService::Run(grpc::ServerContext*, const proto::KernelRequest* request,
+                                proto::KernelResponse* response) {
+  if (in_flight_.fetch_add(1) >= options_.max_concurrency) {
+    in_flight_.fetch_sub(1);
+    return ToGrpcStatus(absl::ResourceExhaustedError(
+        absl::StrCat("worker is running ", options_.max_concurrency, " kernels; retry later")));
+  }
+  SlotGuard guard(&in_flight_);
+  absl::StatusOr<KernelCall> call = registry_->Validate(*request);
+  if (!call.ok()) {
+    TANDEM_VLOG(1) << "rejected " << request->kernel() << ": " << call.status().code();
+    return ToGrpcStatus(call.status());
+  }
+  const KernelSpec* spec = registry_->Find(request->kernel());
+  const absl::Time start = clock_->Now();
+  absl::StatusOr<std::vector<proto::Tensor>> outputs = spec->run(*call);
+  const absl::Duration elapsed = clock_->Now() - start;
+  if (!outputs.ok()) return ToGrpcStatus(outputs.status());
+  for (proto::Tensor& t : *outputs) *response->add_outputs() = std::move(t);
+  response->set_backend(std::string(kernels::BackendName(call->backend)));
+  response->set_elapsed_us(absl::ToInt64Microseconds(elapsed));
+  TANDEM_VLOG(1) << request->kernel() << " on " << response->backend() << " in "
+                 << response->elapsed_us() << " us";
+  return grpc::Status::OK;
+}
+
+RunningWorker::~RunningWorker() {
+  if (server != nullptr) server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+}
+
+absl::StatusOr<std::unique_ptr<RunningWorker>> StartWorker(const std::string& listen,
+                                                           const KernelRegistry* registry,
+                                                           const Clock* clock,
+                                                           WorkerOptions options) {
+  auto service = WorkerService::Create(registry, clock, options);
+  if (!service.ok()) return service.status();
+  auto running = std::make_unique<RunningWorker>();
+  running->service = *std::move(service);
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &running->port);
+  builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
+  builder.SetMaxSendMessageSize(static_cast<int>(options.max_message_bytes));
+  builder.RegisterService(running->service.get());
+  running->server = builder.BuildAndStart();
+  if (running->server == nullptr || running->port == 0) {
+    running->server.reset();
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", listen));
+  }
+  return running;
+}
+
+}  // namespace tandem::ml::worker

@@ -1,0 +1,156 @@
+// In-process gRPC server on a loopback port: service codes end to end.
+#include "ml/worker/worker_service.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <thread>
+
+#include "absl/synchronization/notification.h"
+#include "base/testing/status_matchers.h"
+#include "gtest/gtest.h"
+#include "ml/kernels/attention.h"
+#include "ml/kernels/testing/random_tensor.h"
+#include "ml/worker/builtin_kernels.h"
+
+namespace tandem::ml::worker {
+namespace {
+
+using ::tandem::testing::StatusIs;
+
+class WorkerServiceTest : public ::testing::Test {
+ protected:
+  void Start(WorkerOptions options) {
+    ASSERT_TRUE(RegisterBuiltinKernels(&registry_).ok());
+    ASSERT_TRUE(registry_
+                    .Register({"test.block", "blocks until released", false, {}, {}, {},
+                               [this](const KernelCall&)
+                                   -> absl::StatusOr<std::vector<proto::Tensor>> {
+                                 // Only one call runs at a time (max_concurrency 1).
+                                 if (!entered_.HasBeenNotified()) entered_.Notify();
+                                 release_.WaitForNotification();
+                                 return std::vector<proto::Tensor>{};
+                               }})
+                    .ok());
+    auto w = StartWorker("127.0.0.1:0", &registry_, &clock_, options);
+    ASSERT_TRUE(w.ok()) << w.status();
+    worker_ = *std::move(w);
+    auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(worker_->port),
+                                       grpc::InsecureChannelCredentials());
+    stub_ = proto::Worker::NewStub(channel);
+  }
+
+  grpc::Status Call(const proto::KernelRequest& req, proto::KernelResponse* resp) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+    return stub_->Run(&ctx, req, resp);
+  }
+
+  KernelRegistry registry_;
+  FakeClock clock_;
+  absl::Notification entered_, release_;
+  std::unique_ptr<RunningWorker> worker_;
+  std::unique_ptr<proto::Worker::Stub> stub_;
+};
+
+TEST_F(WorkerServiceTest, HealthAndCapabilities) {
+  Start({});
+  grpc::ClientContext c1;
+  proto::HealthResponse health;
+  ASSERT_TRUE(stub_->Health(&c1, {}, &health).ok());
+  EXPECT_TRUE(health.serving());
+  EXPECT_FALSE(health.backend().empty());
+  grpc::ClientContext c2;
+  proto::CapabilitiesResponse caps;
+  ASSERT_TRUE(stub_->Capabilities(&c2, {}, &caps).ok());
+  EXPECT_EQ(caps.kernels_size(), 12);  // 11 builtins + test.block
+  for (const auto& k : caps.kernels()) EXPECT_EQ(k.backends(0), "cpu") << k.name();
+}
+
+TEST_F(WorkerServiceTest, RunMatchesLibraryAndReportsBackend) {
+  Start({});
+  proto::KernelRequest req;
+  req.set_kernel("attention.dense");
+  std::vector<kernels::Tensor> in;
+  for (uint64_t s = 1; s <= 3; ++s) in.push_back(kernels::testing::RandomTensor({2, 6, 8}, s));
+  for (const auto& t : in) *req.add_inputs() = EncodeFloat("t", t);
+  (*req.mutable_params())["causal"] = 1;
+  proto::KernelResponse resp;
+  ASSERT_TRUE(Call(req, &resp).ok());
+  EXPECT_EQ(resp.backend(), "cpu");
+  EXPECT_EQ(resp.elapsed_us(), 0);  // FakeClock does not move
+  TANDEM_ASSERT_OK_AND_ASSIGN(kernels::Tensor got, ToFloatTensor(resp.outputs(0)));
+  TANDEM_ASSERT_OK_AND_ASSIGN(kernels::Tensor want,
+                              kernels::DenseAttention(in[0], in[1], in[2], true));
+  EXPECT_EQ(kernels::testing::MaxAbsDiff(got, want), 0.0);
+}
+
+TEST_F(WorkerServiceTest, ErrorCodesReachTheClient) {
+  Start({});
+  proto::KernelRequest req;
+  req.set_kernel("does.not.exist");
+  proto::KernelResponse resp;
+  EXPECT_EQ(Call(req, &resp).error_code(), grpc::StatusCode::UNIMPLEMENTED);
+  req.set_kernel("dusa.forward");
+  EXPECT_EQ(Call(req, &resp).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  // Kernel-level shape error (block size does not divide N).
+  for (uint64_t s = 1; s <= 3; ++s) {
+    *req.add_inputs() = EncodeFloat("t", kernels::testing::RandomTensor({1, 1, 10, 4}, s));
+  }
+  (*req.mutable_params())["block_size"] = 3;
+  const grpc::Status st = Call(req, &resp);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(st.error_message().find("block_size"), std::string::npos) << st.error_message();
+  // A small request whose dense block would need 16384^2 scores is refused.
+  proto::KernelRequest big;
+  big.set_kernel("dusa.forward");
+  for (uint64_t s = 1; s <= 3; ++s) {
+    *big.add_inputs() = EncodeFloat("t", kernels::testing::RandomTensor({1, 1, 16384, 1}, s));
+  }
+  (*big.mutable_params())["block_size"] = 16384;
+  const grpc::Status too_big = Call(big, &resp);
+  EXPECT_EQ(too_big.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(too_big.error_message().find("too large"), std::string::npos);
+}
+
+TEST_F(WorkerServiceTest, ConcurrencyLimitGivesResourceExhausted) {
+  Start({.max_concurrency = 1});
+  proto::KernelRequest block;
+  block.set_kernel("test.block");
+  grpc::Status first;
+  std::thread t([&] {
+    proto::KernelResponse r;
+    first = Call(block, &r);
+  });
+  entered_.WaitForNotification();
+  proto::KernelResponse resp;
+  EXPECT_EQ(Call(block, &resp).error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  release_.Notify();
+  t.join();
+  EXPECT_TRUE(first.ok()) << first.error_message();
+  EXPECT_TRUE(Call(block, &resp).ok());  // the slot was released
+  EXPECT_EQ(worker_->service->in_flight(), 0);
+}
+
+TEST_F(WorkerServiceTest, OversizedMessageIsRejected) {
+  Start({.max_message_bytes = 4096});
+  proto::KernelRequest req;
+  req.set_kernel("ren.merge");
+  *req.add_inputs() = EncodeFloat("tokens", kernels::testing::RandomTensor({100, 20}, 1));
+  proto::KernelResponse resp;
+  EXPECT_EQ(Call(req, &resp).error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+}
+
+TEST(WorkerServiceCreate, ValidatesOptions) {
+  KernelRegistry r;
+  FakeClock clock;
+  EXPECT_THAT(WorkerService::Create(&r, &clock, {.max_concurrency = 0}),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(WorkerService::Create(&r, &clock, {.max_message_bytes = 10}),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(WorkerService::Create(nullptr, &clock, {}), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(StartWorker("256.0.0.1:bad", &r, &clock, {}),
+              StatusIs(absl::StatusCode::kUnavailable));
+}
+
+}  // namespace
+}  // namespace tandem::ml::worker

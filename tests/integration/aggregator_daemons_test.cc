@@ -1,0 +1,289 @@
+// Two real tandem-aggregator processes on loopback, driven over gRPC as the
+// clients and the coordinator drive them: plaintext and mutual TLS, sums,
+// malformed input, and SIGKILL in the middle of a round.
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "aggregator/testing/report_factory.h"
+#include "base/grpc_status.h"
+#include "base/testing/status_matchers.h"
+#include "gtest/gtest.h"
+#include "proto/aggregator.grpc.pb.h"
+#include "tests/testing/daemon_process.h"
+
+namespace tandem {
+namespace {
+
+using aggregator::testing::MakeReport;
+using aggregator::testing::MakeRoundParameters;
+using aggregator::testing::ShareValues;
+using aggregator::testing::TestReport;
+using ::tandem::testing::DaemonProcess;
+using ::tandem::testing::IsOk;
+using ::tandem::testing::Loopback;
+using ::tandem::testing::StatusIs;
+
+struct Endpoint {
+  std::unique_ptr<proto::AggregatorUpload::Stub> upload;
+  std::unique_ptr<proto::AggregatorCollector::Stub> collector;
+};
+
+class AggregatorDaemonsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = tandem::testing::MakeTempDir("tandem-daemons");
+    ASSERT_FALSE(dir_.empty());
+    params_ = MakeRoundParameters("fl-task", 1, /*log_num_blocks=*/4, /*block_size=*/16,
+                                  /*num_groups=*/4);
+  }
+  void TearDown() override {
+    leader_.reset();
+    helper_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  std::vector<std::string> Args(const std::string& role, const std::string& extra_peer) {
+    std::vector<std::string> args = {"--role=" + role, "--listen=127.0.0.1:0",
+                                     "--state_dir=" + dir_ + "/" + role};
+    if (tls_) {
+      args.push_back("--config=" + dir_ + "/" + role + ".textproto");
+    } else {
+      args.push_back("--insecure_plaintext");
+    }
+    if (!extra_peer.empty()) args.push_back("--peer=" + extra_peer);
+    return args;
+  }
+
+  void StartDaemons() {
+    leader_.reset();
+    helper_.reset();
+    auto h = DaemonProcess::Start(TANDEM_AGGREGATOR_BIN, Args("helper", ""), dir_ + "/helper.log");
+    ASSERT_THAT(h, IsOk());
+    helper_ = *std::move(h);
+    auto l = DaemonProcess::Start(TANDEM_AGGREGATOR_BIN,
+                                  Args("leader", Loopback(helper_->port())), dir_ + "/leader.log");
+    ASSERT_THAT(l, IsOk());
+    leader_ = *std::move(l);
+    leader_ep_ = Connect(leader_->port());
+    helper_ep_ = Connect(helper_->port());
+  }
+
+  Endpoint Connect(int port) {
+    std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
+    if (tls_) {
+      grpc::SslCredentialsOptions o;
+      o.pem_root_certs = Read(dir_ + "/ca.pem");
+      o.pem_cert_chain = Read(dir_ + "/party.pem");
+      o.pem_private_key = Read(dir_ + "/party.key");
+      creds = grpc::SslCredentials(o);
+    }
+    grpc::ChannelArguments args;
+    args.SetMaxReceiveMessageSize(64 << 20);
+    auto channel = grpc::CreateCustomChannel(Loopback(port), creds, args);
+    return {proto::AggregatorUpload::NewStub(channel),
+            proto::AggregatorCollector::NewStub(channel)};
+  }
+
+  static std::string Read(const std::string& path) {
+    std::ifstream in(path);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
+
+  // A CA and one certificate for all parties (server and client auth),
+  // with SAN 127.0.0.1, made with the openssl command line tool.
+  void MakeCertificates() {
+    const std::string d = dir_;
+    std::ofstream(d + "/ext.cnf") << "subjectAltName=IP:127.0.0.1,DNS:localhost\n"
+                                  << "extendedKeyUsage=serverAuth,clientAuth\n";
+    const std::string cmd = absl::StrCat(
+        "cd ", d, " && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes",
+        " -keyout ca.key -out ca.pem -days 1 -subj /CN=tandem-test-ca 2>/dev/null",
+        " && openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes",
+        " -keyout party.key -out party.csr -subj /CN=localhost 2>/dev/null",
+        " && openssl x509 -req -in party.csr -CA ca.pem -CAkey ca.key -CAcreateserial",
+        " -out party.pem -days 1 -extfile ext.cnf 2>/dev/null");
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << "openssl failed";
+    for (const char* role : {"leader", "helper"}) {
+      std::ofstream(d + "/" + role + ".textproto")
+          << "tls { cert_chain_path: \"" << d << "/party.pem\" private_key_path: \"" << d
+          << "/party.key\" root_ca_path: \"" << d << "/ca.pem\" require_client_cert: true }\n";
+    }
+  }
+
+  absl::Status Open(const Endpoint& ep) {
+    grpc::ClientContext ctx;
+    proto::OpenRoundRequest req;
+    *req.mutable_parameters() = params_;
+    proto::OpenRoundResponse resp;
+    return FromGrpcStatus(ep.collector->OpenRound(&ctx, req, &resp));
+  }
+
+  absl::Status Upload(const Endpoint& ep, const proto::UploadRequest& req) {
+    grpc::ClientContext ctx;
+    proto::UploadResponse resp;
+    return FromGrpcStatus(ep.upload->Upload(&ctx, req, &resp));
+  }
+
+  absl::StatusOr<proto::FinalizeResponse> Finalize(const Endpoint& ep) {
+    grpc::ClientContext ctx;
+    proto::FinalizeRequest req;
+    req.set_task_id(params_.task_id());
+    req.set_round_id(params_.round_id());
+    proto::FinalizeResponse resp;
+    grpc::Status s = ep.collector->Finalize(&ctx, req, &resp);
+    if (!s.ok()) return FromGrpcStatus(s);
+    return resp;
+  }
+
+  absl::StatusOr<proto::AggregatorStatusResponse> Status(const Endpoint& ep) {
+    grpc::ClientContext ctx;
+    proto::AggregatorStatusRequest req;
+    req.set_task_id(params_.task_id());
+    proto::AggregatorStatusResponse resp;
+    grpc::Status s = ep.collector->Status(&ctx, req, &resp);
+    if (!s.ok()) return FromGrpcStatus(s);
+    return resp;
+  }
+
+  void ExpectSum(const std::vector<uint64_t>& expected, uint64_t count) {
+    auto a = Finalize(leader_ep_);
+    ASSERT_THAT(a, IsOk());
+    auto b = Finalize(helper_ep_);
+    ASSERT_THAT(b, IsOk());
+    EXPECT_EQ(a->accepted_reports(), count);
+    EXPECT_EQ(b->accepted_reports(), count);
+    auto va = ShareValues(*a);
+    auto vb = ShareValues(*b);
+    ASSERT_THAT(va, IsOk());
+    ASSERT_THAT(vb, IsOk());
+    std::vector<uint64_t> sum(va->size());
+    for (size_t i = 0; i < sum.size(); ++i) sum[i] = (*va)[i] + (*vb)[i];
+    EXPECT_EQ(sum, expected);
+  }
+
+  static void AddInto(std::vector<uint64_t>& acc, const std::vector<uint64_t>& v) {
+    if (acc.empty()) acc.assign(v.size(), 0);
+    for (size_t i = 0; i < v.size(); ++i) acc[i] += v[i];
+  }
+
+  std::string dir_;
+  bool tls_ = false;
+  proto::RoundParameters params_;
+  std::unique_ptr<DaemonProcess> leader_, helper_;
+  Endpoint leader_ep_, helper_ep_;
+};
+
+TEST_F(AggregatorDaemonsTest, SumOfManyClientsEqualsPlainSum) {
+  StartDaemons();
+  TANDEM_ASSERT_OK(Open(leader_ep_));
+  TANDEM_ASSERT_OK(Open(helper_ep_));
+  std::vector<uint64_t> expected;
+  for (uint64_t seed = 1; seed <= 24; ++seed) {
+    auto r = MakeReport(params_, seed);
+    ASSERT_THAT(r, IsOk());
+    TANDEM_ASSERT_OK(Upload(leader_ep_, r->to_leader));
+    TANDEM_ASSERT_OK(Upload(helper_ep_, r->to_helper));
+    AddInto(expected, r->dense);
+  }
+  ExpectSum(expected, 24);
+}
+
+TEST_F(AggregatorDaemonsTest, MalformedRequestsGetInvalidArgumentAndChangeNothing) {
+  StartDaemons();
+  TANDEM_ASSERT_OK(Open(leader_ep_));
+  TANDEM_ASSERT_OK(Open(helper_ep_));
+  auto good = MakeReport(params_, 1);
+  ASSERT_THAT(good, IsOk());
+  TANDEM_ASSERT_OK(Upload(leader_ep_, good->to_leader));
+  TANDEM_ASSERT_OK(Upload(helper_ep_, good->to_helper));
+
+  auto bad = MakeReport(params_, 2);
+  ASSERT_THAT(bad, IsOk());
+  proto::UploadRequest truncated = bad->to_leader;
+  truncated.mutable_key_share()->mutable_keys(2)->mutable_value_correction()->RemoveLast();
+  EXPECT_THAT(Upload(leader_ep_, truncated), StatusIs(absl::StatusCode::kInvalidArgument));
+  proto::UploadRequest wrong_party = bad->to_helper;  // helper's key sent to the leader
+  EXPECT_THAT(Upload(leader_ep_, wrong_party), StatusIs(absl::StatusCode::kInvalidArgument));
+  proto::UploadRequest bad_task = bad->to_leader;
+  bad_task.set_task_id("no/such/task");
+  EXPECT_THAT(Upload(leader_ep_, bad_task), StatusIs(absl::StatusCode::kInvalidArgument));
+  proto::OpenRoundRequest bad_open;
+  *bad_open.mutable_parameters() = params_;
+  bad_open.mutable_parameters()->set_dimension(3);
+  grpc::ClientContext ctx;
+  proto::OpenRoundResponse resp;
+  EXPECT_EQ(leader_ep_.collector->OpenRound(&ctx, bad_open, &resp).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  ExpectSum(good->dense, 1);
+}
+
+TEST_F(AggregatorDaemonsTest, SigkillMidRoundLosesNoAcceptedReport) {
+  StartDaemons();
+  TANDEM_ASSERT_OK(Open(leader_ep_));
+  TANDEM_ASSERT_OK(Open(helper_ep_));
+  std::vector<uint64_t> expected;
+  for (uint64_t seed = 1; seed <= 6; ++seed) {
+    auto r = MakeReport(params_, seed);
+    ASSERT_THAT(r, IsOk());
+    TANDEM_ASSERT_OK(Upload(leader_ep_, r->to_leader));
+    TANDEM_ASSERT_OK(Upload(helper_ep_, r->to_helper));
+    AddInto(expected, r->dense);
+  }
+  // Wait until the leader's background pass has counted them (bounded).
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (absl::Now() < deadline) {
+    auto s = Status(leader_ep_);
+    ASSERT_THAT(s, IsOk());
+    if (s->accepted_reports() == 6) break;
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  auto mid = MakeReport(params_, 7);  // uploaded, then both servers are killed
+  ASSERT_THAT(mid, IsOk());
+  TANDEM_ASSERT_OK(Upload(leader_ep_, mid->to_leader));
+  TANDEM_ASSERT_OK(Upload(helper_ep_, mid->to_helper));
+  AddInto(expected, mid->dense);
+  helper_->Kill();
+  leader_->Kill();
+  StartDaemons();  // same state directories
+  auto after = MakeReport(params_, 8);
+  ASSERT_THAT(after, IsOk());
+  TANDEM_ASSERT_OK(Upload(leader_ep_, after->to_leader));
+  TANDEM_ASSERT_OK(Upload(helper_ep_, after->to_helper));
+  AddInto(expected, after->dense);
+  // A report accepted before the crash cannot be replayed after it.
+  EXPECT_THAT(Upload(leader_ep_, MakeReport(params_, 9)->to_leader), IsOk());
+  proto::UploadRequest replay = MakeReport(params_, 10)->to_leader;
+  replay.set_report_id(mid->to_leader.report_id());
+  EXPECT_THAT(Upload(leader_ep_, replay), StatusIs(absl::StatusCode::kAlreadyExists));
+  ExpectSum(expected, 8);  // report 9 reached the leader only: never counted
+}
+
+TEST_F(AggregatorDaemonsTest, MutualTlsEverywhere) {
+  tls_ = true;
+  MakeCertificates();
+  StartDaemons();
+  TANDEM_ASSERT_OK(Open(leader_ep_));
+  TANDEM_ASSERT_OK(Open(helper_ep_));
+  auto r = MakeReport(params_, 5);
+  ASSERT_THAT(r, IsOk());
+  TANDEM_ASSERT_OK(Upload(leader_ep_, r->to_leader));
+  TANDEM_ASSERT_OK(Upload(helper_ep_, r->to_helper));
+  // A plaintext client cannot talk to a TLS daemon.
+  auto plain = grpc::CreateChannel(Loopback(leader_->port()), grpc::InsecureChannelCredentials());
+  auto stub = proto::AggregatorCollector::NewStub(plain);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  proto::AggregatorStatusRequest req;
+  req.set_task_id(params_.task_id());
+  proto::AggregatorStatusResponse resp;
+  EXPECT_FALSE(stub->Status(&ctx, req, &resp).ok());
+  ExpectSum(r->dense, 1);
+}
+
+}  // namespace
+}  // namespace tandem

@@ -1,0 +1,105 @@
+#include "tests/testing/daemon_process.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+
+namespace tandem::testing {
+
+absl::StatusOr<std::unique_ptr<DaemonProcess>> DaemonProcess::Start(
+    const std::string& binary, const std::vector<std::string>& args, const std::string& log_path,
+    absl::Duration timeout) {
+  int out[2];
+  if (pipe(out) != 0) return absl::InternalError("pipe failed");
+  const pid_t pid = fork();
+  if (pid < 0) return absl::InternalError("fork failed");
+  if (pid == 0) {
+    dup2(out[1], STDOUT_FILENO);
+    close(out[0]);
+    close(out[1]);
+    if (!log_path.empty()) {
+      const int fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+      if (fd >= 0) dup2(fd, STDERR_FILENO);
+    }
+    std::vector<char*> argv;
+    argv.push_back(const_cast<char*>(binary.c_str()));
+    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(binary.c_str(), argv.data());
+    _exit(127);
+  }
+  close(out[1]);
+  std::string seen;
+  const absl::Time deadline = absl::Now() + timeout;
+  int port = 0;
+  while (port == 0) {
+    const absl::Duration left = deadline - absl::Now();
+    if (left <= absl::ZeroDuration()) break;
+    pollfd p{out[0], POLLIN, 0};
+    if (poll(&p, 1, static_cast<int>(absl::ToInt64Milliseconds(left))) <= 0) break;
+    char buf[256];
+    const ssize_t n = read(out[0], buf, sizeof(buf));
+    if (n <= 0) break;
+    seen.append(buf, static_cast<size_t>(n));
+    const size_t at = seen.find("listening on ");
+    const size_t eol = at == std::string::npos ? at : seen.find('\n', at);
+    if (eol != std::string::npos) {
+      if (!absl::SimpleAtoi(seen.substr(at + 13, eol - at - 13), &port)) port = -1;
+    }
+  }
+  close(out[0]);
+  if (port <= 0) {
+    kill(pid, SIGKILL);
+    int status;
+    waitpid(pid, &status, 0);
+    return absl::UnavailableError(absl::StrCat(binary, " did not report a port; stdout: '", seen,
+                                               "'"));
+  }
+  return std::unique_ptr<DaemonProcess>(new DaemonProcess(pid, port));
+}
+
+DaemonProcess::~DaemonProcess() { Kill(); }
+
+void DaemonProcess::Kill() {
+  if (pid_ <= 0) return;
+  kill(pid_, SIGKILL);
+  int status;
+  waitpid(pid_, &status, 0);
+  pid_ = -1;
+}
+
+absl::StatusOr<int> DaemonProcess::Terminate(absl::Duration timeout) {
+  if (pid_ <= 0) return absl::FailedPreconditionError("not running");
+  kill(pid_, SIGTERM);
+  const absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    int status;
+    const pid_t r = waitpid(pid_, &status, WNOHANG);
+    if (r == pid_) {
+      pid_ = -1;
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  Kill();
+  return absl::DeadlineExceededError("daemon did not stop on SIGTERM");
+}
+
+std::string Loopback(int port) { return absl::StrCat("127.0.0.1:", port); }
+
+std::string MakeTempDir(const std::string& prefix) {
+  std::string tmpl = absl::StrCat("/tmp/", prefix, "-XXXXXX");
+  if (mkdtemp(tmpl.data()) == nullptr) return "";
+  return tmpl;
+}
+
+}  // namespace tandem::testing
