@@ -218,6 +218,28 @@ TEST_F(SparseDpfAdversarialTest, SwappedOrDuplicatedPartiesAreRejected) {
   EXPECT_THAT(ValidateSparseKeySet(keys_.second, dpf_->Shape(1)), IsOk());
 }
 
+TEST(SparseDpf, AllAesPathsGiveIdenticalKeysOutputsAndDigests) {
+  std::vector<std::string> wires;
+  std::vector<ProofDigest> digests;
+  std::vector<std::vector<uint64_t>> sums;
+  for (AesPath p : SupportedAesPaths()) {
+    TANDEM_ASSERT_OK_AND_ASSIGN(SparseDpf dpf, SparseDpf::Create(2 * 8 * 4, 4, 2, 64, p));
+    auto rng = DeterministicRandom::FromSeed(31337);
+    const Report r = RandomReport(dpf, rng.get());
+    TANDEM_ASSERT_OK_AND_ASSIGN(KeyPair keys, dpf.GenerateKeys(r.indices, r.values, rng.get()));
+    ProofDigest d0, d1;
+    sums.push_back(Reconstruct(dpf, keys, &d0, &d1));
+    EXPECT_EQ(d0, d1);
+    wires.push_back(keys.first.SerializeAsString() + keys.second.SerializeAsString());
+    digests.push_back(d0);
+  }
+  for (size_t i = 1; i < wires.size(); ++i) {
+    EXPECT_EQ(wires[i], wires[0]);
+    EXPECT_EQ(digests[i], digests[0]);
+    EXPECT_EQ(sums[i], sums[0]);
+  }
+}
+
 TEST(SparseDpf, CreateRejectsBadShapes) {
   EXPECT_THAT(SparseDpf::Create(1000, 10, 4, 64), StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(SparseDpf::Create(3 * 10 * 4, 10, 4, 64),

@@ -121,7 +121,7 @@ absl::Status Conv2DLayer::Forward(absl::Span<const float> params, const Matrix& 
   ConstMatrixMap w(params.data(), out_.channels, fan_in);
   Eigen::Map<const Eigen::VectorXf> b(params.data() + out_.channels * fan_in, out_.channels);
   out->resize(in.rows(), out_.size());
-  Matrix col;
+  thread_local Matrix col;  // per-thread scratch, reused across calls
   for (Eigen::Index r = 0; r < in.rows(); ++r) {
     Im2Col(in.row(r).data(), &col);
     MatrixMap y(out->row(r).data(), out_.channels, npix);
@@ -140,7 +140,7 @@ void Conv2DLayer::Backward(absl::Span<const float> params, const Matrix& in, con
   MatrixMap gw(grad_params.data(), out_.channels, fan_in);
   Eigen::Map<Eigen::VectorXf> gb(grad_params.data() + out_.channels * fan_in, out_.channels);
   if (grad_in != nullptr) grad_in->setZero(in.rows(), in_.size());
-  Matrix col, gcol;
+  thread_local Matrix col, gcol;  // per-thread scratch
   for (Eigen::Index r = 0; r < in.rows(); ++r) {
     Im2Col(in.row(r).data(), &col);
     ConstMatrixMap gy(grad_out.row(r).data(), out_.channels, npix);

@@ -129,7 +129,10 @@ absl::Status Model::Backward(const Activations& acts, const Matrix& grad_logits,
       grad_logits.cols() != output_size()) {
     return absl::InvalidArgumentError("model: activations/gradient do not match the model");
   }
-  Matrix g = grad_logits, g_in;
+  // Per-thread scratch keeps the (large) gradient buffers allocated across
+  // calls; Backward stays safe to run concurrently from several threads.
+  thread_local Matrix g, g_in;
+  g = grad_logits;
   for (size_t i = layers_.size(); i-- > 0;) {
     const Matrix& in = i == 0 ? acts.input : acts.outputs[i - 1];
     layers_[i]->Backward(LayerSlice(i, params_), in, acts.outputs[i], g, i == 0 ? nullptr : &g_in,

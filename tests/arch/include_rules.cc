@@ -23,7 +23,7 @@ const std::map<std::string, std::set<std::string>>& AllowedModules() {
       {"ml/worker", {"base", "ml", "proto"}},
       {"aggregator", {"base", "proto", "crypto"}},
       {"client", {"base", "proto", "crypto", "ml"}},
-      {"server", {"base", "proto", "crypto"}},
+      {"server", {"base", "proto", "crypto", "ml"}},
   };
   return *rules;
 }
@@ -116,8 +116,7 @@ std::vector<Violation> CheckFile(absl::string_view relative_path,
     if (IsGrpcHeader(inc) && !GrpcAllowedIn(relative_path)) {
       flag("gRPC only in service/, transport/, ml/worker/ and mains");
     }
-    if ((IsEigenHeader(inc) || IsTbbHeader(inc)) &&
-        (module == "base" || module == "crypto" || module == "server")) {
+    if ((IsEigenHeader(inc) || IsTbbHeader(inc)) && (module == "base" || module == "crypto")) {
       flag(absl::StrCat(module, "/ may not use Eigen or oneTBB"));
     }
     if (IsCudaHeader(inc) && !cuda_source) {

@@ -52,7 +52,27 @@ struct AesKernels {
   // out[i] = v, or out[i] += v (lane-wise) when `add`. out may be unaligned.
   void (*leaf_convert)(const RoundKeys& keys, const Block* seeds, size_t n, Block vc,
                        bool negate, int lane_bits, bool add, Block* out);
+  // Block-leaf conversion of one seed s (t = lsb(s)) into n blocks:
+  // v_i = mmo(s ^ {i, 0}) + (t ? vc[i] : 0) lane-wise, negated when `negate`;
+  // out[i] = v_i, or out[i] += v_i when `add`. vc and out may be unaligned.
+  void (*leaf_convert_counter)(const RoundKeys& keys, Block seed, size_t n, const Block* vc,
+                               bool negate, int lane_bits, bool add, Block* out);
 };
+
+// Expands to the eight instantiations of a kernel template F<k64, kNeg, kAdd>
+// selected by the runtime flags (used by the SIMD kernel files).
+#define TANDEM_DISPATCH_LANES(F, lane_bits, negate, add, ...)                        \
+  do {                                                                              \
+    const bool w64_ = (lane_bits) == 64;                                            \
+    if (w64_ && !(negate) && !(add)) return F<true, false, false>(__VA_ARGS__);     \
+    if (w64_ && !(negate) && (add)) return F<true, false, true>(__VA_ARGS__);       \
+    if (w64_ && (negate) && !(add)) return F<true, true, false>(__VA_ARGS__);       \
+    if (w64_ && (negate) && (add)) return F<true, true, true>(__VA_ARGS__);         \
+    if (!(negate) && !(add)) return F<false, false, false>(__VA_ARGS__);            \
+    if (!(negate) && (add)) return F<false, false, true>(__VA_ARGS__);              \
+    if ((negate) && !(add)) return F<false, true, false>(__VA_ARGS__);              \
+    return F<false, true, true>(__VA_ARGS__);                                       \
+  } while (false)
 
 // Lane-wise arithmetic of leaf_convert on one block (shared scalar code).
 inline Block LeafLanes(Block conv, Block vc_masked, bool negate, int lane_bits, bool add,

@@ -188,11 +188,48 @@ TANDEM_AESNI_TARGET void LeafConvert(const RoundKeys& keys, const Block* seeds, 
   return LeafConvertT<false, true, true>(keys, seeds, n, vc, out);
 }
 
+template <bool k64, bool kNeg, bool kAdd>
+TANDEM_AESNI_TARGET void LeafConvertCounterT(const RoundKeys& keys, Block seed, size_t n,
+                                             const Block* vc, Block* out) {
+  const Keys k = LoadKeys(keys);
+  const __m128i b = Load(&seed);
+  const __m128i t = ControlMask(b);
+  const __m128i zero = _mm_setzero_si128();
+  auto finish = [&](__m128i h, size_t i) __attribute__((always_inline)) {
+    __m128i v = _mm_and_si128(Load(vc + i), t);
+    v = k64 ? _mm_add_epi64(h, v) : _mm_add_epi32(h, v);
+    if (kNeg) v = k64 ? _mm_sub_epi64(zero, v) : _mm_sub_epi32(zero, v);
+    if (kAdd) v = k64 ? _mm_add_epi64(Load(out + i), v) : _mm_add_epi32(Load(out + i), v);
+    Store(out + i, v);
+  };
+  size_t i = 0;
+  for (; i + kWays <= n; i += kWays) {
+    __m128i x[kWays];
+    for (size_t j = 0; j < kWays; ++j) {
+      x[j] = _mm_xor_si128(b, _mm_set_epi64x(0, static_cast<int64_t>(i + j)));
+    }
+    MmoN<kWays>(k, x);
+    for (size_t j = 0; j < kWays; ++j) finish(x[j], i + j);
+  }
+  for (; i < n; ++i) {
+    __m128i x[1] = {_mm_xor_si128(b, _mm_set_epi64x(0, static_cast<int64_t>(i)))};
+    MmoN<1>(k, x);
+    finish(x[0], i);
+  }
+}
+
+TANDEM_AESNI_TARGET void LeafConvertCounter(const RoundKeys& keys, Block seed, size_t n,
+                                            const Block* vc, bool negate, int lane_bits,
+                                            bool add, Block* out) {
+  TANDEM_DISPATCH_LANES(LeafConvertCounterT, lane_bits, negate, add, keys, seed, n, vc, out);
+}
+
 }  // namespace
 
 const AesKernels& AesNiKernels() {
   static constexpr AesKernels kKernels = {"aesni",      &Encrypt,     &Mmo,
-                                          &MmoCounter, &ExpandLevel, &LeafConvert};
+                                          &MmoCounter, &ExpandLevel, &LeafConvert,
+                                          &LeafConvertCounter};
   return kKernels;
 }
 

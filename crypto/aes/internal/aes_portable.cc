@@ -111,6 +111,19 @@ void LeafConvert(const RoundKeys& keys, const Block* seeds, size_t n, Block vc, 
   }
 }
 
+void LeafConvertCounter(const RoundKeys& keys, Block seed, size_t n, const Block* vc,
+                        bool negate, int lane_bits, bool add, Block* out) {
+  const Block t = MaskFromBit(Lsb(seed));
+  for (size_t i = 0; i < n; ++i) {
+    Block prev, c;
+    std::memcpy(&prev, out + i, 16);
+    std::memcpy(&c, vc + i, 16);
+    const Block v =
+        LeafLanes(MmoOne(keys, seed ^ Block{i, 0}), c & t, negate, lane_bits, add, prev);
+    std::memcpy(out + i, &v, 16);
+  }
+}
+
 }  // namespace
 
 RoundKeys ExpandAes128Key(const uint8_t key[16]) {

@@ -171,11 +171,53 @@ TANDEM_VAES_TARGET void LeafConvert(const RoundKeys& keys, const Block* seeds, s
   return LeafConvertT<false, true, true>(keys, seeds, n, vc, out);
 }
 
+template <bool k64, bool kNeg, bool kAdd>
+TANDEM_VAES_TARGET void LeafConvertCounterT(const RoundKeys& keys, Block seed, size_t n,
+                                            const Block* vc, Block* out) {
+  const Keys k = LoadKeys(keys);
+  const __m512i b = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(&seed)));
+  const __m512i t = _mm512_set1_epi64(static_cast<int64_t>(0 - Lsb(seed)));
+  const __m512i zero = _mm512_setzero_si512();
+  __m512i ctr = _mm512_set_epi64(0, 3, 0, 2, 0, 1, 0, 0);
+  const __m512i step = _mm512_set_epi64(0, 4, 0, 4, 0, 4, 0, 4);
+  size_t i = 0;
+  for (; i + kBlocks <= n; i += kBlocks) {
+    __m512i x[kRegs];
+    for (size_t j = 0; j < kRegs; ++j) {
+      x[j] = _mm512_xor_si512(b, ctr);
+      ctr = _mm512_add_epi64(ctr, step);
+    }
+    MmoN(k, x);
+    for (size_t j = 0; j < kRegs; ++j) {
+      Block* o = out + i + 4 * j;
+      __m512i v = _mm512_and_si512(Load(vc + i + 4 * j), t);
+      v = k64 ? _mm512_add_epi64(x[j], v) : _mm512_add_epi32(x[j], v);
+      if (kNeg) v = k64 ? _mm512_sub_epi64(zero, v) : _mm512_sub_epi32(zero, v);
+      if (kAdd) v = k64 ? _mm512_add_epi64(Load(o), v) : _mm512_add_epi32(Load(o), v);
+      Store(o, v);
+    }
+  }
+  if (i < n) {
+    // Tail: the AES-NI kernel counts from zero, so shift the seed's counter.
+    for (; i < n; ++i) {
+      AesNiKernels().leaf_convert_counter(keys, seed ^ Block{i, 0}, 1, vc + i, kNeg,
+                                          k64 ? 64 : 32, kAdd, out + i);
+    }
+  }
+}
+
+TANDEM_VAES_TARGET void LeafConvertCounter(const RoundKeys& keys, Block seed, size_t n,
+                                           const Block* vc, bool negate, int lane_bits,
+                                           bool add, Block* out) {
+  TANDEM_DISPATCH_LANES(LeafConvertCounterT, lane_bits, negate, add, keys, seed, n, vc, out);
+}
+
 }  // namespace
 
 const AesKernels& VaesKernels() {
   static constexpr AesKernels kKernels = {"vaes",       &Encrypt,     &Mmo,
-                                          &MmoCounter, &ExpandLevel, &LeafConvert};
+                                          &MmoCounter, &ExpandLevel, &LeafConvert,
+                                          &LeafConvertCounter};
   return kKernels;
 }
 

@@ -1,0 +1,68 @@
+#include "client/internal/report_builder.h"
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+
+namespace tandem::client {
+
+absl::StatusOr<ReportBuilder> ReportBuilder::Create(const ReportParameters& p) {
+  const uint64_t expected = uint64_t{p.num_groups} * (uint64_t{1} << p.log_num_blocks) *
+                            uint64_t{p.block_size};
+  if (p.log_num_blocks > 24 || expected != p.dimension) {
+    return absl::InvalidArgumentError("dimension must be num_groups * 2^log_num_blocks * block_size");
+  }
+  TANDEM_ASSIGN_OR_RETURN(crypto::SparseDpf dpf,
+                          crypto::SparseDpf::Create(p.dimension, static_cast<int>(p.block_size),
+                                                    static_cast<int>(p.num_groups), 64));
+  TANDEM_ASSIGN_OR_RETURN(crypto::FixedPointCodec codec,
+                          crypto::FixedPointCodec::Create(p.frac_bits, p.clip_l2_norm,
+                                                          p.max_summands, 64));
+  return ReportBuilder(std::move(dpf), std::move(codec));
+}
+
+absl::StatusOr<BuiltReport> ReportBuilder::Build(absl::Span<const float> update,
+                                                 SecureRandom* rng) const {
+  if (rng == nullptr) return absl::InvalidArgumentError("rng is required");
+  const uint64_t dim = dpf_.dimension();
+  if (update.size() > dim) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("update has ", update.size(), " entries, the round's D is ", dim));
+  }
+  std::vector<float> padded(update.begin(), update.end());
+  padded.resize(dim, 0.0f);
+  std::vector<uint64_t> encoded(dim);
+  BuiltReport report;
+  TANDEM_ASSIGN_OR_RETURN(report.clip_factor, codec_.Encode(padded, absl::MakeSpan(encoded)));
+
+  const int k = dpf_.num_groups();
+  const int b = dpf_.block_size();
+  const uint64_t blocks = dpf_.blocks_per_group();
+  std::vector<uint32_t> indices(k);
+  std::vector<uint64_t> values(static_cast<size_t>(k) * b);
+  for (int g = 0; g < k; ++g) {
+    // Uniform block index by rejection (no modulo bias).
+    uint64_t idx = 0;
+    const uint64_t limit = ~uint64_t{0} - (~uint64_t{0} % blocks);
+    while (true) {
+      TANDEM_ASSIGN_OR_RETURN(uint64_t r, rng->NextUint64());
+      if (r < limit) {
+        idx = r % blocks;
+        break;
+      }
+    }
+    indices[g] = static_cast<uint32_t>(idx);
+    const uint64_t start = static_cast<uint64_t>(g) * dpf_.group_dimension() + idx * b;
+    std::copy(encoded.begin() + start, encoded.begin() + start + b,
+              values.begin() + static_cast<size_t>(g) * b);
+  }
+  TANDEM_ASSIGN_OR_RETURN(auto keys, dpf_.GenerateKeys(indices, values, rng));
+  report.report_id.assign(16, '\0');
+  TANDEM_RETURN_IF_ERROR(rng->Fill(
+      absl::MakeSpan(reinterpret_cast<uint8_t*>(report.report_id.data()), 16)));
+  report.leader_share = std::move(keys.first);
+  report.helper_share = std::move(keys.second);
+  report.upload_bytes = report.leader_share.ByteSizeLong() + report.helper_share.ByteSizeLong();
+  return report;
+}
+
+}  // namespace tandem::client

@@ -1,0 +1,75 @@
+// Client side of PREAMBLE (Asi, Feldman, Keller, Rothblum, Talwar, NeurIPS
+// 2025), partition variant: turn a model update into the two aggregators'
+// k-block-sparse DPF key shares.
+//
+//   1. clip the whole update to L2 norm C and encode it in fixed point
+//      (crypto/fixed_point: round(x * 2^f) in Z_2^64);
+//   2. in each of the k groups of D/k coordinates, pick one block of B
+//      coordinates uniformly at random (SecureRandom; the choice is the
+//      secret sampling pattern that gives privacy amplification);
+//   3. generate the k block-DPF key pairs of those blocks (crypto/dpf).
+//
+// Design choice [I]: the paper scales the sampled blocks by Delta/k so that
+// the sparse vector is an unbiased estimate of the update. We send them
+// unscaled and let the coordinator multiply the decoded sum by
+// blocks_per_group (= Delta/k). That is post-processing, so each report's L2
+// sensitivity stays C (not C * Delta/k) and the noise is calibrated to C.
+//
+// Immutable after Create; thread-safe for const use.
+#ifndef TANDEM_CLIENT_INTERNAL_REPORT_BUILDER_H_
+#define TANDEM_CLIENT_INTERNAL_REPORT_BUILDER_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "base/random.h"
+#include "crypto/dpf/sparse_dpf.h"
+#include "crypto/fixed_point/fixed_point.h"
+#include "proto/dpf.pb.h"
+
+namespace tandem::client {
+
+struct ReportParameters {
+  uint64_t dimension = 0;       // D (the update is zero-padded up to D)
+  uint32_t block_size = 0;      // B
+  uint32_t num_groups = 0;      // k
+  uint32_t log_num_blocks = 0;  // d: D = k * 2^d * B
+  int frac_bits = 16;           // fixed-point fraction bits
+  double clip_l2_norm = 1.0;    // C
+  uint64_t max_summands = 1;    // reports per round the sum must hold without wrap
+};
+
+struct BuiltReport {
+  std::string report_id;            // 16 random bytes (idempotency key)
+  proto::SparseKeySet leader_share;
+  proto::SparseKeySet helper_share;
+  double clip_factor = 1.0;         // min(1, C / ||update||)
+  uint64_t upload_bytes = 0;        // serialized size of both shares
+};
+
+class ReportBuilder {
+ public:
+  // INVALID_ARGUMENT for inconsistent parameters (see SparseDpf::Create and
+  // FixedPointCodec::Create).
+  static absl::StatusOr<ReportBuilder> Create(const ReportParameters& p);
+
+  // `update` has at most D entries (the rest is zero). INVALID_ARGUMENT for
+  // a longer update or non-finite values; `rng` errors propagate.
+  absl::StatusOr<BuiltReport> Build(absl::Span<const float> update, SecureRandom* rng) const;
+
+  const crypto::SparseDpf& dpf() const { return dpf_; }
+  const crypto::FixedPointCodec& codec() const { return codec_; }
+
+ private:
+  ReportBuilder(crypto::SparseDpf dpf, crypto::FixedPointCodec codec)
+      : dpf_(std::move(dpf)), codec_(std::move(codec)) {}
+  crypto::SparseDpf dpf_;
+  crypto::FixedPointCodec codec_;
+};
+
+}  // namespace tandem::client
+
+#endif  // TANDEM_CLIENT_INTERNAL_REPORT_BUILDER_H_

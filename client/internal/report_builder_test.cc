@@ -1,0 +1,108 @@
+#include "client/internal/report_builder.h"
+
+#include <cmath>
+#include <vector>
+
+#include "base/testing/status_matchers.h"
+#include "gtest/gtest.h"
+
+namespace tandem::client {
+namespace {
+
+using ::tandem::testing::IsOk;
+using ::tandem::testing::StatusIs;
+
+ReportParameters Params() {
+  ReportParameters p;
+  p.block_size = 4;
+  p.num_groups = 2;
+  p.log_num_blocks = 3;  // 8 blocks per group
+  p.dimension = 2 * 8 * 4;
+  p.frac_bits = 16;
+  p.clip_l2_norm = 10.0;
+  p.max_summands = 1000;
+  return p;
+}
+
+// Both shares expanded and added: the encoded vector the servers would sum.
+std::vector<double> Reconstruct(const ReportBuilder& b, const BuiltReport& r) {
+  std::vector<uint64_t> acc(b.dpf().dimension(), 0);
+  crypto::SparseDpfScratch scratch;
+  EXPECT_THAT(b.dpf().EvaluateAndAccumulate(r.leader_share, absl::MakeSpan(acc), &scratch), IsOk());
+  EXPECT_THAT(b.dpf().EvaluateAndAccumulate(r.helper_share, absl::MakeSpan(acc), &scratch), IsOk());
+  std::vector<double> out(acc.size());
+  EXPECT_THAT(b.codec().Decode(acc, absl::MakeSpan(out)), IsOk());
+  return out;
+}
+
+TEST(ReportBuilder, EachGroupCarriesOneBlockOfTheUpdate) {
+  TANDEM_ASSERT_OK_AND_ASSIGN(ReportBuilder builder, ReportBuilder::Create(Params()));
+  std::vector<float> update(64);
+  for (int i = 0; i < 64; ++i) update[i] = 0.01f * (i + 1);
+  auto rng = DeterministicRandom::FromSeed(5);
+  TANDEM_ASSERT_OK_AND_ASSIGN(BuiltReport r, builder.Build(update, rng.get()));
+  EXPECT_EQ(r.clip_factor, 1.0);
+  EXPECT_EQ(r.report_id.size(), 16u);
+  const std::vector<double> got = Reconstruct(builder, r);
+  for (int g = 0; g < 2; ++g) {
+    int nonzero_blocks = 0;
+    for (int blk = 0; blk < 8; ++blk) {
+      bool nonzero = false;
+      for (int j = 0; j < 4; ++j) {
+        const int i = g * 32 + blk * 4 + j;
+        if (got[i] != 0) {
+          nonzero = true;
+          EXPECT_NEAR(got[i], update[i], 1e-4) << i;
+        }
+      }
+      nonzero_blocks += nonzero;
+    }
+    EXPECT_EQ(nonzero_blocks, 1) << "group " << g;
+  }
+}
+
+TEST(ReportBuilder, ScaledMeanOfReportsIsUnbiased) {
+  TANDEM_ASSERT_OK_AND_ASSIGN(ReportBuilder builder, ReportBuilder::Create(Params()));
+  std::vector<float> update(64);
+  for (int i = 0; i < 64; ++i) update[i] = std::sin(0.3 * i);
+  auto rng = DeterministicRandom::FromSeed(6);
+  std::vector<double> mean(64, 0);
+  const int n = 800;
+  for (int t = 0; t < n; ++t) {
+    TANDEM_ASSERT_OK_AND_ASSIGN(BuiltReport r, builder.Build(update, rng.get()));
+    const std::vector<double> got = Reconstruct(builder, r);
+    for (int i = 0; i < 64; ++i) mean[i] += got[i] * 8 / n;  // * blocks_per_group
+  }
+  // Each coordinate is update * 8 * Bernoulli(1/8): std of the mean is
+  // |u| * sqrt(7 / n) <= 0.094; 5 sigma.
+  for (int i = 0; i < 64; ++i) EXPECT_NEAR(mean[i], update[i], 0.47) << i;
+  double err = 0;
+  for (int i = 0; i < 64; ++i) err += std::abs(mean[i] - update[i]);
+  EXPECT_LT(err / 64, 0.12);
+}
+
+TEST(ReportBuilder, ClipsLargeUpdates) {
+  TANDEM_ASSERT_OK_AND_ASSIGN(ReportBuilder builder, ReportBuilder::Create(Params()));
+  std::vector<float> update(64, 5.0f);  // norm 40 > C = 10
+  auto rng = DeterministicRandom::FromSeed(7);
+  TANDEM_ASSERT_OK_AND_ASSIGN(BuiltReport r, builder.Build(update, rng.get()));
+  EXPECT_NEAR(r.clip_factor, 0.25, 1e-9);
+  for (double v : Reconstruct(builder, r)) {
+    if (v != 0) EXPECT_NEAR(v, 1.25, 1e-4);
+  }
+}
+
+TEST(ReportBuilder, RejectsBadInput) {
+  ReportParameters p = Params();
+  p.dimension = 65;
+  EXPECT_THAT(ReportBuilder::Create(p), StatusIs(absl::StatusCode::kInvalidArgument));
+  TANDEM_ASSERT_OK_AND_ASSIGN(ReportBuilder builder, ReportBuilder::Create(Params()));
+  auto rng = DeterministicRandom::FromSeed(8);
+  std::vector<float> too_long(65, 0.f);
+  EXPECT_THAT(builder.Build(too_long, rng.get()), StatusIs(absl::StatusCode::kInvalidArgument));
+  std::vector<float> nan(3, std::nanf(""));
+  EXPECT_THAT(builder.Build(nan, rng.get()), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+}  // namespace
+}  // namespace tandem::client

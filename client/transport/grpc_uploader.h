@@ -1,0 +1,43 @@
+// Uploader over gRPC with bounded retries of transient errors (UNAVAILABLE,
+// DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED from flow control) and exponential
+// backoff through the injected Clock.
+#ifndef TANDEM_CLIENT_TRANSPORT_GRPC_UPLOADER_H_
+#define TANDEM_CLIENT_TRANSPORT_GRPC_UPLOADER_H_
+
+#include <memory>
+
+#include <grpcpp/channel.h>
+
+#include "absl/time/time.h"
+#include "base/clock.h"
+#include "client/transport/uploader.h"
+#include "proto/aggregator.grpc.pb.h"
+
+namespace tandem::client {
+
+struct RetryPolicy {
+  int max_attempts = 5;
+  absl::Duration initial_backoff = absl::Milliseconds(50);
+  absl::Duration max_backoff = absl::Seconds(2);
+  absl::Duration call_deadline = absl::Seconds(30);
+};
+
+class GrpcUploader : public Uploader {
+ public:
+  // `clock` is not owned and must outlive the uploader.
+  GrpcUploader(std::shared_ptr<grpc::Channel> leader, std::shared_ptr<grpc::Channel> helper,
+               Clock* clock, RetryPolicy policy = {});
+  absl::Status Upload(const proto::UploadRequest& to_leader,
+                      const proto::UploadRequest& to_helper) override;
+
+ private:
+  absl::Status UploadOne(proto::AggregatorUpload::Stub& stub, const proto::UploadRequest& req,
+                         const char* server);
+  std::unique_ptr<proto::AggregatorUpload::Stub> leader_, helper_;
+  Clock* clock_;
+  RetryPolicy policy_;
+};
+
+}  // namespace tandem::client
+
+#endif  // TANDEM_CLIENT_TRANSPORT_GRPC_UPLOADER_H_

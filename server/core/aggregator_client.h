@@ -1,0 +1,23 @@
+// The coordinator's view of one aggregation server (collector API). The core
+// never sees gRPC: server/transport/grpc_aggregator_client.h implements it.
+#ifndef TANDEM_SERVER_CORE_AGGREGATOR_CLIENT_H_
+#define TANDEM_SERVER_CORE_AGGREGATOR_CLIENT_H_
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "proto/aggregator.pb.h"
+
+namespace tandem::server {
+
+// Thread-safe in all implementations; errors are the aggregator's status or
+// UNAVAILABLE / DEADLINE_EXCEEDED from the transport.
+class AggregatorClient {
+ public:
+  virtual ~AggregatorClient() = default;
+  virtual absl::Status OpenRound(const proto::RoundParameters& parameters) = 0;
+  virtual absl::StatusOr<proto::FinalizeResponse> Finalize(const proto::FinalizeRequest& request) = 0;
+};
+
+}  // namespace tandem::server
+
+#endif  // TANDEM_SERVER_CORE_AGGREGATOR_CLIENT_H_

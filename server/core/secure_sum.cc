@@ -1,0 +1,96 @@
+#include "server/core/secure_sum.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+
+namespace tandem::server {
+
+absl::StatusOr<SecureSum> SecureSum::Create(const SecureSumConfig& config) {
+  if (config.model_dimension == 0 || config.block_size == 0 || config.num_groups == 0) {
+    return absl::InvalidArgumentError("model_dimension, block_size and num_groups must be > 0");
+  }
+  if (config.noise_multiplier < 0 || !std::isfinite(config.noise_multiplier)) {
+    return absl::InvalidArgumentError("noise_multiplier must be finite and >= 0");
+  }
+  uint32_t d = 0;
+  const uint64_t per_block_row = uint64_t{config.num_groups} * config.block_size;
+  while ((per_block_row << d) < config.model_dimension) {
+    if (++d > 24) return absl::InvalidArgumentError("model too large for these block parameters");
+  }
+  TANDEM_ASSIGN_OR_RETURN(crypto::FixedPointCodec codec,
+                          crypto::FixedPointCodec::Create(config.frac_bits, config.clip_l2_norm,
+                                                          config.max_reports, 64));
+  return SecureSum(config, per_block_row << d, d, std::move(codec));
+}
+
+proto::RoundParameters SecureSum::RoundParameters(uint64_t round_id,
+                                                  int64_t deadline_unix_ms) const {
+  proto::RoundParameters p;
+  p.set_task_id(config_.task_id);
+  p.set_round_id(round_id);
+  p.set_dimension(dimension_);
+  p.mutable_group_parameters()->set_log_num_blocks(log_num_blocks_);
+  p.mutable_group_parameters()->set_block_size(config_.block_size);
+  p.mutable_group_parameters()->set_value_bits(64);
+  p.set_num_groups(config_.num_groups);
+  p.set_max_reports(config_.max_reports);
+  p.set_deadline_unix_ms(deadline_unix_ms);
+  p.mutable_dp()->set_min_batch_size(config_.min_batch_size);
+  p.mutable_dp()->set_noise_multiplier(config_.noise_multiplier);
+  if (config_.noise_multiplier > 0) {
+    // sigma in integer units of the fixed-point encoding, at least 1.
+    const double sigma =
+        config_.noise_multiplier * config_.clip_l2_norm * std::ldexp(1.0, config_.frac_bits);
+    p.set_noise_variance(std::max(1.0, sigma * sigma));
+  }
+  return p;
+}
+
+absl::Status SecureSum::Open(AggregatorClient& leader, AggregatorClient& helper,
+                             uint64_t round_id, int64_t deadline_unix_ms) const {
+  const proto::RoundParameters p = RoundParameters(round_id, deadline_unix_ms);
+  TANDEM_RETURN_IF_ERROR(leader.OpenRound(p));
+  return helper.OpenRound(p);
+}
+
+absl::StatusOr<DecodedAggregate> SecureSum::Finalize(AggregatorClient& leader,
+                                                     AggregatorClient& helper,
+                                                     uint64_t round_id) const {
+  proto::FinalizeRequest req;
+  req.set_task_id(config_.task_id);
+  req.set_round_id(round_id);
+  TANDEM_ASSIGN_OR_RETURN(proto::FinalizeResponse a, leader.Finalize(req));
+  TANDEM_ASSIGN_OR_RETURN(proto::FinalizeResponse b, helper.Finalize(req));
+  if (a.accepted_reports() != b.accepted_reports()) {
+    return absl::DataLossError(absl::StrCat("aggregators disagree: ", a.accepted_reports(),
+                                            " vs ", b.accepted_reports(), " reports"));
+  }
+  for (const proto::FinalizeResponse* r : {&a, &b}) {
+    const proto::Tensor& t = r->aggregate_share();
+    if (t.dtype() != proto::DTYPE_UINT64 || t.shape_size() != 1 ||
+        static_cast<uint64_t>(t.shape(0)) != dimension_ || t.data().size() != dimension_ * 8) {
+      return absl::InvalidArgumentError("aggregate share has the wrong shape or type");
+    }
+  }
+  std::vector<uint64_t> sa(dimension_), sb(dimension_);
+  std::memcpy(sa.data(), a.aggregate_share().data().data(), dimension_ * 8);
+  std::memcpy(sb.data(), b.aggregate_share().data().data(), dimension_ * 8);
+  for (uint64_t i = 0; i < dimension_; ++i) sa[i] += sb[i];
+  std::vector<double> decoded(dimension_);
+  TANDEM_RETURN_IF_ERROR(codec_.Decode(sa, absl::MakeSpan(decoded)));
+  DecodedAggregate out;
+  out.reports = a.accepted_reports();
+  out.sum.resize(config_.model_dimension);
+  out.mean.resize(config_.model_dimension);
+  const double scale = static_cast<double>(blocks_per_group());
+  for (uint64_t i = 0; i < config_.model_dimension; ++i) {
+    out.sum[i] = static_cast<float>(decoded[i] * scale);
+    out.mean[i] = out.reports == 0 ? 0.f : static_cast<float>(decoded[i] * scale / out.reports);
+  }
+  return out;
+}
+
+}  // namespace tandem::server

@@ -1,0 +1,81 @@
+// The coordinator's side of a private aggregation round over the two
+// non-colluding aggregators (PREAMBLE): choose the round's parameters, open
+// the round on both, and at the end add the two released shares, decode the
+// fixed-point sum and turn it into the mean update.
+//
+// Unbiasing [I, see client/internal/report_builder.h]: each client sends one
+// of the blocks_per_group blocks of every group, unscaled; the coordinator
+// multiplies the decoded sum by blocks_per_group (= Delta/k), which is
+// post-processing of the DP release.
+#ifndef TANDEM_SERVER_CORE_SECURE_SUM_H_
+#define TANDEM_SERVER_CORE_SECURE_SUM_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "crypto/fixed_point/fixed_point.h"
+#include "proto/aggregator.pb.h"
+#include "server/core/aggregator_client.h"
+
+namespace tandem::server {
+
+struct SecureSumConfig {
+  std::string task_id;
+  uint64_t model_dimension = 0;  // length of the update vector
+  uint32_t block_size = 64;      // B
+  uint32_t num_groups = 8;       // k
+  int frac_bits = 16;
+  double clip_l2_norm = 1.0;     // C
+  // Discrete Gaussian noise per aggregator: sigma = noise_multiplier * C in
+  // update units (0 = off). Each server adds its own (DAP convention).
+  double noise_multiplier = 0.0;
+  uint32_t max_reports = 1000;   // per round; also the fixed-point headroom
+  uint32_t min_batch_size = 1;
+};
+
+struct DecodedAggregate {
+  uint64_t reports = 0;          // accepted by both servers
+  std::vector<float> sum;        // unbiased estimate of the sum of clipped updates
+  std::vector<float> mean;       // sum / reports
+};
+
+class SecureSum {
+ public:
+  // INVALID_ARGUMENT for inconsistent sizes. The padded dimension D is the
+  // smallest k * 2^d * B >= model_dimension.
+  static absl::StatusOr<SecureSum> Create(const SecureSumConfig& config);
+
+  // Parameters of round `round_id` (the ones clients receive with their task).
+  proto::RoundParameters RoundParameters(uint64_t round_id, int64_t deadline_unix_ms = 0) const;
+  // Opens the round on both aggregators.
+  absl::Status Open(AggregatorClient& leader, AggregatorClient& helper, uint64_t round_id,
+                    int64_t deadline_unix_ms = 0) const;
+  // Finalizes on the leader first (it drives the last verification pass),
+  // then on the helper; checks both counted the same reports; decodes.
+  absl::StatusOr<DecodedAggregate> Finalize(AggregatorClient& leader, AggregatorClient& helper,
+                                            uint64_t round_id) const;
+
+  uint64_t padded_dimension() const { return dimension_; }
+  uint32_t log_num_blocks() const { return log_num_blocks_; }
+  uint64_t blocks_per_group() const { return uint64_t{1} << log_num_blocks_; }
+  const SecureSumConfig& config() const { return config_; }
+  const crypto::FixedPointCodec& codec() const { return codec_; }
+
+ private:
+  SecureSum(SecureSumConfig config, uint64_t dimension, uint32_t log_num_blocks,
+            crypto::FixedPointCodec codec)
+      : config_(std::move(config)),
+        dimension_(dimension),
+        log_num_blocks_(log_num_blocks),
+        codec_(std::move(codec)) {}
+  SecureSumConfig config_;
+  uint64_t dimension_;
+  uint32_t log_num_blocks_;
+  crypto::FixedPointCodec codec_;
+};
+
+}  // namespace tandem::server
+
+#endif  // TANDEM_SERVER_CORE_SECURE_SUM_H_
