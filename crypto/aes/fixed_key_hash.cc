@@ -102,4 +102,13 @@ void FixedKeyHash::LeafConvert(absl::Span<const Block> seeds, Block vc, bool neg
                          out.data());
 }
 
+void FixedKeyHash::LeafConvertCounter(Block seed, uint64_t first, absl::Span<const Block> vc,
+                                      bool negate, int lane_bits, bool add,
+                                      absl::Span<Block> out) const {
+  TANDEM_CHECK(out.size() == vc.size());
+  TANDEM_CHECK(lane_bits == 32 || lane_bits == 64);
+  kernels_->leaf_convert_counter(keys_, seed, first, out.size(), vc.data(), negate, lane_bits,
+                                 add, out.data());
+}
+
 }  // namespace tandem::crypto

@@ -76,6 +76,11 @@ class FixedKeyHash {
   // REQUIRES: out.size() == seeds.size(); out may be unaligned memory.
   void LeafConvert(absl::Span<const Block> seeds, Block vc, bool negate, int lane_bits, bool add,
                    absl::Span<Block> out) const;
+  // Block-leaf conversion of one seed s (t = lsb(s)): v_i = H(s ^ (first +
+  // i)) + (t ? vc[i] : 0) lane-wise, negated when `negate`; out[i] = v_i or
+  // out[i] += v_i. REQUIRES: vc.size() == out.size().
+  void LeafConvertCounter(Block seed, uint64_t first, absl::Span<const Block> vc, bool negate,
+                          int lane_bits, bool add, absl::Span<Block> out) const;
 
  private:
   FixedKeyHash(const internal::RoundKeys& keys, const internal::AesKernels* kernels,

@@ -138,6 +138,28 @@ TEST_P(FixedKeyHashPathTest, LeafConvertFollowsItsDefinition) {
       }
     }
   }
+  // Counter form: one seed per lsb value, odd lengths exercise the tails.
+  for (const Block seed : {Block{0x1234, 7}, Block{0x1235, 7}}) {
+    for (size_t m : {1u, 17u, 40u}) {
+      const std::vector<Block> vcs = RandomBlocks(m, 900 + m);
+      const std::vector<Block> before = RandomBlocks(m, 901 + m);
+      std::vector<Block> ctr(m);
+      h.HashCounter(seed, 5, absl::MakeSpan(ctr));
+      for (int lane_bits : {32, 64}) {
+        for (bool negate : {false, true}) {
+          for (bool add : {false, true}) {
+            std::vector<Block> out = before;
+            h.LeafConvertCounter(seed, 5, vcs, negate, lane_bits, add, absl::MakeSpan(out));
+            for (size_t i = 0; i < m; ++i) {
+              const Block expected = internal::LeafLanes(
+                  ctr[i], Lsb(seed) ? vcs[i] : Block{}, negate, lane_bits, add, before[i]);
+              ASSERT_EQ(out[i], expected) << m << lane_bits << negate << add << " " << i;
+            }
+          }
+        }
+      }
+    }
+  }
   // Spot-check LeafLanes itself on one lane: (h + vc) negated, plus prev.
   const Block r = internal::LeafLanes({5, 0}, {7, 0}, true, 64, true, {100, 0});
   EXPECT_EQ(r.lo, 88u);

@@ -223,6 +223,33 @@ void BlockDpf::ConvertChunk(const BlockDpfKey& key, absl::Span<const Block> seed
     return;
   }
   const size_t nblk = BlocksPerLeaf();
+  if (sizeof(T) * 8 == kBits && (bsz * kBits) % 128 == 0) {
+    // Whole blocks of lanes of the output's width: fused PRG + correction +
+    // store/add per leaf, in the AES kernel.
+    const Block* vc_blocks;
+    if constexpr (kBits == 64) {
+      vc_blocks = reinterpret_cast<const Block*>(key.value_correction.data());
+    } else {
+      scratch->vc_packed.resize(nblk);
+      for (size_t i = 0; i < nblk; ++i) {
+        const uint64_t* v = key.value_correction.data() + 4 * i;
+        scratch->vc_packed[i] = {v[0] | v[1] << 32, v[2] | v[3] << 32};
+      }
+      vc_blocks = scratch->vc_packed.data();
+    }
+    for (size_t i = 0; i < seeds.size(); ++i) {
+      Block* o = reinterpret_cast<Block*>(out + (first_leaf + i) * bsz);
+      if constexpr (kAdd) {
+        if (i + 1 < seeds.size()) {  // fetch the next leaf's accumulator lines
+          const char* next = reinterpret_cast<const char*>(o + nblk);
+          for (size_t off = 0; off < nblk * 16; off += 64) __builtin_prefetch(next + off, 1, 3);
+        }
+      }
+      leaf_hash_.LeafConvertCounter(seeds[i], 0, absl::MakeConstSpan(vc_blocks, nblk),
+                                    key.party == 1, kBits, kAdd, absl::MakeSpan(o, nblk));
+    }
+    return;
+  }
   const size_t leaves_per_batch = std::max<size_t>(1, kConvBatchBlocks / nblk);
   scratch->conv.resize(leaves_per_batch * nblk);
   const uint64_t sign_mask = key.party == 1 ? ~uint64_t{0} : 0;  // party is public

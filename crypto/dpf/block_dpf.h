@@ -63,7 +63,7 @@ struct BlockDpfKey {
 
 // Reusable evaluation buffers. Not thread-safe; one per thread.
 struct BlockDpfScratch {
-  std::vector<Block> top_a, top_b, sub_a, sub_b, conv, proof_in, proof_out;
+  std::vector<Block> top_a, top_b, sub_a, sub_b, conv, proof_in, proof_out, vc_packed;
   std::vector<uint8_t> transcript;
 };
 

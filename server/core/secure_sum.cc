@@ -9,21 +9,22 @@
 namespace tandem::server {
 
 absl::StatusOr<SecureSum> SecureSum::Create(const SecureSumConfig& config) {
-  if (config.model_dimension == 0 || config.block_size == 0 || config.num_groups == 0) {
-    return absl::InvalidArgumentError("model_dimension, block_size and num_groups must be > 0");
+  if (config.model_dimension == 0 || config.block_size == 0 ||
+      config.log_blocks_per_group > 24) {
+    return absl::InvalidArgumentError(
+        "model_dimension and block_size must be > 0, log_blocks_per_group <= 24");
   }
   if (config.noise_multiplier < 0 || !std::isfinite(config.noise_multiplier)) {
     return absl::InvalidArgumentError("noise_multiplier must be finite and >= 0");
   }
-  uint32_t d = 0;
-  const uint64_t per_block_row = uint64_t{config.num_groups} * config.block_size;
-  while ((per_block_row << d) < config.model_dimension) {
-    if (++d > 24) return absl::InvalidArgumentError("model too large for these block parameters");
-  }
+  const uint32_t d = config.log_blocks_per_group;
+  const uint64_t group_dim = (uint64_t{1} << d) * config.block_size;
+  const uint64_t k = (config.model_dimension + group_dim - 1) / group_dim;
+  if (k > 4096) return absl::InvalidArgumentError("more than 4096 groups: raise block_size or d");
   TANDEM_ASSIGN_OR_RETURN(crypto::FixedPointCodec codec,
                           crypto::FixedPointCodec::Create(config.frac_bits, config.clip_l2_norm,
                                                           config.max_reports, 64));
-  return SecureSum(config, per_block_row << d, d, std::move(codec));
+  return SecureSum(config, k * group_dim, static_cast<uint32_t>(k), d, std::move(codec));
 }
 
 proto::RoundParameters SecureSum::RoundParameters(uint64_t round_id,
@@ -35,7 +36,7 @@ proto::RoundParameters SecureSum::RoundParameters(uint64_t round_id,
   p.mutable_group_parameters()->set_log_num_blocks(log_num_blocks_);
   p.mutable_group_parameters()->set_block_size(config_.block_size);
   p.mutable_group_parameters()->set_value_bits(64);
-  p.set_num_groups(config_.num_groups);
+  p.set_num_groups(num_groups_);
   p.set_max_reports(config_.max_reports);
   p.set_deadline_unix_ms(deadline_unix_ms);
   p.mutable_dp()->set_min_batch_size(config_.min_batch_size);

@@ -25,7 +25,10 @@ struct SecureSumConfig {
   std::string task_id;
   uint64_t model_dimension = 0;  // length of the update vector
   uint32_t block_size = 64;      // B
-  uint32_t num_groups = 8;       // k
+  // d: each group has 2^d blocks and a client sends one of them, so the
+  // upload is about 1/2^d of the vector. The number of groups k is the
+  // smallest that covers model_dimension: k = ceil(dim / (2^d * B)).
+  uint32_t log_blocks_per_group = 1;
   int frac_bits = 16;
   double clip_l2_norm = 1.0;     // C
   // Discrete Gaussian noise per aggregator: sigma = noise_multiplier * C in
@@ -44,7 +47,7 @@ struct DecodedAggregate {
 class SecureSum {
  public:
   // INVALID_ARGUMENT for inconsistent sizes. The padded dimension D is the
-  // smallest k * 2^d * B >= model_dimension.
+  // smallest k * 2^d * B >= model_dimension (padding < 2^d * B).
   static absl::StatusOr<SecureSum> Create(const SecureSumConfig& config);
 
   // Parameters of round `round_id` (the ones clients receive with their task).
@@ -58,20 +61,23 @@ class SecureSum {
                                             uint64_t round_id) const;
 
   uint64_t padded_dimension() const { return dimension_; }
+  uint32_t num_groups() const { return num_groups_; }
   uint32_t log_num_blocks() const { return log_num_blocks_; }
   uint64_t blocks_per_group() const { return uint64_t{1} << log_num_blocks_; }
   const SecureSumConfig& config() const { return config_; }
   const crypto::FixedPointCodec& codec() const { return codec_; }
 
  private:
-  SecureSum(SecureSumConfig config, uint64_t dimension, uint32_t log_num_blocks,
-            crypto::FixedPointCodec codec)
+  SecureSum(SecureSumConfig config, uint64_t dimension, uint32_t num_groups,
+            uint32_t log_num_blocks, crypto::FixedPointCodec codec)
       : config_(std::move(config)),
         dimension_(dimension),
+        num_groups_(num_groups),
         log_num_blocks_(log_num_blocks),
         codec_(std::move(codec)) {}
   SecureSumConfig config_;
   uint64_t dimension_;
+  uint32_t num_groups_;
   uint32_t log_num_blocks_;
   crypto::FixedPointCodec codec_;
 };

@@ -64,7 +64,7 @@ class PrivateSumTest : public ::testing::Test {
     client::ReportParameters rp;
     rp.dimension = sum.padded_dimension();
     rp.block_size = sum.config().block_size;
-    rp.num_groups = sum.config().num_groups;
+    rp.num_groups = sum.num_groups();
     rp.log_num_blocks = sum.log_num_blocks();
     rp.frac_bits = sum.config().frac_bits;
     rp.clip_l2_norm = sum.config().clip_l2_norm;
@@ -104,11 +104,12 @@ TEST_F(PrivateSumTest, DenseBlocksGiveTheExactMeanWithoutNoise) {
   cfg.task_id = "dense";
   cfg.model_dimension = 500;  // padded to 512 = 8 groups * 1 block * 64
   cfg.block_size = 64;
-  cfg.num_groups = 8;
+  cfg.log_blocks_per_group = 0;
   cfg.clip_l2_norm = 10.0;
   TANDEM_ASSERT_OK_AND_ASSIGN(server::SecureSum sum, server::SecureSum::Create(cfg));
   ASSERT_EQ(sum.padded_dimension(), 512u);
   ASSERT_EQ(sum.blocks_per_group(), 1u);
+  ASSERT_EQ(sum.num_groups(), 8u);
   std::vector<double> mean;
   TANDEM_ASSERT_OK_AND_ASSIGN(server::DecodedAggregate agg, RunRound(sum, 12, 1, &mean));
   EXPECT_EQ(agg.reports, 12u);
@@ -118,13 +119,14 @@ TEST_F(PrivateSumTest, DenseBlocksGiveTheExactMeanWithoutNoise) {
 TEST_F(PrivateSumTest, SparseBlocksGiveAnUnbiasedNoisyMean) {
   server::SecureSumConfig cfg;
   cfg.task_id = "sparse";
-  cfg.model_dimension = 1024;  // 4 groups * 4 blocks * 64
+  cfg.model_dimension = 1000;  // padded to 1024 = 4 groups * 4 blocks * 64
   cfg.block_size = 64;
-  cfg.num_groups = 4;
+  cfg.log_blocks_per_group = 2;
   cfg.clip_l2_norm = 1.0;
   cfg.noise_multiplier = 0.5;
   TANDEM_ASSERT_OK_AND_ASSIGN(server::SecureSum sum, server::SecureSum::Create(cfg));
   ASSERT_EQ(sum.blocks_per_group(), 4u);
+  ASSERT_EQ(sum.num_groups(), 4u);
   std::vector<double> mean;
   const int n = 40;
   TANDEM_ASSERT_OK_AND_ASSIGN(server::DecodedAggregate agg, RunRound(sum, n, 1, &mean));

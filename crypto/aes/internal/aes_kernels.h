@@ -53,9 +53,10 @@ struct AesKernels {
   void (*leaf_convert)(const RoundKeys& keys, const Block* seeds, size_t n, Block vc,
                        bool negate, int lane_bits, bool add, Block* out);
   // Block-leaf conversion of one seed s (t = lsb(s)) into n blocks:
-  // v_i = mmo(s ^ {i, 0}) + (t ? vc[i] : 0) lane-wise, negated when `negate`;
+  // v_i = mmo(s ^ {first + i, 0}) + (t ? vc[i] : 0) lane-wise, negated when `negate`;
   // out[i] = v_i, or out[i] += v_i when `add`. vc and out may be unaligned.
-  void (*leaf_convert_counter)(const RoundKeys& keys, Block seed, size_t n, const Block* vc,
+  void (*leaf_convert_counter)(const RoundKeys& keys, Block seed, uint64_t first, size_t n,
+                               const Block* vc,
                                bool negate, int lane_bits, bool add, Block* out);
 };
 

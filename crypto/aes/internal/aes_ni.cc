@@ -189,7 +189,7 @@ TANDEM_AESNI_TARGET void LeafConvert(const RoundKeys& keys, const Block* seeds, 
 }
 
 template <bool k64, bool kNeg, bool kAdd>
-TANDEM_AESNI_TARGET void LeafConvertCounterT(const RoundKeys& keys, Block seed, size_t n,
+TANDEM_AESNI_TARGET void LeafConvertCounterT(const RoundKeys& keys, Block seed, uint64_t first, size_t n,
                                              const Block* vc, Block* out) {
   const Keys k = LoadKeys(keys);
   const __m128i b = Load(&seed);
@@ -206,22 +206,22 @@ TANDEM_AESNI_TARGET void LeafConvertCounterT(const RoundKeys& keys, Block seed, 
   for (; i + kWays <= n; i += kWays) {
     __m128i x[kWays];
     for (size_t j = 0; j < kWays; ++j) {
-      x[j] = _mm_xor_si128(b, _mm_set_epi64x(0, static_cast<int64_t>(i + j)));
+      x[j] = _mm_xor_si128(b, _mm_set_epi64x(0, static_cast<int64_t>(first + i + j)));
     }
     MmoN<kWays>(k, x);
     for (size_t j = 0; j < kWays; ++j) finish(x[j], i + j);
   }
   for (; i < n; ++i) {
-    __m128i x[1] = {_mm_xor_si128(b, _mm_set_epi64x(0, static_cast<int64_t>(i)))};
+    __m128i x[1] = {_mm_xor_si128(b, _mm_set_epi64x(0, static_cast<int64_t>(first + i)))};
     MmoN<1>(k, x);
     finish(x[0], i);
   }
 }
 
-TANDEM_AESNI_TARGET void LeafConvertCounter(const RoundKeys& keys, Block seed, size_t n,
+TANDEM_AESNI_TARGET void LeafConvertCounter(const RoundKeys& keys, Block seed, uint64_t first, size_t n,
                                             const Block* vc, bool negate, int lane_bits,
                                             bool add, Block* out) {
-  TANDEM_DISPATCH_LANES(LeafConvertCounterT, lane_bits, negate, add, keys, seed, n, vc, out);
+  TANDEM_DISPATCH_LANES(LeafConvertCounterT, lane_bits, negate, add, keys, seed, first, n, vc, out);
 }
 
 }  // namespace

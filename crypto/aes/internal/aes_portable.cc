@@ -111,7 +111,7 @@ void LeafConvert(const RoundKeys& keys, const Block* seeds, size_t n, Block vc, 
   }
 }
 
-void LeafConvertCounter(const RoundKeys& keys, Block seed, size_t n, const Block* vc,
+void LeafConvertCounter(const RoundKeys& keys, Block seed, uint64_t first, size_t n, const Block* vc,
                         bool negate, int lane_bits, bool add, Block* out) {
   const Block t = MaskFromBit(Lsb(seed));
   for (size_t i = 0; i < n; ++i) {
@@ -119,7 +119,7 @@ void LeafConvertCounter(const RoundKeys& keys, Block seed, size_t n, const Block
     std::memcpy(&prev, out + i, 16);
     std::memcpy(&c, vc + i, 16);
     const Block v =
-        LeafLanes(MmoOne(keys, seed ^ Block{i, 0}), c & t, negate, lane_bits, add, prev);
+        LeafLanes(MmoOne(keys, seed ^ Block{first + i, 0}), c & t, negate, lane_bits, add, prev);
     std::memcpy(out + i, &v, 16);
   }
 }
@@ -152,8 +152,9 @@ RoundKeys ExpandAes128Key(const uint8_t key[16]) {
 }
 
 const AesKernels& PortableAesKernels() {
-  static constexpr AesKernels kKernels = {"portable", &Encrypt, &Mmo, &MmoCounter,
-                                          &ExpandLevel, &LeafConvert};
+  static constexpr AesKernels kKernels = {"portable",   &Encrypt,     &Mmo,
+                                          &MmoCounter,  &ExpandLevel, &LeafConvert,
+                                          &LeafConvertCounter};
   return kKernels;
 }
 

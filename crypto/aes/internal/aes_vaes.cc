@@ -172,13 +172,14 @@ TANDEM_VAES_TARGET void LeafConvert(const RoundKeys& keys, const Block* seeds, s
 }
 
 template <bool k64, bool kNeg, bool kAdd>
-TANDEM_VAES_TARGET void LeafConvertCounterT(const RoundKeys& keys, Block seed, size_t n,
+TANDEM_VAES_TARGET void LeafConvertCounterT(const RoundKeys& keys, Block seed, uint64_t first, size_t n,
                                             const Block* vc, Block* out) {
   const Keys k = LoadKeys(keys);
   const __m512i b = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(&seed)));
   const __m512i t = _mm512_set1_epi64(static_cast<int64_t>(0 - Lsb(seed)));
   const __m512i zero = _mm512_setzero_si512();
-  __m512i ctr = _mm512_set_epi64(0, 3, 0, 2, 0, 1, 0, 0);
+  const int64_t f = static_cast<int64_t>(first);
+  __m512i ctr = _mm512_set_epi64(0, f + 3, 0, f + 2, 0, f + 1, 0, f);
   const __m512i step = _mm512_set_epi64(0, 4, 0, 4, 0, 4, 0, 4);
   size_t i = 0;
   for (; i + kBlocks <= n; i += kBlocks) {
@@ -198,18 +199,15 @@ TANDEM_VAES_TARGET void LeafConvertCounterT(const RoundKeys& keys, Block seed, s
     }
   }
   if (i < n) {
-    // Tail: the AES-NI kernel counts from zero, so shift the seed's counter.
-    for (; i < n; ++i) {
-      AesNiKernels().leaf_convert_counter(keys, seed ^ Block{i, 0}, 1, vc + i, kNeg,
-                                          k64 ? 64 : 32, kAdd, out + i);
-    }
+    AesNiKernels().leaf_convert_counter(keys, seed, first + i, n - i, vc + i, kNeg,
+                                        k64 ? 64 : 32, kAdd, out + i);
   }
 }
 
-TANDEM_VAES_TARGET void LeafConvertCounter(const RoundKeys& keys, Block seed, size_t n,
+TANDEM_VAES_TARGET void LeafConvertCounter(const RoundKeys& keys, Block seed, uint64_t first, size_t n,
                                            const Block* vc, bool negate, int lane_bits,
                                            bool add, Block* out) {
-  TANDEM_DISPATCH_LANES(LeafConvertCounterT, lane_bits, negate, add, keys, seed, n, vc, out);
+  TANDEM_DISPATCH_LANES(LeafConvertCounterT, lane_bits, negate, add, keys, seed, first, n, vc, out);
 }
 
 }  // namespace

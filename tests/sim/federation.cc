@@ -1,0 +1,195 @@
+#include "tests/sim/federation.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <random>
+
+#include "absl/random/random.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "base/clock.h"
+#include "base/random.h"
+#include "base/status_macros.h"
+#include "client/internal/report_builder.h"
+#include "client/transport/grpc_uploader.h"
+#include "crypto/dp/accountant.h"
+#include "ml/data/partition.h"
+#include "ml/fedluar/federated_sim.h"
+#include "ml/fedluar/fedluar.h"
+#include "ml/model/model_zoo.h"
+#include "ml/optim/optimizer.h"
+#include "ml/train/trainer.h"
+#include "server/core/secure_sum.h"
+#include "server/transport/grpc_aggregator_client.h"
+
+namespace tandem::sim {
+namespace {
+
+std::shared_ptr<grpc::Channel> Channel(const std::string& target) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(256 << 20);
+  args.SetMaxSendMessageSize(256 << 20);
+  return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+}
+
+// The clients' private uploads of one round through the two aggregators;
+// returns the decoded mean of the packed updates.
+absl::StatusOr<std::vector<float>> PrivateMean(const FederationOptions& o, const std::string& task,
+                                               uint64_t round,
+                                               const std::vector<std::vector<float>>& updates,
+                                               const AggregatorEndpoints& ep, RoundRecord* rec) {
+  server::SecureSumConfig cfg;
+  cfg.task_id = task;
+  cfg.model_dimension = updates[0].size();
+  cfg.block_size = o.block_size;
+  cfg.log_blocks_per_group = o.log_blocks_per_group;
+  cfg.clip_l2_norm = o.clip_l2_norm;
+  cfg.noise_multiplier = o.noise_multiplier;
+  cfg.max_reports = static_cast<uint32_t>(std::max(1, o.clients));
+  TANDEM_ASSIGN_OR_RETURN(server::SecureSum sum, server::SecureSum::Create(cfg));
+  auto leader_channel = Channel(ep.leader);
+  auto helper_channel = Channel(ep.helper);
+  server::GrpcAggregatorClient leader(leader_channel), helper(helper_channel);
+  TANDEM_RETURN_IF_ERROR(sum.Open(leader, helper, round));
+
+  client::ReportParameters rp;
+  rp.dimension = sum.padded_dimension();
+  rp.block_size = o.block_size;
+  rp.num_groups = sum.num_groups();
+  rp.log_num_blocks = sum.log_num_blocks();
+  rp.frac_bits = cfg.frac_bits;
+  rp.clip_l2_norm = o.clip_l2_norm;
+  rp.max_summands = cfg.max_reports;
+  TANDEM_ASSIGN_OR_RETURN(client::ReportBuilder builder, client::ReportBuilder::Create(rp));
+  client::GrpcUploader uploader(leader_channel, helper_channel, RealClock::Default());
+  std::unique_ptr<DeterministicRandom> seeded;
+  SecureRandom* rng = OpenSslRandom::Default();
+  if (o.crypto_seed != 0) {
+    seeded = DeterministicRandom::FromSeed(o.crypto_seed * 1000003 + round);
+    rng = seeded.get();
+  }
+  for (const std::vector<float>& u : updates) {
+    TANDEM_ASSIGN_OR_RETURN(client::BuiltReport report, builder.Build(u, rng));
+    proto::UploadRequest a, b;
+    for (proto::UploadRequest* r : {&a, &b}) {
+      r->set_task_id(task);
+      r->set_round_id(round);
+      r->set_report_id(report.report_id);
+    }
+    *a.mutable_key_share() = std::move(report.leader_share);
+    *b.mutable_key_share() = std::move(report.helper_share);
+    rec->bytes_up += a.ByteSizeLong() + b.ByteSizeLong();
+    rec->dense_bytes_up += 2 * u.size() * sizeof(uint64_t);  // dense 2-server shares
+    TANDEM_RETURN_IF_ERROR(uploader.Upload(a, b));
+  }
+  TANDEM_ASSIGN_OR_RETURN(server::DecodedAggregate agg, sum.Finalize(leader, helper, round));
+  rec->accepted_reports = agg.reports;
+  return agg.mean;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<RoundRecord>> RunFederation(
+    const FederationOptions& o, const ml::Dataset& train, const ml::Dataset& test,
+    const AggregatorEndpoints& aggregators,
+    const std::function<void(const RoundRecord&)>& progress) {
+  if (o.rounds < 1 || o.clients < 1 || o.sample_rate <= 0 || o.sample_rate > 1) {
+    return absl::InvalidArgumentError("rounds, clients >= 1 and sample_rate in (0, 1] required");
+  }
+  TANDEM_ASSIGN_OR_RETURN(ml::Partition partition,
+                          ml::PartitionDirichlet(train.labels, train.num_classes, o.clients,
+                                                 o.dirichlet_alpha, o.seed, /*min_per_client=*/10));
+  std::vector<ml::Dataset> clients;
+  for (const auto& idx : partition) {
+    TANDEM_ASSIGN_OR_RETURN(ml::Dataset d, train.Subset(idx));
+    clients.push_back(std::move(d));
+  }
+  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<ml::Model> global,
+                          ml::MakeMlp(train.features.cols(), o.hidden, train.num_classes));
+  global->InitFromSeed(o.seed);
+  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<ml::GradientEngine> engine,
+                          ml::GradientEngine::Create(o.threads));
+  ml::FedLuarOptions lo;
+  lo.num_recycled = o.fedluar ? o.num_recycled : 0;
+  lo.seed = o.seed;
+  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<ml::FedLuarState> luar,
+                          ml::FedLuarState::Create(ml::TensorSlices(*global), global->num_params(), lo));
+
+  // A task id per run, so that reruns against long-lived daemons never
+  // collide with the replay protection of an earlier run.
+  uint64_t nonce = 0;
+  TANDEM_RETURN_IF_ERROR(OpenSslRandom::Default()->Fill(
+      absl::MakeSpan(reinterpret_cast<uint8_t*>(&nonce), sizeof(nonce))));
+  const std::string task = absl::StrCat("sim-", o.name, "-", nonce % 1000000007);
+
+  std::mt19937_64 gen(o.seed * 7919 + 1);
+  std::vector<RoundRecord> records;
+  int64_t charged_rounds = 0;
+  for (int round = 1; round <= o.rounds; ++round) {
+    const absl::Time start = absl::Now();
+    RoundRecord rec;
+    rec.variant = o.name;
+    rec.round = round;
+    // Poisson sampling with rate q: what the accountant charges.
+    std::bernoulli_distribution join(o.sample_rate);
+    std::vector<int> cohort;
+    for (int c = 0; c < o.clients; ++c) {
+      if (join(gen)) cohort.push_back(c);
+    }
+    if (cohort.empty()) cohort.push_back(static_cast<int>(gen() % o.clients));
+    rec.participants = static_cast<int>(cohort.size());
+
+    const std::vector<float> weights = global->Flatten();
+    std::vector<std::vector<float>> packed_updates;
+    for (int c : cohort) {
+      std::unique_ptr<ml::Model> local = global->Clone();
+      ml::SgdOptions so;
+      so.learning_rate = o.client_lr;
+      so.momentum = 0.9;
+      TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<ml::Optimizer> opt, ml::CreateSgd(so));
+      TANDEM_RETURN_IF_ERROR(ml::TrainSteps(*local, *opt, *engine, clients[c], o.local_steps,
+                                            o.batch_size, gen));
+      std::vector<float> update = local->Flatten();
+      for (size_t i = 0; i < update.size(); ++i) update[i] -= weights[i];
+      TANDEM_ASSIGN_OR_RETURN(std::vector<float> packed, luar->PackUpdate(update));
+      packed_updates.push_back(std::move(packed));
+      rec.bytes_down += weights.size() * sizeof(float);
+    }
+
+    std::vector<float> mean;
+    if (o.private_aggregation) {
+      TANDEM_ASSIGN_OR_RETURN(mean, PrivateMean(o, task, static_cast<uint64_t>(round),
+                                                packed_updates, aggregators, &rec));
+    } else {
+      mean.assign(packed_updates[0].size(), 0.f);
+      for (const auto& u : packed_updates) {
+        for (size_t i = 0; i < u.size(); ++i) mean[i] += u[i] / packed_updates.size();
+        rec.bytes_up += u.size() * sizeof(float);
+        rec.dense_bytes_up += u.size() * sizeof(float);
+      }
+      rec.accepted_reports = packed_updates.size();
+    }
+    TANDEM_ASSIGN_OR_RETURN(std::vector<float> full, luar->FinishRound(weights, mean));
+    std::vector<float> next = weights;
+    for (size_t i = 0; i < next.size(); ++i) next[i] += static_cast<float>(o.server_lr) * full[i];
+    TANDEM_RETURN_IF_ERROR(global->SetParams(next));
+
+    TANDEM_ASSIGN_OR_RETURN(ml::EvalStats eval, engine->Evaluate(*global, test));
+    rec.test_accuracy = eval.accuracy;
+    rec.test_loss = eval.loss;
+    if (o.private_aggregation && o.noise_multiplier > 0) {
+      ++charged_rounds;
+      TANDEM_ASSIGN_OR_RETURN(
+          dp::PrivacySpent spent,
+          dp::ComputeEpsilon(o.sample_rate, o.noise_multiplier, charged_rounds, o.delta,
+                             dp::DefaultOrders(), dp::EpsilonConversion::kImproved));
+      rec.epsilon = spent.epsilon;
+    }
+    rec.seconds = absl::ToDoubleSeconds(absl::Now() - start);
+    records.push_back(rec);
+    if (progress) progress(rec);
+  }
+  return records;
+}
+
+}  // namespace tandem::sim

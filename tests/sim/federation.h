@@ -1,0 +1,77 @@
+// A federation on one machine: the coordinator logic (cohort sampling with
+// rate q, FedAvg or FedLUAR server side, privacy accounting) and N clients
+// (local SGD, PREAMBLE reports) in this process, the two aggregation servers
+// as real tandem-aggregator daemons on loopback, reached over gRPC.
+//
+// With private = false the clients' updates are averaged in the clear (the
+// baseline the private run is compared with).
+#ifndef TANDEM_TESTS_SIM_FEDERATION_H_
+#define TANDEM_TESTS_SIM_FEDERATION_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "ml/data/dataset.h"
+
+namespace tandem::sim {
+
+struct FederationOptions {
+  std::string name = "fedavg";   // label in the report
+  bool fedluar = false;
+  int num_recycled = 1;          // FedLUAR R
+  bool private_aggregation = true;
+  int rounds = 5;
+  int clients = 20;
+  double sample_rate = 0.5;      // q: each client joins a round with probability q
+  int local_steps = 20;
+  int64_t batch_size = 32;
+  double client_lr = 0.05;
+  double server_lr = 1.0;
+  std::vector<int64_t> hidden = {32};
+  // PREAMBLE / DP
+  uint32_t block_size = 256;
+  uint32_t log_blocks_per_group = 1;  // a client sends 1 of 2^d blocks per group
+  double clip_l2_norm = 2.0;
+  double noise_multiplier = 0.3; // sigma / C per aggregator (0 = no noise)
+  double delta = 1e-5;
+  double dirichlet_alpha = 0.5;  // label skew of the client split
+  uint64_t seed = 1;
+  // Seed of the clients' cryptographic randomness (block choice, DPF keys,
+  // report ids): 0 = OpenSSL (the default), otherwise DeterministicRandom
+  // for reproducible runs. The aggregators' noise always comes from OpenSSL.
+  uint64_t crypto_seed = 0;
+  int threads = 1;
+};
+
+struct RoundRecord {
+  std::string variant;
+  int round = 0;
+  int participants = 0;
+  uint64_t accepted_reports = 0;
+  double test_accuracy = 0;
+  double test_loss = 0;
+  uint64_t bytes_up = 0;         // all clients, this round
+  uint64_t dense_bytes_up = 0;   // what 2-server dense secret sharing would send
+  uint64_t bytes_down = 0;       // model download, all clients
+  double epsilon = 0;            // cumulative, at `delta`
+  double seconds = 0;
+};
+
+// Endpoints of a running aggregator pair ("127.0.0.1:port").
+struct AggregatorEndpoints {
+  std::string leader;
+  std::string helper;
+};
+
+// Runs one variant and calls `progress` after each round.
+absl::StatusOr<std::vector<RoundRecord>> RunFederation(
+    const FederationOptions& options, const ml::Dataset& train, const ml::Dataset& test,
+    const AggregatorEndpoints& aggregators,
+    const std::function<void(const RoundRecord&)>& progress);
+
+}  // namespace tandem::sim
+
+#endif  // TANDEM_TESTS_SIM_FEDERATION_H_
