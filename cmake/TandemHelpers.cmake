@@ -13,6 +13,9 @@ function(tandem_cc_test)
     set(T_TIMEOUT 300)
   endif()
   add_executable(${T_NAME} ${T_SRCS})
+  if("unit" IN_LIST T_LABELS)
+    set_property(GLOBAL APPEND PROPERTY TANDEM_UNIT_TEST_TARGETS ${T_NAME})
+  endif()
   target_link_libraries(${T_NAME} PRIVATE ${T_DEPS} tandem_base_testing GTest::gmock GTest::gtest_main)
   gtest_discover_tests(${T_NAME}
     DISCOVERY_MODE PRE_TEST

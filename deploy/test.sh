@@ -16,7 +16,7 @@ if [ "${TANDEM_TEST_SANITIZERS:-1}" != "0" ]; then
   cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DTANDEM_SANITIZERS=address,undefined -DTANDEM_BUILD_BENCHMARKS=OFF \
     -DTANDEM_ENABLE_CUDA=OFF >/dev/null
-  cmake --build build-asan -j"$JOBS"
+  cmake --build build-asan -j"$JOBS" --target tandem_unit_tests
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
     ctest --test-dir build-asan -L unit --output-on-failure -j"$JOBS"
 fi

@@ -1,5 +1,7 @@
 #include "ml/fedluar/federated_sim.h"
 
+#include <cstdio>
+
 #include "base/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -63,6 +65,9 @@ TEST_F(FederatedSimTest, FedLuarUploadsLessAtSimilarAccuracy) {
     for (const std::string& name : m.recycled) EXPECT_THAT(name, ::testing::EndsWith(".weight"));
   }
   EXPECT_EQ(recycled_rounds, 29);
+  std::printf("FedAvg acc %.4f bytes %lld | FedLUAR(R=1) acc %.4f bytes %lld (%.1f%%)\n",
+              avg.final_accuracy, static_cast<long long>(avg.total_bytes), luar.final_accuracy,
+              static_cast<long long>(luar.total_bytes), 100.0 * luar.total_bytes / avg.total_bytes);
   EXPECT_LT(luar.total_bytes, avg.total_bytes * 0.95);
   EXPECT_GT(luar.final_accuracy, avg.final_accuracy - 0.05);
   EXPECT_GT(luar.final_accuracy, 0.85);

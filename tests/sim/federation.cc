@@ -13,6 +13,7 @@
 #include "client/internal/report_builder.h"
 #include "client/transport/grpc_uploader.h"
 #include "crypto/dp/accountant.h"
+#include "ml/coido/coido.h"
 #include "ml/data/partition.h"
 #include "ml/fedluar/federated_sim.h"
 #include "ml/fedluar/fedluar.h"
@@ -147,8 +148,22 @@ absl::StatusOr<std::vector<RoundRecord>> RunFederation(
       so.learning_rate = o.client_lr;
       so.momentum = 0.9;
       TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<ml::Optimizer> opt, ml::CreateSgd(so));
-      TANDEM_RETURN_IF_ERROR(ml::TrainSteps(*local, *opt, *engine, clients[c], o.local_steps,
-                                            o.batch_size, gen));
+      const ml::Dataset* data = &clients[c];
+      ml::Dataset selected;
+      if (o.coido) {
+        TANDEM_ASSIGN_OR_RETURN(ml::EmbeddingsAndLosses el, engine->EmbedAndLoss(*global, *data));
+        ml::CoidoOptions co;
+        co.select_fraction = o.coido_fraction;
+        co.num_clusters = static_cast<int>(std::min<int64_t>(10, data->size() / 2));
+        co.seed = o.seed + static_cast<uint64_t>(round) * 1000 + c;
+        TANDEM_ASSIGN_OR_RETURN(ml::CoidoResult pick, ml::CoidoSelect(el.embeddings, el.losses,
+                                                                      data->labels,
+                                                                      data->num_classes, co));
+        TANDEM_ASSIGN_OR_RETURN(selected, data->Subset(pick.selected));
+        data = &selected;
+      }
+      TANDEM_RETURN_IF_ERROR(
+          ml::TrainSteps(*local, *opt, *engine, *data, o.local_steps, o.batch_size, gen));
       std::vector<float> update = local->Flatten();
       for (size_t i = 0; i < update.size(); ++i) update[i] -= weights[i];
       TANDEM_ASSIGN_OR_RETURN(std::vector<float> packed, luar->PackUpdate(update));

@@ -21,6 +21,10 @@ namespace tandem::sim {
 struct FederationOptions {
   std::string name = "fedavg";   // label in the report
   bool fedluar = false;
+  // CoIDO: each client scores its data with the global model's embeddings
+  // and losses and trains on the selected fraction only.
+  bool coido = false;
+  double coido_fraction = 0.2;
   int num_recycled = 1;          // FedLUAR R
   bool private_aggregation = true;
   int rounds = 5;

@@ -24,7 +24,8 @@
 ABSL_FLAG(std::string, dataset, "fmnist", "fmnist (Debian dataset-fashion-mnist) or digits");
 ABSL_FLAG(int64_t, train_items, 0, "training images used (0 = all)");
 ABSL_FLAG(int64_t, test_items, 2000, "test images used (0 = all)");
-ABSL_FLAG(std::string, variants, "fedavg,fedluar", "private variants: fedavg, fedluar");
+ABSL_FLAG(std::string, variants, "fedavg,fedluar,fedluar-coido",
+          "private variants: fedavg, fedluar, fedluar-coido");
 ABSL_FLAG(bool, baseline, true, "also run clear-text FedAvg (no PREAMBLE, no DP)");
 ABSL_FLAG(int, rounds, 5, "rounds per variant");
 ABSL_FLAG(int, clients, 1000, "clients in the federation");
@@ -137,6 +138,10 @@ int main(int argc, char** argv) {
     } else if (v == "fedluar") {
       o.name = "fedluar-preamble-dp";
       o.fedluar = true;
+    } else if (v == "fedluar-coido") {
+      o.name = "fedluar-coido-preamble-dp";
+      o.fedluar = true;
+      o.coido = true;
     } else {
       std::fprintf(stderr, "unknown variant %s\n", std::string(v).c_str());
       return 2;

@@ -145,32 +145,36 @@ TANDEM_AESNI_TARGET void ExpandLevel(const RoundKeys& keys, const Block* parents
   for (; i < n; ++i) ExpandN<1>(k, c, parents + i, children + 2 * i);
 }
 
+// o <- lanes(h + masked_vc), negated when kNeg, added to *o when kAdd.
+template <bool k64, bool kNeg, bool kAdd>
+TANDEM_AESNI_INLINE void FinishLeaf(__m128i h, __m128i masked_vc, Block* o) {
+  const __m128i zero = _mm_setzero_si128();
+  __m128i v = k64 ? _mm_add_epi64(h, masked_vc) : _mm_add_epi32(h, masked_vc);
+  if (kNeg) v = k64 ? _mm_sub_epi64(zero, v) : _mm_sub_epi32(zero, v);
+  if (kAdd) v = k64 ? _mm_add_epi64(Load(o), v) : _mm_add_epi32(Load(o), v);
+  Store(o, v);
+}
+
 template <bool k64, bool kNeg, bool kAdd>
 TANDEM_AESNI_TARGET void LeafConvertT(const RoundKeys& keys, const Block* seeds, size_t n,
                                       Block vc, Block* out) {
   const Keys k = LoadKeys(keys);
   const __m128i c = Load(&vc);
-  const __m128i zero = _mm_setzero_si128();
-  auto finish = [&](__m128i h, __m128i p, Block* o) __attribute__((always_inline)) {
-    __m128i v = _mm_and_si128(c, ControlMask(p));
-    v = k64 ? _mm_add_epi64(h, v) : _mm_add_epi32(h, v);
-    if (kNeg) v = k64 ? _mm_sub_epi64(zero, v) : _mm_sub_epi32(zero, v);
-    if (kAdd) v = k64 ? _mm_add_epi64(Load(o), v) : _mm_add_epi32(Load(o), v);
-    Store(o, v);
-  };
   size_t i = 0;
   for (; i + kWays <= n; i += kWays) {
     __m128i p[kWays];
     __m128i h[kWays];
     for (size_t j = 0; j < kWays; ++j) h[j] = p[j] = Load(seeds + i + j);
     MmoN<kWays>(k, h);
-    for (size_t j = 0; j < kWays; ++j) finish(h[j], p[j], out + i + j);
+    for (size_t j = 0; j < kWays; ++j) {
+      FinishLeaf<k64, kNeg, kAdd>(h[j], _mm_and_si128(c, ControlMask(p[j])), out + i + j);
+    }
   }
   for (; i < n; ++i) {
     __m128i p = Load(seeds + i);
     __m128i h[1] = {p};
     MmoN<1>(k, h);
-    finish(h[0], p, out + i);
+    FinishLeaf<k64, kNeg, kAdd>(h[0], _mm_and_si128(c, ControlMask(p)), out + i);
   }
 }
 
@@ -194,14 +198,6 @@ TANDEM_AESNI_TARGET void LeafConvertCounterT(const RoundKeys& keys, Block seed, 
   const Keys k = LoadKeys(keys);
   const __m128i b = Load(&seed);
   const __m128i t = ControlMask(b);
-  const __m128i zero = _mm_setzero_si128();
-  auto finish = [&](__m128i h, size_t i) __attribute__((always_inline)) {
-    __m128i v = _mm_and_si128(Load(vc + i), t);
-    v = k64 ? _mm_add_epi64(h, v) : _mm_add_epi32(h, v);
-    if (kNeg) v = k64 ? _mm_sub_epi64(zero, v) : _mm_sub_epi32(zero, v);
-    if (kAdd) v = k64 ? _mm_add_epi64(Load(out + i), v) : _mm_add_epi32(Load(out + i), v);
-    Store(out + i, v);
-  };
   size_t i = 0;
   for (; i + kWays <= n; i += kWays) {
     __m128i x[kWays];
@@ -209,12 +205,14 @@ TANDEM_AESNI_TARGET void LeafConvertCounterT(const RoundKeys& keys, Block seed, 
       x[j] = _mm_xor_si128(b, _mm_set_epi64x(0, static_cast<int64_t>(first + i + j)));
     }
     MmoN<kWays>(k, x);
-    for (size_t j = 0; j < kWays; ++j) finish(x[j], i + j);
+    for (size_t j = 0; j < kWays; ++j) {
+      FinishLeaf<k64, kNeg, kAdd>(x[j], _mm_and_si128(Load(vc + i + j), t), out + i + j);
+    }
   }
   for (; i < n; ++i) {
     __m128i x[1] = {_mm_xor_si128(b, _mm_set_epi64x(0, static_cast<int64_t>(first + i)))};
     MmoN<1>(k, x);
-    finish(x[0], i);
+    FinishLeaf<k64, kNeg, kAdd>(x[0], _mm_and_si128(Load(vc + i), t), out + i);
   }
 }
 
