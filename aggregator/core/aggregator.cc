@@ -233,6 +233,7 @@ absl::Status Aggregator::OpenRound(const proto::RoundParameters& parameters) {
   task->dpf.emplace(std::move(dpf));
   task->counted = 0;
   task->verified.clear();
+  task->digest_cache.clear();
   TANDEM_LOG(INFO) << RoleName(options_.role) << " opened task " << task->id << " round "
                    << round_id << " (D=" << parameters.dimension() << ")";
   return absl::OkStatus();

@@ -42,6 +42,9 @@ struct Aggregator::Task {
   // Helper only: outcome of its own digest comparison per report id, from
   // the latest Verify exchange (lost on restart; the leader re-verifies).
   absl::flat_hash_map<std::string, bool> verified ABSL_GUARDED_BY(process_mu);
+  // Leader only: digests of pending reports already computed, so that a
+  // report waiting for its helper share is not re-expanded every pass.
+  absl::flat_hash_map<std::string, crypto::ProofDigest> digest_cache ABSL_GUARDED_BY(process_mu);
 };
 
 // Accumulator <-> store bytes (little-endian uint64 array).

@@ -91,10 +91,24 @@ absl::StatusOr<int> Aggregator::ProcessBatchLocked(Task& task,
     candidates.push_back(&r);
     shares.push_back(*std::move(keys));
   }
-  std::vector<const proto::SparseKeySet*> share_ptrs;
-  for (const proto::SparseKeySet& s : shares) share_ptrs.push_back(&s);
-  TANDEM_ASSIGN_OR_RETURN(std::vector<crypto::ProofDigest> digests,
-                          ComputeDigests(*task.dpf, share_ptrs));
+  std::vector<crypto::ProofDigest> digests(candidates.size());
+  std::vector<const proto::SparseKeySet*> to_compute;
+  std::vector<size_t> positions;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    auto it = task.digest_cache.find(candidates[i]->report_id);
+    if (it != task.digest_cache.end()) {
+      digests[i] = it->second;
+    } else {
+      to_compute.push_back(&shares[i]);
+      positions.push_back(i);
+    }
+  }
+  TANDEM_ASSIGN_OR_RETURN(std::vector<crypto::ProofDigest> computed,
+                          ComputeDigests(*task.dpf, to_compute));
+  for (size_t j = 0; j < positions.size(); ++j) {
+    digests[positions[j]] = computed[j];
+    task.digest_cache[candidates[positions[j]]->report_id] = computed[j];
+  }
 
   proto::VerifyRequest request;
   request.set_task_id(task.id);
@@ -180,8 +194,14 @@ absl::Status Aggregator::CommitLocked(Task& task, const std::vector<ReportRecord
   }
   task.accumulator = std::move(next);
   task.counted += static_cast<int64_t>(ids.size());
-  for (const std::string& id : ids) task.verified.erase(id);
-  for (const std::string& id : rejected) task.verified.erase(id);
+  for (const std::string& id : ids) {
+    task.verified.erase(id);
+    task.digest_cache.erase(id);
+  }
+  for (const std::string& id : rejected) {
+    task.verified.erase(id);
+    task.digest_cache.erase(id);
+  }
   return absl::OkStatus();
 }
 

@@ -68,7 +68,9 @@ TEST(AdaKv, PropertyAdaptiveAtLeastUniformAndCapSumNearBudget) {
     // spec's H/2 bound is the case of an integral B' alpha).
     const double frac = bp * 0.2 - std::floor(bp * 0.2);
     EXPECT_LE(std::abs(sum - 4 * bp), 2 + 4 * frac + 1e-9);
-    if (frac == 0) EXPECT_LE(std::abs(sum - 4 * bp), 2);
+    if (frac == 0) {
+      EXPECT_LE(std::abs(sum - 4 * bp), 2);
+    }
     for (int64_t c : a.caps) EXPECT_GE(c, static_cast<int64_t>(bp * 0.2));
   }
 }

@@ -26,7 +26,7 @@ void BM_DusaCuda(benchmark::State& state) {
       benchmark::Counter(DusaFlops(h, n, d, b) * state.iterations() / 1e9, benchmark::Counter::kIsRate);
   state.counters["host_bytes"] = 4.0 * h * n * d * sizeof(float);
 }
-BENCHMARK(BM_DusaCuda)->Args({4096, 64})->Args({16384, 128})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_DusaCuda)->Args({4096, 64})->Args({16384, 128})->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_HammingCuda(benchmark::State& state) {
   if (!CudaDeviceAvailable()) {
@@ -40,7 +40,7 @@ void BM_HammingCuda(benchmark::State& state) {
   state.counters["GBps"] =
       benchmark::Counter(16.0 * n * state.iterations() / 1e9, benchmark::Counter::kIsRate);
 }
-BENCHMARK(BM_HammingCuda)->Arg(512 * 1024)->Arg(8 * 1024 * 1024)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_HammingCuda)->Arg(512 * 1024)->Arg(8 * 1024 * 1024)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 }  // namespace
 }  // namespace tandem::ml::kernels

@@ -6,6 +6,7 @@
 // Compute-bound kernels (dense/DuSA attention, hash MLP, REN) report
 // frac_flop_roof; bandwidth-bound ones (decode over a compacted cache,
 // Hamming retrieval, CAT FFT, SnapKV scoring) report frac_bw_roof.
+// Rates use wall time (UseRealTime), since the kernels are multi-threaded.
 // "Small" variants run in the ctest smoke pass; the others are the figures
 // in bench/kernels.md.
 #include <chrono>
@@ -100,8 +101,8 @@ void BM_DenseAttention(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(DenseAttention(q, k, v, false));
   ReportFlops(state, 4.0 * h * n * n * d);
 }
-BENCHMARK(BM_DenseAttention)->Name("BM_DenseAttention_Small")->Arg(64)->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_DenseAttention)->Arg(1024)->Arg(2048)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_DenseAttention)->Name("BM_DenseAttention_Small")->Arg(64)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_DenseAttention)->Arg(1024)->Arg(2048)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_DusaForward(benchmark::State& state) {
   const int64_t h = 8, n = state.range(0), d = 64, b = state.range(1);
@@ -110,8 +111,8 @@ void BM_DusaForward(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(DusaForward(q, k, v, b));
   ReportFlops(state, DusaFlops(h, n, d, b));
 }
-BENCHMARK(BM_DusaForward)->Name("BM_DusaForward_Small")->Args({64, 8})->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_DusaForward)->Args({4096, 64})->Args({16384, 128})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_DusaForward)->Name("BM_DusaForward_Small")->Args({64, 8})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_DusaForward)->Args({4096, 64})->Args({16384, 128})->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_CatMix(benchmark::State& state) {
   const int64_t h = 8, n = state.range(0), d = 512;
@@ -124,8 +125,8 @@ void BM_CatMix(benchmark::State& state) {
   ReportFlops(state, method == CatMethod::kFft ? transforms * 5.0 * n * std::log2(double(n))
                                                : 2.0 * n * n * d);
 }
-BENCHMARK(BM_CatMix)->Name("BM_CatMix_Small")->Args({64, 0})->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_CatMix)->Args({4096, 0})->Args({4096, 1})->Args({4000, 0})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_CatMix)->Name("BM_CatMix_Small")->Args({64, 0})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_CatMix)->Args({4096, 0})->Args({4096, 1})->Args({4000, 0})->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_SnapKvScores(benchmark::State& state) {
   const int64_t h = 32, hkv = 8, n = state.range(0), d = 128;
@@ -135,8 +136,8 @@ void BM_SnapKvScores(benchmark::State& state) {
   ReportBytes(state, double(hkv) * n * d * sizeof(float));  // K read once (minimum traffic)
   ReportFlops(state, 2.0 * h * o.window * n * d);
 }
-BENCHMARK(BM_SnapKvScores)->Name("BM_SnapKvScores_Small")->Arg(128)->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_SnapKvScores)->Arg(8192)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_SnapKvScores)->Name("BM_SnapKvScores_Small")->Arg(128)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_SnapKvScores)->Arg(8192)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_AdaKvCompress(benchmark::State& state) {
   const int64_t h = 32, hkv = 8, n = state.range(0), d = 128;
@@ -147,8 +148,8 @@ void BM_AdaKvCompress(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(AdaKvCompress(q, k, v, o));
   ReportBytes(state, 2.0 * hkv * n * d * sizeof(float));
 }
-BENCHMARK(BM_AdaKvCompress)->Name("BM_AdaKvCompress_Small")->Arg(256)->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_AdaKvCompress)->Arg(8192)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_AdaKvCompress)->Name("BM_AdaKvCompress_Small")->Arg(256)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_AdaKvCompress)->Arg(8192)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_CompactDecode(benchmark::State& state) {
   const int64_t h = 32, hkv = 8, n = state.range(0), d = 128;
@@ -161,8 +162,8 @@ void BM_CompactDecode(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(CompactDecodeAttention(qd, cache));
   ReportBytes(state, 2.0 * cache.keys.size() * sizeof(float));
 }
-BENCHMARK(BM_CompactDecode)->Name("BM_CompactDecode_Small")->Args({256, 64})->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_CompactDecode)->Args({32768, 32768})->Args({32768, 1024})->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_CompactDecode)->Name("BM_CompactDecode_Small")->Args({256, 64})->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_CompactDecode)->Args({32768, 32768})->Args({32768, 1024})->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 void BM_HammingTopK(benchmark::State& state) {
   const int64_t n = state.range(0), g = 4;
@@ -172,8 +173,8 @@ void BM_HammingTopK(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(HammingTopK(q, k, top));
   ReportBytes(state, double(n) * 16);
 }
-BENCHMARK(BM_HammingTopK)->Name("BM_HammingTopK_Small")->Arg(1024)->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_HammingTopK)->Arg(512 * 1024)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_HammingTopK)->Name("BM_HammingTopK_Small")->Arg(1024)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_HammingTopK)->Arg(512 * 1024)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 void BM_SpotlightHash(benchmark::State& state) {
   const int64_t n = state.range(0), d = 128;
@@ -182,8 +183,8 @@ void BM_SpotlightHash(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(SpotlightHash(x, w));
   ReportFlops(state, 4.0 * n * d * d);
 }
-BENCHMARK(BM_SpotlightHash)->Name("BM_SpotlightHash_Small")->Arg(64)->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_SpotlightHash)->Arg(16384)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_SpotlightHash)->Name("BM_SpotlightHash_Small")->Arg(64)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_SpotlightHash)->Arg(16384)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_SpotlightLoss(benchmark::State& state) {
   const int64_t nq = state.range(0), nk = state.range(1), d = 128;
@@ -192,8 +193,8 @@ void BM_SpotlightLoss(benchmark::State& state) {
   SpotlightLossOptions o;
   for (auto _ : state) benchmark::DoNotOptimize(SpotlightRankingLoss(q, k, w, o));
 }
-BENCHMARK(BM_SpotlightLoss)->Name("BM_SpotlightLoss_Small")->Args({8, 128})->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_SpotlightLoss)->Args({64, 2048})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_SpotlightLoss)->Name("BM_SpotlightLoss_Small")->Args({8, 128})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_SpotlightLoss)->Args({64, 2048})->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_RenBlock(benchmark::State& state) {
   const int64_t np = state.range(0), nk = state.range(1), d = state.range(2);
@@ -202,8 +203,8 @@ void BM_RenBlock(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(RenBlock(q, kv, w.layers[0], 8, false));
   ReportFlops(state, RenBlockFlops(np, nk, d));
 }
-BENCHMARK(BM_RenBlock)->Name("BM_RenBlock_Small")->Args({16, 49, 64})->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_RenBlock)->Args({256, 1369, 1024})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_RenBlock)->Name("BM_RenBlock_Small")->Args({16, 49, 64})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_RenBlock)->Args({256, 1369, 1024})->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 }  // namespace tandem::ml::kernels

@@ -9,6 +9,11 @@
 #include "absl/strings/str_cat.h"
 
 namespace tandem::ml {
+namespace {
+// Samples unfolded into one column matrix per GEMM (bounds the scratch to
+// fan_in x 16 x pixels floats per thread).
+constexpr Eigen::Index kSamplesPerGemm = 16;
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<Conv2DLayer>> Conv2DLayer::Create(std::string name,
                                                                  ImageShape in,
@@ -48,15 +53,14 @@ void Conv2DLayer::Init(absl::Span<float> params, absl::BitGenRef gen) const {
 }
 
 // col row index = (c * k + ky) * k + kx; column = oy * ow + ox.
-void Conv2DLayer::Im2Col(const float* image, Matrix* col) const {
+void Conv2DLayer::Im2Col(const float* image, float* col, int64_t ld) const {
   const int64_t k = opt_.kernel, s = opt_.stride, p = opt_.padding;
   const int64_t h = in_.height, w = in_.width, oh = out_.height, ow = out_.width;
-  col->resize(in_.channels * k * k, oh * ow);
   for (int64_t c = 0; c < in_.channels; ++c) {
     const float* plane = image + c * h * w;
     for (int64_t ky = 0; ky < k; ++ky) {
       for (int64_t kx = 0; kx < k; ++kx) {
-        float* dst = col->data() + ((c * k + ky) * k + kx) * oh * ow;
+        float* dst = col + ((c * k + ky) * k + kx) * ld;
         for (int64_t oy = 0; oy < oh; ++oy) {
           const int64_t iy = oy * s + ky - p;
           float* drow = dst + oy * ow;
@@ -84,14 +88,14 @@ void Conv2DLayer::Im2Col(const float* image, Matrix* col) const {
   }
 }
 
-void Conv2DLayer::Col2ImAdd(const Matrix& col, float* image) const {
+void Conv2DLayer::Col2ImAdd(const float* col, int64_t ld, float* image) const {
   const int64_t k = opt_.kernel, s = opt_.stride, p = opt_.padding;
   const int64_t h = in_.height, w = in_.width, oh = out_.height, ow = out_.width;
   for (int64_t c = 0; c < in_.channels; ++c) {
     float* plane = image + c * h * w;
     for (int64_t ky = 0; ky < k; ++ky) {
       for (int64_t kx = 0; kx < k; ++kx) {
-        const float* src = col.data() + ((c * k + ky) * k + kx) * oh * ow;
+        const float* src = col + ((c * k + ky) * k + kx) * ld;
         for (int64_t oy = 0; oy < oh; ++oy) {
           const int64_t iy = oy * s + ky - p;
           if (iy < 0 || iy >= h) continue;
@@ -121,12 +125,18 @@ absl::Status Conv2DLayer::Forward(absl::Span<const float> params, const Matrix& 
   ConstMatrixMap w(params.data(), out_.channels, fan_in);
   Eigen::Map<const Eigen::VectorXf> b(params.data() + out_.channels * fan_in, out_.channels);
   out->resize(in.rows(), out_.size());
-  thread_local Matrix col;  // per-thread scratch, reused across calls
-  for (Eigen::Index r = 0; r < in.rows(); ++r) {
-    Im2Col(in.row(r).data(), &col);
-    MatrixMap y(out->row(r).data(), out_.channels, npix);
+  // Blocks of up to kSamplesPerGemm samples share one column matrix
+  // (fan_in x block*npix), so each block is a single larger GEMM.
+  thread_local Matrix col, y;  // per-thread scratch, reused across calls
+  for (Eigen::Index r0 = 0; r0 < in.rows(); r0 += kSamplesPerGemm) {
+    const Eigen::Index nb = std::min<Eigen::Index>(kSamplesPerGemm, in.rows() - r0);
+    col.resize(fan_in, nb * npix);
+    for (Eigen::Index j = 0; j < nb; ++j) Im2Col(in.row(r0 + j).data(), col.data() + j * npix, nb * npix);
     y.noalias() = w * col;
     y.colwise() += b;
+    for (Eigen::Index j = 0; j < nb; ++j) {
+      MatrixMap(out->row(r0 + j).data(), out_.channels, npix) = y.middleCols(j * npix, npix);
+    }
   }
   return absl::OkStatus();
 }
@@ -140,15 +150,23 @@ void Conv2DLayer::Backward(absl::Span<const float> params, const Matrix& in, con
   MatrixMap gw(grad_params.data(), out_.channels, fan_in);
   Eigen::Map<Eigen::VectorXf> gb(grad_params.data() + out_.channels * fan_in, out_.channels);
   if (grad_in != nullptr) grad_in->setZero(in.rows(), in_.size());
-  thread_local Matrix col, gcol;  // per-thread scratch
-  for (Eigen::Index r = 0; r < in.rows(); ++r) {
-    Im2Col(in.row(r).data(), &col);
-    ConstMatrixMap gy(grad_out.row(r).data(), out_.channels, npix);
+  thread_local Matrix col, gy, gcol;  // per-thread scratch
+  for (Eigen::Index r0 = 0; r0 < in.rows(); r0 += kSamplesPerGemm) {
+    const Eigen::Index nb = std::min<Eigen::Index>(kSamplesPerGemm, in.rows() - r0);
+    const Eigen::Index ld = nb * npix;
+    col.resize(fan_in, ld);
+    gy.resize(out_.channels, ld);
+    for (Eigen::Index j = 0; j < nb; ++j) {
+      Im2Col(in.row(r0 + j).data(), col.data() + j * npix, ld);
+      gy.middleCols(j * npix, npix) = ConstMatrixMap(grad_out.row(r0 + j).data(), out_.channels, npix);
+    }
     gw.noalias() += gy * col.transpose();
     gb += gy.rowwise().sum();
     if (grad_in != nullptr) {
       gcol.noalias() = w.transpose() * gy;
-      Col2ImAdd(gcol, grad_in->row(r).data());
+      for (Eigen::Index j = 0; j < nb; ++j) {
+        Col2ImAdd(gcol.data() + j * npix, ld, grad_in->row(r0 + j).data());
+      }
     }
   }
 }
@@ -241,10 +259,18 @@ void Pool2DLayer::Backward(absl::Span<const float> params, const Matrix& in, con
           const int64_t o = (c * oh + oy) * ow;
           const int64_t b0 = (c * h + 2 * oy) * w;
           for (int64_t ox = 0; ox < ow; ++ox) {
+            // Branch-free: windows do not overlap, so each cell is written
+            // once (cells outside every window keep the zero fill).
             const int64_t b = b0 + 2 * ox;
-            const float m = y[o + ox];
-            const int64_t at = x[b] == m ? b : x[b + 1] == m ? b + 1 : x[b + w] == m ? b + w : b + w + 1;
-            gx[at] += g[o + ox];
+            const float m = y[o + ox], go = g[o + ox];
+            const bool e0 = x[b] == m;
+            const bool e1 = !e0 && x[b + 1] == m;
+            const bool e2 = !e0 && !e1 && x[b + w] == m;
+            const bool e3 = !e0 && !e1 && !e2;
+            gx[b] = e0 ? go : 0.0f;
+            gx[b + 1] = e1 ? go : 0.0f;
+            gx[b + w] = e2 ? go : 0.0f;
+            gx[b + w + 1] = e3 ? go : 0.0f;
           }
         }
       }

@@ -51,8 +51,11 @@ class Conv2DLayer : public Layer {
  private:
   Conv2DLayer(std::string name, ImageShape in, ImageShape out, Conv2DOptions o)
       : Layer(std::move(name)), in_(in), out_(out), opt_(o) {}
-  void Im2Col(const float* image, Matrix* col) const;
-  void Col2ImAdd(const Matrix& col, float* image) const;
+  // Unfolds one sample into `col`, a (in_c*k*k) x (oh*ow) block whose rows
+  // are `ld` floats apart (several samples share one column matrix).
+  void Im2Col(const float* image, float* col, int64_t ld) const;
+  // Adds the folded-back column block (same layout) into `image`.
+  void Col2ImAdd(const float* col, int64_t ld, float* image) const;
   ImageShape in_, out_;
   Conv2DOptions opt_;
 };

@@ -172,6 +172,28 @@ TEST(Conv2DLayer, ForwardMatchesDirectConvolution) {
   }
 }
 
+TEST(Conv2DLayer, LargeBatchesMatchRowByRowResults) {
+  // 37 rows span several internal GEMM blocks (16 samples each).
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto l, Conv2DLayer::Create("conv", {2, 6, 6}, {4, 3, 1, 1}));
+  std::mt19937_64 gen(30);
+  std::vector<float> p(static_cast<size_t>(l->num_params()));
+  l->Init(absl::MakeSpan(p), gen);
+  const Matrix in = RandomMatrix(37, 72, gen);
+  Matrix out, gin;
+  TANDEM_ASSERT_OK(l->Forward(p, in, &out));
+  const Matrix gout = RandomMatrix(37, out.cols(), gen);
+  std::vector<float> gp(p.size(), 0.0f), gp_rows(p.size(), 0.0f);
+  l->Backward(p, in, out, gout, &gin, absl::MakeSpan(gp));
+  for (int r = 0; r < 37; ++r) {
+    Matrix o1, g1;
+    TANDEM_ASSERT_OK(l->Forward(p, in.middleRows(r, 1), &o1));
+    ASSERT_TRUE(o1.isApprox(out.middleRows(r, 1), 1e-5f)) << r;
+    l->Backward(p, in.middleRows(r, 1), o1, gout.middleRows(r, 1), &g1, absl::MakeSpan(gp_rows));
+    ASSERT_TRUE(g1.isApprox(gin.middleRows(r, 1), 1e-5f)) << r;
+  }
+  for (size_t i = 0; i < gp.size(); ++i) ASSERT_NEAR(gp[i], gp_rows[i], 1e-3 * (1 + std::abs(gp[i]))) << i;
+}
+
 TEST(Pool2DLayer, MaxAndAverageGradients) {
   std::mt19937_64 gen(12);
   // Distinct, well-separated values so +-eps never changes a window's argmax.

@@ -153,7 +153,7 @@ int main(int argc, char** argv) {
   for (const tandem::sim::FederationOptions& o : runs) {
     auto records = tandem::sim::RunFederation(
         o, *train, *test, endpoints, [&](const tandem::sim::RoundRecord& r) {
-          std::printf("[%-20s] round %2d/%d  clients %2d  reports %2llu  acc %.4f  up %8.1f KiB"
+          std::printf("[%-26s] round %2d/%d  clients %2d  reports %2llu  acc %.4f  up %8.1f KiB"
                       " (dense 2-server %8.1f KiB)  eps %.3f  %.1fs\n",
                       r.variant.c_str(), r.round, o.rounds, r.participants,
                       static_cast<unsigned long long>(r.accepted_reports), r.test_accuracy,
