@@ -3,6 +3,7 @@
 #include <tbb/blocked_range.h>
 #include <tbb/enumerable_thread_specific.h>
 #include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
 
 #include <optional>
 
@@ -35,44 +36,47 @@ absl::StatusOr<std::vector<crypto::ProofDigest>> ComputeDigests(
   return digests;
 }
 
-absl::StatusOr<std::vector<crypto::ProofDigest>> AccumulateShares(
-    const crypto::SparseDpf& dpf, absl::Span<const proto::SparseKeySet* const> shares,
-    absl::Span<uint64_t> accumulator) {
+absl::Status AccumulateShares(const crypto::SparseDpf& dpf,
+                              absl::Span<const proto::SparseKeySet* const> shares,
+                              absl::Span<uint64_t> accumulator) {
   if (accumulator.size() != dpf.dimension()) {
     return absl::InvalidArgumentError("accumulator size differs from the DPF dimension");
   }
-  struct Local {
-    std::vector<uint64_t> sum;
-    crypto::SparseDpfScratch scratch;
-  };
+  // Part 0 expands straight into the accumulator; every other part (one per
+  // worker thread) into its own buffer, added in afterwards in parallel
+  // chunks. A single report therefore costs one expansion, no extra pass.
   const size_t dim = accumulator.size();
-  tbb::enumerable_thread_specific<Local> locals;
-  std::vector<crypto::ProofDigest> digests(shares.size());
-  std::vector<absl::Status> statuses(shares.size());
-  tbb::parallel_for(size_t{0}, shares.size(), [&](size_t i) {
-    Local& local = locals.local();
-    if (local.sum.size() != dim) local.sum.assign(dim, 0);
-    absl::StatusOr<crypto::ProofDigest> d =
-        dpf.EvaluateAndAccumulate(*shares[i], absl::MakeSpan(local.sum), &local.scratch);
-    if (d.ok()) {
-      digests[i] = *d;
-    } else {
-      statuses[i] = d.status();
+  const size_t parts = std::min<size_t>(
+      shares.size(), static_cast<size_t>(std::max(1, tbb::this_task_arena::max_concurrency())));
+  if (parts == 0) return absl::OkStatus();
+  std::vector<std::vector<uint64_t>> buffers(parts - 1);
+  std::vector<absl::Status> statuses(parts);
+  tbb::parallel_for(size_t{0}, parts, [&](size_t p) {
+    crypto::SparseDpfScratch scratch;
+    absl::Span<uint64_t> target = accumulator;
+    if (p > 0) {
+      buffers[p - 1].assign(dim, 0);
+      target = absl::MakeSpan(buffers[p - 1]);
+    }
+    for (size_t i = p; i < shares.size(); i += parts) {
+      absl::Status s = dpf.Accumulate(*shares[i], target, &scratch);
+      if (!s.ok()) {
+        statuses[p] = s;
+        return;
+      }
     }
   });
   if (absl::Status s = FirstError(statuses); !s.ok()) return s;
-
   const uint64_t mask = dpf.value_bits() == 64 ? ~uint64_t{0} : (uint64_t{1} << 32) - 1;
-  for (Local& local : locals) {
-    if (local.sum.size() != dim) continue;
+  for (const std::vector<uint64_t>& buffer : buffers) {
     tbb::parallel_for(tbb::blocked_range<size_t>(0, dim, size_t{1} << 14),
                       [&](const tbb::blocked_range<size_t>& r) {
                         for (size_t j = r.begin(); j < r.end(); ++j) {
-                          accumulator[j] = (accumulator[j] + local.sum[j]) & mask;
+                          accumulator[j] = (accumulator[j] + buffer[j]) & mask;
                         }
                       });
   }
-  return digests;
+  return absl::OkStatus();
 }
 
 }  // namespace tandem::aggregator

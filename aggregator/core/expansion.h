@@ -17,10 +17,12 @@ namespace tandem::aggregator {
 absl::StatusOr<std::vector<crypto::ProofDigest>> ComputeDigests(
     const crypto::SparseDpf& dpf, absl::Span<const proto::SparseKeySet* const> shares);
 
-// accumulator += sum of the shares' expansions (mod 2^value_bits) and returns
-// their digests. On error the accumulator is unchanged. REQUIRES
-// accumulator.size() == dpf.dimension() (INVALID_ARGUMENT otherwise).
-absl::StatusOr<std::vector<crypto::ProofDigest>> AccumulateShares(
+// accumulator += sum of the shares' expansions (mod 2^value_bits), for
+// shares whose digests were already compared (so no digest is computed).
+// On error the accumulator holds a partial sum and must be discarded (the
+// caller works on a copy). REQUIRES accumulator.size() == dpf.dimension()
+// (INVALID_ARGUMENT otherwise, nothing added).
+absl::Status AccumulateShares(
     const crypto::SparseDpf& dpf, absl::Span<const proto::SparseKeySet* const> shares,
     absl::Span<uint64_t> accumulator);
 

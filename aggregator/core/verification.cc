@@ -182,7 +182,7 @@ absl::Status Aggregator::CommitLocked(Task& task, const std::vector<ReportRecord
   std::vector<const proto::SparseKeySet*> share_ptrs;
   for (const proto::SparseKeySet& s : shares) share_ptrs.push_back(&s);
   std::vector<uint64_t> next = task.accumulator;
-  TANDEM_RETURN_IF_ERROR(AccumulateShares(*task.dpf, share_ptrs, absl::MakeSpan(next)).status());
+  TANDEM_RETURN_IF_ERROR(AccumulateShares(*task.dpf, share_ptrs, absl::MakeSpan(next)));
   for (const std::string& id : ids) {
     TANDEM_RETURN_IF_ERROR(task.store->MarkAccepted(id));
   }

@@ -29,8 +29,9 @@ struct ExpectedKeySetShape {
 // BlockDpf::Create; 1 <= num_groups <= 4096).
 absl::Status ValidateShape(const ExpectedKeySetShape& shape);
 
-// Upper bound of the serialized size of a valid key set of this shape; wire
-// inputs longer than this are rejected before parsing.
+// Upper bound of the serialized size of a valid key set of this shape, with
+// value_correction in proto3's default packed encoding (what SparseDpf
+// writes); wire inputs longer than this are rejected before parsing.
 uint64_t MaxSerializedKeySetSize(const ExpectedKeySetShape& shape);
 
 // Returns INVALID_ARGUMENT when `keys` does not match `shape`: parameters,

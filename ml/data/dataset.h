@@ -45,8 +45,8 @@ inline constexpr char kDigitsCsv[] =
 // Reads a gzip-compressed (or plain) IDX3 image file (magic 0x00000803,
 // big-endian dims) into rows scaled to [0, 1]. `max_items` > 0 truncates.
 absl::StatusOr<Matrix> ReadIdxImages(const std::string& path, int64_t max_items = 0);
-// Reads an IDX1 label file (magic 0x00000801). Labels must be < 10... any
-// value up to 255 is accepted; the caller checks the class count.
+// Reads an IDX1 label file (magic 0x00000801). Any byte value is returned;
+// LoadFashionMnist() then checks the class range.
 absl::StatusOr<std::vector<int>> ReadIdxLabels(const std::string& path, int64_t max_items = 0);
 
 // Fashion-MNIST split "train" (60000) or "t10k" (10000) from `dir`.

@@ -114,7 +114,7 @@ TEST(FedLuarState, RecycledTensorReusesTheLastUpdateAndKeepsItsScore) {
   const std::vector<size_t> recycled2 = s->recycled();
   TANDEM_ASSERT_OK_AND_ASSIGN(auto full2, s->FinishRound(weights, packed));
   for (size_t t = 0; t < 4; ++t) {
-    const TensorSlice& ts = Tensors()[t];
+    const TensorSlice ts = Tensors()[t];
     const bool rec = std::count(recycled2.begin(), recycled2.end(), t) > 0;
     for (int64_t i = ts.offset; i < ts.offset + ts.size; ++i) {
       EXPECT_EQ(unpacked[i], rec ? 0.0f : -0.5f);
