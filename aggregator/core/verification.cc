@@ -183,15 +183,9 @@ absl::Status Aggregator::CommitLocked(Task& task, const std::vector<ReportRecord
   for (const proto::SparseKeySet& s : shares) share_ptrs.push_back(&s);
   std::vector<uint64_t> next = task.accumulator;
   TANDEM_RETURN_IF_ERROR(AccumulateShares(*task.dpf, share_ptrs, absl::MakeSpan(next)));
-  for (const std::string& id : ids) {
-    TANDEM_RETURN_IF_ERROR(task.store->MarkAccepted(id));
-  }
-  if (!ids.empty()) {
-    TANDEM_RETURN_IF_ERROR(task.store->SaveAccumulator(round_id, EncodeAccumulator(next), ids));
-  }
-  for (const std::string& id : rejected) {
-    TANDEM_RETURN_IF_ERROR(task.store->MarkRejected(id));
-  }
+  // One transaction: states and accumulator change together or not at all.
+  TANDEM_RETURN_IF_ERROR(task.store->CommitBatch(
+      round_id, ids.empty() ? std::string() : EncodeAccumulator(next), ids, rejected));
   task.accumulator = std::move(next);
   task.counted += static_cast<int64_t>(ids.size());
   for (const std::string& id : ids) {

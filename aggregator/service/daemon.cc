@@ -17,9 +17,11 @@ namespace {
 
 constexpr uint32_t kDefaultMaxMessageBytes = 256u << 20;
 
-StoreFactory SqliteStoreFactory(std::string dir) {
-  return [dir](absl::string_view task_id,
-               bool create) -> absl::StatusOr<std::unique_ptr<ReportStore>> {
+StoreFactory SqliteStoreFactory(std::string dir, bool relaxed_durability) {
+  sqlite::DatabaseOptions db_options;
+  if (relaxed_durability) db_options.synchronous = sqlite::Synchronous::kNormal;
+  return [dir, db_options](absl::string_view task_id,
+                           bool create) -> absl::StatusOr<std::unique_ptr<ReportStore>> {
     // task_id is validated by the Aggregator ([A-Za-z0-9._-]{1,64}), so it
     // is safe as a file name component.
     const std::string path = absl::StrCat(dir, "/task-", task_id, ".sqlite");
@@ -28,7 +30,7 @@ StoreFactory SqliteStoreFactory(std::string dir) {
       return absl::NotFoundError(absl::StrCat("no state for task ", task_id));
     }
     TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<SqliteReportStore> store,
-                            SqliteReportStore::Open(path));
+                            SqliteReportStore::Open(path, db_options));
     return std::unique_ptr<ReportStore>(std::move(store));
   };
 }
@@ -70,7 +72,9 @@ absl::StatusOr<std::unique_ptr<AggregatorDaemon>> AggregatorDaemon::Start(
   AggregatorOptions options;
   options.role = role;
   TANDEM_ASSIGN_OR_RETURN(daemon->aggregator_,
-                          Aggregator::Create(options, SqliteStoreFactory(config.state_path()),
+                          Aggregator::Create(options,
+                                             SqliteStoreFactory(config.state_path(),
+                                                                config.relaxed_durability()),
                                              daemon->peer_.get(), clock, noise_random));
   daemon->upload_ = std::make_unique<UploadService>(daemon->aggregator_.get());
   daemon->peer_service_ = std::make_unique<PeerService>(daemon->aggregator_.get());

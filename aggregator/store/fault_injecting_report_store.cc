@@ -45,6 +45,11 @@ absl::Status FaultInjectingReportStore::CloseRound(int64_t round_id) {
 absl::StatusOr<RoundRecord> FaultInjectingReportStore::GetRound(int64_t round_id) {
   return inner_->GetRound(round_id);
 }
+absl::Status FaultInjectingReportStore::CommitBatch(int64_t round_id, absl::string_view bytes,
+                                                    absl::Span<const std::string> accept_and_count,
+                                                    absl::Span<const std::string> reject) {
+  return Write([&] { return inner_->CommitBatch(round_id, bytes, accept_and_count, reject); });
+}
 absl::StatusOr<std::vector<RoundRecord>> FaultInjectingReportStore::ListRounds() {
   return inner_->ListRounds();
 }

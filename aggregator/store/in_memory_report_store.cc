@@ -161,6 +161,48 @@ absl::Status InMemoryReportStore::SaveAccumulator(int64_t round_id, absl::string
   return absl::OkStatus();
 }
 
+absl::Status InMemoryReportStore::CommitBatch(int64_t round_id, absl::string_view bytes,
+                                              absl::Span<const std::string> accept_and_count,
+                                              absl::Span<const std::string> reject) {
+  TANDEM_RETURN_IF_ERROR(ValidateRoundId(round_id));
+  TANDEM_RETURN_IF_ERROR(ValidateCommitBatch(bytes, accept_and_count, reject));
+  absl::MutexLock lock(&mu_);
+  TANDEM_RETURN_IF_ERROR(OpenRoundLocked(round_id).status());
+  for (const std::string& id : accept_and_count) {  // all checks first
+    auto it = reports_.find(id);
+    const bool ok = it != reports_.end() && it->second.round_id == round_id &&
+                    (it->second.state == ReportState::kPending ||
+                     (it->second.state == ReportState::kAccepted && !it->second.counted));
+    if (!ok) return absl::FailedPreconditionError("CommitBatch: a report cannot be counted");
+  }
+  for (const std::string& id : reject) {
+    auto it = reports_.find(id);
+    const bool ok = it != reports_.end() && it->second.round_id == round_id &&
+                    (it->second.state == ReportState::kPending ||
+                     it->second.state == ReportState::kRejected);
+    if (!ok) return absl::FailedPreconditionError("CommitBatch: a report cannot be rejected");
+  }
+  for (const std::string& id : accept_and_count) {
+    ReportRecord& r = reports_.find(id)->second;
+    r.state = ReportState::kAccepted;
+    r.counted = true;
+    r.share.clear();
+  }
+  for (const std::string& id : reject) {
+    ReportRecord& r = reports_.find(id)->second;
+    r.state = ReportState::kRejected;
+    r.share.clear();
+  }
+  if (!accept_and_count.empty()) {
+    AccumulatorSnapshot& snap = accumulators_[round_id];
+    snap.round_id = round_id;
+    snap.bytes = std::string(bytes);
+    snap.report_count += static_cast<int64_t>(accept_and_count.size());
+    ++snap.version;
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<AccumulatorSnapshot> InMemoryReportStore::LoadAccumulator(int64_t round_id) {
   TANDEM_RETURN_IF_ERROR(ValidateRoundId(round_id));
   absl::MutexLock lock(&mu_);

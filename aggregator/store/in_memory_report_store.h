@@ -30,6 +30,9 @@ class InMemoryReportStore : public ReportStore {
                                                         ReportFilter filter) override;
   absl::Status SaveAccumulator(int64_t round_id, absl::string_view bytes,
                                absl::Span<const std::string> newly_counted) override;
+  absl::Status CommitBatch(int64_t round_id, absl::string_view bytes,
+                           absl::Span<const std::string> accept_and_count,
+                           absl::Span<const std::string> reject) override;
   absl::StatusOr<AccumulatorSnapshot> LoadAccumulator(int64_t round_id) override;
 
  private:

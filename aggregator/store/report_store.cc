@@ -1,5 +1,7 @@
 #include "aggregator/store/report_store.h"
 
+#include "absl/container/flat_hash_set.h"
+
 #include <openssl/sha.h>
 
 #include <set>
@@ -58,6 +60,24 @@ absl::Status ValidateAccumulatorUpdate(absl::string_view bytes,
     TANDEM_RETURN_IF_ERROR(ValidateReportId(id));
     if (!seen.insert(id).second) {
       return absl::InvalidArgumentError("SaveAccumulator: duplicate report id in newly_counted");
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateCommitBatch(absl::string_view bytes,
+                                 absl::Span<const std::string> accept_and_count,
+                                 absl::Span<const std::string> reject) {
+  if (bytes.size() > kMaxAccumulatorBytes) {
+    return absl::InvalidArgumentError("accumulator larger than kMaxAccumulatorBytes");
+  }
+  absl::flat_hash_set<std::string> seen;
+  for (absl::Span<const std::string> list : {accept_and_count, reject}) {
+    for (const std::string& id : list) {
+      TANDEM_RETURN_IF_ERROR(ValidateReportId(id));
+      if (!seen.insert(id).second) {
+        return absl::InvalidArgumentError("CommitBatch names a report id twice");
+      }
     }
   }
   return absl::OkStatus();

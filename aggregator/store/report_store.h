@@ -113,6 +113,16 @@ class ReportStore {
   // rewrites the bytes.
   virtual absl::Status SaveAccumulator(int64_t round_id, absl::string_view bytes,
                                        absl::Span<const std::string> newly_counted) = 0;
+  // One decided batch in one transaction: every report of `accept_and_count`
+  // (pending or accepted-uncounted, in this round) becomes accepted and
+  // counted, every report of `reject` (pending, or already rejected: no-op)
+  // becomes rejected, shares are dropped, and -- when accept_and_count is
+  // not empty -- the accumulator is replaced by `bytes`, which must already
+  // include them. All or nothing: FAILED_PRECONDITION when any report is in
+  // another state or round, INVALID_ARGUMENT for duplicate or bad ids.
+  virtual absl::Status CommitBatch(int64_t round_id, absl::string_view bytes,
+                                   absl::Span<const std::string> accept_and_count,
+                                   absl::Span<const std::string> reject) = 0;
   // The latest snapshot (version 0, empty bytes before the first save).
   virtual absl::StatusOr<AccumulatorSnapshot> LoadAccumulator(int64_t round_id) = 0;
 };
@@ -127,6 +137,11 @@ absl::Status ValidateShare(absl::string_view share);
 absl::Status ValidateParameters(absl::string_view parameters);
 absl::Status ValidateAccumulatorUpdate(absl::string_view bytes,
                                        absl::Span<const std::string> newly_counted);
+// CommitBatch arguments: valid ids, no id twice across both lists, bytes
+// within kMaxAccumulatorBytes.
+absl::Status ValidateCommitBatch(absl::string_view bytes,
+                                 absl::Span<const std::string> accept_and_count,
+                                 absl::Span<const std::string> reject);
 
 }  // namespace tandem::aggregator
 

@@ -200,6 +200,49 @@ TEST_P(ReportStoreContractTest, SaveAccumulatorChecksRound) {
   EXPECT_THAT(store_->LoadAccumulator(2), IsOk());
 }
 
+TEST_P(ReportStoreContractTest, CommitBatchCountsAndRejectsInOneStep) {
+  for (const char* id : {"a", "b", "c", "d"}) ASSERT_THAT(store_->PutPending(1, id, "s"), IsOk());
+  ASSERT_THAT(store_->MarkAccepted("b"), IsOk());  // accepted, not yet counted
+  const std::vector<std::string> count = {"a", "b"};
+  const std::vector<std::string> reject = {"c"};
+  ASSERT_THAT(store_->CommitBatch(1, "acc-ab", count, reject), IsOk());
+  EXPECT_THAT(Ids(ReportFilter::kCounted), ElementsAre("a", "b"));
+  EXPECT_THAT(Ids(ReportFilter::kRejected), ElementsAre("c"));
+  EXPECT_THAT(Ids(ReportFilter::kPending), ElementsAre("d"));
+  TANDEM_ASSERT_OK_AND_ASSIGN(AccumulatorSnapshot snap, store_->LoadAccumulator(1));
+  EXPECT_EQ(snap.bytes, "acc-ab");
+  EXPECT_EQ(snap.report_count, 2);
+  TANDEM_ASSERT_OK_AND_ASSIGN(ReportRecord a, store_->GetReport("a"));
+  EXPECT_TRUE(a.share.empty());
+  // Only rejections: the accumulator stays as it was.
+  const std::vector<std::string> none;
+  const std::vector<std::string> reject_d = {"d", "c"};  // c again: no-op
+  ASSERT_THAT(store_->CommitBatch(1, "ignored", none, reject_d), IsOk());
+  TANDEM_ASSERT_OK_AND_ASSIGN(snap, store_->LoadAccumulator(1));
+  EXPECT_EQ(snap.bytes, "acc-ab");
+  EXPECT_EQ(snap.report_count, 2);
+}
+
+TEST_P(ReportStoreContractTest, CommitBatchIsAllOrNothing) {
+  for (const char* id : {"a", "b"}) ASSERT_THAT(store_->PutPending(1, id, "s"), IsOk());
+  ASSERT_THAT(store_->MarkRejected("b"), IsOk());
+  const std::vector<std::string> count = {"a", "b"};  // b is rejected: refused
+  const std::vector<std::string> none;
+  EXPECT_THAT(store_->CommitBatch(1, "x", count, none),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_THAT(Ids(ReportFilter::kPending), ElementsAre("a"));  // a untouched
+  TANDEM_ASSERT_OK_AND_ASSIGN(AccumulatorSnapshot snap, store_->LoadAccumulator(1));
+  EXPECT_EQ(snap.report_count, 0);
+  const std::vector<std::string> twice = {"a", "a"};
+  EXPECT_THAT(store_->CommitBatch(1, "x", twice, none),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  const std::vector<std::string> a = {"a"};
+  EXPECT_THAT(store_->CommitBatch(1, "x", a, a), StatusIs(absl::StatusCode::kInvalidArgument));
+  ASSERT_THAT(store_->CommitBatch(1, "x", a, none), IsOk());
+  EXPECT_THAT(store_->CommitBatch(1, "y", a, none),
+              StatusIs(absl::StatusCode::kFailedPrecondition));  // counted once only
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Implementations, ReportStoreContractTest,
     ::testing::Values(

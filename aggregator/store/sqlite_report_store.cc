@@ -315,6 +315,54 @@ absl::Status SqliteReportStore::SaveAccumulator(int64_t round_id, absl::string_v
   return tx.Commit();
 }
 
+absl::Status SqliteReportStore::CommitBatch(int64_t round_id, absl::string_view bytes,
+                                            absl::Span<const std::string> accept_and_count,
+                                            absl::Span<const std::string> reject) {
+  TANDEM_RETURN_IF_ERROR(ValidateRoundId(round_id));
+  TANDEM_RETURN_IF_ERROR(ValidateCommitBatch(bytes, accept_and_count, reject));
+  absl::MutexLock lock(&mu_);
+  TANDEM_ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(db_.get()));
+  TANDEM_RETURN_IF_ERROR(RequireOpenLocked(round_id));
+  // Any failure returns before Commit, so the transaction rolls back whole.
+  TANDEM_ASSIGN_OR_RETURN(
+      Statement count,
+      db_->Prepare("UPDATE reports SET state = 1, counted = 1, share = NULL WHERE report_id = ?1 "
+                   "AND round_id = ?2 AND (state = 0 OR (state = 1 AND counted = 0))"));
+  for (const std::string& id : accept_and_count) {
+    TANDEM_RETURN_IF_ERROR(count.BindBlob(1, id));
+    TANDEM_RETURN_IF_ERROR(count.BindInt64(2, round_id));
+    TANDEM_RETURN_IF_ERROR(count.StepDone());
+    if (db_->ChangedRows() != 1) {
+      return absl::FailedPreconditionError("CommitBatch: a report cannot be counted");
+    }
+    TANDEM_RETURN_IF_ERROR(count.Reset());
+  }
+  TANDEM_ASSIGN_OR_RETURN(
+      Statement rej, db_->Prepare("UPDATE reports SET state = 2, share = NULL WHERE report_id = ?1 "
+                                  "AND round_id = ?2 AND (state = 0 OR state = 2)"));
+  for (const std::string& id : reject) {
+    TANDEM_RETURN_IF_ERROR(rej.BindBlob(1, id));
+    TANDEM_RETURN_IF_ERROR(rej.BindInt64(2, round_id));
+    TANDEM_RETURN_IF_ERROR(rej.StepDone());
+    if (db_->ChangedRows() != 1) {
+      return absl::FailedPreconditionError("CommitBatch: a report cannot be rejected");
+    }
+    TANDEM_RETURN_IF_ERROR(rej.Reset());
+  }
+  if (!accept_and_count.empty()) {
+    TANDEM_ASSIGN_OR_RETURN(
+        Statement up,
+        db_->Prepare("INSERT INTO accumulators VALUES (?1, ?2, ?3, 1) ON CONFLICT(round_id) DO "
+                     "UPDATE SET bytes = excluded.bytes, report_count = report_count + "
+                     "excluded.report_count, version = version + 1"));
+    TANDEM_RETURN_IF_ERROR(up.BindInt64(1, round_id));
+    TANDEM_RETURN_IF_ERROR(up.BindBlob(2, bytes));
+    TANDEM_RETURN_IF_ERROR(up.BindInt64(3, static_cast<int64_t>(accept_and_count.size())));
+    TANDEM_RETURN_IF_ERROR(up.StepDone());
+  }
+  return tx.Commit();
+}
+
 absl::StatusOr<AccumulatorSnapshot> SqliteReportStore::LoadAccumulator(int64_t round_id) {
   TANDEM_RETURN_IF_ERROR(ValidateRoundId(round_id));
   absl::MutexLock lock(&mu_);
