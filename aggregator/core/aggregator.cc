@@ -280,7 +280,7 @@ absl::StatusOr<proto::UploadResponse> Aggregator::Upload(const proto::UploadRequ
     return absl::AlreadyExistsError("report id already used");
   }
   if (!absl::IsNotFound(existing.status())) return existing.status();
-  TANDEM_RETURN_IF_ERROR(task->store->PutPending(round_id, request.report_id(), share));
+  TANDEM_RETURN_IF_ERROR(StoreUpload(*task, round_id, request.report_id(), share));
   {
     absl::MutexLock lock(&task->state_mu);
     ++task->received;
@@ -288,6 +288,41 @@ absl::StatusOr<proto::UploadResponse> Aggregator::Upload(const proto::UploadRequ
   proto::UploadResponse response;
   response.set_accepted_for_verification(true);
   return response;
+}
+
+absl::Status Aggregator::StoreUpload(Task& task, int64_t round_id, std::string report_id,
+                                     std::string share) {
+  Task::QueuedUpload mine;
+  mine.round_id = round_id;
+  mine.report = {std::move(report_id), std::move(share)};
+  absl::MutexLock lock(&task.upload_mu);
+  task.upload_queue.push_back(&mine);
+  while (!mine.done) {
+    if (task.upload_flushing) {
+      task.upload_cv.Wait(&task.upload_mu);
+      continue;
+    }
+    // Flush everything queued for the round at the head of the queue.
+    task.upload_flushing = true;
+    const int64_t round = task.upload_queue.front()->round_id;
+    std::vector<Task::QueuedUpload*> batch, rest;
+    for (Task::QueuedUpload* u : task.upload_queue) (u->round_id == round ? batch : rest).push_back(u);
+    task.upload_queue = std::move(rest);
+    std::vector<PendingReport> reports;
+    reports.reserve(batch.size());
+    for (Task::QueuedUpload* u : batch) reports.push_back(u->report);
+    task.upload_mu.Unlock();
+    absl::StatusOr<std::vector<absl::Status>> results =
+        task.store->PutPendingBatch(round, reports);
+    task.upload_mu.Lock();
+    for (size_t i = 0; i < batch.size(); ++i) {
+      batch[i]->status = results.ok() ? (*results)[i] : results.status();
+      batch[i]->done = true;
+    }
+    task.upload_flushing = false;
+    task.upload_cv.SignalAll();
+  }
+  return mine.status;
 }
 
 absl::StatusOr<proto::FinalizeResponse> Aggregator::Finalize(

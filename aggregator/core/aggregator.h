@@ -117,6 +117,8 @@ class Aggregator {
   // Returns the loaded task (opening its store on first use).
   absl::StatusOr<Task*> GetTask(absl::string_view task_id, bool create)
       ABSL_LOCKS_EXCLUDED(tasks_mu_);
+  // Stores one upload durably through the task's group commit.
+  absl::Status StoreUpload(Task& task, int64_t round_id, std::string report_id, std::string share);
   // Loads the task's latest round from its store after a (re)start, counting
   // reports a crash left accepted but uncounted.
   absl::Status LoadLatestRound(Task& task);

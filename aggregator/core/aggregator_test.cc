@@ -4,8 +4,10 @@
 
 #include <stdlib.h>
 
+#include <atomic>
 #include <filesystem>
 #include <map>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "aggregator/store/in_memory_report_store.h"
@@ -226,6 +228,35 @@ TEST_F(AggregatorPairTest, UnknownClosedAndLateRoundsAreRefused) {
   clock_.SetTime(absl::FromUnixMillis(params_.deadline_unix_ms() - 500));
   EXPECT_THAT(leader_->Upload(Report(4).to_leader),
               StatusIs(absl::StatusCode::kFailedPrecondition));
+}
+
+TEST_F(AggregatorPairTest, ConcurrentUploadsAreGroupCommittedAndAllCounted) {
+  Start(/*sqlite=*/true);
+  OpenBoth();
+  constexpr int kThreads = 8, kPerThread = 4;
+  std::vector<TestReport> reports;
+  std::vector<uint64_t> expected;
+  for (int i = 0; i < kThreads * kPerThread; ++i) {
+    reports.push_back(Report(100 + i));
+    AddInto(expected, reports.back().dense);
+  }
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int j = 0; j < kPerThread; ++j) {
+        const TestReport& r = reports[t * kPerThread + j];
+        if (!leader_->Upload(r.to_leader).ok() || !helper_->Upload(r.to_helper).ok()) ++failures;
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  uint64_t count = 0;
+  auto sum = FinalizeSum(&count);
+  ASSERT_THAT(sum, IsOk());
+  EXPECT_EQ(count, static_cast<uint64_t>(kThreads * kPerThread));
+  EXPECT_EQ(*sum, expected);
 }
 
 TEST_F(AggregatorPairTest, RoundCapIsEnforced) {

@@ -36,6 +36,20 @@ struct Aggregator::Task {
   crypto::ExpectedKeySetShape shape ABSL_GUARDED_BY(state_mu);
   int64_t received ABSL_GUARDED_BY(state_mu) = 0;  // reports stored this round
 
+  // Group commit of uploads: concurrent uploads are stored in one
+  // transaction (one fsync). Leader-follower: whichever waiting upload finds
+  // no flush in progress stores everything queued for its round.
+  struct QueuedUpload {
+    int64_t round_id = 0;
+    PendingReport report;
+    absl::Status status;
+    bool done = false;
+  };
+  absl::Mutex upload_mu;
+  absl::CondVar upload_cv;
+  std::vector<QueuedUpload*> upload_queue ABSL_GUARDED_BY(upload_mu);
+  bool upload_flushing ABSL_GUARDED_BY(upload_mu) = false;
+
   std::optional<crypto::SparseDpf> dpf ABSL_GUARDED_BY(process_mu);
   std::vector<uint64_t> accumulator ABSL_GUARDED_BY(process_mu);
   int64_t counted ABSL_GUARDED_BY(process_mu) = 0;

@@ -45,6 +45,16 @@ absl::Status FaultInjectingReportStore::CloseRound(int64_t round_id) {
 absl::StatusOr<RoundRecord> FaultInjectingReportStore::GetRound(int64_t round_id) {
   return inner_->GetRound(round_id);
 }
+absl::StatusOr<std::vector<absl::Status>> FaultInjectingReportStore::PutPendingBatch(
+    int64_t round_id, absl::Span<const PendingReport> reports) {
+  absl::StatusOr<std::vector<absl::Status>> out;
+  absl::Status s = Write([&] {
+    out = inner_->PutPendingBatch(round_id, reports);
+    return out.status();
+  });
+  if (!s.ok()) return s;
+  return out;
+}
 absl::Status FaultInjectingReportStore::CommitBatch(int64_t round_id, absl::string_view bytes,
                                                     absl::Span<const std::string> accept_and_count,
                                                     absl::Span<const std::string> reject) {

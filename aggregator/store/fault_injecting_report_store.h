@@ -39,6 +39,8 @@ class FaultInjectingReportStore : public ReportStore {
   absl::StatusOr<std::vector<RoundRecord>> ListRounds() override;
   absl::Status PutPending(int64_t round_id, absl::string_view report_id,
                           absl::string_view share) override;
+  absl::StatusOr<std::vector<absl::Status>> PutPendingBatch(
+      int64_t round_id, absl::Span<const PendingReport> reports) override;
   absl::Status MarkAccepted(absl::string_view report_id) override;
   absl::Status MarkRejected(absl::string_view report_id) override;
   absl::StatusOr<ReportRecord> GetReport(absl::string_view report_id) override;

@@ -75,10 +75,25 @@ absl::StatusOr<RoundRecord*> InMemoryReportStore::OpenRoundLocked(int64_t round_
 absl::Status InMemoryReportStore::PutPending(int64_t round_id, absl::string_view report_id,
                                              absl::string_view share) {
   TANDEM_RETURN_IF_ERROR(ValidateRoundId(round_id));
-  TANDEM_RETURN_IF_ERROR(ValidateReportId(report_id));
-  TANDEM_RETURN_IF_ERROR(ValidateShare(share));
   absl::MutexLock lock(&mu_);
   TANDEM_RETURN_IF_ERROR(OpenRoundLocked(round_id).status());
+  return PutPendingLocked(round_id, report_id, share);
+}
+
+absl::StatusOr<std::vector<absl::Status>> InMemoryReportStore::PutPendingBatch(
+    int64_t round_id, absl::Span<const PendingReport> reports) {
+  TANDEM_RETURN_IF_ERROR(ValidateRoundId(round_id));
+  absl::MutexLock lock(&mu_);
+  TANDEM_RETURN_IF_ERROR(OpenRoundLocked(round_id).status());
+  std::vector<absl::Status> out;
+  for (const PendingReport& r : reports) out.push_back(PutPendingLocked(round_id, r.report_id, r.share));
+  return out;
+}
+
+absl::Status InMemoryReportStore::PutPendingLocked(int64_t round_id, absl::string_view report_id,
+                                                   absl::string_view share) {
+  TANDEM_RETURN_IF_ERROR(ValidateReportId(report_id));
+  TANDEM_RETURN_IF_ERROR(ValidateShare(share));
   const std::string digest = ShareDigest(share);
   auto it = reports_.find(report_id);
   if (it != reports_.end()) {

@@ -23,6 +23,8 @@ class InMemoryReportStore : public ReportStore {
   absl::StatusOr<std::vector<RoundRecord>> ListRounds() override;
   absl::Status PutPending(int64_t round_id, absl::string_view report_id,
                           absl::string_view share) override;
+  absl::StatusOr<std::vector<absl::Status>> PutPendingBatch(
+      int64_t round_id, absl::Span<const PendingReport> reports) override;
   absl::Status MarkAccepted(absl::string_view report_id) override;
   absl::Status MarkRejected(absl::string_view report_id) override;
   absl::StatusOr<ReportRecord> GetReport(absl::string_view report_id) override;
@@ -39,6 +41,8 @@ class InMemoryReportStore : public ReportStore {
   absl::StatusOr<RoundRecord*> OpenRoundLocked(int64_t round_id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Transition(absl::string_view report_id, ReportState to);
+  absl::Status PutPendingLocked(int64_t round_id, absl::string_view report_id,
+                                absl::string_view share) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   absl::Mutex mu_;
   std::map<int64_t, RoundRecord> rounds_ ABSL_GUARDED_BY(mu_);

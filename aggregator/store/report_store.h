@@ -70,6 +70,11 @@ struct ReportRecord {
   std::string share;         // Empty once counted (secret: never log).
 };
 
+struct PendingReport {
+  std::string report_id;
+  std::string share;
+};
+
 struct AccumulatorSnapshot {
   int64_t round_id = 0;
   std::string bytes;         // Opaque accumulator encoding (secret share).
@@ -97,6 +102,12 @@ class ReportStore {
   // idempotency and replay refusal. REQUIRES the round to be open.
   virtual absl::Status PutPending(int64_t round_id, absl::string_view report_id,
                                   absl::string_view share) = 0;
+  // Group commit: PutPending of every report in one transaction (one fsync).
+  // Returns one status per report, as PutPending would have returned it
+  // (OK, ALREADY_EXISTS, INVALID_ARGUMENT); the call itself fails, storing
+  // nothing, for an unknown or closed round or a storage error.
+  virtual absl::StatusOr<std::vector<absl::Status>> PutPendingBatch(
+      int64_t round_id, absl::Span<const PendingReport> reports) = 0;
   // pending -> accepted / pending -> rejected. A repeat of the same
   // transition is OK; any other is FAILED_PRECONDITION.
   virtual absl::Status MarkAccepted(absl::string_view report_id) = 0;

@@ -243,6 +243,26 @@ TEST_P(ReportStoreContractTest, CommitBatchIsAllOrNothing) {
               StatusIs(absl::StatusCode::kFailedPrecondition));  // counted once only
 }
 
+TEST_P(ReportStoreContractTest, PutPendingBatchAnswersPerReport) {
+  ASSERT_THAT(store_->PutPending(1, "old", "s0"), IsOk());
+  const std::vector<PendingReport> batch = {
+      {"a", "sa"}, {"old", "different"}, {"", "bad-id"}, {"b", "sb"}, {"a", "sa"}, {"b", "other"}};
+  TANDEM_ASSERT_OK_AND_ASSIGN(std::vector<absl::Status> out, store_->PutPendingBatch(1, batch));
+  ASSERT_EQ(out.size(), batch.size());
+  EXPECT_THAT(out[0], IsOk());
+  EXPECT_THAT(out[1], StatusIs(absl::StatusCode::kAlreadyExists));
+  EXPECT_THAT(out[2], StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(out[3], IsOk());
+  EXPECT_THAT(out[4], IsOk());  // identical repeat inside the batch
+  EXPECT_THAT(out[5], StatusIs(absl::StatusCode::kAlreadyExists));
+  EXPECT_THAT(Ids(ReportFilter::kPending), ElementsAre("a", "b", "old"));
+  TANDEM_ASSERT_OK_AND_ASSIGN(ReportRecord b, store_->GetReport("b"));
+  EXPECT_EQ(b.share, "sb");
+  ASSERT_THAT(store_->CloseRound(1), IsOk());
+  EXPECT_THAT(store_->PutPendingBatch(1, batch), StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_THAT(store_->PutPendingBatch(9, batch), StatusIs(absl::StatusCode::kNotFound));
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Implementations, ReportStoreContractTest,
     ::testing::Values(

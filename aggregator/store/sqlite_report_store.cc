@@ -206,12 +206,36 @@ absl::StatusOr<ReportRecord> SqliteReportStore::GetReportLocked(absl::string_vie
 absl::Status SqliteReportStore::PutPending(int64_t round_id, absl::string_view report_id,
                                            absl::string_view share) {
   TANDEM_RETURN_IF_ERROR(ValidateRoundId(round_id));
-  TANDEM_RETURN_IF_ERROR(ValidateReportId(report_id));
-  TANDEM_RETURN_IF_ERROR(ValidateShare(share));
-  const std::string digest = ShareDigest(share);
   absl::MutexLock lock(&mu_);
   TANDEM_ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(db_.get()));
   TANDEM_RETURN_IF_ERROR(RequireOpenLocked(round_id));
+  TANDEM_RETURN_IF_ERROR(PutPendingLocked(round_id, report_id, share));
+  return tx.Commit();
+}
+
+absl::StatusOr<std::vector<absl::Status>> SqliteReportStore::PutPendingBatch(
+    int64_t round_id, absl::Span<const PendingReport> reports) {
+  TANDEM_RETURN_IF_ERROR(ValidateRoundId(round_id));
+  absl::MutexLock lock(&mu_);
+  TANDEM_ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(db_.get()));
+  TANDEM_RETURN_IF_ERROR(RequireOpenLocked(round_id));
+  std::vector<absl::Status> out;
+  out.reserve(reports.size());
+  for (const PendingReport& r : reports) {
+    absl::Status s = PutPendingLocked(round_id, r.report_id, r.share);
+    // Per-report refusals are answers; anything else aborts the batch.
+    if (!s.ok() && !absl::IsAlreadyExists(s) && !absl::IsInvalidArgument(s)) return s;
+    out.push_back(std::move(s));
+  }
+  TANDEM_RETURN_IF_ERROR(tx.Commit());
+  return out;
+}
+
+absl::Status SqliteReportStore::PutPendingLocked(int64_t round_id, absl::string_view report_id,
+                                                 absl::string_view share) {
+  TANDEM_RETURN_IF_ERROR(ValidateReportId(report_id));
+  TANDEM_RETURN_IF_ERROR(ValidateShare(share));
+  const std::string digest = ShareDigest(share);
   absl::StatusOr<ReportRecord> existing = GetReportLocked(report_id);
   if (existing.ok()) {
     if (existing->round_id == round_id && existing->share_digest == digest) return absl::OkStatus();
@@ -224,8 +248,7 @@ absl::Status SqliteReportStore::PutPending(int64_t round_id, absl::string_view r
   TANDEM_RETURN_IF_ERROR(ins.BindInt64(2, round_id));
   TANDEM_RETURN_IF_ERROR(ins.BindBlob(3, digest));
   TANDEM_RETURN_IF_ERROR(ins.BindBlob(4, share));
-  TANDEM_RETURN_IF_ERROR(ins.StepDone());
-  return tx.Commit();
+  return ins.StepDone();
 }
 
 absl::Status SqliteReportStore::Transition(absl::string_view report_id, ReportState to) {

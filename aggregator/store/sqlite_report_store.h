@@ -43,6 +43,8 @@ class SqliteReportStore : public ReportStore {
   absl::StatusOr<std::vector<RoundRecord>> ListRounds() override;
   absl::Status PutPending(int64_t round_id, absl::string_view report_id,
                           absl::string_view share) override;
+  absl::StatusOr<std::vector<absl::Status>> PutPendingBatch(
+      int64_t round_id, absl::Span<const PendingReport> reports) override;
   absl::Status MarkAccepted(absl::string_view report_id) override;
   absl::Status MarkRejected(absl::string_view report_id) override;
   absl::StatusOr<ReportRecord> GetReport(absl::string_view report_id) override;
@@ -63,6 +65,9 @@ class SqliteReportStore : public ReportStore {
   absl::StatusOr<ReportRecord> GetReportLocked(absl::string_view report_id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Transition(absl::string_view report_id, ReportState to);
+  // Inserts one pending report; REQUIRES an open transaction and an open round.
+  absl::Status PutPendingLocked(int64_t round_id, absl::string_view report_id,
+                                absl::string_view share) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   absl::Mutex mu_;
   std::unique_ptr<sqlite::Database> db_ ABSL_GUARDED_BY(mu_);

@@ -93,10 +93,13 @@ class WorkerIntegrationTest : public ::testing::Test {
                                        grpc::InsecureChannelCredentials(), args))
                 .release();
   }
+  void SetUp() override { ASSERT_NE(stub_, nullptr) << "tandem-worker did not start"; }
   static void TearDownTestSuite() {
     delete stub_;
-    EXPECT_EQ(process_->Stop(), 0);
+    stub_ = nullptr;
+    EXPECT_EQ(process_->Stop(), 0);  // clean exit on SIGTERM
     delete process_;
+    process_ = nullptr;
   }
 
   static grpc::Status Run(const std::string& kernel, const std::vector<proto::Tensor>& inputs,
