@@ -20,6 +20,7 @@
 #include "ml/model/model_zoo.h"
 #include "ml/optim/optimizer.h"
 #include "ml/train/trainer.h"
+#include "server/core/federated_task.h"
 #include "server/core/secure_sum.h"
 #include "server/transport/grpc_aggregator_client.h"
 
@@ -33,21 +34,13 @@ std::shared_ptr<grpc::Channel> Channel(const std::string& target) {
   return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
 }
 
-// The clients' private uploads of one round through the two aggregators;
-// returns the decoded mean of the packed updates.
-absl::StatusOr<std::vector<float>> PrivateMean(const FederationOptions& o, const std::string& task,
-                                               uint64_t round,
+// The clients' private uploads of one round through the two aggregators
+// (client side: report builder and uploader; coordinator side: the round's
+// SecureSum); returns the decoded mean of the packed updates.
+absl::StatusOr<std::vector<float>> PrivateMean(const FederationOptions& o,
+                                               const server::SecureSum& sum, uint64_t round,
                                                const std::vector<std::vector<float>>& updates,
                                                const AggregatorEndpoints& ep, RoundRecord* rec) {
-  server::SecureSumConfig cfg;
-  cfg.task_id = task;
-  cfg.model_dimension = updates[0].size();
-  cfg.block_size = o.block_size;
-  cfg.log_blocks_per_group = o.log_blocks_per_group;
-  cfg.clip_l2_norm = o.clip_l2_norm;
-  cfg.noise_multiplier = o.noise_multiplier;
-  cfg.max_reports = static_cast<uint32_t>(std::max(1, o.clients));
-  TANDEM_ASSIGN_OR_RETURN(server::SecureSum sum, server::SecureSum::Create(cfg));
   auto leader_channel = Channel(ep.leader);
   auto helper_channel = Channel(ep.helper);
   server::GrpcAggregatorClient leader(leader_channel), helper(helper_channel);
@@ -55,12 +48,12 @@ absl::StatusOr<std::vector<float>> PrivateMean(const FederationOptions& o, const
 
   client::ReportParameters rp;
   rp.dimension = sum.padded_dimension();
-  rp.block_size = o.block_size;
+  rp.block_size = sum.config().block_size;
   rp.num_groups = sum.num_groups();
   rp.log_num_blocks = sum.log_num_blocks();
-  rp.frac_bits = cfg.frac_bits;
-  rp.clip_l2_norm = o.clip_l2_norm;
-  rp.max_summands = cfg.max_reports;
+  rp.frac_bits = sum.config().frac_bits;
+  rp.clip_l2_norm = sum.config().clip_l2_norm;
+  rp.max_summands = sum.config().max_reports;
   TANDEM_ASSIGN_OR_RETURN(client::ReportBuilder builder, client::ReportBuilder::Create(rp));
   client::GrpcUploader uploader(leader_channel, helper_channel, RealClock::Default());
   std::unique_ptr<DeterministicRandom> seeded;
@@ -73,7 +66,7 @@ absl::StatusOr<std::vector<float>> PrivateMean(const FederationOptions& o, const
     TANDEM_ASSIGN_OR_RETURN(client::BuiltReport report, builder.Build(u, rng));
     proto::UploadRequest a, b;
     for (proto::UploadRequest* r : {&a, &b}) {
-      r->set_task_id(task);
+      r->set_task_id(sum.config().task_id);
       r->set_round_id(round);
       r->set_report_id(report.report_id);
     }
@@ -110,24 +103,38 @@ absl::StatusOr<std::vector<RoundRecord>> RunFederation(
   global->InitFromSeed(o.seed);
   TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<ml::GradientEngine> engine,
                           ml::GradientEngine::Create(o.threads));
-  ml::FedLuarOptions lo;
-  lo.num_recycled = o.fedluar ? o.num_recycled : 0;
-  lo.seed = o.seed;
-  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<ml::FedLuarState> luar,
-                          ml::FedLuarState::Create(ml::TensorSlices(*global), global->num_params(), lo));
-
   // A task id per run, so that reruns against long-lived daemons never
   // collide with the replay protection of an earlier run.
   uint64_t nonce = 0;
   TANDEM_RETURN_IF_ERROR(OpenSslRandom::Default()->Fill(
       absl::MakeSpan(reinterpret_cast<uint8_t*>(&nonce), sizeof(nonce))));
-  const std::string task = absl::StrCat("sim-", o.name, "-", nonce % 1000000007);
+
+  // The coordinator's side: model, FedLUAR, server optimizer, accountant.
+  server::FederatedTaskOptions to;
+  to.secure_sum.task_id = absl::StrCat("sim-", o.name, "-", nonce % 1000000007);
+  to.secure_sum.block_size = o.block_size;
+  to.secure_sum.log_blocks_per_group = o.log_blocks_per_group;
+  to.secure_sum.clip_l2_norm = o.clip_l2_norm;
+  to.secure_sum.noise_multiplier = o.private_aggregation ? o.noise_multiplier : 0.0;
+  to.secure_sum.max_reports = static_cast<uint32_t>(std::max(1, o.clients));
+  to.server_lr = o.server_lr;
+  to.num_recycled = o.fedluar ? o.num_recycled : 0;
+  to.seed = o.seed;
+  to.sample_rate = o.sample_rate;
+  to.delta = o.delta;
+  to.epsilon_budget = o.private_aggregation ? o.epsilon_budget : 0.0;
+  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<server::FederatedTask> coordinator,
+                          server::FederatedTask::Create(to, ml::TensorSlices(*global),
+                                                        global->Flatten()));
 
   std::mt19937_64 gen(o.seed * 7919 + 1);
   std::vector<RoundRecord> records;
-  int64_t charged_rounds = 0;
   for (int round = 1; round <= o.rounds; ++round) {
     const absl::Time start = absl::Now();
+    absl::StatusOr<server::RoundPlan> plan = coordinator->PlanRound();
+    if (absl::IsResourceExhausted(plan.status())) break;  // privacy budget spent
+    if (!plan.ok()) return plan.status();
+    TANDEM_RETURN_IF_ERROR(global->SetParams(coordinator->params()));
     RoundRecord rec;
     rec.variant = o.name;
     rec.round = round;
@@ -166,15 +173,15 @@ absl::StatusOr<std::vector<RoundRecord>> RunFederation(
           ml::TrainSteps(*local, *opt, *engine, *data, o.local_steps, o.batch_size, gen));
       std::vector<float> update = local->Flatten();
       for (size_t i = 0; i < update.size(); ++i) update[i] -= weights[i];
-      TANDEM_ASSIGN_OR_RETURN(std::vector<float> packed, luar->PackUpdate(update));
+      TANDEM_ASSIGN_OR_RETURN(std::vector<float> packed, coordinator->PackUpdate(update));
       packed_updates.push_back(std::move(packed));
       rec.bytes_down += weights.size() * sizeof(float);
     }
 
     std::vector<float> mean;
     if (o.private_aggregation) {
-      TANDEM_ASSIGN_OR_RETURN(mean, PrivateMean(o, task, static_cast<uint64_t>(round),
-                                                packed_updates, aggregators, &rec));
+      TANDEM_ASSIGN_OR_RETURN(mean, PrivateMean(o, *plan->sum, plan->round_id, packed_updates,
+                                                aggregators, &rec));
     } else {
       mean.assign(packed_updates[0].size(), 0.f);
       for (const auto& u : packed_updates) {
@@ -184,22 +191,13 @@ absl::StatusOr<std::vector<RoundRecord>> RunFederation(
       }
       rec.accepted_reports = packed_updates.size();
     }
-    TANDEM_ASSIGN_OR_RETURN(std::vector<float> full, luar->FinishRound(weights, mean));
-    std::vector<float> next = weights;
-    for (size_t i = 0; i < next.size(); ++i) next[i] += static_cast<float>(o.server_lr) * full[i];
-    TANDEM_RETURN_IF_ERROR(global->SetParams(next));
+    TANDEM_RETURN_IF_ERROR(coordinator->FinishRound(mean));
+    TANDEM_RETURN_IF_ERROR(global->SetParams(coordinator->params()));
 
     TANDEM_ASSIGN_OR_RETURN(ml::EvalStats eval, engine->Evaluate(*global, test));
     rec.test_accuracy = eval.accuracy;
     rec.test_loss = eval.loss;
-    if (o.private_aggregation && o.noise_multiplier > 0) {
-      ++charged_rounds;
-      TANDEM_ASSIGN_OR_RETURN(
-          dp::PrivacySpent spent,
-          dp::ComputeEpsilon(o.sample_rate, o.noise_multiplier, charged_rounds, o.delta,
-                             dp::DefaultOrders(), dp::EpsilonConversion::kImproved));
-      rec.epsilon = spent.epsilon;
-    }
+    rec.epsilon = plan->epsilon_after;
     rec.seconds = absl::ToDoubleSeconds(absl::Now() - start);
     records.push_back(rec);
     if (progress) progress(rec);

@@ -41,6 +41,7 @@ struct FederationOptions {
   double clip_l2_norm = 2.0;
   double noise_multiplier = 0.3; // sigma / C per aggregator (0 = no noise)
   double delta = 1e-5;
+  double epsilon_budget = 0;     // rounds stop once the next would exceed it (0 = none)
   double dirichlet_alpha = 0.5;  // label skew of the client split
   uint64_t seed = 1;
   // Seed of the clients' cryptographic randomness (block choice, DPF keys,

@@ -39,6 +39,8 @@ ABSL_FLAG(int, log_blocks_per_group, 1,
           "PREAMBLE d: one of 2^d blocks per group is sent (upload ~ 1/2^d)");
 ABSL_FLAG(double, clip, 1.0, "L2 clipping bound C of each update");
 ABSL_FLAG(double, noise_multiplier, 0.5, "discrete Gaussian sigma / C per aggregator");
+ABSL_FLAG(double, epsilon_budget, 0,
+          "stop a private variant before a round would exceed this epsilon (0 = no limit)");
 ABSL_FLAG(uint64_t, seed, 1, "seed of data split, init and sampling");
 ABSL_FLAG(std::string, report_dir, "reports/latest", "where the report is written");
 ABSL_FLAG(std::string, aggregator_bin, "", "tandem-aggregator binary (default: build tree)");
@@ -125,6 +127,7 @@ int main(int argc, char** argv) {
   base.clip_l2_norm = absl::GetFlag(FLAGS_clip);
   base.noise_multiplier = absl::GetFlag(FLAGS_noise_multiplier);
   base.seed = absl::GetFlag(FLAGS_seed);
+  base.epsilon_budget = absl::GetFlag(FLAGS_epsilon_budget);
   if (absl::GetFlag(FLAGS_baseline)) {
     tandem::sim::FederationOptions o = base;
     o.name = "fedavg-clear";
