@@ -11,7 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "aggregator/store/in_memory_report_store.h"
-#include "aggregator/store/sqlite_report_store.h"
+#include "aggregator/core/sqlite_store_factory.h"
 #include "aggregator/testing/in_process_peer_channel.h"
 #include "aggregator/testing/report_factory.h"
 #include "base/clock.h"
@@ -29,17 +29,6 @@ using ::tandem::aggregator::testing::ShareValues;
 using ::tandem::aggregator::testing::TestReport;
 using ::tandem::testing::IsOk;
 using ::tandem::testing::StatusIs;
-
-// Store factory over SQLite files in `dir` (so "restarts" reopen real files).
-StoreFactory SqliteFactory(std::string dir) {
-  return [dir](absl::string_view task, bool create) -> absl::StatusOr<std::unique_ptr<ReportStore>> {
-    const std::string path = absl::StrCat(dir, "/", task, ".sqlite");
-    if (!create && !std::filesystem::exists(path)) return absl::NotFoundError("no task");
-    auto store = SqliteReportStore::Open(path);
-    if (!store.ok()) return store.status();
-    return std::unique_ptr<ReportStore>(*std::move(store));
-  };
-}
 
 StoreFactory InMemoryFactory() {
   auto known = std::make_shared<std::map<std::string, bool>>();
@@ -72,12 +61,12 @@ class AggregatorPairTest : public ::testing::Test {
     lo.verify_batch_size = 3;  // several batches per round
     AggregatorOptions ho;
     ho.role = Role::kHelper;
-    auto h = Aggregator::Create(ho, sqlite ? SqliteFactory(dir_ + "/helper") : InMemoryFactory(),
+    auto h = Aggregator::Create(ho, sqlite ? MakeSqliteStoreFactory(dir_ + "/helper") : InMemoryFactory(),
                                 nullptr, &clock_, noise_.get());
     ASSERT_THAT(h, IsOk());
     helper_ = *std::move(h);
     channel_.set_helper(helper_.get());
-    auto l = Aggregator::Create(lo, sqlite ? SqliteFactory(dir_ + "/leader") : InMemoryFactory(),
+    auto l = Aggregator::Create(lo, sqlite ? MakeSqliteStoreFactory(dir_ + "/leader") : InMemoryFactory(),
                                 &channel_, &clock_, noise_.get());
     ASSERT_THAT(l, IsOk());
     leader_ = *std::move(l);

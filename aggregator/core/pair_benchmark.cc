@@ -17,7 +17,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "aggregator/core/aggregator.h"
-#include "aggregator/store/sqlite_report_store.h"
+#include "aggregator/core/sqlite_store_factory.h"
 #include "aggregator/testing/in_process_peer_channel.h"
 #include "aggregator/testing/report_factory.h"
 #include "base/clock.h"
@@ -26,14 +26,10 @@
 namespace tandem::aggregator {
 namespace {
 
-StoreFactory Factory(std::string dir, bool full) {
+sqlite::DatabaseOptions Sync(bool full) {
   sqlite::DatabaseOptions o;
   o.synchronous = full ? sqlite::Synchronous::kFull : sqlite::Synchronous::kNormal;
-  return [dir, o](absl::string_view task, bool) -> absl::StatusOr<std::unique_ptr<ReportStore>> {
-    auto s = SqliteReportStore::Open(absl::StrCat(dir, "/", task, ".sqlite"), o);
-    if (!s.ok()) return s.status();
-    return std::unique_ptr<ReportStore>(*std::move(s));
-  };
+  return o;
 }
 
 void BM_PairIngest(benchmark::State& state) {
@@ -52,10 +48,10 @@ void BM_PairIngest(benchmark::State& state) {
   InProcessPeerChannel channel;
   AggregatorOptions ho;
   ho.role = Role::kHelper;
-  auto helper = Aggregator::Create(ho, Factory(dir + "/h", full), nullptr, &clock, noise.get());
+  auto helper = Aggregator::Create(ho, MakeSqliteStoreFactory(dir + "/h", Sync(full)), nullptr, &clock, noise.get());
   channel.set_helper(helper->get());
   AggregatorOptions lo;
-  auto leader = Aggregator::Create(lo, Factory(dir + "/l", full), &channel, &clock, noise.get());
+  auto leader = Aggregator::Create(lo, MakeSqliteStoreFactory(dir + "/l", Sync(full)), &channel, &clock, noise.get());
   proto::RoundParameters params =
       testing::MakeRoundParameters("bench", 1, log_d - 14, 1024, 16);  // B = 2^10, k = 16
   if (!(*leader)->OpenRound(params).ok() || !(*helper)->OpenRound(params).ok()) {

@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "aggregator/service/credentials.h"
 #include "aggregator/service/grpc_peer_channel.h"
-#include "aggregator/store/sqlite_report_store.h"
+#include "aggregator/core/sqlite_store_factory.h"
 #include "base/logging.h"
 #include "base/status_macros.h"
 
@@ -16,24 +16,6 @@ namespace tandem::aggregator {
 namespace {
 
 constexpr uint32_t kDefaultMaxMessageBytes = 256u << 20;
-
-StoreFactory SqliteStoreFactory(std::string dir, bool relaxed_durability) {
-  sqlite::DatabaseOptions db_options;
-  if (relaxed_durability) db_options.synchronous = sqlite::Synchronous::kNormal;
-  return [dir, db_options](absl::string_view task_id,
-                           bool create) -> absl::StatusOr<std::unique_ptr<ReportStore>> {
-    // task_id is validated by the Aggregator ([A-Za-z0-9._-]{1,64}), so it
-    // is safe as a file name component.
-    const std::string path = absl::StrCat(dir, "/task-", task_id, ".sqlite");
-    std::error_code ec;
-    if (!create && !std::filesystem::exists(path, ec)) {
-      return absl::NotFoundError(absl::StrCat("no state for task ", task_id));
-    }
-    TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<SqliteReportStore> store,
-                            SqliteReportStore::Open(path, db_options));
-    return std::unique_ptr<ReportStore>(std::move(store));
-  };
-}
 
 }  // namespace
 
@@ -71,10 +53,11 @@ absl::StatusOr<std::unique_ptr<AggregatorDaemon>> AggregatorDaemon::Start(
   }
   AggregatorOptions options;
   options.role = role;
+  sqlite::DatabaseOptions db_options;
+  if (config.relaxed_durability()) db_options.synchronous = sqlite::Synchronous::kNormal;
   TANDEM_ASSIGN_OR_RETURN(daemon->aggregator_,
                           Aggregator::Create(options,
-                                             SqliteStoreFactory(config.state_path(),
-                                                                config.relaxed_durability()),
+                                             MakeSqliteStoreFactory(config.state_path(), db_options),
                                              daemon->peer_.get(), clock, noise_random));
   daemon->upload_ = std::make_unique<UploadService>(daemon->aggregator_.get());
   daemon->peer_service_ = std::make_unique<PeerService>(daemon->aggregator_.get());

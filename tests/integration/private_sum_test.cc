@@ -21,37 +21,24 @@
 namespace tandem {
 namespace {
 
-using ::tandem::testing::DaemonProcess;
 using ::tandem::testing::IsOk;
-using ::tandem::testing::Loopback;
 
 class PrivateSumTest : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = tandem::testing::MakeTempDir("tandem-psum");
-    auto h = DaemonProcess::Start(TANDEM_AGGREGATOR_BIN,
-                                  {"--role=helper", "--listen=127.0.0.1:0", "--insecure_plaintext",
-                                   "--state_dir=" + dir_ + "/helper"},
-                                  dir_ + "/helper.log");
-    ASSERT_THAT(h, IsOk());
-    helper_ = *std::move(h);
-    auto l = DaemonProcess::Start(TANDEM_AGGREGATOR_BIN,
-                                  {"--role=leader", "--listen=127.0.0.1:0", "--insecure_plaintext",
-                                   "--state_dir=" + dir_ + "/leader",
-                                   "--peer=" + Loopback(helper_->port())},
-                                  dir_ + "/leader.log");
-    ASSERT_THAT(l, IsOk());
-    leader_ = *std::move(l);
+    auto pair = tandem::testing::StartAggregatorPair(TANDEM_AGGREGATOR_BIN, dir_);
+    ASSERT_THAT(pair, IsOk());
+    pair_ = *std::move(pair);
     grpc::ChannelArguments args;
     args.SetMaxReceiveMessageSize(256 << 20);
-    leader_channel_ = grpc::CreateCustomChannel(Loopback(leader_->port()),
+    leader_channel_ = grpc::CreateCustomChannel(pair_.leader_address(),
                                                 grpc::InsecureChannelCredentials(), args);
-    helper_channel_ = grpc::CreateCustomChannel(Loopback(helper_->port()),
+    helper_channel_ = grpc::CreateCustomChannel(pair_.helper_address(),
                                                 grpc::InsecureChannelCredentials(), args);
   }
   void TearDown() override {
-    leader_.reset();
-    helper_.reset();
+    pair_ = {};
     std::filesystem::remove_all(dir_);
   }
 
@@ -95,7 +82,7 @@ class PrivateSumTest : public ::testing::Test {
   }
 
   std::string dir_;
-  std::unique_ptr<DaemonProcess> leader_, helper_;
+  tandem::testing::AggregatorPair pair_;
   std::shared_ptr<grpc::Channel> leader_channel_, helper_channel_;
 };
 

@@ -15,9 +15,7 @@
 namespace tandem::sim {
 namespace {
 
-using ::tandem::testing::DaemonProcess;
 using ::tandem::testing::IsOk;
-using ::tandem::testing::Loopback;
 
 TEST(Simulator, PrivateFederationOnDigitsLearnsAndReports) {
   auto all = ml::LoadDigitsCsv();
@@ -25,15 +23,8 @@ TEST(Simulator, PrivateFederationOnDigitsLearnsAndReports) {
   auto split = ml::TrainTestSplit(*all, 0.25, 3);
   ASSERT_THAT(split, IsOk());
   const std::string dir = tandem::testing::MakeTempDir("tandem-simtest");
-  auto helper = DaemonProcess::Start(TANDEM_AGGREGATOR_BIN,
-                                     {"--role=helper", "--listen=127.0.0.1:0",
-                                      "--insecure_plaintext", "--state_dir=" + dir + "/h"});
-  ASSERT_THAT(helper, IsOk());
-  auto leader = DaemonProcess::Start(TANDEM_AGGREGATOR_BIN,
-                                     {"--role=leader", "--listen=127.0.0.1:0",
-                                      "--insecure_plaintext", "--state_dir=" + dir + "/l",
-                                      "--peer=" + Loopback((*helper)->port())});
-  ASSERT_THAT(leader, IsOk());
+  auto pair = tandem::testing::StartAggregatorPair(TANDEM_AGGREGATOR_BIN, dir);
+  ASSERT_THAT(pair, IsOk());
 
   FederationOptions o;
   o.name = "fedavg-preamble-dp";
@@ -48,7 +39,7 @@ TEST(Simulator, PrivateFederationOnDigitsLearnsAndReports) {
   o.clip_l2_norm = 2.0;
   int calls = 0;
   auto records = RunFederation(o, split->first, split->second,
-                               {Loopback((*leader)->port()), Loopback((*helper)->port())},
+                               {pair->leader_address(), pair->helper_address()},
                                [&](const RoundRecord&) { ++calls; });
   ASSERT_THAT(records, IsOk());
   ASSERT_EQ(records->size(), 6u);

@@ -59,7 +59,6 @@ std::string SelfDir() {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("tandem federation simulator (real aggregators on loopback)");
   absl::ParseCommandLine(argc, argv);
-  using tandem::testing::DaemonProcess;
 
   absl::StatusOr<tandem::ml::Dataset> train, test;
   if (absl::GetFlag(FLAGS_dataset) == "digits") {
@@ -88,24 +87,13 @@ int main(int argc, char** argv) {
   std::string bin = absl::GetFlag(FLAGS_aggregator_bin);
   if (bin.empty()) bin = SelfDir() + "/../../aggregator/service/tandem-aggregator";
   const std::string state = tandem::testing::MakeTempDir("tandem-sim");
-  auto helper = DaemonProcess::Start(bin, {"--role=helper", "--listen=127.0.0.1:0",
-                                           "--insecure_plaintext", "--state_dir=" + state + "/helper"},
-                                     state + "/helper.log");
-  if (!helper.ok()) {
-    std::fprintf(stderr, "cannot start helper: %s\n", helper.status().ToString().c_str());
+  auto pair = tandem::testing::StartAggregatorPair(bin, state);
+  if (!pair.ok()) {
+    std::fprintf(stderr, "cannot start the aggregators: %s\n", pair.status().ToString().c_str());
     return 1;
   }
-  auto leader = DaemonProcess::Start(
-      bin, {"--role=leader", "--listen=127.0.0.1:0", "--insecure_plaintext",
-            "--state_dir=" + state + "/leader",
-            "--peer=" + tandem::testing::Loopback((*helper)->port())},
-      state + "/leader.log");
-  if (!leader.ok()) {
-    std::fprintf(stderr, "cannot start leader: %s\n", leader.status().ToString().c_str());
-    return 1;
-  }
-  const tandem::sim::AggregatorEndpoints endpoints{tandem::testing::Loopback((*leader)->port()),
-                                                   tandem::testing::Loopback((*helper)->port())};
+  const tandem::sim::AggregatorEndpoints endpoints{pair->leader_address(),
+                                                   pair->helper_address()};
   std::printf("tandem-sim: %s, %lld train / %lld test samples, %d clients (alpha %.2f), q=%.2f\n"
               "aggregators: leader %s, helper %s (logs in %s)\n",
               absl::GetFlag(FLAGS_dataset).c_str(), static_cast<long long>(train->size()),
@@ -175,8 +163,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::printf("report: %s/report.html (metrics.csv, metrics.json)\n", dir.c_str());
-  (*leader)->Terminate();
-  (*helper)->Terminate();
+  (void)pair->leader->Terminate();
+  (void)pair->helper->Terminate();
   std::filesystem::remove_all(state);
   return 0;
 }

@@ -96,6 +96,26 @@ absl::StatusOr<int> DaemonProcess::Terminate(absl::Duration timeout) {
 
 std::string Loopback(int port) { return absl::StrCat("127.0.0.1:", port); }
 
+absl::StatusOr<AggregatorPair> StartAggregatorPair(const std::string& binary,
+                                                   const std::string& state_dir) {
+  AggregatorPair pair;
+  auto helper = DaemonProcess::Start(
+      binary,
+      {"--role=helper", "--listen=127.0.0.1:0", "--insecure_plaintext",
+       "--state_dir=" + state_dir + "/helper"},
+      state_dir + "/helper.log");
+  if (!helper.ok()) return helper.status();
+  pair.helper = *std::move(helper);
+  auto leader = DaemonProcess::Start(
+      binary,
+      {"--role=leader", "--listen=127.0.0.1:0", "--insecure_plaintext",
+       "--state_dir=" + state_dir + "/leader", "--peer=" + pair.helper_address()},
+      state_dir + "/leader.log");
+  if (!leader.ok()) return leader.status();
+  pair.leader = *std::move(leader);
+  return pair;
+}
+
 std::string MakeTempDir(const std::string& prefix) {
   std::string tmpl = absl::StrCat("/tmp/", prefix, "-XXXXXX");
   if (mkdtemp(tmpl.data()) == nullptr) return "";

@@ -40,6 +40,17 @@ class DaemonProcess {
 // "127.0.0.1:PORT".
 std::string Loopback(int port);
 
+// A helper and a leader tandem-aggregator on loopback (plaintext, port 0),
+// state and logs under `state_dir`/{helper,leader}[.log].
+struct AggregatorPair {
+  std::unique_ptr<DaemonProcess> leader;
+  std::unique_ptr<DaemonProcess> helper;
+  std::string leader_address() const { return Loopback(leader->port()); }
+  std::string helper_address() const { return Loopback(helper->port()); }
+};
+absl::StatusOr<AggregatorPair> StartAggregatorPair(const std::string& binary,
+                                                   const std::string& state_dir);
+
 // A fresh directory under /tmp, removed by the caller.
 std::string MakeTempDir(const std::string& prefix);
 
