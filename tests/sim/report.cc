@@ -31,7 +31,7 @@ std::string Chart(const std::string& title, const std::vector<RoundRecord>& reco
   std::string svg = absl::StrFormat(
       "<figure><figcaption>%s</figcaption><svg width=\"%d\" height=\"%d\" "
       "xmlns=\"http://www.w3.org/2000/svg\">",
-      title, static_cast<int>(w + 160), static_cast<int>(h));
+      title, static_cast<int>(w + 240), static_cast<int>(h));
   absl::StrAppendFormat(&svg,
                         "<line x1=\"%g\" y1=\"%g\" x2=\"%g\" y2=\"%g\" stroke=\"#444\"/>"
                         "<line x1=\"%g\" y1=\"%g\" x2=\"%g\" y2=\"%g\" stroke=\"#444\"/>",
@@ -42,8 +42,14 @@ std::string Chart(const std::string& title, const std::vector<RoundRecord>& reco
                           "<text x=\"%g\" y=\"%g\" font-size=\"11\" text-anchor=\"end\">%.3g</text>",
                           left - 4, y + 4, max_v * t / 4.0);
   }
-  absl::StrAppendFormat(&svg, "<text x=\"%g\" y=\"%g\" font-size=\"11\">round</text>", w - 30,
-                        h - 8);
+  for (int r = 1; r <= max_round; ++r) {
+    const double x = left + (w - left) * (max_round == 1 ? 0.5 : (r - 1.0) / (max_round - 1.0));
+    absl::StrAppendFormat(&svg,
+                          "<text x=\"%g\" y=\"%g\" font-size=\"11\" text-anchor=\"middle\">%d</text>",
+                          x, h - bottom + 14, r);
+  }
+  absl::StrAppendFormat(&svg, "<text x=\"%g\" y=\"%g\" font-size=\"11\">round</text>", w + 8,
+                        h - bottom + 14);
   for (size_t v = 0; v < order.size(); ++v) {
     std::string points;
     for (const RoundRecord* r : by_variant[order[v]]) {
