@@ -44,6 +44,9 @@ ABSL_FLAG(double, epsilon_budget, 0,
 ABSL_FLAG(uint64_t, seed, 1, "seed of data split, init and sampling");
 ABSL_FLAG(std::string, report_dir, "reports/latest", "where the report is written");
 ABSL_FLAG(std::string, aggregator_bin, "", "tandem-aggregator binary (default: build tree)");
+ABSL_FLAG(std::string, leader, "",
+          "use a running leader aggregator (host:port, plaintext) instead of starting one");
+ABSL_FLAG(std::string, helper, "", "use a running helper aggregator (with --leader)");
 
 namespace {
 
@@ -84,22 +87,34 @@ int main(int argc, char** argv) {
     return 1;
   }
 
-  std::string bin = absl::GetFlag(FLAGS_aggregator_bin);
-  if (bin.empty()) bin = SelfDir() + "/../../aggregator/service/tandem-aggregator";
-  const std::string state = tandem::testing::MakeTempDir("tandem-sim");
-  auto pair = tandem::testing::StartAggregatorPair(bin, state);
-  if (!pair.ok()) {
-    std::fprintf(stderr, "cannot start the aggregators: %s\n", pair.status().ToString().c_str());
-    return 1;
+  // Either aggregators already running elsewhere (--leader/--helper, e.g.
+  // the docker-compose topology) or a pair started here on loopback.
+  tandem::sim::AggregatorEndpoints endpoints{absl::GetFlag(FLAGS_leader),
+                                             absl::GetFlag(FLAGS_helper)};
+  std::string state;
+  absl::StatusOr<tandem::testing::AggregatorPair> pair;
+  if (endpoints.leader.empty() != endpoints.helper.empty()) {
+    std::fprintf(stderr, "--leader and --helper go together\n");
+    return 2;
   }
-  const tandem::sim::AggregatorEndpoints endpoints{pair->leader_address(),
-                                                   pair->helper_address()};
+  if (endpoints.leader.empty()) {
+    std::string bin = absl::GetFlag(FLAGS_aggregator_bin);
+    if (bin.empty()) bin = SelfDir() + "/../../aggregator/service/tandem-aggregator";
+    state = tandem::testing::MakeTempDir("tandem-sim");
+    pair = tandem::testing::StartAggregatorPair(bin, state);
+    if (!pair.ok()) {
+      std::fprintf(stderr, "cannot start the aggregators: %s\n", pair.status().ToString().c_str());
+      return 1;
+    }
+    endpoints = {pair->leader_address(), pair->helper_address()};
+  }
   std::printf("tandem-sim: %s, %lld train / %lld test samples, %d clients (alpha %.2f), q=%.2f\n"
-              "aggregators: leader %s, helper %s (logs in %s)\n",
+              "aggregators: leader %s, helper %s (%s)\n",
               absl::GetFlag(FLAGS_dataset).c_str(), static_cast<long long>(train->size()),
               static_cast<long long>(test->size()), absl::GetFlag(FLAGS_clients),
               absl::GetFlag(FLAGS_alpha), absl::GetFlag(FLAGS_sample_rate),
-              endpoints.leader.c_str(), endpoints.helper.c_str(), state.c_str());
+              endpoints.leader.c_str(), endpoints.helper.c_str(),
+              state.empty() ? "running elsewhere" : ("started here, logs in " + state).c_str());
 
   std::vector<tandem::sim::FederationOptions> runs;
   tandem::sim::FederationOptions base;
@@ -163,8 +178,10 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::printf("report: %s/report.html (metrics.csv, metrics.json)\n", dir.c_str());
-  (void)pair->leader->Terminate();
-  (void)pair->helper->Terminate();
-  std::filesystem::remove_all(state);
+  if (pair.ok()) {
+    (void)pair->leader->Terminate();
+    (void)pair->helper->Terminate();
+    std::filesystem::remove_all(state);
+  }
   return 0;
 }
