@@ -88,7 +88,9 @@ TEST(ReportBuilder, ClipsLargeUpdates) {
   TANDEM_ASSERT_OK_AND_ASSIGN(BuiltReport r, builder.Build(update, rng.get()));
   EXPECT_NEAR(r.clip_factor, 0.25, 1e-9);
   for (double v : Reconstruct(builder, r)) {
-    if (v != 0) EXPECT_NEAR(v, 1.25, 1e-4);
+    if (v != 0) {
+      EXPECT_NEAR(v, 1.25, 1e-4);
+    }
   }
 }
 

@@ -1,0 +1,64 @@
+// tandem client SDK, C++ API: turn a model update into the two upload
+// requests of a private aggregation round (PREAMBLE block-sparse DPF key
+// shares, one per aggregation server). What an edge app embeds; the app
+// sends `to_leader` to the leader and `to_helper` to the helper (AggregatorUpload
+// service, proto/aggregator.proto) over its own transport or the SDK's.
+//
+//   auto enc = tandem::client::ReportEncoder::Create(spec);   // per round
+//   auto report = (*enc)->Encode(update);                      // per client
+//
+// The round spec comes from the coordinator's CheckInResponse. No Eigen,
+// gRPC, CUDA or protobuf types cross this header.
+// Thread safety: Encode is const and thread-safe; each call draws fresh
+// randomness from OpenSSL (or the SecureRandom given to Create).
+#ifndef TANDEM_CLIENT_INCLUDE_TANDEM_CLIENT_REPORT_ENCODER_H_
+#define TANDEM_CLIENT_INCLUDE_TANDEM_CLIENT_REPORT_ENCODER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+
+namespace tandem {
+class SecureRandom;
+}
+
+namespace tandem::client {
+
+struct RoundSpec {
+  std::string task_id;
+  uint64_t round_id = 0;
+  uint64_t dimension = 0;        // D = num_groups * 2^log_num_blocks * block_size
+  uint32_t block_size = 0;       // B
+  uint32_t num_groups = 0;       // k
+  uint32_t log_num_blocks = 0;   // d
+  int frac_bits = 16;            // fixed-point fraction bits
+  double clip_l2_norm = 1.0;     // C
+  uint64_t max_summands = 1;     // reports per round (fixed-point headroom)
+};
+
+struct EncodedReport {
+  std::string report_id;   // 16 bytes, the idempotency key of both uploads
+  std::string to_leader;   // serialized tandem.proto.UploadRequest
+  std::string to_helper;   // serialized tandem.proto.UploadRequest
+  double clip_factor = 1;  // min(1, C / ||update||)
+};
+
+class ReportEncoder {
+ public:
+  // INVALID_ARGUMENT for an inconsistent spec. `random` (not owned, may be
+  // null = OpenSSL) must outlive the encoder.
+  static absl::StatusOr<std::unique_ptr<ReportEncoder>> Create(const RoundSpec& spec,
+                                                               SecureRandom* random = nullptr);
+  virtual ~ReportEncoder() = default;
+
+  // `update` has at most D floats (zero-padded). INVALID_ARGUMENT for a
+  // longer update or non-finite values; INTERNAL when randomness fails.
+  virtual absl::StatusOr<EncodedReport> Encode(absl::Span<const float> update) const = 0;
+};
+
+}  // namespace tandem::client
+
+#endif  // TANDEM_CLIENT_INCLUDE_TANDEM_CLIENT_REPORT_ENCODER_H_
