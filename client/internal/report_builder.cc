@@ -5,6 +5,18 @@
 
 namespace tandem::client {
 
+ReportParameters ReportParametersFromRound(const proto::RoundParameters& round) {
+  ReportParameters p;
+  p.dimension = round.dimension();
+  p.block_size = round.group_parameters().block_size();
+  p.num_groups = round.num_groups();
+  p.log_num_blocks = round.group_parameters().log_num_blocks();
+  p.frac_bits = static_cast<int>(round.fixed_point().fractional_bits());
+  p.clip_l2_norm = round.fixed_point().clip_l2_norm();
+  p.max_summands = std::max<uint64_t>(1, round.max_reports());
+  return p;
+}
+
 absl::StatusOr<ReportBuilder> ReportBuilder::Create(const ReportParameters& p) {
   const uint64_t expected = uint64_t{p.num_groups} * (uint64_t{1} << p.log_num_blocks) *
                             uint64_t{p.block_size};

@@ -28,6 +28,7 @@
 #include "base/random.h"
 #include "crypto/dpf/sparse_dpf.h"
 #include "crypto/fixed_point/fixed_point.h"
+#include "proto/aggregator.pb.h"
 #include "proto/dpf.pb.h"
 
 namespace tandem::client {
@@ -41,6 +42,10 @@ struct ReportParameters {
   double clip_l2_norm = 1.0;    // C
   uint64_t max_summands = 1;    // reports per round the sum must hold without wrap
 };
+
+// The report parameters of a round as the coordinator announces it
+// (dimension, groups, blocks, fixed point; max_reports as the summand bound).
+ReportParameters ReportParametersFromRound(const proto::RoundParameters& round);
 
 struct BuiltReport {
   std::string report_id;            // 16 random bytes (idempotency key)

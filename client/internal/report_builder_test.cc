@@ -94,6 +94,27 @@ TEST(ReportBuilder, ClipsLargeUpdates) {
   }
 }
 
+TEST(ReportBuilder, ParametersFromTheAnnouncedRound) {
+  proto::RoundParameters round;
+  round.set_dimension(64);
+  round.mutable_group_parameters()->set_block_size(4);
+  round.mutable_group_parameters()->set_log_num_blocks(3);
+  round.set_num_groups(2);
+  round.mutable_fixed_point()->set_fractional_bits(12);
+  round.mutable_fixed_point()->set_clip_l2_norm(3.5);
+  const ReportParameters p = ReportParametersFromRound(round);
+  EXPECT_EQ(p.dimension, 64u);
+  EXPECT_EQ(p.block_size, 4u);
+  EXPECT_EQ(p.log_num_blocks, 3u);
+  EXPECT_EQ(p.num_groups, 2u);
+  EXPECT_EQ(p.frac_bits, 12);
+  EXPECT_EQ(p.clip_l2_norm, 3.5);
+  EXPECT_EQ(p.max_summands, 1u);  // max_reports unset
+  round.set_max_reports(500);
+  EXPECT_EQ(ReportParametersFromRound(round).max_summands, 500u);
+  EXPECT_THAT(ReportBuilder::Create(ReportParametersFromRound(round)), IsOk());
+}
+
 TEST(ReportBuilder, RejectsBadInput) {
   ReportParameters p = Params();
   p.dimension = 65;

@@ -41,6 +41,8 @@ proto::RoundParameters SecureSum::RoundParameters(uint64_t round_id,
   p.set_deadline_unix_ms(deadline_unix_ms);
   p.mutable_dp()->set_min_batch_size(config_.min_batch_size);
   p.mutable_dp()->set_noise_multiplier(config_.noise_multiplier);
+  p.mutable_fixed_point()->set_fractional_bits(static_cast<uint32_t>(config_.frac_bits));
+  p.mutable_fixed_point()->set_clip_l2_norm(config_.clip_l2_norm);
   if (config_.noise_multiplier > 0) {
     // sigma in integer units of the fixed-point encoding, at least 1.
     const double sigma =

@@ -48,14 +48,9 @@ class PrivateSumTest : public ::testing::Test {
                                                     uint64_t round, std::vector<double>* mean) {
     server::GrpcAggregatorClient leader(leader_channel_), helper(helper_channel_);
     if (absl::Status s = sum.Open(leader, helper, round); !s.ok()) return s;
-    client::ReportParameters rp;
-    rp.dimension = sum.padded_dimension();
-    rp.block_size = sum.config().block_size;
-    rp.num_groups = sum.num_groups();
-    rp.log_num_blocks = sum.log_num_blocks();
-    rp.frac_bits = sum.config().frac_bits;
-    rp.clip_l2_norm = sum.config().clip_l2_norm;
-    rp.max_summands = sum.config().max_reports;
+    // What a client learns of the round: its announced parameters.
+    const client::ReportParameters rp =
+        client::ReportParametersFromRound(sum.RoundParameters(round));
     auto builder = client::ReportBuilder::Create(rp);
     if (!builder.ok()) return builder.status();
     client::GrpcUploader uploader(leader_channel_, helper_channel_, RealClock::Default());

@@ -46,14 +46,9 @@ absl::StatusOr<std::vector<float>> PrivateMean(const FederationOptions& o,
   server::GrpcAggregatorClient leader(leader_channel), helper(helper_channel);
   TANDEM_RETURN_IF_ERROR(sum.Open(leader, helper, round));
 
-  client::ReportParameters rp;
-  rp.dimension = sum.padded_dimension();
-  rp.block_size = sum.config().block_size;
-  rp.num_groups = sum.num_groups();
-  rp.log_num_blocks = sum.log_num_blocks();
-  rp.frac_bits = sum.config().frac_bits;
-  rp.clip_l2_norm = sum.config().clip_l2_norm;
-  rp.max_summands = sum.config().max_reports;
+  // What a client learns of the round: its announced parameters.
+  const client::ReportParameters rp =
+      client::ReportParametersFromRound(sum.RoundParameters(round));
   TANDEM_ASSIGN_OR_RETURN(client::ReportBuilder builder, client::ReportBuilder::Create(rp));
   client::GrpcUploader uploader(leader_channel, helper_channel, RealClock::Default());
   std::unique_ptr<DeterministicRandom> seeded;
