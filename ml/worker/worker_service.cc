@@ -1,5 +1,7 @@
 #include "ml/worker/worker_service.h"
 
+#include "ml/worker/tensor_stream.h"
+
 #include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
@@ -33,6 +35,9 @@ absl::StatusOr<std::unique_ptr<WorkerService>> WorkerService::Create(
   if (options.max_concurrency < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("max_concurrency must be >= 1, got ", options.max_concurrency));
+  }
+  if (options.max_stream_bytes < 1) {
+    return absl::InvalidArgumentError("max_stream_bytes must be >= 1");
   }
   if (options.max_message_bytes < 1024 || options.max_message_bytes >= (int64_t{1} << 31)) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -78,6 +83,28 @@ grpc::Status WorkerService::Run(grpc::ServerContext*, const proto::KernelRequest
   response->set_elapsed_us(absl::ToInt64Microseconds(elapsed));
   TANDEM_VLOG(1) << request->kernel() << " on " << response->backend() << " in "
                  << response->elapsed_us() << " us";
+  return grpc::Status::OK;
+}
+
+grpc::Status WorkerService::RunStream(
+    grpc::ServerContext* context,
+    grpc::ServerReaderWriter<proto::KernelResponseChunk, proto::KernelRequestChunk>* stream) {
+  RequestAssembler assembler(static_cast<size_t>(options_.max_stream_bytes));
+  proto::KernelRequestChunk chunk;
+  while (stream->Read(&chunk)) {
+    absl::Status s = assembler.Add(std::move(chunk));
+    if (!s.ok()) return ToGrpcStatus(s);
+    chunk.Clear();
+  }
+  absl::StatusOr<proto::KernelRequest> request = assembler.Finish();
+  if (!request.ok()) return ToGrpcStatus(absl::InvalidArgumentError(request.status().message()));
+  proto::KernelResponse response;
+  grpc::Status s = Run(context, &*request, &response);
+  if (!s.ok()) return s;
+  for (proto::KernelResponseChunk& c :
+       SplitResponse(response, static_cast<size_t>(options_.max_message_bytes / 2))) {
+    if (!stream->Write(c)) return grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
+  }
   return grpc::Status::OK;
 }
 

@@ -36,6 +36,7 @@ namespace tandem::ml::worker {
 struct WorkerOptions {
   int max_concurrency = 4;                       // simultaneous Run calls, >= 1
   int64_t max_message_bytes = int64_t{64} << 20; // gRPC receive/send cap per message
+  int64_t max_stream_bytes = int64_t{1} << 30;   // RunStream: total tensor bytes per request
 };
 
 class WorkerService final : public proto::Worker::Service {
@@ -53,6 +54,12 @@ class WorkerService final : public proto::Worker::Service {
                             proto::CapabilitiesResponse* response) override;
   grpc::Status Run(grpc::ServerContext* context, const proto::KernelRequest* request,
                    proto::KernelResponse* response) override;
+  // Chunked Run (ml/worker/tensor_stream.h); the response is sent in chunks
+  // of at most max_message_bytes / 2 of tensor data.
+  grpc::Status RunStream(
+      grpc::ServerContext* context,
+      grpc::ServerReaderWriter<proto::KernelResponseChunk, proto::KernelRequestChunk>* stream)
+      override;
 
   const WorkerOptions& options() const { return options_; }
   int in_flight() const { return in_flight_.load(); }

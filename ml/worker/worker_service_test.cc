@@ -11,6 +11,7 @@
 #include "ml/kernels/attention.h"
 #include "ml/kernels/testing/random_tensor.h"
 #include "ml/worker/builtin_kernels.h"
+#include "ml/worker/tensor_stream.h"
 
 namespace tandem::ml::worker {
 namespace {
@@ -82,6 +83,52 @@ TEST_F(WorkerServiceTest, RunMatchesLibraryAndReportsBackend) {
   TANDEM_ASSERT_OK_AND_ASSIGN(kernels::Tensor want,
                               kernels::DenseAttention(in[0], in[1], in[2], true));
   EXPECT_EQ(kernels::testing::MaxAbsDiff(got, want), 0.0);
+}
+
+TEST_F(WorkerServiceTest, RunStreamCarriesTensorsLargerThanOneMessage) {
+  Start({.max_message_bytes = 64 << 10});
+  proto::KernelRequest req;
+  req.set_kernel("attention.dense");
+  std::vector<kernels::Tensor> in;
+  for (uint64_t s = 1; s <= 3; ++s) in.push_back(kernels::testing::RandomTensor({2, 256, 64}, s));
+  for (const auto& t : in) *req.add_inputs() = EncodeFloat("t", t);  // 3 x 128 KiB
+  proto::KernelResponse unary;
+  EXPECT_EQ(Call(req, &unary).error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+
+  grpc::ClientContext ctx;
+  auto stream = stub_->RunStream(&ctx);
+  for (const proto::KernelRequestChunk& c : SplitRequest(req, 16 << 10)) {
+    ASSERT_TRUE(stream->Write(c));
+  }
+  ASSERT_TRUE(stream->WritesDone());
+  ResponseAssembler assembler(64 << 20);
+  proto::KernelResponseChunk chunk;
+  int chunks = 0;
+  while (stream->Read(&chunk)) {
+    TANDEM_ASSERT_OK(assembler.Add(chunk));
+    ++chunks;
+  }
+  ASSERT_TRUE(stream->Finish().ok());
+  EXPECT_GT(chunks, 2);  // 128 KiB of output in chunks of at most 32 KiB
+  TANDEM_ASSERT_OK_AND_ASSIGN(proto::KernelResponse resp, assembler.Finish());
+  TANDEM_ASSERT_OK_AND_ASSIGN(kernels::Tensor got, ToFloatTensor(resp.outputs(0)));
+  TANDEM_ASSERT_OK_AND_ASSIGN(kernels::Tensor want,
+                              kernels::DenseAttention(in[0], in[1], in[2], false));
+  EXPECT_EQ(kernels::testing::MaxAbsDiff(got, want), 0.0);
+}
+
+TEST_F(WorkerServiceTest, RunStreamRejectsAMalformedSequence) {
+  Start({});
+  grpc::ClientContext ctx;
+  auto stream = stub_->RunStream(&ctx);
+  proto::KernelRequestChunk data_first;
+  data_first.set_data("xxxx");
+  ASSERT_TRUE(stream->Write(data_first));
+  stream->WritesDone();
+  proto::KernelResponseChunk ignored;
+  while (stream->Read(&ignored)) {
+  }
+  EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::INVALID_ARGUMENT);
 }
 
 TEST_F(WorkerServiceTest, ErrorCodesReachTheClient) {
