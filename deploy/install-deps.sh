@@ -14,6 +14,8 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   # datasets installed from Debian packages (Fashion-MNIST IDX files; sklearn digits CSV)
   dataset-fashion-mnist python3-sklearn
+  # deploy file checks (tests/config)
+  python3-yaml
 )
 
 missing=()

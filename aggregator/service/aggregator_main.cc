@@ -22,6 +22,7 @@ ABSL_FLAG(std::string, peer, "", "leader only: helper address host:port");
 ABSL_FLAG(std::string, state_dir, "", "directory of the SQLite state files");
 ABSL_FLAG(bool, insecure_plaintext, false, "serve without TLS (local runs only)");
 ABSL_FLAG(int, verbosity, 0, "TANDEM_VLOG level");
+ABSL_FLAG(bool, check_config, false, "validate the configuration, print the result and exit");
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("tandem aggregation server (leader or helper)");
@@ -43,6 +44,12 @@ int main(int argc, char** argv) {
   if (!absl::GetFlag(FLAGS_peer).empty()) config.mutable_peer()->set_address(absl::GetFlag(FLAGS_peer));
   if (!absl::GetFlag(FLAGS_state_dir).empty()) config.set_state_path(absl::GetFlag(FLAGS_state_dir));
   if (absl::GetFlag(FLAGS_insecure_plaintext)) config.mutable_tls()->set_insecure_plaintext(true);
+
+  if (absl::GetFlag(FLAGS_check_config)) {
+    const absl::Status s = tandem::aggregator::ValidateConfig(config);
+    std::printf("%s\n", s.ok() ? "config ok" : s.ToString().c_str());
+    return s.ok() ? 0 : 2;
+  }
 
   sigset_t signals;
   sigemptyset(&signals);

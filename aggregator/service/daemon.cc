@@ -19,9 +19,7 @@ constexpr uint32_t kDefaultMaxMessageBytes = 256u << 20;
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<AggregatorDaemon>> AggregatorDaemon::Start(
-    const proto::AggregatorConfig& config, Clock* clock, SecureRandom* noise_random,
-    absl::Duration process_interval) {
+absl::Status ValidateConfig(const proto::AggregatorConfig& config) {
   TANDEM_ASSIGN_OR_RETURN(Role role, ParseRole(config.role()));
   if (config.listen_address().empty()) {
     return absl::InvalidArgumentError("listen_address is required");
@@ -30,6 +28,24 @@ absl::StatusOr<std::unique_ptr<AggregatorDaemon>> AggregatorDaemon::Start(
   if (role == Role::kLeader && config.peer().address().empty()) {
     return absl::InvalidArgumentError("the leader needs peer.address (its helper)");
   }
+  const proto::TlsConfig& tls = config.tls();
+  if (!tls.insecure_plaintext()) {
+    if (tls.cert_chain_path().empty() || tls.private_key_path().empty()) {
+      return absl::InvalidArgumentError(
+          "tls.cert_chain_path and tls.private_key_path are required (or tls.insecure_plaintext)");
+    }
+    if ((tls.require_client_cert() || role == Role::kLeader) && tls.root_ca_path().empty()) {
+      return absl::InvalidArgumentError("tls.root_ca_path is required to verify peers");
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<AggregatorDaemon>> AggregatorDaemon::Start(
+    const proto::AggregatorConfig& config, Clock* clock, SecureRandom* noise_random,
+    absl::Duration process_interval) {
+  TANDEM_RETURN_IF_ERROR(ValidateConfig(config));
+  TANDEM_ASSIGN_OR_RETURN(Role role, ParseRole(config.role()));
   std::error_code ec;
   std::filesystem::create_directories(config.state_path(), ec);
   if (ec) {

@@ -21,6 +21,12 @@
 
 namespace tandem::aggregator {
 
+// Checks a config before anything starts: role, listen address, state path,
+// the leader's peer, and TLS (plaintext only by explicit opt-in; otherwise
+// certificate, key and -- for mutual TLS or a leader -- root paths).
+// INVALID_ARGUMENT naming the field.
+absl::Status ValidateConfig(const proto::AggregatorConfig& config);
+
 class AggregatorDaemon {
  public:
   // Validates `config` (INVALID_ARGUMENT), opens the state directory and

@@ -1,0 +1,123 @@
+#!/usr/bin/python3
+"""Runs the docker-compose topology (deploy/docker-compose.yml) as local
+processes, without Docker: each service's command runs from the build tree,
+with the compose network mapped onto 127.0.0.1. Service host names become
+127.0.0.1, every port is shifted by --port-offset (so that runs and tests do
+not collide), mounted config files are copied with the same rewriting, and
+volumes become folders under a temporary directory. The `sim` service runs
+in the foreground (extra arguments after `--` are appended to it); the other
+services are stopped when it exits. Exit code: the sim's.
+
+  deploy/compose_local.py --build build -- --rounds=2
+"""
+import argparse
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import yaml
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BINARIES = {  # compose command -> path in the build tree
+    "tandem-aggregator": "aggregator/service/tandem-aggregator",
+    "tandem-sim": "tests/sim/tandem-sim",
+    "tandem-worker": "ml/worker/tandem-worker",
+    "tandem-train": "ml/tandem-train",
+}
+
+
+def rewrite(text, services, offset, mounts):
+    """Maps compose addresses and container paths onto this machine."""
+    def port(m):
+        return "%s:%d" % (m.group(1), int(m.group(2)) + offset)
+    names = "|".join(re.escape(s) for s in services)
+    text = re.sub(r"\b(%s|0\.0\.0\.0):(\d+)" % names, port, text)
+    text = re.sub(r"\b(?:%s|0\.0\.0\.0):" % names, "127.0.0.1:", text)
+    for container, local in sorted(mounts.items(), key=lambda kv: -len(kv[0])):
+        text = text.replace(container, local)
+    return text
+
+
+def wait_for_port_line(proc, timeout=30):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        if line.startswith("listening on"):
+            return True
+    return False
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--build", default="build", help="CMake build directory")
+    ap.add_argument("--compose", default=os.path.join(HERE, "docker-compose.yml"))
+    ap.add_argument("--port-offset", type=int, default=20000)
+    ap.add_argument("--services", default="helper,leader,sim",
+                    help="services to run, in start order (the last runs in the foreground)")
+    ap.add_argument("sim_args", nargs="*", help="extra arguments for the foreground service")
+    args = ap.parse_args()
+
+    with open(args.compose) as f:
+        compose = yaml.safe_load(f)
+    services = compose["services"]
+    work = tempfile.mkdtemp(prefix="tandem-compose-")
+    started = []
+    try:
+        order = args.services.split(",")
+        for i, name in enumerate(order):
+            svc = services[name]
+            mounts = {}
+            for vol in svc.get("volumes", []):
+                src, dst = vol.split(":")[0], vol.split(":")[1]
+                if src.startswith("."):  # a file or folder of the repository
+                    local = os.path.normpath(os.path.join(os.path.dirname(args.compose), src))
+                    if os.path.isfile(local):
+                        copy = os.path.join(work, name + "-" + os.path.basename(local))
+                        mounts[dst] = copy  # written below, after rewriting
+                        continue
+                    mounts[dst] = local
+                else:  # a named volume
+                    mounts[dst] = os.path.join(work, name, src)
+                    os.makedirs(mounts[dst], exist_ok=True)
+            for vol in svc.get("volumes", []):
+                src, dst = vol.split(":")[0], vol.split(":")[1]
+                local = os.path.normpath(os.path.join(os.path.dirname(args.compose), src))
+                if src.startswith(".") and os.path.isfile(local):
+                    with open(local) as f:
+                        text = rewrite(f.read(), services, args.port_offset, mounts)
+                    with open(mounts[dst], "w") as f:
+                        f.write(text)
+            command = [rewrite(c, services, args.port_offset, mounts) for c in svc["command"]]
+            binary = os.path.join(args.build, BINARIES[command[0]])
+            command = [binary] + command[1:]
+            if i == len(order) - 1:
+                print("compose-local: running", name, flush=True)
+                return subprocess.call(command + args.sim_args)
+            log = open(os.path.join(work, name + ".log"), "w")
+            proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, text=True)
+            started.append(proc)
+            if not wait_for_port_line(proc):
+                print("compose-local: %s did not start (log %s)" % (name, log.name),
+                      file=sys.stderr)
+                return 1
+            print("compose-local: started", name, flush=True)
+    finally:
+        for proc in reversed(started):
+            proc.send_signal(signal.SIGTERM)
+        for proc in started:
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
