@@ -188,7 +188,7 @@ absl::Status Aggregator::LoadLatestRound(Task& task) {
   if (!uncounted.empty() && !task.closed) {
     TANDEM_LOG(WARNING) << "task " << task.id << " round " << task.round_id << ": counting "
                         << uncounted.size() << " accepted reports left by a restart";
-    TANDEM_RETURN_IF_ERROR(CommitLocked(task, uncounted, {}));
+    TANDEM_RETURN_IF_ERROR(CommitRecordsLocked(task, uncounted, {}));
   }
   TANDEM_LOG(INFO) << RoleName(options_.role) << " loaded task " << task.id << " round "
                    << task.round_id << (task.closed ? " (closed)" : " (open)") << ", "

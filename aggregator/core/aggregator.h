@@ -126,8 +126,14 @@ class Aggregator {
   absl::StatusOr<int> ProcessRoundLocked(Task& task, bool final_pass);
   absl::StatusOr<int> ProcessBatchLocked(Task& task, const std::vector<ReportRecord>& batch,
                                          bool final_pass);
-  absl::Status CommitLocked(Task& task, const std::vector<ReportRecord>& accepted,
+  // Counts `shares` (already parsed and verified, one per id) and rejects
+  // `rejected`, in one store transaction.
+  absl::Status CommitLocked(Task& task, const std::vector<std::string>& ids,
+                            const std::vector<const proto::SparseKeySet*>& shares,
                             const std::vector<std::string>& rejected);
+  // CommitLocked for stored records, parsing their shares first.
+  absl::Status CommitRecordsLocked(Task& task, const std::vector<ReportRecord>& accepted,
+                                   const std::vector<std::string>& rejected);
 
   const AggregatorOptions options_;
   StoreFactory store_factory_;

@@ -25,7 +25,8 @@ namespace {
 
 using ::tandem::aggregator::testing::MakeReport;
 using ::tandem::aggregator::testing::MakeRoundParameters;
-using ::tandem::aggregator::testing::ShareValues;
+using ::tandem::aggregator::testing::AddInto;
+using ::tandem::aggregator::testing::SumShares;
 using ::tandem::aggregator::testing::TestReport;
 using ::tandem::testing::IsOk;
 using ::tandem::testing::StatusIs;
@@ -101,17 +102,7 @@ class AggregatorPairTest : public ::testing::Test {
       return absl::InternalError("servers disagree on the accepted count");
     }
     if (count != nullptr) *count = a->accepted_reports();
-    auto va = ShareValues(*a);
-    auto vb = ShareValues(*b);
-    if (!va.ok() || !vb.ok()) return absl::InternalError("bad share tensor");
-    std::vector<uint64_t> sum(va->size());
-    for (size_t i = 0; i < sum.size(); ++i) sum[i] = (*va)[i] + (*vb)[i];
-    return sum;
-  }
-
-  static void AddInto(std::vector<uint64_t>& acc, const std::vector<uint64_t>& v) {
-    if (acc.empty()) acc.assign(v.size(), 0);
-    for (size_t i = 0; i < v.size(); ++i) acc[i] += v[i];
+    return SumShares(*a, *b);
   }
 
   std::string dir_;

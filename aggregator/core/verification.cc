@@ -125,7 +125,8 @@ absl::StatusOr<int> Aggregator::ProcessBatchLocked(Task& task,
     for (const proto::ReportCheck& c : response.checks()) answers[c.report_id()] = c;
   }
 
-  std::vector<ReportRecord> accepted;
+  // Accepted reports, by index into candidates/shares.
+  std::vector<size_t> accepted;
   for (size_t i = 0; i < candidates.size(); ++i) {
     const ReportRecord& r = *candidates[i];
     auto it = answers.find(r.report_id);
@@ -134,14 +135,14 @@ absl::StatusOr<int> Aggregator::ProcessBatchLocked(Task& task,
     switch (state) {
       case proto::PEER_REPORT_PENDING:
         if (it->second.proof_hash() == DigestBytes(digests[i])) {
-          accepted.push_back(r);
+          accepted.push_back(i);
         } else {
           rejected.push_back(r.report_id);
         }
         break;
       case proto::PEER_REPORT_COUNTED:
         // The helper counted it on a commit of ours whose ack was lost.
-        accepted.push_back(r);
+        accepted.push_back(i);
         break;
       case proto::PEER_REPORT_MISSING:
         if (final_pass) rejected.push_back(r.report_id);
@@ -156,21 +157,27 @@ absl::StatusOr<int> Aggregator::ProcessBatchLocked(Task& task,
   proto::AcceptedSet commit;
   commit.set_task_id(task.id);
   commit.set_round_id(static_cast<uint64_t>(round_id));
-  for (const ReportRecord& r : accepted) commit.add_report_ids(r.report_id);
+  std::vector<std::string> ids;
+  std::vector<const proto::SparseKeySet*> accepted_shares;
+  for (size_t i : accepted) {
+    ids.push_back(candidates[i]->report_id);
+    accepted_shares.push_back(&shares[i]);
+  }
+  for (const std::string& id : ids) commit.add_report_ids(id);
   for (const std::string& id : rejected) commit.add_rejected_ids(id);
   TANDEM_RETURN_IF_ERROR(peer_->CommitAcceptedSet(commit).status());
-  TANDEM_RETURN_IF_ERROR(CommitLocked(task, accepted, rejected));
+  // The shares parsed for the digests are expanded as they are: no re-parse.
+  TANDEM_RETURN_IF_ERROR(CommitLocked(task, ids, accepted_shares, rejected));
   return static_cast<int>(accepted.size() + rejected.size());
 }
 
-absl::Status Aggregator::CommitLocked(Task& task, const std::vector<ReportRecord>& accepted,
-                                      const std::vector<std::string>& rejected) {
+absl::Status Aggregator::CommitRecordsLocked(Task& task,
+                                             const std::vector<ReportRecord>& accepted,
+                                             const std::vector<std::string>& rejected) {
   crypto::ExpectedKeySetShape shape;
-  int64_t round_id;
   {
     absl::ReaderMutexLock lock(&task.state_mu);
     shape = task.shape;
-    round_id = task.round_id;
   }
   std::vector<proto::SparseKeySet> shares;
   std::vector<std::string> ids;
@@ -181,8 +188,19 @@ absl::Status Aggregator::CommitLocked(Task& task, const std::vector<ReportRecord
   }
   std::vector<const proto::SparseKeySet*> share_ptrs;
   for (const proto::SparseKeySet& s : shares) share_ptrs.push_back(&s);
+  return CommitLocked(task, ids, share_ptrs, rejected);
+}
+
+absl::Status Aggregator::CommitLocked(Task& task, const std::vector<std::string>& ids,
+                                      const std::vector<const proto::SparseKeySet*>& shares,
+                                      const std::vector<std::string>& rejected) {
+  int64_t round_id;
+  {
+    absl::ReaderMutexLock lock(&task.state_mu);
+    round_id = task.round_id;
+  }
   std::vector<uint64_t> next = task.accumulator;
-  TANDEM_RETURN_IF_ERROR(AccumulateShares(*task.dpf, share_ptrs, absl::MakeSpan(next)));
+  TANDEM_RETURN_IF_ERROR(AccumulateShares(*task.dpf, shares, absl::MakeSpan(next)));
   // One transaction: states and accumulator change together or not at all.
   TANDEM_RETURN_IF_ERROR(task.store->CommitBatch(
       round_id, ids.empty() ? std::string() : EncodeAccumulator(next), ids, rejected));
@@ -310,7 +328,7 @@ absl::StatusOr<proto::AcceptedSetAck> Aggregator::HandleCommit(const proto::Acce
     }
     if (r->state == ReportState::kPending && r->round_id == round_id) reject.push_back(id);
   }
-  TANDEM_RETURN_IF_ERROR(CommitLocked(*task, accept, reject));
+  TANDEM_RETURN_IF_ERROR(CommitRecordsLocked(*task, accept, reject));
   proto::AcceptedSetAck ack;
   ack.set_accepted_count(static_cast<uint64_t>(task->counted));
   return ack;
