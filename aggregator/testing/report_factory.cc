@@ -71,4 +71,18 @@ absl::StatusOr<std::vector<uint64_t>> ShareValues(const proto::FinalizeResponse&
   return values;
 }
 
+absl::StatusOr<std::vector<uint64_t>> SumShares(const proto::FinalizeResponse& leader,
+                                                const proto::FinalizeResponse& helper) {
+  TANDEM_ASSIGN_OR_RETURN(std::vector<uint64_t> sum, ShareValues(leader));
+  TANDEM_ASSIGN_OR_RETURN(std::vector<uint64_t> other, ShareValues(helper));
+  if (sum.size() != other.size()) return absl::InvalidArgumentError("shares differ in size");
+  AddInto(sum, other);
+  return sum;
+}
+
+void AddInto(std::vector<uint64_t>& acc, const std::vector<uint64_t>& v) {
+  if (acc.empty()) acc.assign(v.size(), 0);
+  for (size_t i = 0; i < v.size(); ++i) acc[i] += v[i];
+}
+
 }  // namespace tandem::aggregator::testing

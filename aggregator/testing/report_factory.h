@@ -33,6 +33,14 @@ absl::StatusOr<TestReport> MakeReport(const proto::RoundParameters& params, uint
 // malformed tensor).
 absl::StatusOr<std::vector<uint64_t>> ShareValues(const proto::FinalizeResponse& response);
 
+// The aggregate the two released shares reconstruct (mod 2^64).
+// INVALID_ARGUMENT for malformed or differently sized shares.
+absl::StatusOr<std::vector<uint64_t>> SumShares(const proto::FinalizeResponse& leader,
+                                                const proto::FinalizeResponse& helper);
+
+// acc += v coordinate-wise (mod 2^64); an empty acc takes v's size.
+void AddInto(std::vector<uint64_t>& acc, const std::vector<uint64_t>& v);
+
 }  // namespace tandem::aggregator::testing
 
 #endif  // TANDEM_AGGREGATOR_TESTING_REPORT_FACTORY_H_

@@ -21,7 +21,8 @@ namespace {
 
 using aggregator::testing::MakeReport;
 using aggregator::testing::MakeRoundParameters;
-using aggregator::testing::ShareValues;
+using aggregator::testing::AddInto;
+using aggregator::testing::SumShares;
 using aggregator::testing::TestReport;
 using ::tandem::testing::DaemonProcess;
 using ::tandem::testing::IsOk;
@@ -157,18 +158,9 @@ class AggregatorDaemonsTest : public ::testing::Test {
     ASSERT_THAT(b, IsOk());
     EXPECT_EQ(a->accepted_reports(), count);
     EXPECT_EQ(b->accepted_reports(), count);
-    auto va = ShareValues(*a);
-    auto vb = ShareValues(*b);
-    ASSERT_THAT(va, IsOk());
-    ASSERT_THAT(vb, IsOk());
-    std::vector<uint64_t> sum(va->size());
-    for (size_t i = 0; i < sum.size(); ++i) sum[i] = (*va)[i] + (*vb)[i];
-    EXPECT_EQ(sum, expected);
-  }
-
-  static void AddInto(std::vector<uint64_t>& acc, const std::vector<uint64_t>& v) {
-    if (acc.empty()) acc.assign(v.size(), 0);
-    for (size_t i = 0; i < v.size(); ++i) acc[i] += v[i];
+    auto sum = SumShares(*a, *b);
+    ASSERT_THAT(sum, IsOk());
+    EXPECT_EQ(*sum, expected);
   }
 
   std::string dir_;
