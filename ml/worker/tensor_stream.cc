@@ -9,6 +9,8 @@ namespace {
 // reachable through `get`; Chunk has header/index/data.
 template <typename Chunk, typename Message, typename Tensors>
 std::vector<Chunk> Split(const Message& whole, size_t chunk_bytes, Tensors tensors_of,
+                         const google::protobuf::RepeatedPtrField<proto::Tensor>& (
+                             Message::*tensors_in)() const,
                          void (Chunk::*set_index)(uint32_t)) {
   chunk_bytes = std::max<size_t>(chunk_bytes, 1);
   std::vector<Chunk> out(1);
@@ -16,7 +18,7 @@ std::vector<Chunk> Split(const Message& whole, size_t chunk_bytes, Tensors tenso
   auto* header_tensors = tensors_of(header);
   for (auto& t : *header_tensors) t.clear_data();
   *out[0].mutable_header() = std::move(header);
-  const auto& tensors = *tensors_of(const_cast<Message&>(whole));
+  const auto& tensors = (whole.*tensors_in)();
   for (int i = 0; i < tensors.size(); ++i) {
     const std::string& data = tensors.Get(i).data();
     for (size_t off = 0; off < data.size(); off += chunk_bytes) {
@@ -64,12 +66,14 @@ auto ResponseTensors = [](proto::KernelResponse& r) { return r.mutable_outputs()
 std::vector<proto::KernelRequestChunk> SplitRequest(const proto::KernelRequest& request,
                                                     size_t chunk_bytes) {
   return Split<proto::KernelRequestChunk>(request, chunk_bytes, RequestTensors,
+                                          &proto::KernelRequest::inputs,
                                           &proto::KernelRequestChunk::set_input_index);
 }
 
 std::vector<proto::KernelResponseChunk> SplitResponse(const proto::KernelResponse& response,
                                                       size_t chunk_bytes) {
   return Split<proto::KernelResponseChunk>(response, chunk_bytes, ResponseTensors,
+                                           &proto::KernelResponse::outputs,
                                            &proto::KernelResponseChunk::set_output_index);
 }
 

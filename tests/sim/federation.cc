@@ -4,7 +4,6 @@
 
 #include <random>
 
-#include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "base/clock.h"
@@ -12,11 +11,9 @@
 #include "base/status_macros.h"
 #include "client/internal/report_builder.h"
 #include "client/transport/grpc_uploader.h"
-#include "crypto/dp/accountant.h"
 #include "ml/coido/coido.h"
 #include "ml/data/partition.h"
 #include "ml/fedluar/federated_sim.h"
-#include "ml/fedluar/fedluar.h"
 #include "ml/model/model_zoo.h"
 #include "ml/optim/optimizer.h"
 #include "ml/train/trainer.h"
