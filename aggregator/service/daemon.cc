@@ -6,7 +6,7 @@
 #include <grpcpp/server_builder.h>
 
 #include "absl/strings/str_cat.h"
-#include "aggregator/service/credentials.h"
+#include "base/grpc_credentials.h"
 #include "aggregator/service/grpc_peer_channel.h"
 #include "aggregator/core/sqlite_store_factory.h"
 #include "base/logging.h"
@@ -14,6 +14,11 @@
 
 namespace tandem::aggregator {
 namespace {
+
+TlsFiles TlsFilesFrom(const proto::TlsConfig& tls) {
+  return {tls.insecure_plaintext(), tls.cert_chain_path(), tls.private_key_path(),
+          tls.root_ca_path(), tls.require_client_cert()};
+}
 
 constexpr uint32_t kDefaultMaxMessageBytes = 256u << 20;
 
@@ -57,7 +62,7 @@ absl::StatusOr<std::unique_ptr<AggregatorDaemon>> AggregatorDaemon::Start(
 
   auto daemon = std::unique_ptr<AggregatorDaemon>(new AggregatorDaemon());
   if (role == Role::kLeader) {
-    TANDEM_ASSIGN_OR_RETURN(auto creds, service::MakeChannelCredentials(config.tls()));
+    TANDEM_ASSIGN_OR_RETURN(auto creds, MakeChannelCredentials(TlsFilesFrom(config.tls())));
     grpc::ChannelArguments args;
     args.SetMaxReceiveMessageSize(max_bytes);
     args.SetMaxSendMessageSize(max_bytes);
@@ -79,7 +84,7 @@ absl::StatusOr<std::unique_ptr<AggregatorDaemon>> AggregatorDaemon::Start(
   daemon->peer_service_ = std::make_unique<PeerService>(daemon->aggregator_.get());
   daemon->collector_ = std::make_unique<CollectorService>(daemon->aggregator_.get());
 
-  TANDEM_ASSIGN_OR_RETURN(auto server_creds, service::MakeServerCredentials(config.tls()));
+  TANDEM_ASSIGN_OR_RETURN(auto server_creds, MakeServerCredentials(TlsFilesFrom(config.tls())));
   grpc::ServerBuilder builder;
   builder.AddListeningPort(config.listen_address(), server_creds, &daemon->port_);
   builder.SetMaxReceiveMessageSize(max_bytes);

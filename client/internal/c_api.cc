@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "client/internal/c_error.h"
 #include "tandem/client/report_encoder.h"
 
 struct tandem_report_encoder {
@@ -15,15 +16,7 @@ struct tandem_report_encoder {
 
 namespace {
 
-int Fail(const absl::Status& s, char* error, size_t error_len) {
-  if (error != nullptr && error_len > 0) {
-    const std::string msg(s.message());
-    const size_t n = std::min(msg.size(), error_len - 1);
-    std::memcpy(error, msg.data(), n);
-    error[n] = '\0';
-  }
-  return static_cast<int>(s.code());
-}
+using tandem::client::internal::Fail;
 
 bool CopyOut(const std::string& bytes, tandem_buffer* out) {
   out->data = static_cast<uint8_t*>(std::malloc(bytes.empty() ? 1 : bytes.size()));

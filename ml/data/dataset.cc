@@ -216,4 +216,21 @@ absl::StatusOr<std::pair<Dataset, Dataset>> TrainTestSplit(const Dataset& data,
   return std::make_pair(std::move(tr), std::move(te));
 }
 
+absl::StatusOr<std::pair<Dataset, Dataset>> LoadNamedDataset(const std::string& name,
+                                                             uint64_t split_seed,
+                                                             int64_t max_train,
+                                                             int64_t max_test) {
+  if (name == "digits") {
+    TANDEM_ASSIGN_OR_RETURN(Dataset all, LoadDigitsCsv());
+    return TrainTestSplit(all, 0.2, split_seed);
+  }
+  if (name == "fmnist") {
+    TANDEM_ASSIGN_OR_RETURN(Dataset train, LoadFashionMnist(kFashionMnistDir, "train", max_train));
+    TANDEM_ASSIGN_OR_RETURN(Dataset test, LoadFashionMnist(kFashionMnistDir, "t10k", max_test));
+    return std::make_pair(std::move(train), std::move(test));
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown dataset '", name, "' (expected digits or fmnist)"));
+}
+
 }  // namespace tandem::ml

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -63,6 +64,17 @@ absl::StatusOr<Dataset> LoadDigitsCsv(const std::string& path = kDigitsCsv);
 // (shuffled by `seed`). INVALID_ARGUMENT when the fraction is not in (0, 1).
 absl::StatusOr<std::pair<Dataset, Dataset>> TrainTestSplit(const Dataset& data,
                                                            double test_fraction, uint64_t seed);
+
+// The project's datasets by name, as (train, test): "digits" (sklearn
+// digits, a seeded 80/20 split) or "fmnist" (Fashion-MNIST train / t10k,
+// truncated to max_train / max_test items when > 0). Every party of a
+// federation (coordinator evaluation, clients' shards, tandem-sim) uses this,
+// so that all agree on the split. INVALID_ARGUMENT for another name;
+// NOT_FOUND (with the install hint) when the package is missing.
+absl::StatusOr<std::pair<Dataset, Dataset>> LoadNamedDataset(const std::string& name,
+                                                             uint64_t split_seed,
+                                                             int64_t max_train = 0,
+                                                             int64_t max_test = 0);
 
 }  // namespace tandem::ml
 

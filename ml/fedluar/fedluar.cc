@@ -141,20 +141,33 @@ int64_t FedLuarState::packed_size() const {
   return n;
 }
 
+absl::StatusOr<std::vector<float>> PackTensors(const std::vector<TensorSlice>& tensors,
+                                               absl::Span<const size_t> recycled,
+                                               absl::Span<const float> full) {
+  TANDEM_RETURN_IF_ERROR(CheckSlices(tensors, full.size()));
+  for (size_t k = 0; k < recycled.size(); ++k) {
+    if (recycled[k] >= tensors.size() || (k > 0 && recycled[k] <= recycled[k - 1])) {
+      return absl::InvalidArgumentError("fedluar: recycled tensor indices must be sorted, distinct "
+                                        "and in range");
+    }
+  }
+  std::vector<float> out;
+  out.reserve(full.size());
+  int64_t pos = 0;
+  for (size_t i : recycled) {
+    out.insert(out.end(), full.begin() + pos, full.begin() + tensors[i].offset);
+    pos = tensors[i].offset + tensors[i].size;
+  }
+  out.insert(out.end(), full.begin() + pos, full.end());
+  return out;
+}
+
 absl::StatusOr<std::vector<float>> FedLuarState::PackUpdate(absl::Span<const float> full) const {
   if (static_cast<int64_t>(full.size()) != total_) {
     return absl::InvalidArgumentError(absl::StrCat("fedluar: update has ", full.size(),
                                                    " values, model has ", total_));
   }
-  std::vector<float> out;
-  out.reserve(static_cast<size_t>(packed_size()));
-  int64_t pos = 0;
-  for (size_t i : recycled_) {
-    out.insert(out.end(), full.begin() + pos, full.begin() + tensors_[i].offset);
-    pos = tensors_[i].offset + tensors_[i].size;
-  }
-  out.insert(out.end(), full.begin() + pos, full.end());
-  return out;
+  return PackTensors(tensors_, recycled_, full);
 }
 
 absl::StatusOr<std::vector<float>> FedLuarState::UnpackUpdate(absl::Span<const float> packed) const {
@@ -199,6 +212,28 @@ absl::StatusOr<std::vector<float>> FedLuarState::FinishRound(absl::Span<const fl
                                               options_.seed, round_));
   SetRecycled(std::move(next));
   return full;
+}
+
+absl::Status FedLuarState::Restore(Snapshot snapshot) {
+  if (snapshot.round < 1 || snapshot.scores.size() != tensors_.size() ||
+      static_cast<int64_t>(snapshot.last_update.size()) != total_) {
+    return absl::InvalidArgumentError("fedluar: snapshot does not match this model");
+  }
+  for (size_t k = 0; k < snapshot.recycled.size(); ++k) {
+    const size_t i = snapshot.recycled[k];
+    if (i >= tensors_.size() || !tensors_[i].recyclable ||
+        (k > 0 && i <= snapshot.recycled[k - 1])) {
+      return absl::InvalidArgumentError("fedluar: snapshot recycles an invalid tensor set");
+    }
+  }
+  if (static_cast<int>(snapshot.recycled.size()) > options_.num_recycled) {
+    return absl::InvalidArgumentError("fedluar: snapshot recycles more tensors than R");
+  }
+  round_ = snapshot.round;
+  scores_ = std::move(snapshot.scores);
+  last_update_ = std::move(snapshot.last_update);
+  SetRecycled(std::move(snapshot.recycled));
+  return absl::OkStatus();
 }
 
 }  // namespace tandem::ml

@@ -56,6 +56,14 @@ absl::StatusOr<std::vector<size_t>> DrawRecycledTensors(const std::vector<Tensor
                                                         int num_recycled, uint64_t seed,
                                                         uint64_t round);
 
+// A full update without the `recycled` tensors (sorted, distinct indices):
+// what a client uploads in a FedLUAR round. Stateless form of
+// FedLuarState::PackUpdate for clients that only know the round's recycled
+// set. INVALID_ARGUMENT for a size mismatch or a bad index list.
+absl::StatusOr<std::vector<float>> PackTensors(const std::vector<TensorSlice>& tensors,
+                                               absl::Span<const size_t> recycled,
+                                               absl::Span<const float> full);
+
 struct FedLuarOptions {
   int num_recycled = 0;  // R, tensors recycled per round (from round 2 on)
   uint64_t seed = 0;     // shared by every party of the federation
@@ -100,6 +108,18 @@ class FedLuarState {
   // recycled set. INVALID_ARGUMENT on size mismatches or non-finite input.
   absl::StatusOr<std::vector<float>> FinishRound(absl::Span<const float> weights,
                                                  absl::Span<const float> aggregate);
+
+  // Everything FinishRound accumulates, for checkpoints. Restore returns
+  // INVALID_ARGUMENT for a snapshot of another model (sizes, indices) and
+  // leaves the state unchanged then.
+  struct Snapshot {
+    uint64_t round = 1;
+    std::vector<size_t> recycled;
+    std::vector<double> scores;
+    std::vector<float> last_update;
+  };
+  Snapshot Save() const { return {round_, recycled_, scores_, last_update_}; }
+  absl::Status Restore(Snapshot snapshot);
 
  private:
   FedLuarState(std::vector<TensorSlice> tensors, int64_t total, FedLuarOptions options);

@@ -128,6 +128,34 @@ TEST(FedLuarState, RecycledTensorReusesTheLastUpdateAndKeepsItsScore) {
   }
 }
 
+// A restored state continues exactly like the original (coordinator restart).
+TEST(FedLuarState, RestoredSnapshotContinuesIdentically) {
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto a, FedLuarState::Create(Tensors(), 11, {.num_recycled = 1, .seed = 5}));
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto b, FedLuarState::Create(Tensors(), 11, {.num_recycled = 1, .seed = 5}));
+  std::vector<float> weights(11, 1.0f), u(11);
+  for (int i = 0; i < 11; ++i) u[i] = 0.03f * (i + 1);
+  TANDEM_ASSERT_OK(a->FinishRound(weights, u).status());
+  TANDEM_ASSERT_OK(b->Restore(a->Save()));
+  EXPECT_EQ(b->round(), a->round());
+  EXPECT_EQ(b->recycled(), a->recycled());
+  for (int r = 0; r < 3; ++r) {
+    TANDEM_ASSERT_OK_AND_ASSIGN(auto pa, a->PackUpdate(u));
+    TANDEM_ASSERT_OK_AND_ASSIGN(auto pb, b->PackUpdate(u));
+    ASSERT_EQ(pa, pb);
+    TANDEM_ASSERT_OK_AND_ASSIGN(auto fa, a->FinishRound(weights, pa));
+    TANDEM_ASSERT_OK_AND_ASSIGN(auto fb, b->FinishRound(weights, pb));
+    EXPECT_EQ(fa, fb);
+    EXPECT_EQ(a->recycled(), b->recycled());
+    for (float& x : u) x *= -0.7f;
+  }
+  FedLuarState::Snapshot bad = a->Save();
+  bad.recycled = {1};  // b1 is a bias: never recycled
+  EXPECT_THAT(b->Restore(bad), StatusIs(absl::StatusCode::kInvalidArgument));
+  bad = a->Save();
+  bad.last_update.pop_back();
+  EXPECT_THAT(b->Restore(bad), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
 TEST(FedLuarState, Validation) {
   EXPECT_THAT(FedLuarState::Create(Tensors(), 11, {.num_recycled = 3}),
               StatusIs(absl::StatusCode::kInvalidArgument));

@@ -1,5 +1,6 @@
 #include "ml/optim/optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -30,6 +31,43 @@ void Optimizer::Reset() {
   ResizeState(0);
 }
 
+Optimizer::State Optimizer::SaveState() {
+  State state;
+  state.steps = steps_;
+  state.size = size_;
+  for (std::vector<float>* b : Buffers()) state.buffers.push_back(*b);
+  return state;
+}
+
+absl::Status Optimizer::RestoreState(const State& state) {
+  if (state.steps < 0 || (state.steps == 0) != (state.size == 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(name(), ": inconsistent step count and size"));
+  }
+  std::vector<std::vector<float>*> buffers = Buffers();
+  if (state.buffers.size() != buffers.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(name(), ": state has ", state.buffers.size(),
+                                                   " buffers, expected ", buffers.size()));
+  }
+  // Sizes the buffers (and derived constants such as DANA's d) as a first
+  // step would, then checks each snapshot buffer against them.
+  std::vector<std::vector<float>> saved;
+  for (std::vector<float>* b : buffers) saved.push_back(*b);
+  ResizeState(state.size);
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    if (state.buffers[i].size() != buffers[i]->size()) {
+      ResizeState(size_);  // roll back: nothing changes on error
+      for (size_t j = 0; j < buffers.size(); ++j) *buffers[j] = saved[j];
+      return absl::InvalidArgumentError(absl::StrCat(name(), ": buffer ", i, " has ",
+                                                     state.buffers[i].size(), " values, expected ",
+                                                     buffers[i]->size()));
+    }
+  }
+  for (size_t i = 0; i < buffers.size(); ++i) *buffers[i] = state.buffers[i];
+  steps_ = state.steps;
+  size_ = state.size;
+  return absl::OkStatus();
+}
+
 namespace {
 
 class Sgd : public Optimizer {
@@ -39,6 +77,7 @@ class Sgd : public Optimizer {
 
  private:
   void ResizeState(size_t n) override { v_.assign(o_.momentum > 0 ? n : 0, 0.0f); }
+  std::vector<std::vector<float>*> Buffers() override { return {&v_}; }
   void Apply(int64_t t, absl::Span<float> p, absl::Span<const float> g) override {
     const float lr = static_cast<float>(learning_rate());
     const float mu = static_cast<float>(o_.momentum);
@@ -67,6 +106,7 @@ class Adam : public Optimizer {
     m_.assign(n, 0.0f);
     v_.assign(n, 0.0f);
   }
+  std::vector<std::vector<float>*> Buffers() override { return {&m_, &v_}; }
   void Apply(int64_t t, absl::Span<float> p, absl::Span<const float> g) override {
     const double step = static_cast<double>(t + 1);
     const float b1 = static_cast<float>(o_.beta1), b2 = static_cast<float>(o_.beta2);
@@ -94,6 +134,7 @@ class Dana : public Optimizer {
     y_.assign(n, 0.0f);
     d_ = o_.dimension > 0 ? static_cast<double>(o_.dimension) : static_cast<double>(n);
   }
+  std::vector<std::vector<float>*> Buffers() override { return {&y_}; }
   void Apply(int64_t t, absl::Span<float> p, absl::Span<const float> g) override {
     const double gamma2 = learning_rate();
     double gamma3;

@@ -31,11 +31,25 @@ class Optimizer {
   double learning_rate() const { return lr_; }
   void set_learning_rate(double lr) { lr_ = lr; }
 
+  // The whole state (step count and buffers), for checkpoints: a restored
+  // optimizer continues bit-identically. RestoreState returns
+  // INVALID_ARGUMENT when the snapshot does not match this optimizer's
+  // buffers (other kind, other size).
+  struct State {
+    int64_t steps = 0;
+    size_t size = 0;  // parameter count (0 before the first step)
+    std::vector<std::vector<float>> buffers;
+  };
+  State SaveState();  // non-const: reads the buffers through Buffers()
+  absl::Status RestoreState(const State& state);
+
  protected:
   explicit Optimizer(double lr) : lr_(lr) {}
   // `t` is the 0-based step index; buffers are already sized.
   virtual void Apply(int64_t t, absl::Span<float> params, absl::Span<const float> grads) = 0;
   virtual void ResizeState(size_t n) = 0;
+  // The optimizer's buffers, in a fixed order (SaveState/RestoreState).
+  virtual std::vector<std::vector<float>*> Buffers() = 0;
 
  private:
   double lr_;

@@ -163,5 +163,40 @@ TEST(Adam, FirstStepMovesByLearningRateTimesSign) {
   EXPECT_NEAR(x[1], 0.01, 1e-6);
 }
 
+// A checkpointed optimizer, restored into a fresh instance, continues
+// bit-identically to the original (what a coordinator restart relies on).
+TEST(Optimizers, RestoredStateContinuesBitIdentically) {
+  std::vector<std::unique_ptr<Optimizer>> a, b;
+  a.push_back(*CreateSgd({.learning_rate = 0.1, .momentum = 0.9}));
+  b.push_back(*CreateSgd({.learning_rate = 0.1, .momentum = 0.9}));
+  a.push_back(*CreateAdam({.learning_rate = 0.01}));
+  b.push_back(*CreateAdam({.learning_rate = 0.01}));
+  a.push_back(*CreateDana({.gamma2 = 0.05, .schedule = DanaSchedule::kDecaying}));
+  b.push_back(*CreateDana({.gamma2 = 0.05, .schedule = DanaSchedule::kDecaying}));
+  for (size_t k = 0; k < a.size(); ++k) {
+    std::vector<float> x = {1.0f, -2.0f, 0.5f};
+    auto grad = [&](int t) {
+      return std::vector<float>{x[0] + 0.1f * t, 2 * x[1], -x[2]};
+    };
+    for (int t = 0; t < 3; ++t) TANDEM_ASSERT_OK(a[k]->Step(absl::MakeSpan(x), grad(t)));
+    TANDEM_ASSERT_OK(b[k]->RestoreState(a[k]->SaveState()));
+    EXPECT_EQ(b[k]->steps(), 3);
+    std::vector<float> y = x;
+    for (int t = 3; t < 6; ++t) {
+      const std::vector<float> g = grad(t);
+      TANDEM_ASSERT_OK(a[k]->Step(absl::MakeSpan(x), g));
+      TANDEM_ASSERT_OK(b[k]->Step(absl::MakeSpan(y), g));
+    }
+    EXPECT_EQ(x, y) << a[k]->name();
+  }
+  // A snapshot of another kind or size is refused.
+  auto adam = *CreateAdam({});
+  Optimizer::State bad = a[0]->SaveState();  // one buffer; Adam has two
+  EXPECT_THAT(adam->RestoreState(bad), StatusIs(absl::StatusCode::kInvalidArgument));
+  Optimizer::State ragged = a[1]->SaveState();
+  ragged.buffers[1].pop_back();
+  EXPECT_THAT(adam->RestoreState(ragged), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
 }  // namespace
 }  // namespace tandem::ml

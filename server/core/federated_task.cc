@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "base/logging.h"
 #include "base/status_macros.h"
 
 namespace tandem::server {
@@ -101,6 +102,76 @@ absl::Status FederatedTask::FinishRound(absl::Span<const float> packed_mean) {
   TANDEM_RETURN_IF_ERROR(optimizer_->Step(absl::MakeSpan(params_), full));
   ++completed_;
   plan_open_ = false;
+  return absl::OkStatus();
+}
+
+absl::Status FederatedTask::AbandonRound() {
+  if (!plan_open_) return absl::FailedPreconditionError("no round planned");
+  plan_open_ = false;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<proto::TaskCheckpoint> FederatedTask::Checkpoint() {
+  if (plan_open_) return absl::FailedPreconditionError("cannot checkpoint with a round planned");
+  proto::TaskCheckpoint c;
+  c.set_completed_rounds(completed_);
+  c.mutable_params()->Add(params_.begin(), params_.end());
+  const ml::Optimizer::State os = optimizer_->SaveState();
+  c.set_optimizer_steps(os.steps);
+  c.set_optimizer_size(os.size);
+  for (const std::vector<float>& b : os.buffers) {
+    c.add_optimizer_buffers()->mutable_values()->Add(b.begin(), b.end());
+  }
+  const ml::FedLuarState::Snapshot ls = luar_->Save();
+  c.set_fedluar_round(ls.round);
+  for (size_t i : ls.recycled) c.add_fedluar_recycled(i);
+  c.mutable_fedluar_scores()->Add(ls.scores.begin(), ls.scores.end());
+  c.mutable_fedluar_last_update()->Add(ls.last_update.begin(), ls.last_update.end());
+  if (accountant_.has_value()) c.set_accountant(accountant_->Serialize());
+  return c;
+}
+
+absl::Status FederatedTask::Restore(const proto::TaskCheckpoint& c) {
+  if (plan_open_) return absl::FailedPreconditionError("cannot restore with a round planned");
+  if (static_cast<size_t>(c.params_size()) != params_.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("checkpoint has ", c.params_size(),
+                                                   " parameters, the model ", params_.size()));
+  }
+  for (float p : c.params()) {
+    if (!std::isfinite(p)) return absl::InvalidArgumentError("checkpoint has non-finite params");
+  }
+  if (c.accountant().empty() != !accountant_.has_value()) {
+    return absl::InvalidArgumentError("checkpoint and task disagree on differential privacy");
+  }
+  std::optional<dp::PrivacyAccountant> accountant;
+  if (!c.accountant().empty()) {
+    TANDEM_ASSIGN_OR_RETURN(dp::PrivacyAccountant a,
+                            dp::PrivacyAccountant::Deserialize(c.accountant()));
+    accountant.emplace(std::move(a));
+  }
+  ml::FedLuarState::Snapshot ls;
+  ls.round = c.fedluar_round();
+  ls.recycled.assign(c.fedluar_recycled().begin(), c.fedluar_recycled().end());
+  ls.scores.assign(c.fedluar_scores().begin(), c.fedluar_scores().end());
+  ls.last_update.assign(c.fedluar_last_update().begin(), c.fedluar_last_update().end());
+  ml::Optimizer::State os;
+  os.steps = c.optimizer_steps();
+  os.size = c.optimizer_size();
+  for (const proto::FloatBuffer& b : c.optimizer_buffers()) {
+    os.buffers.emplace_back(b.values().begin(), b.values().end());
+  }
+  // Validate both before changing either (all or nothing).
+  const ml::FedLuarState::Snapshot old_luar = luar_->Save();
+  TANDEM_RETURN_IF_ERROR(luar_->Restore(std::move(ls)));
+  const ml::Optimizer::State old_opt = optimizer_->SaveState();
+  if (absl::Status s = optimizer_->RestoreState(os); !s.ok()) {
+    TANDEM_CHECK(luar_->Restore(old_luar).ok());
+    TANDEM_CHECK(optimizer_->RestoreState(old_opt).ok());
+    return s;
+  }
+  params_.assign(c.params().begin(), c.params().end());
+  completed_ = c.completed_rounds();
+  if (accountant.has_value()) accountant_ = std::move(accountant);
   return absl::OkStatus();
 }
 

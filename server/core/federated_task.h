@@ -27,6 +27,7 @@
 #include "crypto/dp/accountant.h"
 #include "ml/fedluar/fedluar.h"
 #include "ml/optim/optimizer.h"
+#include "proto/coordinator.pb.h"
 #include "server/core/secure_sum.h"
 
 namespace tandem::server {
@@ -68,9 +69,20 @@ class FederatedTask {
   // Applies the decoded mean of the packed updates. FAILED_PRECONDITION
   // without an open plan; INVALID_ARGUMENT on a size mismatch.
   absl::Status FinishRound(absl::Span<const float> packed_mean);
+  // Closes the open plan without a release (quorum missed, aggregation
+  // failed). The privacy charge stays: conservative, since nothing was
+  // released. FAILED_PRECONDITION without an open plan.
+  absl::Status AbandonRound();
+
+  // Everything needed to continue after a restart (no plan may be open:
+  // FAILED_PRECONDITION). Restore() returns INVALID_ARGUMENT for a
+  // checkpoint of another model or optimizer; on error nothing changes.
+  absl::StatusOr<proto::TaskCheckpoint> Checkpoint();
+  absl::Status Restore(const proto::TaskCheckpoint& checkpoint);
 
   absl::Span<const float> params() const { return params_; }
   uint64_t completed_rounds() const { return completed_; }
+  bool plan_open() const { return plan_open_; }
   double epsilon_spent() const;
   const ml::FedLuarState& fedluar() const { return *luar_; }
 

@@ -63,29 +63,16 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("tandem federation simulator (real aggregators on loopback)");
   absl::ParseCommandLine(argc, argv);
 
-  absl::StatusOr<tandem::ml::Dataset> train, test;
-  if (absl::GetFlag(FLAGS_dataset) == "digits") {
-    auto all = tandem::ml::LoadDigitsCsv();
-    if (!all.ok()) {
-      std::fprintf(stderr, "%s (run deploy/install-deps.sh)\n", all.status().ToString().c_str());
-      return 1;
-    }
-    auto split = tandem::ml::TrainTestSplit(*all, 0.2, absl::GetFlag(FLAGS_seed));
-    if (!split.ok()) return 1;
-    train = split->first;
-    test = split->second;
-  } else {
-    train = tandem::ml::LoadFashionMnist(tandem::ml::kFashionMnistDir, "train",
-                                         absl::GetFlag(FLAGS_train_items));
-    test = tandem::ml::LoadFashionMnist(tandem::ml::kFashionMnistDir, "t10k",
-                                        absl::GetFlag(FLAGS_test_items));
-  }
-  if (!train.ok() || !test.ok()) {
+  auto data = tandem::ml::LoadNamedDataset(absl::GetFlag(FLAGS_dataset), absl::GetFlag(FLAGS_seed),
+                                           absl::GetFlag(FLAGS_train_items),
+                                           absl::GetFlag(FLAGS_test_items));
+  if (!data.ok()) {
     std::fprintf(stderr, "cannot load %s: %s (run deploy/install-deps.sh)\n",
-                 absl::GetFlag(FLAGS_dataset).c_str(),
-                 (!train.ok() ? train.status() : test.status()).ToString().c_str());
+                 absl::GetFlag(FLAGS_dataset).c_str(), data.status().ToString().c_str());
     return 1;
   }
+  const tandem::ml::Dataset& train = data->first;
+  const tandem::ml::Dataset& test = data->second;
 
   // Either aggregators already running elsewhere (--leader/--helper, e.g.
   // the docker-compose topology) or a pair started here on loopback.
@@ -110,8 +97,8 @@ int main(int argc, char** argv) {
   }
   std::printf("tandem-sim: %s, %lld train / %lld test samples, %d clients (alpha %.2f), q=%.2f\n"
               "aggregators: leader %s, helper %s (%s)\n",
-              absl::GetFlag(FLAGS_dataset).c_str(), static_cast<long long>(train->size()),
-              static_cast<long long>(test->size()), absl::GetFlag(FLAGS_clients),
+              absl::GetFlag(FLAGS_dataset).c_str(), static_cast<long long>(train.size()),
+              static_cast<long long>(test.size()), absl::GetFlag(FLAGS_clients),
               absl::GetFlag(FLAGS_alpha), absl::GetFlag(FLAGS_sample_rate),
               endpoints.leader.c_str(), endpoints.helper.c_str(),
               state.empty() ? "running elsewhere" : ("started here, logs in " + state).c_str());
@@ -158,7 +145,7 @@ int main(int argc, char** argv) {
   std::vector<tandem::sim::RoundRecord> all;
   for (const tandem::sim::FederationOptions& o : runs) {
     auto records = tandem::sim::RunFederation(
-        o, *train, *test, endpoints, [&](const tandem::sim::RoundRecord& r) {
+        o, train, test, endpoints, [&](const tandem::sim::RoundRecord& r) {
           std::printf("[%-26s] round %2d/%d  clients %2d  reports %2llu  acc %.4f  up %8.1f KiB"
                       " (dense 2-server %8.1f KiB)  eps %.3f  %.1fs\n",
                       r.variant.c_str(), r.round, o.rounds, r.participants,

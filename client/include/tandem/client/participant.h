@@ -1,0 +1,129 @@
+// tandem client SDK, C++ API: take part in the rounds of a federated task.
+// What an edge app embeds (the C ABI in c_api.h wraps it):
+//
+//   MyData data;                                   // implements DataSource
+//   tandem::client::Environment env{&data};        // storage/clock/random optional
+//   auto p = tandem::client::Participant::Create(options, env);
+//   while (true) {
+//     auto r = (*p)->ParticipateOnce();            // one check-in
+//     if (!r.ok() || r->outcome == RoundOutcome::kTaskDone) break;
+//     sleep(r->retry_after_ms);
+//   }
+//
+// One ParticipateOnce() call: check in with the coordinator; when assigned,
+// download the model in chunks (SHA-256 checked), select local data with
+// CoIDO when the round asks for it, train locally, drop the tensors FedLUAR
+// recycles this round, clip to the round's L2 bound, encode in fixed point,
+// sample one block per group, make the PREAMBLE block-DPF key shares, upload
+// them to both aggregators (retries, one idempotent report id) and report the
+// upload to the coordinator. The report is stored (StateStore) before the
+// first upload, so that an app killed mid-upload resends the same report
+// (never a second one) when it comes back within the round.
+//
+// No Eigen, gRPC, CUDA or protobuf types cross this header.
+// Thread safety: ParticipateOnce runs one round at a time (a second
+// concurrent call gets FAILED_PRECONDITION); Cancel may be called from any
+// thread and makes the running call return CANCELLED at its next step.
+// Error codes: INVALID_ARGUMENT (bad options or local data), UNAVAILABLE /
+// DEADLINE_EXCEEDED (network, after retries), FAILED_PRECONDITION (round
+// closed meanwhile), CANCELLED, and the servers' codes.
+#ifndef TANDEM_CLIENT_INCLUDE_TANDEM_CLIENT_PARTICIPANT_H_
+#define TANDEM_CLIENT_INCLUDE_TANDEM_CLIENT_PARTICIPANT_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace tandem {
+class Clock;
+class SecureRandom;
+}  // namespace tandem
+
+namespace tandem::client {
+
+// The app's labelled training examples: rows x cols features, row-major.
+struct LocalData {
+  std::vector<float> features;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  std::vector<int> labels;  // in [0, num_classes)
+  int num_classes = 0;
+};
+
+// Supplies the local data when a round needs it (called once per assigned
+// round, so that fresh data is picked up). Must be thread-compatible.
+class DataSource {
+ public:
+  virtual ~DataSource() = default;
+  virtual absl::StatusOr<LocalData> Load() = 0;
+};
+
+// Small durable key-value storage for the SDK's own state (the pending
+// report). Values are binary strings of up to a few MB.
+class StateStore {
+ public:
+  virtual ~StateStore() = default;
+  virtual absl::StatusOr<std::optional<std::string>> Get(const std::string& key) = 0;
+  virtual absl::Status Put(const std::string& key, const std::string& value) = 0;
+  virtual absl::Status Delete(const std::string& key) = 0;
+};
+
+// Files under `dir` (created), written atomically (write + fsync + rename).
+absl::StatusOr<std::unique_ptr<StateStore>> MakeFileStateStore(const std::string& dir);
+
+// What the SDK uses from the app. Pointers are not owned and must outlive
+// the Participant. Null storage = nothing persisted; null clock/random =
+// the real clock and OpenSSL.
+struct Environment {
+  DataSource* data = nullptr;
+  StateStore* storage = nullptr;
+  Clock* clock = nullptr;
+  SecureRandom* random = nullptr;
+};
+
+struct ParticipantOptions {
+  std::string coordinator;            // host:port
+  std::string client_id;              // stable pseudonym, [A-Za-z0-9._-]{1,64}
+  std::string task_id;                // empty = the coordinator's task
+  bool insecure_plaintext = false;    // local runs only; otherwise TLS
+  std::string tls_root_ca;            // PEM file verifying the servers
+  int threads = 1;                    // local training threads
+  int upload_attempts = 5;            // per aggregator, with backoff
+  int64_t rpc_timeout_ms = 30000;
+  uint64_t seed = 0;                  // local training shuffles (0 = random)
+};
+
+enum class RoundOutcome {
+  kContributed,   // trained and uploaded this round
+  kNotSelected,   // no task now; check in again after retry_after_ms
+  kTaskDone,      // the task is finished
+};
+
+struct RoundResult {
+  RoundOutcome outcome = RoundOutcome::kNotSelected;
+  uint64_t round_id = 0;              // aggregation round (kContributed)
+  int64_t retry_after_ms = 0;
+  uint64_t examples = 0;              // examples trained on
+  uint64_t bytes_up = 0;              // both key-share uploads
+  uint64_t bytes_down = 0;            // model download
+  double clip_factor = 1.0;           // min(1, C / ||update||)
+  bool resent = false;                // a stored report was resent, no training
+};
+
+class Participant {
+ public:
+  // INVALID_ARGUMENT for bad options or a missing data source.
+  static absl::StatusOr<std::unique_ptr<Participant>> Create(const ParticipantOptions& options,
+                                                             const Environment& env);
+  virtual ~Participant() = default;
+  virtual absl::StatusOr<RoundResult> ParticipateOnce() = 0;
+  virtual void Cancel() = 0;
+};
+
+}  // namespace tandem::client
+
+#endif  // TANDEM_CLIENT_INCLUDE_TANDEM_CLIENT_PARTICIPANT_H_

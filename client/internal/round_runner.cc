@@ -1,0 +1,261 @@
+#include "client/internal/round_runner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "base/clock.h"
+#include "base/random.h"
+#include "base/status_macros.h"
+#include "client/internal/report_builder.h"
+#include "ml/coido/coido.h"
+#include "ml/fedluar/fedluar.h"
+#include "ml/fedluar/federated_sim.h"
+#include "ml/model/model_zoo.h"
+#include "ml/optim/optimizer.h"
+#include "ml/train/trainer.h"
+
+namespace tandem::client {
+namespace {
+
+bool ValidId(const std::string& id) {
+  return !id.empty() && id.size() <= 64 && std::all_of(id.begin(), id.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
+  });
+}
+
+// Pending report: round id, then both serialized requests, length-prefixed.
+std::string EncodePending(uint64_t round, const std::string& a, const std::string& b) {
+  std::string out(24, '\0');
+  const uint64_t header[3] = {round, a.size(), b.size()};
+  std::memcpy(out.data(), header, sizeof(header));
+  return out + a + b;
+}
+
+bool DecodePending(const std::string& blob, uint64_t* round, proto::UploadRequest* a,
+                   proto::UploadRequest* b) {
+  if (blob.size() < 24) return false;
+  uint64_t h[3];
+  std::memcpy(h, blob.data(), sizeof(h));
+  if (h[1] > blob.size() - 24 || h[2] != blob.size() - 24 - h[1]) return false;
+  *round = h[0];
+  return a->ParseFromString(blob.substr(24, h[1])) && b->ParseFromString(blob.substr(24 + h[1]));
+}
+
+// Local training runs in slices of this many steps, so Cancel() is noticed.
+constexpr int64_t kStepsPerSlice = 8;
+
+}  // namespace
+
+absl::StatusOr<ml::Dataset> DatasetFromLocalData(const LocalData& d) {
+  if (d.rows < 1 || d.cols < 1 || d.features.size() != static_cast<size_t>(d.rows * d.cols) ||
+      d.labels.size() != static_cast<size_t>(d.rows) || d.num_classes < 2) {
+    return absl::InvalidArgumentError(
+        "local data needs rows >= 1, cols >= 1, rows*cols features, one label per row and "
+        "num_classes >= 2");
+  }
+  ml::Dataset out;
+  out.num_classes = d.num_classes;
+  out.labels = d.labels;
+  out.shape = {1, 1, d.cols};  // flat features
+  out.features = Eigen::Map<const ml::Matrix>(d.features.data(), d.rows, d.cols);
+  if (!out.features.allFinite()) return absl::InvalidArgumentError("local data has non-finite features");
+  TANDEM_RETURN_IF_ERROR(out.Validate());
+  return out;
+}
+
+absl::StatusOr<std::unique_ptr<RoundRunner>> RoundRunner::Create(
+    const ParticipantOptions& options, const Environment& env,
+    std::unique_ptr<RoundTransport> transport) {
+  if (env.data == nullptr || env.clock == nullptr || env.random == nullptr || transport == nullptr) {
+    return absl::InvalidArgumentError("participant needs a data source, clock, random and transport");
+  }
+  if (!ValidId(options.client_id)) {
+    return absl::InvalidArgumentError("client_id must match [A-Za-z0-9._-]{1,64}");
+  }
+  if (options.threads < 1 || options.upload_attempts < 1 || options.rpc_timeout_ms < 1) {
+    return absl::InvalidArgumentError("threads, upload_attempts and rpc_timeout_ms must be >= 1");
+  }
+  return std::unique_ptr<RoundRunner>(new RoundRunner(options, env, std::move(transport)));
+}
+
+void RoundRunner::Cancel() {
+  cancelled_ = true;
+  transport_->Cancel();
+}
+
+absl::Status RoundRunner::CheckCancelled() const {
+  return cancelled_ ? absl::CancelledError("participant cancelled") : absl::OkStatus();
+}
+
+std::string RoundRunner::PendingKey() const { return "pending-report"; }
+
+absl::StatusOr<RoundResult> RoundRunner::ParticipateOnce() {
+  if (running_.exchange(true)) {
+    return absl::FailedPreconditionError("a round is already running on this participant");
+  }
+  struct Reset {
+    std::atomic<bool>* flag;
+    ~Reset() { *flag = false; }
+  } reset{&running_};
+  TANDEM_RETURN_IF_ERROR(CheckCancelled());
+  proto::CheckInRequest req;
+  req.set_client_id(options_.client_id);
+  req.set_task_id(options_.task_id);
+  TANDEM_ASSIGN_OR_RETURN(proto::CheckInResponse resp, transport_->CheckIn(req));
+  RoundResult result;
+  switch (resp.outcome()) {
+    case proto::CheckInResponse::OUTCOME_DONE:
+      result.outcome = RoundOutcome::kTaskDone;
+      return result;
+    case proto::CheckInResponse::OUTCOME_RETRY_LATER:
+      result.outcome = RoundOutcome::kNotSelected;
+      result.retry_after_ms = std::max<int64_t>(resp.retry_after_ms(), 10);
+      return result;
+    case proto::CheckInResponse::OUTCOME_TASK:
+      return Contribute(resp);
+    default:
+      return absl::InternalError("coordinator sent an unknown check-in outcome");
+  }
+}
+
+absl::StatusOr<RoundResult> RoundRunner::Contribute(const proto::CheckInResponse& task) {
+  RoundResult result;
+  result.outcome = RoundOutcome::kContributed;
+  result.round_id = task.round_id();
+  const proto::RoundParameters& rp = task.round_parameters();
+  if (rp.task_id() != task.task_id() || rp.round_id() != task.round_id()) {
+    return absl::InvalidArgumentError("assignment and its round parameters disagree");
+  }
+  // A report stored for this very round was maybe not delivered: resend it
+  // as is (same report id), never a second report.
+  if (env_.storage != nullptr) {
+    TANDEM_ASSIGN_OR_RETURN(std::optional<std::string> pending, env_.storage->Get(PendingKey()));
+    if (pending.has_value()) {
+      uint64_t round = 0;
+      proto::UploadRequest a, b;
+      if (DecodePending(*pending, &round, &a, &b) && round == task.round_id() &&
+          a.task_id() == task.task_id()) {
+        result.resent = true;
+        TANDEM_RETURN_IF_ERROR(Deliver(task, a.report_id(), a, b, &result));
+        return result;
+      }
+      TANDEM_RETURN_IF_ERROR(env_.storage->Delete(PendingKey()));  // an older round's
+    }
+  }
+  TANDEM_ASSIGN_OR_RETURN(std::vector<float> packed, TrainUpdate(task, &result));
+  TANDEM_RETURN_IF_ERROR(CheckCancelled());
+  TANDEM_ASSIGN_OR_RETURN(ReportBuilder builder,
+                          ReportBuilder::Create(ReportParametersFromRound(rp)));
+  TANDEM_ASSIGN_OR_RETURN(BuiltReport report, builder.Build(packed, env_.random));
+  result.clip_factor = report.clip_factor;
+  proto::UploadRequest a, b;
+  for (proto::UploadRequest* r : {&a, &b}) {
+    r->set_task_id(rp.task_id());
+    r->set_round_id(rp.round_id());
+    r->set_report_id(report.report_id);
+  }
+  *a.mutable_key_share() = std::move(report.leader_share);
+  *b.mutable_key_share() = std::move(report.helper_share);
+  if (env_.storage != nullptr) {
+    TANDEM_RETURN_IF_ERROR(env_.storage->Put(
+        PendingKey(), EncodePending(task.round_id(), a.SerializeAsString(), b.SerializeAsString())));
+  }
+  TANDEM_RETURN_IF_ERROR(Deliver(task, report.report_id, a, b, &result));
+  return result;
+}
+
+absl::StatusOr<std::vector<float>> RoundRunner::TrainUpdate(const proto::CheckInResponse& task,
+                                                            RoundResult* result) {
+  const proto::TrainingConfig& tc = task.training();
+  proto::DownloadModelRequest dreq;
+  dreq.set_task_id(task.task_id());
+  dreq.set_model_version(task.model_version());
+  TANDEM_ASSIGN_OR_RETURN(std::string blob, transport_->DownloadModel(dreq));
+  result->bytes_down = blob.size();
+  proto::Model model_proto;
+  if (!model_proto.ParseFromString(blob) || model_proto.layers_size() != 1 ||
+      model_proto.layers(0).dtype() != proto::DTYPE_FLOAT32 ||
+      model_proto.layers(0).data().size() % sizeof(float) != 0) {
+    return absl::DataLossError("downloaded model is not one float32 tensor");
+  }
+  const std::string& raw = model_proto.layers(0).data();
+  std::vector<float> global(raw.size() / sizeof(float));
+  std::memcpy(global.data(), raw.data(), raw.size());
+
+  const std::vector<int64_t> hidden(tc.model().hidden().begin(), tc.model().hidden().end());
+  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<ml::Model> model,
+                          ml::MakeMlp(tc.model().input_dim(), hidden, tc.model().num_classes()));
+  TANDEM_RETURN_IF_ERROR(model->SetParams(global));
+  TANDEM_ASSIGN_OR_RETURN(LocalData local, env_.data->Load());
+  TANDEM_ASSIGN_OR_RETURN(ml::Dataset data, DatasetFromLocalData(local));
+  if (data.features.cols() != tc.model().input_dim() || data.num_classes != tc.model().num_classes()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "local data (", data.features.cols(), " features, ", data.num_classes,
+        " classes) does not fit the task's model (", tc.model().input_dim(), ", ",
+        tc.model().num_classes(), ")"));
+  }
+  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<ml::GradientEngine> engine,
+                          ml::GradientEngine::Create(options_.threads));
+  uint64_t seed = options_.seed;
+  if (seed == 0) {
+    TANDEM_RETURN_IF_ERROR(
+        env_.random->Fill(absl::MakeSpan(reinterpret_cast<uint8_t*>(&seed), sizeof(seed))));
+  }
+  std::mt19937_64 gen(seed ^ (task.round_id() * 0x9E3779B97F4A7C15ull));
+  // CoIDO: keep the fraction the round asks for, scored with the global
+  // model's embeddings and losses (ml/coido).
+  if (tc.coido_fraction() > 0 && tc.coido_fraction() < 1 && data.size() >= 10) {
+    TANDEM_ASSIGN_OR_RETURN(ml::EmbeddingsAndLosses el, engine->EmbedAndLoss(*model, data));
+    ml::CoidoOptions co;
+    co.select_fraction = tc.coido_fraction();
+    co.num_clusters = static_cast<int>(std::min<int64_t>(10, data.size() / 2));
+    co.seed = gen();
+    TANDEM_ASSIGN_OR_RETURN(ml::CoidoResult pick,
+                            ml::CoidoSelect(el.embeddings, el.losses, data.labels,
+                                            data.num_classes, co));
+    TANDEM_ASSIGN_OR_RETURN(data, data.Subset(pick.selected));
+  }
+  result->examples = static_cast<uint64_t>(data.size());
+  ml::SgdOptions so;
+  so.learning_rate = tc.learning_rate() > 0 ? tc.learning_rate() : 0.05;
+  so.momentum = tc.momentum();
+  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<ml::Optimizer> opt, ml::CreateSgd(so));
+  const int64_t batch = tc.batch_size() > 0 ? tc.batch_size() : 32;
+  int64_t steps = tc.local_steps();
+  if (steps == 0) {
+    steps = std::max<int64_t>(1, tc.local_epochs()) * ((data.size() + batch - 1) / batch);
+  }
+  for (int64_t done = 0; done < steps; done += kStepsPerSlice) {
+    TANDEM_RETURN_IF_ERROR(CheckCancelled());
+    TANDEM_RETURN_IF_ERROR(ml::TrainSteps(*model, *opt, *engine, data,
+                                          std::min(kStepsPerSlice, steps - done), batch, gen));
+  }
+  std::vector<float> update = model->Flatten();
+  for (size_t i = 0; i < update.size(); ++i) update[i] -= global[i];
+  // FedLUAR: the recycled tensors are not uploaded this round.
+  const std::vector<size_t> recycled(tc.recycled_layers().begin(), tc.recycled_layers().end());
+  return ml::PackTensors(ml::TensorSlices(*model), recycled, update);
+}
+
+absl::Status RoundRunner::Deliver(const proto::CheckInResponse& task, const std::string& report_id,
+                                  const proto::UploadRequest& a, const proto::UploadRequest& b,
+                                  RoundResult* result) {
+  TANDEM_RETURN_IF_ERROR(CheckCancelled());
+  result->bytes_up = a.ByteSizeLong() + b.ByteSizeLong();
+  TANDEM_RETURN_IF_ERROR(transport_->Upload(task.leader(), task.helper(), a, b));
+  proto::UploadDoneRequest done;
+  done.set_client_id(options_.client_id);
+  done.set_task_id(task.task_id());
+  done.set_round_id(task.round_id());
+  done.set_report_id(report_id);
+  done.set_num_examples(result->examples);
+  done.set_bytes_uploaded(result->bytes_up);
+  TANDEM_RETURN_IF_ERROR(transport_->UploadDone(done));
+  if (env_.storage != nullptr) TANDEM_RETURN_IF_ERROR(env_.storage->Delete(PendingKey()));
+  return absl::OkStatus();
+}
+
+}  // namespace tandem::client

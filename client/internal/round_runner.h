@@ -1,0 +1,54 @@
+// Internal: the Participant's round logic (see the public participant.h):
+// check-in, download, CoIDO selection, local training, FedLUAR packing,
+// PREAMBLE report, upload, UploadDone, with the pending report kept in the
+// StateStore until the coordinator has it.
+// Thread safety: as Participant. Owns the transport; the environment's
+// pointers are not owned.
+#ifndef TANDEM_CLIENT_INTERNAL_ROUND_RUNNER_H_
+#define TANDEM_CLIENT_INTERNAL_ROUND_RUNNER_H_
+
+#include <atomic>
+#include <memory>
+
+#include "client/internal/round_transport.h"
+#include "ml/data/dataset.h"
+#include "tandem/client/participant.h"
+
+namespace tandem::client {
+
+class RoundRunner : public Participant {
+ public:
+  // INVALID_ARGUMENT for bad options; env.clock/random must be non-null here.
+  static absl::StatusOr<std::unique_ptr<RoundRunner>> Create(
+      const ParticipantOptions& options, const Environment& env,
+      std::unique_ptr<RoundTransport> transport);
+
+  absl::StatusOr<RoundResult> ParticipateOnce() override;
+  void Cancel() override;
+
+ private:
+  RoundRunner(ParticipantOptions options, Environment env, std::unique_ptr<RoundTransport> t)
+      : options_(std::move(options)), env_(env), transport_(std::move(t)) {}
+  absl::StatusOr<RoundResult> Contribute(const proto::CheckInResponse& task);
+  absl::StatusOr<std::vector<float>> TrainUpdate(const proto::CheckInResponse& task,
+                                                 RoundResult* result);
+  absl::Status Deliver(const proto::CheckInResponse& task, const std::string& report_id,
+                       const proto::UploadRequest& a, const proto::UploadRequest& b,
+                       RoundResult* result);
+  absl::Status CheckCancelled() const;
+  std::string PendingKey() const;
+
+  const ParticipantOptions options_;
+  const Environment env_;
+  std::unique_ptr<RoundTransport> transport_;
+  std::atomic<bool> cancelled_{false};
+  std::atomic<bool> running_{false};
+};
+
+// LocalData -> ml::Dataset. INVALID_ARGUMENT for inconsistent sizes, labels
+// out of range or non-finite features.
+absl::StatusOr<ml::Dataset> DatasetFromLocalData(const LocalData& data);
+
+}  // namespace tandem::client
+
+#endif  // TANDEM_CLIENT_INTERNAL_ROUND_RUNNER_H_

@@ -1,0 +1,134 @@
+// tandem-client: one federated client over the SDK (participant.h). Loads
+// its shard of a project dataset (the same Dirichlet split every client of
+// the federation computes from --num_shards/--alpha/--data_seed) and takes
+// part in rounds until the task is done.
+//   tandem-client --coordinator=127.0.0.1:7000 --client_id=c7 --shard=7 \
+//     --num_shards=20 --dataset=digits --state_dir=/tmp/c7 --insecure_plaintext
+// Exit status: 0 when the task is done (or --max_rounds contributed), 1 on
+// bad flags/data or after --max_errors consecutive failures.
+#include <cstdio>
+#include <thread>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/time/clock.h"
+#include "ml/data/dataset.h"
+#include "ml/data/partition.h"
+#include "tandem/client/participant.h"
+
+ABSL_FLAG(std::string, coordinator, "", "coordinator host:port");
+ABSL_FLAG(std::string, client_id, "", "this client's pseudonym");
+ABSL_FLAG(std::string, task_id, "", "task (empty = the coordinator's)");
+ABSL_FLAG(std::string, dataset, "digits", "digits or fmnist");
+ABSL_FLAG(uint64_t, data_seed, 1, "seed of the train/test split and of the shards");
+ABSL_FLAG(int, num_shards, 1, "clients the training split is divided among");
+ABSL_FLAG(int, shard, 0, "this client's shard in [0, num_shards)");
+ABSL_FLAG(double, alpha, 0.5, "Dirichlet label-skew parameter of the split");
+ABSL_FLAG(std::string, state_dir, "", "SDK state (pending report); empty = none");
+ABSL_FLAG(bool, insecure_plaintext, false, "no TLS (local runs only)");
+ABSL_FLAG(std::string, tls_ca, "", "PEM roots verifying the servers");
+ABSL_FLAG(int, max_rounds, 0, "stop after contributing this many rounds (0 = until done)");
+ABSL_FLAG(int, max_errors, 20, "consecutive failures before giving up");
+ABSL_FLAG(int, threads, 1, "local training threads");
+ABSL_FLAG(uint64_t, seed, 0, "local training seed (0 = random)");
+
+namespace {
+
+class ShardData : public tandem::client::DataSource {
+ public:
+  explicit ShardData(tandem::client::LocalData d) : data_(std::move(d)) {}
+  absl::StatusOr<tandem::client::LocalData> Load() override { return data_; }
+
+ private:
+  tandem::client::LocalData data_;
+};
+
+absl::StatusOr<tandem::client::LocalData> LoadShard() {
+  const int n = absl::GetFlag(FLAGS_num_shards), k = absl::GetFlag(FLAGS_shard);
+  if (n < 1 || k < 0 || k >= n) return absl::InvalidArgumentError("need 0 <= shard < num_shards");
+  auto data = tandem::ml::LoadNamedDataset(absl::GetFlag(FLAGS_dataset),
+                                           absl::GetFlag(FLAGS_data_seed), 0, 1);
+  if (!data.ok()) return data.status();
+  const tandem::ml::Dataset& train = data->first;
+  auto parts = tandem::ml::PartitionDirichlet(train.labels, train.num_classes, n,
+                                              absl::GetFlag(FLAGS_alpha),
+                                              absl::GetFlag(FLAGS_data_seed), /*min_per_client=*/10);
+  if (!parts.ok()) return parts.status();
+  auto mine = train.Subset((*parts)[k]);
+  if (!mine.ok()) return mine.status();
+  tandem::client::LocalData out;
+  out.rows = mine->features.rows();
+  out.cols = mine->features.cols();
+  out.features.assign(mine->features.data(), mine->features.data() + out.rows * out.cols);
+  out.labels = mine->labels;
+  out.num_classes = mine->num_classes;
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage("tandem federated client");
+  absl::ParseCommandLine(argc, argv);
+  absl::StatusOr<tandem::client::LocalData> shard = LoadShard();
+  if (!shard.ok()) {
+    std::fprintf(stderr, "tandem-client: %s\n", shard.status().ToString().c_str());
+    return 1;
+  }
+  ShardData data(*std::move(shard));
+  std::unique_ptr<tandem::client::StateStore> store;
+  if (!absl::GetFlag(FLAGS_state_dir).empty()) {
+    auto s = tandem::client::MakeFileStateStore(absl::GetFlag(FLAGS_state_dir));
+    if (!s.ok()) {
+      std::fprintf(stderr, "tandem-client: %s\n", s.status().ToString().c_str());
+      return 1;
+    }
+    store = *std::move(s);
+  }
+  tandem::client::ParticipantOptions o;
+  o.coordinator = absl::GetFlag(FLAGS_coordinator);
+  o.client_id = absl::GetFlag(FLAGS_client_id);
+  o.task_id = absl::GetFlag(FLAGS_task_id);
+  o.insecure_plaintext = absl::GetFlag(FLAGS_insecure_plaintext);
+  o.tls_root_ca = absl::GetFlag(FLAGS_tls_ca);
+  o.threads = absl::GetFlag(FLAGS_threads);
+  o.seed = absl::GetFlag(FLAGS_seed);
+  tandem::client::Environment env;
+  env.data = &data;
+  env.storage = store.get();
+  auto p = tandem::client::Participant::Create(o, env);
+  if (!p.ok()) {
+    std::fprintf(stderr, "tandem-client: %s\n", p.status().ToString().c_str());
+    return 1;
+  }
+  int contributed = 0, errors = 0;
+  while (true) {
+    absl::StatusOr<tandem::client::RoundResult> r = (*p)->ParticipateOnce();
+    if (!r.ok()) {
+      std::fprintf(stderr, "tandem-client %s: %s\n", o.client_id.c_str(),
+                   r.status().ToString().c_str());
+      if (++errors >= absl::GetFlag(FLAGS_max_errors)) return 1;
+      absl::SleepFor(absl::Milliseconds(200));
+      continue;
+    }
+    errors = 0;
+    switch (r->outcome) {
+      case tandem::client::RoundOutcome::kTaskDone:
+        std::printf("%s: task done after %d contributions\n", o.client_id.c_str(), contributed);
+        return 0;
+      case tandem::client::RoundOutcome::kNotSelected:
+        absl::SleepFor(absl::Milliseconds(r->retry_after_ms));
+        break;
+      case tandem::client::RoundOutcome::kContributed:
+        std::printf("%s: round %llu: %llu examples, %llu bytes up, %llu down%s\n",
+                    o.client_id.c_str(), static_cast<unsigned long long>(r->round_id),
+                    static_cast<unsigned long long>(r->examples),
+                    static_cast<unsigned long long>(r->bytes_up),
+                    static_cast<unsigned long long>(r->bytes_down), r->resent ? " (resent)" : "");
+        std::fflush(stdout);
+        if (++contributed == absl::GetFlag(FLAGS_max_rounds)) return 0;
+        break;
+    }
+  }
+}

@@ -1,0 +1,393 @@
+#include "server/core/coordinator.h"
+
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
+#include <cstring>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "base/logging.h"
+#include "base/status_macros.h"
+#include "ml/fedluar/federated_sim.h"
+#include "ml/model/model_zoo.h"
+
+namespace tandem::server {
+namespace {
+
+constexpr char kSamplingKeyMeta[] = "sampling_key";
+constexpr char kConfigMeta[] = "config";
+
+bool ValidId(const std::string& id) {
+  if (id.empty() || id.size() > 64) return false;
+  for (char c : id) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-')) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// The parts of the configuration a stored task must agree with.
+std::string Fingerprint(const CoordinatorOptions& o) {
+  std::string hidden;
+  for (int64_t h : o.model.hidden()) absl::StrAppend(&hidden, h, ",");
+  const SecureSumConfig& s = o.task.secure_sum;
+  return absl::StrCat("task=", o.task_id, " model=", o.model.input_dim(), "/", hidden, "/",
+                      o.model.num_classes(), " seed=", o.init_seed, " B=", s.block_size,
+                      " d=", s.log_blocks_per_group, " frac=", s.frac_bits, " C=", s.clip_l2_norm,
+                      " z=", s.noise_multiplier, " q=", o.task.sample_rate,
+                      " R=", o.task.num_recycled, " opt=", static_cast<int>(o.task.optimizer));
+}
+
+}  // namespace
+
+const char* Coordinator::PhaseName(Phase p) {
+  switch (p) {
+    case Phase::kIdle: return "idle";
+    case Phase::kOpening: return "opening";
+    case Phase::kCollecting: return "collecting";
+    case Phase::kFinalizing: return "finalizing";
+    case Phase::kDone: return "done";
+  }
+  return "unknown";
+}
+
+Coordinator::Coordinator(CoordinatorOptions options, ml::Dataset eval, AggregatorClient* leader,
+                         AggregatorClient* helper, std::unique_ptr<CoordinatorStore> store,
+                         const Clock* clock)
+    : options_(std::move(options)),
+      eval_(std::move(eval)),
+      leader_(leader),
+      helper_(helper),
+      store_(std::move(store)),
+      clock_(clock) {}
+
+absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(
+    CoordinatorOptions options, ml::Dataset eval_data, AggregatorClient* leader,
+    AggregatorClient* helper, std::unique_ptr<CoordinatorStore> store, const Clock* clock,
+    SecureRandom* random) {
+  if (leader == nullptr || helper == nullptr || store == nullptr || clock == nullptr ||
+      random == nullptr) {
+    return absl::InvalidArgumentError("coordinator: aggregators, store, clock and random required");
+  }
+  if (!ValidId(options.task_id)) {
+    return absl::InvalidArgumentError("task_id must match [A-Za-z0-9._-]{1,64}");
+  }
+  if (options.rounds < 1 || options.min_reports < 1 || options.round_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("rounds >= 1, min_reports >= 1 and round_timeout > 0 required");
+  }
+  if (options.target_reports != 0 && options.target_reports < options.min_reports) {
+    return absl::InvalidArgumentError("target_reports must be 0 or >= min_reports");
+  }
+  if (options.min_reports > options.task.secure_sum.max_reports) {
+    return absl::InvalidArgumentError("min_reports exceeds max_reports");
+  }
+  if (options.model.input_dim() < 1 || options.model.num_classes() < 2) {
+    return absl::InvalidArgumentError("model needs input_dim >= 1 and num_classes >= 2");
+  }
+  TANDEM_RETURN_IF_ERROR(eval_data.Validate());
+  if (eval_data.size() < 1 || eval_data.features.cols() != options.model.input_dim() ||
+      eval_data.num_classes != options.model.num_classes()) {
+    return absl::InvalidArgumentError("evaluation data does not match the model");
+  }
+  options.task.secure_sum.task_id = options.task_id;
+  std::unique_ptr<Coordinator> c(new Coordinator(std::move(options), std::move(eval_data), leader,
+                                                 helper, std::move(store), clock));
+  const std::vector<int64_t> hidden(c->options_.model.hidden().begin(),
+                                    c->options_.model.hidden().end());
+  TANDEM_ASSIGN_OR_RETURN(c->model_, ml::MakeMlp(c->options_.model.input_dim(), hidden,
+                                                 c->options_.model.num_classes()));
+  c->model_->InitFromSeed(c->options_.init_seed);
+  TANDEM_ASSIGN_OR_RETURN(c->engine_, ml::GradientEngine::Create(c->options_.eval_threads));
+  TANDEM_ASSIGN_OR_RETURN(c->task_, FederatedTask::Create(c->options_.task,
+                                                          ml::TensorSlices(*c->model_),
+                                                          c->model_->Flatten()));
+  // The sampling key: drawn once, kept across restarts.
+  TANDEM_ASSIGN_OR_RETURN(std::optional<std::string> key, c->store_->GetMeta(kSamplingKeyMeta));
+  if (!key.has_value()) {
+    std::string fresh(32, '\0');
+    TANDEM_RETURN_IF_ERROR(
+        random->Fill(absl::MakeSpan(reinterpret_cast<uint8_t*>(fresh.data()), fresh.size())));
+    TANDEM_RETURN_IF_ERROR(c->store_->PutMeta(kSamplingKeyMeta, fresh));
+    key = fresh;
+  }
+  if (key->size() != 32) return absl::DataLossError("stored sampling key is not 32 bytes");
+  std::memcpy(c->sampling_key_.data(), key->data(), 32);
+  const std::string fingerprint = Fingerprint(c->options_);
+  TANDEM_ASSIGN_OR_RETURN(std::optional<std::string> stored, c->store_->GetMeta(kConfigMeta));
+  if (stored.has_value() && *stored != fingerprint) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the state directory holds another task (", *stored, "); this one is ", fingerprint));
+  }
+  if (!stored.has_value()) TANDEM_RETURN_IF_ERROR(c->store_->PutMeta(kConfigMeta, fingerprint));
+  TANDEM_RETURN_IF_ERROR(c->Restore());
+  return c;
+}
+
+int64_t Coordinator::NowMs() const { return absl::ToUnixMillis(clock_->Now()); }
+
+bool Coordinator::Sampled(uint64_t aggregation_round, const std::string& client_id) const {
+  std::string msg(8, '\0');
+  for (int i = 0; i < 8; ++i) msg[i] = static_cast<char>(aggregation_round >> (8 * i));
+  msg += client_id;
+  unsigned char mac[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  if (HMAC(EVP_sha256(), sampling_key_.data(), static_cast<int>(sampling_key_.size()),
+           reinterpret_cast<const unsigned char*>(msg.data()), msg.size(), mac, &len) == nullptr) {
+    return false;  // never assign on an OpenSSL failure
+  }
+  uint64_t u = 0;
+  for (int i = 0; i < 8; ++i) u |= static_cast<uint64_t>(mac[i]) << (8 * i);
+  // u / 2^64 < q, computed in long double to keep q = 1 exact.
+  return static_cast<long double>(u) < options_.task.sample_rate * 18446744073709551616.0L;
+}
+
+void Coordinator::PublishModel() {
+  proto::Model m;
+  m.set_version(task_->completed_rounds());
+  proto::Tensor* t = m.add_layers();
+  t->set_name("params");
+  t->set_dtype(proto::DTYPE_FLOAT32);
+  const absl::Span<const float> p = task_->params();
+  t->add_shape(static_cast<int64_t>(p.size()));
+  t->set_data(std::string(reinterpret_cast<const char*>(p.data()), p.size() * sizeof(float)));
+  model_blob_ = std::make_shared<const std::string>(m.SerializeAsString());
+  model_version_ = task_->completed_rounds();
+}
+
+absl::Status Coordinator::Restore() {
+  TANDEM_ASSIGN_OR_RETURN(std::optional<proto::TaskCheckpoint> cp, store_->LoadCheckpoint());
+  if (cp.has_value()) TANDEM_RETURN_IF_ERROR(task_->Restore(*cp));
+  TANDEM_ASSIGN_OR_RETURN(std::vector<proto::RoundSummary> history, store_->LoadHistory());
+  TANDEM_ASSIGN_OR_RETURN(std::optional<OpenRoundRecord> open, store_->LoadOpenRound());
+  absl::MutexLock lock(&mu_);
+  history_ = std::move(history);
+  epsilon_ = task_->epsilon_spent();
+  PublishModel();
+  if (!open.has_value()) return absl::OkStatus();
+  if (open->model_version != task_->completed_rounds() + 1) {
+    return absl::DataLossError(absl::StrCat("open round produces version ", open->model_version,
+                                            " but the checkpoint is at ",
+                                            task_->completed_rounds()));
+  }
+  // Re-plan: deterministic given the checkpoint (same recycled set, same
+  // charge to the restored accountant as before the restart).
+  TANDEM_ASSIGN_OR_RETURN(RoundPlan plan, task_->PlanRound());
+  plan_.emplace(std::move(plan));
+  aggregation_round_ = open->aggregation_round;
+  opened_ms_ = open->opened_unix_ms;
+  deadline_ms_ = open->deadline_unix_ms;
+  TANDEM_ASSIGN_OR_RETURN(std::vector<AssignmentRecord> assigned,
+                          store_->LoadAssignments(aggregation_round_));
+  for (AssignmentRecord& a : assigned) {
+    assigned_[a.client_id] = {a.done, std::move(a.report_id), a.bytes_up};
+  }
+  phase_ = Phase::kOpening;
+  TANDEM_LOG(INFO) << "coordinator: resuming aggregation round " << aggregation_round_ << " ("
+                   << assigned_.size() << " assigned) from the checkpoint at version "
+                   << task_->completed_rounds();
+  return absl::OkStatus();
+}
+
+absl::Status Coordinator::Tick() {
+  Phase phase;
+  {
+    absl::MutexLock lock(&mu_);
+    phase = phase_;
+  }
+  switch (phase) {
+    case Phase::kDone:
+    case Phase::kFinalizing:
+      return absl::OkStatus();
+    case Phase::kIdle:
+      return StartRound();
+    case Phase::kOpening:
+      return TryOpen();
+    case Phase::kCollecting: {
+      uint64_t done = 0;
+      bool expired;
+      {
+        absl::MutexLock lock(&mu_);
+        for (const auto& [id, a] : assigned_) done += a.done ? 1 : 0;
+        expired = NowMs() >= deadline_ms_;
+      }
+      const bool full = options_.target_reports > 0 && done >= options_.target_reports;
+      if (!full && !expired) return absl::OkStatus();
+      if (done < options_.min_reports) {
+        return Abandon(absl::StrCat("quorum missed: ", done, " of ", options_.min_reports,
+                                    " uploads by the deadline"));
+      }
+      return Finalize();
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Coordinator::StartRound() {
+  if (task_->completed_rounds() >= options_.rounds) {
+    absl::MutexLock lock(&mu_);
+    phase_ = Phase::kDone;
+    done_reason_ = absl::StrCat("all ", options_.rounds, " rounds released");
+    return absl::OkStatus();
+  }
+  absl::StatusOr<RoundPlan> plan = task_->PlanRound();
+  if (absl::IsResourceExhausted(plan.status())) {
+    absl::MutexLock lock(&mu_);
+    phase_ = Phase::kDone;
+    done_reason_ = std::string(plan.status().message());
+    TANDEM_LOG(INFO) << "coordinator: " << done_reason_;
+    return absl::OkStatus();
+  }
+  TANDEM_RETURN_IF_ERROR(plan.status());
+  TANDEM_ASSIGN_OR_RETURN(uint64_t last, store_->LastAggregationRound());
+  OpenRoundRecord rec;
+  rec.aggregation_round = last + 1;
+  rec.model_version = task_->completed_rounds() + 1;
+  rec.opened_unix_ms = NowMs();
+  rec.deadline_unix_ms = rec.opened_unix_ms + absl::ToInt64Milliseconds(options_.round_timeout);
+  if (absl::Status s = store_->BeginRound(rec); !s.ok()) {
+    TANDEM_RETURN_IF_ERROR(task_->AbandonRound());
+    return s;
+  }
+  plan_.emplace(*std::move(plan));
+  absl::MutexLock lock(&mu_);
+  aggregation_round_ = rec.aggregation_round;
+  opened_ms_ = rec.opened_unix_ms;
+  deadline_ms_ = rec.deadline_unix_ms;
+  assigned_.clear();
+  round_bytes_down_ = 0;
+  phase_ = Phase::kOpening;
+  return absl::OkStatus();
+}
+
+absl::Status Coordinator::TryOpen() {
+  uint64_t round;
+  int64_t deadline;
+  {
+    absl::MutexLock lock(&mu_);
+    round = aggregation_round_;
+    deadline = deadline_ms_;
+  }
+  const SecureSum& sum = *plan_->sum;
+  if (absl::Status s = sum.Open(*leader_, *helper_, round, deadline); !s.ok()) {
+    if (NowMs() >= deadline) return Abandon(absl::StrCat("aggregators did not open: ", s.message()));
+    TANDEM_LOG(WARNING) << "coordinator: opening aggregation round " << round
+                        << " failed (will retry): " << s;
+    return absl::OkStatus();
+  }
+  proto::CheckInResponse t;
+  t.set_outcome(proto::CheckInResponse::OUTCOME_TASK);
+  t.set_task_id(options_.task_id);
+  t.set_round_id(round);
+  t.set_deadline_unix_ms(deadline);
+  *t.mutable_round_parameters() = sum.RoundParameters(round, deadline);
+  const proto::RoundParameters& rp = t.round_parameters();
+  *t.mutable_group_parameters() = rp.group_parameters();
+  t.set_num_groups(rp.num_groups());
+  t.set_dimension(rp.dimension());
+  *t.mutable_leader() = options_.leader;
+  *t.mutable_helper() = options_.helper;
+  proto::TrainingConfig* tc = t.mutable_training();
+  *tc = options_.training;
+  *tc->mutable_model() = options_.model;
+  *tc->mutable_fixed_point() = rp.fixed_point();
+  tc->clear_recycled_layers();
+  for (size_t i : plan_->recycled) tc->add_recycled_layers(static_cast<uint32_t>(i));
+  absl::MutexLock lock(&mu_);
+  t.set_model_version(model_version_);
+  assignment_ = std::move(t);
+  phase_ = Phase::kCollecting;
+  TANDEM_LOG(INFO) << "coordinator: aggregation round " << round << " collecting (version "
+                   << model_version_ + 1 << ", D=" << rp.dimension() << ", "
+                   << plan_->recycled.size() << " tensors recycled)";
+  return absl::OkStatus();
+}
+
+absl::Status Coordinator::Abandon(const std::string& why) {
+  uint64_t round;
+  {
+    absl::MutexLock lock(&mu_);
+    round = aggregation_round_;
+  }
+  TANDEM_LOG(WARNING) << "coordinator: abandoning aggregation round " << round << ": " << why;
+  TANDEM_RETURN_IF_ERROR(task_->AbandonRound());
+  plan_.reset();
+  TANDEM_ASSIGN_OR_RETURN(proto::TaskCheckpoint cp, task_->Checkpoint());
+  TANDEM_RETURN_IF_ERROR(store_->AbandonRound(round, cp));
+  absl::MutexLock lock(&mu_);
+  ++abandoned_;
+  assigned_.clear();
+  epsilon_ = task_->epsilon_spent();
+  phase_ = Phase::kIdle;
+  return absl::OkStatus();
+}
+
+absl::Status Coordinator::Evaluate(double* accuracy, double* loss) {
+  TANDEM_RETURN_IF_ERROR(model_->SetParams(task_->params()));
+  TANDEM_ASSIGN_OR_RETURN(ml::EvalStats e, engine_->Evaluate(*model_, eval_));
+  *accuracy = e.accuracy;
+  *loss = e.loss;
+  return absl::OkStatus();
+}
+
+absl::Status Coordinator::Finalize() {
+  uint64_t round;
+  int64_t deadline;
+  proto::RoundSummary summary;
+  {
+    absl::MutexLock lock(&mu_);
+    phase_ = Phase::kFinalizing;
+    deadline = deadline_ms_;  // check-ins wait; uploads are refused by now
+    round = aggregation_round_;
+    summary.set_assigned(assigned_.size());
+    for (const auto& [id, a] : assigned_) {
+      if (!a.done) continue;
+      summary.set_uploads_done(summary.uploads_done() + 1);
+      summary.set_bytes_up(summary.bytes_up() + a.bytes_up);
+    }
+  }
+  absl::StatusOr<DecodedAggregate> agg = plan_->sum->Finalize(*leader_, *helper_, round);
+  if (!agg.ok()) {
+    const bool retry = absl::IsUnavailable(agg.status()) || absl::IsDeadlineExceeded(agg.status());
+    if (retry && NowMs() < deadline + absl::ToInt64Milliseconds(options_.round_timeout)) {
+      TANDEM_LOG(WARNING) << "coordinator: finalize of round " << round
+                          << " failed (will retry): " << agg.status();
+      absl::MutexLock lock(&mu_);
+      phase_ = Phase::kCollecting;
+      return absl::OkStatus();
+    }
+    return Abandon(absl::StrCat("finalize failed: ", agg.status().message()));
+  }
+  TANDEM_RETURN_IF_ERROR(task_->FinishRound(agg->mean));
+  const double epsilon = plan_->epsilon_after;
+  plan_.reset();
+  double accuracy = 0, loss = 0;
+  TANDEM_RETURN_IF_ERROR(Evaluate(&accuracy, &loss));
+  summary.set_model_version(task_->completed_rounds());
+  summary.set_aggregation_round(round);
+  summary.set_accepted_reports(agg->reports);
+  summary.set_accuracy(accuracy);
+  summary.set_loss(loss);
+  summary.set_epsilon(epsilon);
+  TANDEM_ASSIGN_OR_RETURN(proto::TaskCheckpoint cp, task_->Checkpoint());
+  absl::MutexLock lock(&mu_);
+  summary.set_bytes_down(round_bytes_down_);
+  summary.set_seconds(static_cast<double>(NowMs() - opened_ms_) / 1000.0);
+  TANDEM_RETURN_IF_ERROR(store_->FinishRound(round, cp, summary));
+  TANDEM_LOG(INFO) << "coordinator: released version " << summary.model_version() << " from "
+                   << agg->reports << " reports, accuracy " << accuracy << ", epsilon " << epsilon;
+  history_.push_back(summary);
+  epsilon_ = task_->epsilon_spent();
+  assigned_.clear();
+  PublishModel();
+  phase_ = Phase::kIdle;
+  return absl::OkStatus();
+}
+
+bool Coordinator::done() {
+  absl::MutexLock lock(&mu_);
+  return phase_ == Phase::kDone;
+}
+
+}  // namespace tandem::server

@@ -1,0 +1,193 @@
+// Coordinator: the request handlers (CheckIn, model download, UploadDone)
+// and the status/metrics views. See coordinator.h.
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "base/status_macros.h"
+#include "server/core/coordinator.h"
+
+namespace tandem::server {
+namespace {
+
+bool ValidClientId(const std::string& id) {
+  if (id.empty() || id.size() > 64) return false;
+  return std::all_of(id.begin(), id.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
+  });
+}
+
+}  // namespace
+
+absl::StatusOr<proto::CheckInResponse> Coordinator::CheckIn(const proto::CheckInRequest& request) {
+  if (!ValidClientId(request.client_id())) {
+    return absl::InvalidArgumentError("client_id must match [A-Za-z0-9._-]{1,64}");
+  }
+  if (!request.task_id().empty() && request.task_id() != options_.task_id) {
+    return absl::NotFoundError(absl::StrCat("no task '", request.task_id(), "' here"));
+  }
+  proto::CheckInResponse retry;
+  retry.set_task_id(options_.task_id);
+  retry.set_outcome(proto::CheckInResponse::OUTCOME_RETRY_LATER);
+  retry.set_retry_after_ms(absl::ToInt64Milliseconds(options_.retry_after));
+
+  absl::MutexLock lock(&mu_);
+  if (phase_ == Phase::kDone) {
+    ++checkins_["done"];
+    proto::CheckInResponse done;
+    done.set_task_id(options_.task_id);
+    done.set_outcome(proto::CheckInResponse::OUTCOME_DONE);
+    return done;
+  }
+  if (phase_ != Phase::kCollecting || NowMs() >= deadline_ms_) {
+    ++checkins_["wait"];
+    return retry;
+  }
+  auto it = assigned_.find(request.client_id());
+  if (it != assigned_.end()) {
+    // A repeated check-in gets the same assignment until it reports done.
+    if (it->second.done) {
+      ++checkins_["wait"];
+      return retry;
+    }
+    ++checkins_["task"];
+    return assignment_;
+  }
+  if (!Sampled(aggregation_round_, request.client_id()) ||
+      assigned_.size() >= options_.task.secure_sum.max_reports) {
+    ++checkins_["not_sampled"];
+    return retry;
+  }
+  // Durable before the client learns of it, so that a restart keeps it.
+  TANDEM_RETURN_IF_ERROR(store_->PutAssignment(aggregation_round_, request.client_id()));
+  assigned_[request.client_id()] = Assignment{};
+  ++checkins_["task"];
+  return assignment_;
+}
+
+absl::StatusOr<std::shared_ptr<const std::string>> Coordinator::ModelBlob(
+    const std::string& task_id, uint64_t version) {
+  if (task_id != options_.task_id) return absl::NotFoundError(absl::StrCat("no task '", task_id, "'"));
+  absl::MutexLock lock(&mu_);
+  if (version != model_version_) {
+    return absl::NotFoundError(absl::StrCat("model version ", version,
+                                            " is not served (current: ", model_version_, ")"));
+  }
+  return model_blob_;
+}
+
+absl::Status Coordinator::UploadDone(const proto::UploadDoneRequest& request) {
+  if (!ValidClientId(request.client_id())) {
+    return absl::InvalidArgumentError("client_id must match [A-Za-z0-9._-]{1,64}");
+  }
+  if (request.report_id().size() != 16) {
+    return absl::InvalidArgumentError("report_id must be exactly 16 bytes");
+  }
+  // Sanity bound only: two key shares are ~270 KB at D = 2^20.
+  if (request.bytes_uploaded() > (uint64_t{1} << 32)) {
+    return absl::InvalidArgumentError("bytes_uploaded is implausibly large");
+  }
+  if (request.task_id() != options_.task_id) {
+    return absl::NotFoundError(absl::StrCat("no task '", request.task_id(), "' here"));
+  }
+  absl::MutexLock lock(&mu_);
+  if (phase_ != Phase::kCollecting || request.round_id() != aggregation_round_) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("aggregation round ", request.round_id(), " is not collecting"));
+  }
+  auto it = assigned_.find(request.client_id());
+  if (it == assigned_.end()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "client ", request.client_id(), " has no assignment in round ", request.round_id()));
+  }
+  if (it->second.done) {
+    if (it->second.report_id == request.report_id()) return absl::OkStatus();  // a retry
+    return absl::AlreadyExistsError("this assignment was already reported with another report id");
+  }
+  TANDEM_RETURN_IF_ERROR(store_->MarkDone(aggregation_round_, request.client_id(),
+                                          request.report_id(), request.bytes_uploaded()));
+  it->second = {true, request.report_id(), request.bytes_uploaded()};
+  bytes_up_total_ += request.bytes_uploaded();
+  return absl::OkStatus();
+}
+
+void Coordinator::AddBytesDown(uint64_t bytes) {
+  absl::MutexLock lock(&mu_);
+  round_bytes_down_ += bytes;
+  bytes_down_total_ += bytes;
+}
+
+proto::CoordinatorStatusResponse Coordinator::Status() {
+  absl::MutexLock lock(&mu_);
+  proto::CoordinatorStatusResponse s;
+  s.set_task_id(options_.task_id);
+  s.set_round_id(model_version_ + (phase_ == Phase::kDone ? 0 : 1));
+  s.set_completed_rounds(model_version_);
+  s.set_epsilon_spent(epsilon_);
+  uint64_t up = 0, down = 0;
+  for (const proto::RoundSummary& r : history_) {
+    up += r.bytes_up();
+    down += r.bytes_down();
+  }
+  s.set_bytes_up(up);
+  s.set_bytes_down(down);
+  if (!history_.empty()) s.set_last_accuracy(history_.back().accuracy());
+  s.set_phase(PhaseName(phase_));
+  s.set_aggregation_round(aggregation_round_);
+  s.set_assigned(assigned_.size());
+  uint64_t done = 0;
+  for (const auto& [id, a] : assigned_) done += a.done ? 1 : 0;
+  s.set_uploads_done(done);
+  s.set_total_rounds(options_.rounds);
+  s.set_done_reason(done_reason_);
+  for (const proto::RoundSummary& r : history_) *s.add_history() = r;
+  return s;
+}
+
+std::string Coordinator::MetricsText() {
+  const proto::CoordinatorStatusResponse s = Status();
+  absl::MutexLock lock(&mu_);
+  std::string out;
+  auto gauge = [&](const char* name, const char* help, double v) {
+    absl::StrAppendFormat(&out, "# HELP %s %s\n# TYPE %s gauge\n%s{task=\"%s\"} %.17g\n", name,
+                          help, name, name, options_.task_id, v);
+  };
+  gauge("tandem_coordinator_completed_rounds", "Rounds released.",
+        static_cast<double>(s.completed_rounds()));
+  gauge("tandem_coordinator_aggregation_round", "Round id on the aggregators.",
+        static_cast<double>(s.aggregation_round()));
+  gauge("tandem_coordinator_assigned_clients", "Clients assigned in the open round.",
+        static_cast<double>(s.assigned()));
+  gauge("tandem_coordinator_uploads_done", "Uploads reported in the open round.",
+        static_cast<double>(s.uploads_done()));
+  gauge("tandem_coordinator_epsilon_spent", "Privacy spent at the task's delta.",
+        s.epsilon_spent());
+  gauge("tandem_coordinator_last_accuracy", "Held-out accuracy after the last round.",
+        s.last_accuracy());
+  out += "# HELP tandem_coordinator_phase Round phase (1 = current).\n"
+         "# TYPE tandem_coordinator_phase gauge\n";
+  for (const char* p : {"idle", "opening", "collecting", "finalizing", "done"}) {
+    absl::StrAppendFormat(&out, "tandem_coordinator_phase{task=\"%s\",phase=\"%s\"} %d\n",
+                          options_.task_id, p, s.phase() == p ? 1 : 0);
+  }
+  auto counter = [&](const char* name, const char* help, uint64_t v) {
+    absl::StrAppendFormat(&out, "# HELP %s %s\n# TYPE %s counter\n%s{task=\"%s\"} %d\n", name,
+                          help, name, name, options_.task_id, v);
+  };
+  counter("tandem_coordinator_rounds_abandoned_total", "Rounds closed without release.",
+          abandoned_);
+  counter("tandem_coordinator_upload_bytes_total", "Bytes clients reported uploading.",
+          bytes_up_total_);
+  counter("tandem_coordinator_download_bytes_total", "Model bytes streamed to clients.",
+          bytes_down_total_);
+  out += "# HELP tandem_coordinator_checkins_total Check-ins by outcome.\n"
+         "# TYPE tandem_coordinator_checkins_total counter\n";
+  for (const char* o : {"task", "not_sampled", "wait", "done"}) {
+    auto it = checkins_.find(o);
+    absl::StrAppendFormat(&out, "tandem_coordinator_checkins_total{task=\"%s\",outcome=\"%s\"} %d\n",
+                          options_.task_id, o, it == checkins_.end() ? 0 : it->second);
+  }
+  return out;
+}
+
+}  // namespace tandem::server

@@ -1,0 +1,311 @@
+// Coordinator core: round state machine, sampling, validation, restart.
+// The aggregators are a scripted AggregatorClient here (the state machine's
+// view of them); tests/integration/coordinator_test.cc runs the real daemons.
+#include "server/core/coordinator.h"
+
+#include <filesystem>
+
+#include "base/status_macros.h"
+#include "base/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace tandem::server {
+namespace {
+
+using ::tandem::testing::StatusIs;
+
+// Answers like an aggregator that counted `accepted` reports whose sum
+// share is `share_value` in every coordinate (helper: 0).
+class ScriptedAggregator : public AggregatorClient {
+ public:
+  explicit ScriptedAggregator(bool leader) : leader_(leader) {}
+  absl::Status OpenRound(const proto::RoundParameters& p) override {
+    if (fail_open) return absl::UnavailableError("down");
+    opened.push_back(p);
+    return absl::OkStatus();
+  }
+  absl::StatusOr<proto::FinalizeResponse> Finalize(const proto::FinalizeRequest& r) override {
+    finalized.push_back(r.round_id());
+    proto::FinalizeResponse f;
+    f.set_accepted_reports(accepted);
+    const uint64_t d = opened.back().dimension();
+    std::vector<uint64_t> v(d, leader_ ? share_value : 0);
+    f.mutable_aggregate_share()->set_dtype(proto::DTYPE_UINT64);
+    f.mutable_aggregate_share()->add_shape(static_cast<int64_t>(d));
+    f.mutable_aggregate_share()->set_data(
+        std::string(reinterpret_cast<const char*>(v.data()), v.size() * 8));
+    return f;
+  }
+  std::vector<proto::RoundParameters> opened;
+  std::vector<uint64_t> finalized;
+  uint64_t accepted = 0;
+  uint64_t share_value = 0;
+  bool fail_open = false;
+
+ private:
+  bool leader_;
+};
+
+ml::Dataset EvalData() {
+  ml::Dataset d;
+  d.num_classes = 2;
+  d.features = ml::Matrix::Zero(8, 4);
+  d.shape = {1, 1, 4};
+  for (int i = 0; i < 8; ++i) {
+    d.features(i, i % 4) = 1.0f;
+    d.labels.push_back(i % 2);
+  }
+  return d;
+}
+
+CoordinatorOptions Options() {
+  CoordinatorOptions o;
+  o.task_id = "t1";
+  o.model.set_input_dim(4);
+  o.model.add_hidden(3);
+  o.model.set_num_classes(2);
+  o.rounds = 2;
+  o.min_reports = 2;
+  o.round_timeout = absl::Seconds(10);
+  o.task.sample_rate = 1.0;
+  o.task.secure_sum.block_size = 8;
+  o.task.secure_sum.clip_l2_norm = 1.0;
+  o.task.secure_sum.max_reports = 100;
+  return o;
+}
+
+class CoordinatorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::path(::testing::TempDir()) /
+           ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+  }
+  absl::StatusOr<std::unique_ptr<Coordinator>> Make(CoordinatorOptions o = Options()) {
+    TANDEM_ASSIGN_OR_RETURN(auto store, CoordinatorStore::Open((dir_ / "c.db").string()));
+    return Coordinator::Create(std::move(o), EvalData(), &leader_, &helper_, std::move(store),
+                               &clock_, random_.get());
+  }
+  static proto::CheckInRequest In(const std::string& id) {
+    proto::CheckInRequest r;
+    r.set_client_id(id);
+    return r;
+  }
+  static proto::UploadDoneRequest Done(const std::string& id, uint64_t round, char tag = 'r') {
+    proto::UploadDoneRequest r;
+    r.set_client_id(id);
+    r.set_task_id("t1");
+    r.set_round_id(round);
+    r.set_report_id(std::string(16, tag));
+    r.set_bytes_uploaded(1000);
+    return r;
+  }
+  void TickUntil(Coordinator& c, const std::string& phase) {
+    for (int i = 0; i < 5 && c.Status().phase() != phase; ++i) TANDEM_ASSERT_OK(c.Tick());
+    ASSERT_EQ(c.Status().phase(), phase);
+  }
+
+  std::filesystem::path dir_;
+  FakeClock clock_;
+  std::unique_ptr<DeterministicRandom> random_ = DeterministicRandom::FromSeed(7);
+  ScriptedAggregator leader_{true}, helper_{false};
+};
+
+TEST_F(CoordinatorTest, RoundReleasesAtTheDeadlineWithTheUploadsItHas) {
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto c, Make());
+  EXPECT_EQ(c->Status().phase(), "idle");
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto early, c->CheckIn(In("a")));
+  EXPECT_EQ(early.outcome(), proto::CheckInResponse::OUTCOME_RETRY_LATER);
+  TickUntil(*c, "collecting");
+  ASSERT_EQ(leader_.opened.size(), 1u);
+  ASSERT_EQ(helper_.opened.size(), 1u);
+  EXPECT_EQ(leader_.opened[0].SerializeAsString(), helper_.opened[0].SerializeAsString());
+  EXPECT_EQ(leader_.opened[0].task_id(), "t1");
+
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto a, c->CheckIn(In("a")));
+  ASSERT_EQ(a.outcome(), proto::CheckInResponse::OUTCOME_TASK);
+  EXPECT_EQ(a.round_id(), 1u);
+  EXPECT_EQ(a.model_version(), 0u);
+  EXPECT_EQ(a.round_parameters().SerializeAsString(), leader_.opened[0].SerializeAsString());
+  EXPECT_EQ(a.training().model().input_dim(), 4);
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto again, c->CheckIn(In("a")));
+  EXPECT_EQ(again.SerializeAsString(), a.SerializeAsString());  // same assignment
+  TANDEM_ASSERT_OK(c->CheckIn(In("b")).status());
+  TANDEM_ASSERT_OK(c->CheckIn(In("straggler")).status());
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto blob, c->ModelBlob("t1", 0));
+  proto::Model m;
+  ASSERT_TRUE(m.ParseFromString(*blob));
+  EXPECT_EQ(m.layers(0).data().size(), (4 * 3 + 3 + 3 * 2 + 2) * sizeof(float));
+
+  TANDEM_ASSERT_OK(c->UploadDone(Done("a", 1)));
+  TANDEM_ASSERT_OK(c->UploadDone(Done("b", 1)));
+  TANDEM_ASSERT_OK(c->Tick());
+  EXPECT_EQ(c->Status().phase(), "collecting");  // waits for the deadline
+  EXPECT_TRUE(leader_.finalized.empty());
+  clock_.Advance(absl::Seconds(11));
+  leader_.accepted = helper_.accepted = 2;
+  TANDEM_ASSERT_OK(c->Tick());
+  const proto::CoordinatorStatusResponse s = c->Status();
+  EXPECT_EQ(s.completed_rounds(), 1u);
+  ASSERT_EQ(s.history_size(), 1);
+  EXPECT_EQ(s.history(0).assigned(), 3u);
+  EXPECT_EQ(s.history(0).uploads_done(), 2u);
+  EXPECT_EQ(s.history(0).accepted_reports(), 2u);
+  EXPECT_EQ(s.history(0).bytes_up(), 2000u);
+  EXPECT_THAT(c->ModelBlob("t1", 0).status(), StatusIs(absl::StatusCode::kNotFound));
+  TANDEM_EXPECT_OK(c->ModelBlob("t1", 1).status());
+  // The straggler's late report is refused; a second round follows.
+  EXPECT_THAT(c->UploadDone(Done("straggler", 1)), StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_NE(c->MetricsText().find("tandem_coordinator_completed_rounds{task=\"t1\"} 1"),
+            std::string::npos);
+}
+
+TEST_F(CoordinatorTest, MissedQuorumAbandonsAndTargetClosesEarly) {
+  CoordinatorOptions o = Options();
+  o.target_reports = 3;
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto c, Make(o));
+  TickUntil(*c, "collecting");
+  TANDEM_ASSERT_OK(c->CheckIn(In("a")).status());
+  TANDEM_ASSERT_OK(c->UploadDone(Done("a", 1)));
+  clock_.Advance(absl::Seconds(11));
+  TANDEM_ASSERT_OK(c->Tick());  // 1 < min_reports = 2
+  EXPECT_TRUE(leader_.finalized.empty());
+  EXPECT_EQ(c->Status().completed_rounds(), 0u);
+  TickUntil(*c, "collecting");
+  EXPECT_EQ(c->Status().aggregation_round(), 2u);  // a fresh id on the aggregators
+  for (const char* id : {"a", "b", "c"}) {
+    TANDEM_ASSERT_OK(c->CheckIn(In(id)).status());
+    TANDEM_ASSERT_OK(c->UploadDone(Done(id, 2)));
+  }
+  leader_.accepted = helper_.accepted = 3;
+  TANDEM_ASSERT_OK(c->Tick());  // target reached before the deadline
+  EXPECT_EQ(c->Status().completed_rounds(), 1u);
+  EXPECT_NE(c->MetricsText().find("tandem_coordinator_rounds_abandoned_total{task=\"t1\"} 1"),
+            std::string::npos);
+}
+
+TEST_F(CoordinatorTest, MalformedAndOutOfPlaceRequestsGetClearErrors) {
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto c, Make());
+  TickUntil(*c, "collecting");
+  EXPECT_THAT(c->CheckIn(In("")).status(), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(c->CheckIn(In("bad id!")).status(), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(c->CheckIn(In(std::string(65, 'a'))).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  proto::CheckInRequest other = In("a");
+  other.set_task_id("nope");
+  EXPECT_THAT(c->CheckIn(other).status(), StatusIs(absl::StatusCode::kNotFound));
+  TANDEM_ASSERT_OK(c->CheckIn(In("a")).status());
+  proto::UploadDoneRequest short_id = Done("a", 1);
+  short_id.set_report_id("short");
+  EXPECT_THAT(c->UploadDone(short_id), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(c->UploadDone(Done("a", 9)), StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_THAT(c->UploadDone(Done("never-assigned", 1)),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
+  TANDEM_ASSERT_OK(c->UploadDone(Done("a", 1)));
+  TANDEM_ASSERT_OK(c->UploadDone(Done("a", 1)));  // an idempotent retry
+  EXPECT_THAT(c->UploadDone(Done("a", 1, 'z')), StatusIs(absl::StatusCode::kAlreadyExists));
+  EXPECT_THAT(c->ModelBlob("t1", 5).status(), StatusIs(absl::StatusCode::kNotFound));
+  // A done client waits for the next round.
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto r, c->CheckIn(In("a")));
+  EXPECT_EQ(r.outcome(), proto::CheckInResponse::OUTCOME_RETRY_LATER);
+}
+
+TEST_F(CoordinatorTest, SamplingIsPoissonWithRateQAndStable) {
+  CoordinatorOptions o = Options();
+  o.task.sample_rate = 0.3;
+  o.task.secure_sum.max_reports = 5000;
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto c, Make(o));
+  TickUntil(*c, "collecting");
+  int assigned = 0;
+  constexpr int kClients = 3000;
+  for (int i = 0; i < kClients; ++i) {
+    TANDEM_ASSERT_OK_AND_ASSIGN(auto r, c->CheckIn(In("c" + std::to_string(i))));
+    TANDEM_ASSERT_OK_AND_ASSIGN(auto again, c->CheckIn(In("c" + std::to_string(i))));
+    EXPECT_EQ(r.outcome(), again.outcome());  // no re-rolling
+    assigned += r.outcome() == proto::CheckInResponse::OUTCOME_TASK;
+  }
+  // Binomial(3000, 0.3): sd = 25; 5 sd either side.
+  EXPECT_NEAR(assigned, 900, 125);
+}
+
+TEST_F(CoordinatorTest, RestartResumesTheOpenRoundFromTheCheckpoint) {
+  std::string blob_v1;
+  {
+    TANDEM_ASSERT_OK_AND_ASSIGN(auto c, Make());
+    TickUntil(*c, "collecting");
+    for (const char* id : {"a", "b"}) {
+      TANDEM_ASSERT_OK(c->CheckIn(In(id)).status());
+      TANDEM_ASSERT_OK(c->UploadDone(Done(id, 1)));
+    }
+    clock_.Advance(absl::Seconds(11));
+    leader_.accepted = helper_.accepted = 2;
+    leader_.share_value = 1 << 12;  // a non-zero mean update: the params move
+    TANDEM_ASSERT_OK(c->Tick());
+    ASSERT_EQ(c->Status().completed_rounds(), 1u);
+    TANDEM_ASSERT_OK_AND_ASSIGN(auto b, c->ModelBlob("t1", 1));
+    blob_v1 = *b;
+    TickUntil(*c, "collecting");
+    TANDEM_ASSERT_OK(c->CheckIn(In("a")).status());
+    TANDEM_ASSERT_OK(c->CheckIn(In("b")).status());
+    TANDEM_ASSERT_OK(c->UploadDone(Done("a", 2)));
+  }  // "crash"
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto c, Make());
+  EXPECT_EQ(c->Status().completed_rounds(), 1u);
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto b, c->ModelBlob("t1", 1));
+  EXPECT_EQ(*b, blob_v1);
+  TickUntil(*c, "collecting");
+  EXPECT_EQ(c->Status().aggregation_round(), 2u);  // same round, re-opened
+  EXPECT_EQ(leader_.opened.back().SerializeAsString(), leader_.opened[1].SerializeAsString());
+  EXPECT_EQ(c->Status().assigned(), 2u);
+  EXPECT_EQ(c->Status().uploads_done(), 1u);
+  TANDEM_ASSERT_OK(c->UploadDone(Done("a", 2)));  // remembered: a retry
+  TANDEM_ASSERT_OK(c->UploadDone(Done("b", 2)));
+  clock_.Advance(absl::Seconds(11));
+  TANDEM_ASSERT_OK(c->Tick());
+  EXPECT_EQ(c->Status().completed_rounds(), 2u);
+  EXPECT_EQ(c->Status().history_size(), 2);
+  TickUntil(*c, "done");
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto r, c->CheckIn(In("a")));
+  EXPECT_EQ(r.outcome(), proto::CheckInResponse::OUTCOME_DONE);
+}
+
+TEST_F(CoordinatorTest, PrivacyBudgetStopsTheTaskAndConfigMismatchIsRefused) {
+  CoordinatorOptions o = Options();
+  o.rounds = 100;
+  o.task.sample_rate = 0.5;
+  o.task.secure_sum.noise_multiplier = 2.0;
+  o.task.epsilon_budget = 3.0;
+  o.min_reports = 1;
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto c, Make(o));
+  leader_.accepted = helper_.accepted = 1;
+  for (int i = 0; i < 200 && !c->done(); ++i) {
+    TANDEM_ASSERT_OK(c->Tick());
+    if (c->Status().phase() == "collecting") {
+      // Find one sampled client and let it upload.
+      for (int k = 0; k < 50; ++k) {
+        auto r = c->CheckIn(In("c" + std::to_string(k)));
+        if (r.ok() && r->outcome() == proto::CheckInResponse::OUTCOME_TASK) {
+          TANDEM_ASSERT_OK(c->UploadDone(Done("c" + std::to_string(k), r->round_id())));
+          break;
+        }
+      }
+      clock_.Advance(absl::Seconds(11));
+      TANDEM_ASSERT_OK(c->Tick());
+    }
+  }
+  ASSERT_TRUE(c->done());
+  const auto s = c->Status();
+  EXPECT_LT(s.completed_rounds(), 100u);
+  EXPECT_GT(s.completed_rounds(), 0u);
+  EXPECT_LE(s.epsilon_spent(), 3.0);
+  EXPECT_NE(s.done_reason().find("budget"), std::string::npos) << s.done_reason();
+  c.reset();
+  CoordinatorOptions other = o;
+  other.task.secure_sum.clip_l2_norm = 5.0;
+  EXPECT_THAT(Make(other).status(), StatusIs(absl::StatusCode::kFailedPrecondition));
+}
+
+}  // namespace
+}  // namespace tandem::server

@@ -1,0 +1,146 @@
+// tandem-coordinator: runs the rounds of one federated task over the two
+// aggregation servers.
+//   tandem-coordinator --leader=127.0.0.1:7001 --helper=127.0.0.1:7002 \
+//     --state_dir=/tmp/coord --dataset=digits --rounds=5 --insecure_plaintext
+// Prints "listening on PORT" (and "metrics on PORT") once serving; SIGINT /
+// SIGTERM shut it down. Restarted with the same --state_dir it resumes the
+// task from its checkpoint.
+#include <csignal>
+#include <cstdio>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "base/logging.h"
+#include "base/status_macros.h"
+#include "ml/data/dataset.h"
+#include "server/service/coordinator_daemon.h"
+
+ABSL_FLAG(std::string, listen, "127.0.0.1:0", "listen address host:port (port 0 = any)");
+ABSL_FLAG(std::string, leader, "", "leader aggregator host:port");
+ABSL_FLAG(std::string, helper, "", "helper aggregator host:port");
+ABSL_FLAG(std::string, announce_leader, "", "leader address given to clients (default --leader)");
+ABSL_FLAG(std::string, announce_helper, "", "helper address given to clients (default --helper)");
+ABSL_FLAG(std::string, state_dir, "", "directory of coordinator.db");
+ABSL_FLAG(bool, insecure_plaintext, false, "no TLS (local runs only)");
+ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain of this coordinator");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key");
+ABSL_FLAG(std::string, tls_ca, "", "PEM roots verifying the aggregators");
+ABSL_FLAG(int, metrics_port, -1, "serve Prometheus /metrics on this port (0 = any, -1 = off)");
+ABSL_FLAG(std::string, task_id, "default", "task id");
+ABSL_FLAG(std::string, dataset, "digits", "held-out data for evaluation: digits or fmnist");
+ABSL_FLAG(int64_t, eval_items, 2000, "fmnist test images used (0 = all)");
+ABSL_FLAG(uint64_t, data_seed, 1, "seed of the digits train/test split (clients use the same)");
+ABSL_FLAG(std::string, hidden, "32", "MLP hidden widths, comma separated");
+ABSL_FLAG(uint64_t, init_seed, 1, "seed of the initial weights");
+ABSL_FLAG(uint64_t, rounds, 5, "rounds to release");
+ABSL_FLAG(double, sample_rate, 0.5, "q: probability that a checking-in client is assigned");
+ABSL_FLAG(uint32_t, min_reports, 1, "quorum: fewest uploads that release a round");
+ABSL_FLAG(uint32_t, target_reports, 0, "close a round early at this many uploads (0 = deadline)");
+ABSL_FLAG(uint32_t, max_reports, 1000, "most reports per round");
+ABSL_FLAG(double, round_timeout_s, 30, "seconds from opening to the upload deadline");
+ABSL_FLAG(std::string, optimizer, "fedavg", "server optimizer: fedavg, fedadam or dana");
+ABSL_FLAG(double, server_lr, 1.0, "server learning rate");
+ABSL_FLAG(int, num_recycled, 0, "FedLUAR: weight tensors recycled per round (0 = FedAvg)");
+ABSL_FLAG(uint64_t, fedluar_seed, 1, "FedLUAR draw seed");
+ABSL_FLAG(uint32_t, block_size, 64, "PREAMBLE block size B");
+ABSL_FLAG(uint32_t, log_blocks_per_group, 1, "PREAMBLE d (a client sends 1 of 2^d blocks)");
+ABSL_FLAG(double, clip, 2.0, "L2 clipping bound C");
+ABSL_FLAG(double, noise_multiplier, 0.0, "discrete Gaussian sigma / C per aggregator (0 = off)");
+ABSL_FLAG(double, delta, 1e-5, "delta of the reported epsilon");
+ABSL_FLAG(double, epsilon_budget, 0, "stop before a round would exceed this epsilon (0 = none)");
+ABSL_FLAG(uint32_t, local_steps, 20, "client mini-batch steps per round");
+ABSL_FLAG(uint32_t, batch_size, 32, "client batch size");
+ABSL_FLAG(double, client_lr, 0.05, "client learning rate");
+ABSL_FLAG(double, coido_fraction, 1.0, "CoIDO: fraction of local data a client keeps (1 = all)");
+
+namespace {
+
+absl::StatusOr<tandem::server::ServerOptimizer> ParseOptimizer(const std::string& s) {
+  if (s == "fedavg") return tandem::server::ServerOptimizer::kFedAvg;
+  if (s == "fedadam") return tandem::server::ServerOptimizer::kFedAdam;
+  if (s == "dana") return tandem::server::ServerOptimizer::kDana;
+  return absl::InvalidArgumentError("--optimizer must be fedavg, fedadam or dana");
+}
+
+absl::StatusOr<std::unique_ptr<tandem::server::CoordinatorDaemon>> Run() {
+  using tandem::server::CoordinatorDaemonOptions;
+  CoordinatorDaemonOptions d;
+  d.listen_address = absl::GetFlag(FLAGS_listen);
+  d.leader_address = absl::GetFlag(FLAGS_leader);
+  d.helper_address = absl::GetFlag(FLAGS_helper);
+  d.state_dir = absl::GetFlag(FLAGS_state_dir);
+  d.metrics_port = absl::GetFlag(FLAGS_metrics_port);
+  d.tls = {absl::GetFlag(FLAGS_insecure_plaintext), absl::GetFlag(FLAGS_tls_cert),
+           absl::GetFlag(FLAGS_tls_key), absl::GetFlag(FLAGS_tls_ca), false};
+  tandem::server::CoordinatorOptions& c = d.coordinator;
+  c.task_id = absl::GetFlag(FLAGS_task_id);
+  c.leader.set_address(absl::GetFlag(FLAGS_announce_leader));
+  c.helper.set_address(absl::GetFlag(FLAGS_announce_helper));
+  c.init_seed = absl::GetFlag(FLAGS_init_seed);
+  c.rounds = absl::GetFlag(FLAGS_rounds);
+  c.min_reports = absl::GetFlag(FLAGS_min_reports);
+  c.target_reports = absl::GetFlag(FLAGS_target_reports);
+  c.round_timeout = absl::Seconds(absl::GetFlag(FLAGS_round_timeout_s));
+  TANDEM_ASSIGN_OR_RETURN(c.task.optimizer, ParseOptimizer(absl::GetFlag(FLAGS_optimizer)));
+  c.task.server_lr = absl::GetFlag(FLAGS_server_lr);
+  c.task.num_recycled = absl::GetFlag(FLAGS_num_recycled);
+  c.task.seed = absl::GetFlag(FLAGS_fedluar_seed);
+  c.task.sample_rate = absl::GetFlag(FLAGS_sample_rate);
+  c.task.delta = absl::GetFlag(FLAGS_delta);
+  c.task.epsilon_budget = absl::GetFlag(FLAGS_epsilon_budget);
+  c.task.secure_sum.block_size = absl::GetFlag(FLAGS_block_size);
+  c.task.secure_sum.log_blocks_per_group = absl::GetFlag(FLAGS_log_blocks_per_group);
+  c.task.secure_sum.clip_l2_norm = absl::GetFlag(FLAGS_clip);
+  c.task.secure_sum.noise_multiplier = absl::GetFlag(FLAGS_noise_multiplier);
+  c.task.secure_sum.max_reports = absl::GetFlag(FLAGS_max_reports);
+  c.training.set_local_steps(absl::GetFlag(FLAGS_local_steps));
+  c.training.set_batch_size(absl::GetFlag(FLAGS_batch_size));
+  c.training.set_learning_rate(absl::GetFlag(FLAGS_client_lr));
+  c.training.set_momentum(0.9);
+  c.training.set_coido_fraction(absl::GetFlag(FLAGS_coido_fraction));
+  for (absl::string_view h : absl::StrSplit(absl::GetFlag(FLAGS_hidden), ',', absl::SkipEmpty())) {
+    int64_t width = 0;
+    if (!absl::SimpleAtoi(h, &width) || width < 1) {
+      return absl::InvalidArgumentError("--hidden must be positive integers separated by commas");
+    }
+    c.model.add_hidden(width);
+  }
+  TANDEM_ASSIGN_OR_RETURN(auto data,
+                          tandem::ml::LoadNamedDataset(absl::GetFlag(FLAGS_dataset),
+                                                       absl::GetFlag(FLAGS_data_seed), 1,
+                                                       absl::GetFlag(FLAGS_eval_items)));
+  c.model.set_input_dim(data.second.features.cols());
+  c.model.set_num_classes(data.second.num_classes);
+  return tandem::server::CoordinatorDaemon::Start(std::move(d), std::move(data.second),
+                                                  tandem::RealClock::Default(),
+                                                  tandem::OpenSslRandom::Default());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage("tandem coordinator: rounds of one federated task");
+  absl::ParseCommandLine(argc, argv);
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);  // inherited by every thread
+
+  absl::StatusOr<std::unique_ptr<tandem::server::CoordinatorDaemon>> daemon = Run();
+  if (!daemon.ok()) {
+    std::fprintf(stderr, "tandem-coordinator: %s\n", daemon.status().ToString().c_str());
+    return 1;
+  }
+  std::printf("listening on %d\n", (*daemon)->port());
+  if ((*daemon)->metrics_port() >= 0) std::printf("metrics on %d\n", (*daemon)->metrics_port());
+  std::fflush(stdout);
+  int sig = 0;
+  sigwait(&signals, &sig);
+  TANDEM_LOG(INFO) << "signal " << sig << ": shutting down";
+  (*daemon)->Shutdown();
+  return 0;
+}

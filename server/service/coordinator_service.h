@@ -1,0 +1,39 @@
+// gRPC adapter of the Coordinator (proto/coordinator.proto). Maps absl
+// statuses to gRPC codes; streams the model in chunks of at most
+// chunk_bytes (1 MiB by default), so no message nears gRPC's 4 MB default
+// limit whatever the model size; the last chunk carries the SHA-256 of the
+// whole serialized Model.
+// Thread-safe (the Coordinator is). Does not own the Coordinator.
+#ifndef TANDEM_SERVER_SERVICE_COORDINATOR_SERVICE_H_
+#define TANDEM_SERVER_SERVICE_COORDINATOR_SERVICE_H_
+
+#include <cstddef>
+
+#include "proto/coordinator.grpc.pb.h"
+#include "server/core/coordinator.h"
+
+namespace tandem::server {
+
+class CoordinatorService final : public proto::Coordinator::Service {
+ public:
+  explicit CoordinatorService(Coordinator* coordinator, size_t chunk_bytes = size_t{1} << 20)
+      : coordinator_(coordinator), chunk_bytes_(chunk_bytes) {}
+
+  grpc::Status CheckIn(grpc::ServerContext* context, const proto::CheckInRequest* request,
+                       proto::CheckInResponse* response) override;
+  grpc::Status DownloadModel(grpc::ServerContext* context,
+                             const proto::DownloadModelRequest* request,
+                             grpc::ServerWriter<proto::ModelChunk>* writer) override;
+  grpc::Status UploadDone(grpc::ServerContext* context, const proto::UploadDoneRequest* request,
+                          proto::UploadDoneResponse* response) override;
+  grpc::Status Status(grpc::ServerContext* context, const proto::CoordinatorStatusRequest* request,
+                      proto::CoordinatorStatusResponse* response) override;
+
+ private:
+  Coordinator* coordinator_;
+  size_t chunk_bytes_;
+};
+
+}  // namespace tandem::server
+
+#endif  // TANDEM_SERVER_SERVICE_COORDINATOR_SERVICE_H_

@@ -1,0 +1,75 @@
+// tandem-status: prints a coordinator's task status and round history.
+//   tandem-status --coordinator=127.0.0.1:7000 --insecure_plaintext [--json]
+#include <cstdio>
+
+#include <grpcpp/create_channel.h>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "base/grpc_credentials.h"
+#include "base/grpc_status.h"
+#include "google/protobuf/util/json_util.h"
+#include "proto/coordinator.grpc.pb.h"
+
+ABSL_FLAG(std::string, coordinator, "", "coordinator host:port");
+ABSL_FLAG(std::string, task_id, "", "task (empty = the coordinator's)");
+ABSL_FLAG(bool, insecure_plaintext, false, "no TLS (local runs only)");
+ABSL_FLAG(std::string, tls_ca, "", "PEM roots verifying the coordinator");
+ABSL_FLAG(bool, json, false, "print the raw status as JSON");
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage("tandem-status --coordinator=host:port");
+  absl::ParseCommandLine(argc, argv);
+  tandem::TlsFiles tls;
+  tls.insecure_plaintext = absl::GetFlag(FLAGS_insecure_plaintext);
+  tls.root_ca_path = absl::GetFlag(FLAGS_tls_ca);
+  auto creds = tandem::MakeChannelCredentials(tls);
+  if (!creds.ok() || absl::GetFlag(FLAGS_coordinator).empty()) {
+    std::fprintf(stderr, "tandem-status: %s\n",
+                 creds.ok() ? "--coordinator is required" : creds.status().ToString().c_str());
+    return 2;
+  }
+  auto stub = tandem::proto::Coordinator::NewStub(
+      grpc::CreateChannel(absl::GetFlag(FLAGS_coordinator), *creds));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  tandem::proto::CoordinatorStatusRequest req;
+  req.set_task_id(absl::GetFlag(FLAGS_task_id));
+  tandem::proto::CoordinatorStatusResponse s;
+  const absl::Status st = tandem::FromGrpcStatus(stub->Status(&ctx, req, &s));
+  if (!st.ok()) {
+    std::fprintf(stderr, "tandem-status: %s\n", st.ToString().c_str());
+    return 1;
+  }
+  if (absl::GetFlag(FLAGS_json)) {
+    std::string out;
+    (void)google::protobuf::util::MessageToJsonString(s, &out);
+    std::printf("%s\n", out.c_str());
+    return 0;
+  }
+  std::printf("task %s: %s, %llu/%llu rounds released, epsilon %.4g, accuracy %.4f\n",
+              s.task_id().c_str(), s.phase().c_str(),
+              static_cast<unsigned long long>(s.completed_rounds()),
+              static_cast<unsigned long long>(s.total_rounds()), s.epsilon_spent(),
+              s.last_accuracy());
+  if (s.phase() == "collecting") {
+    std::printf("aggregation round %llu: %llu assigned, %llu uploaded\n",
+                static_cast<unsigned long long>(s.aggregation_round()),
+                static_cast<unsigned long long>(s.assigned()),
+                static_cast<unsigned long long>(s.uploads_done()));
+  }
+  if (!s.done_reason().empty()) std::printf("done: %s\n", s.done_reason().c_str());
+  std::printf("%8s %6s %8s %8s %9s %8s %12s %12s\n", "version", "agg", "assigned", "accepted",
+              "accuracy", "epsilon", "bytes_up", "bytes_down");
+  for (const auto& r : s.history()) {
+    std::printf("%8llu %6llu %8llu %8llu %9.4f %8.4g %12llu %12llu\n",
+                static_cast<unsigned long long>(r.model_version()),
+                static_cast<unsigned long long>(r.aggregation_round()),
+                static_cast<unsigned long long>(r.assigned()),
+                static_cast<unsigned long long>(r.accepted_reports()), r.accuracy(), r.epsilon(),
+                static_cast<unsigned long long>(r.bytes_up()),
+                static_cast<unsigned long long>(r.bytes_down()));
+  }
+  return 0;
+}
