@@ -51,7 +51,7 @@ std::string IncludedModule(absl::string_view include) {
 bool IsGrpcHeader(absl::string_view inc) {
   return absl::StartsWith(inc, "grpcpp/") || absl::StartsWith(inc, "grpc/") ||
          absl::StartsWith(inc, "grpc++/") || absl::EndsWith(inc, ".grpc.pb.h") ||
-         inc == "base/grpc_status.h";
+         inc == "base/grpc_status.h" || inc == "base/grpc_credentials.h";
 }
 bool IsEigenHeader(absl::string_view inc) {
   return absl::StartsWith(inc, "Eigen/") || absl::StartsWith(inc, "unsupported/Eigen");
@@ -65,11 +65,11 @@ bool IsCudaHeader(absl::string_view inc) {
 }
 
 // gRPC is allowed only in adapters: service/, transport/, the ML worker,
-// daemon mains and base's status conversion.
+// daemon mains and base's gRPC helpers (status conversion, credentials).
 bool GrpcAllowedIn(absl::string_view path) {
   return absl::StrContains(path, "/service/") || absl::StrContains(path, "/transport/") ||
          absl::StartsWith(path, "ml/worker/") || absl::EndsWith(path, "main.cc") ||
-         absl::StartsWith(path, "base/grpc_status");
+         absl::StartsWith(path, "base/grpc_status") || absl::StartsWith(path, "base/grpc_credentials");
 }
 
 }  // namespace

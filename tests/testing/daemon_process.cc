@@ -94,6 +94,53 @@ absl::StatusOr<int> DaemonProcess::Terminate(absl::Duration timeout) {
   return absl::DeadlineExceededError("daemon did not stop on SIGTERM");
 }
 
+absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(
+    const std::string& binary, const std::vector<std::string>& args, const std::string& log_path) {
+  const pid_t pid = fork();
+  if (pid < 0) return absl::InternalError("fork failed");
+  if (pid == 0) {
+    if (!log_path.empty()) {
+      const int fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+      if (fd >= 0) {
+        dup2(fd, STDOUT_FILENO);
+        dup2(fd, STDERR_FILENO);
+      }
+    }
+    std::vector<char*> argv;
+    argv.push_back(const_cast<char*>(binary.c_str()));
+    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(binary.c_str(), argv.data());
+    _exit(127);
+  }
+  return std::unique_ptr<ChildProcess>(new ChildProcess(pid));
+}
+
+ChildProcess::~ChildProcess() { Kill(); }
+
+void ChildProcess::Kill() {
+  if (pid_ <= 0) return;
+  kill(pid_, SIGKILL);
+  int status;
+  waitpid(pid_, &status, 0);
+  pid_ = -1;
+}
+
+absl::StatusOr<int> ChildProcess::Wait(absl::Duration timeout) {
+  if (pid_ <= 0) return absl::FailedPreconditionError("not running");
+  const absl::Time deadline = absl::Now() + timeout;
+  while (true) {
+    int status;
+    const pid_t r = waitpid(pid_, &status, WNOHANG);
+    if (r == pid_) {
+      pid_ = -1;
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    }
+    if (absl::Now() >= deadline) return absl::DeadlineExceededError("child still running");
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+}
+
 std::string Loopback(int port) { return absl::StrCat("127.0.0.1:", port); }
 
 absl::StatusOr<AggregatorPair> StartAggregatorPair(const std::string& binary,

@@ -37,6 +37,24 @@ class DaemonProcess {
   int port_;
 };
 
+// A short-lived child (e.g. tandem-client) with stdout and stderr appended
+// to `log_path` (or ours when empty). Test-only; not thread-safe.
+class ChildProcess {
+ public:
+  static absl::StatusOr<std::unique_ptr<ChildProcess>> Spawn(const std::string& binary,
+                                                             const std::vector<std::string>& args,
+                                                             const std::string& log_path = "");
+  ~ChildProcess();  // SIGKILL if still running.
+  pid_t pid() const { return pid_; }
+  // Exit code (128 + signal when killed); DEADLINE_EXCEEDED if still running.
+  absl::StatusOr<int> Wait(absl::Duration timeout);
+  void Kill();
+
+ private:
+  explicit ChildProcess(pid_t pid) : pid_(pid) {}
+  pid_t pid_;
+};
+
 // "127.0.0.1:PORT".
 std::string Loopback(int port);
 
