@@ -8,6 +8,7 @@
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "absl/time/time.h"
 #include "aggregator/core/expansion.h"
+#include "aggregator/core/norm_verification.h"
 #include "aggregator/core/task.h"
 #include "base/logging.h"
 #include "base/status_macros.h"
@@ -101,6 +102,15 @@ absl::StatusOr<crypto::SparseDpf> DpfForRound(const proto::RoundParameters& p,
                                    static_cast<int>(g.value_bits()));
 }
 
+absl::StatusOr<std::shared_ptr<const crypto::proof::NormProofSystem>> ProofForRound(
+    const proto::RoundParameters& p) {
+  if (!p.has_norm_bound()) return std::shared_ptr<const crypto::proof::NormProofSystem>();
+  TANDEM_ASSIGN_OR_RETURN(crypto::proof::NormProofSystem system,
+                          crypto::proof::NormProofSystem::Create(
+                              p.group_parameters(), p.num_groups(), p.norm_bound()));
+  return std::make_shared<const crypto::proof::NormProofSystem>(std::move(system));
+}
+
 absl::StatusOr<std::unique_ptr<Aggregator>> Aggregator::Create(AggregatorOptions options,
                                                                StoreFactory store_factory,
                                                                PeerChannel* peer, Clock* clock,
@@ -161,6 +171,7 @@ absl::Status Aggregator::LoadLatestRound(Task& task) {
     return absl::DataLossError("stored round parameters do not parse");
   }
   TANDEM_ASSIGN_OR_RETURN(crypto::SparseDpf dpf, DpfForRound(params, options_));
+  TANDEM_ASSIGN_OR_RETURN(auto proof, ProofForRound(params));
   TANDEM_ASSIGN_OR_RETURN(AccumulatorSnapshot snapshot,
                           task.store->LoadAccumulator(latest->round_id));
   TANDEM_ASSIGN_OR_RETURN(std::vector<uint64_t> acc,
@@ -174,6 +185,7 @@ absl::Status Aggregator::LoadLatestRound(Task& task) {
   task.closed = latest->state == RoundState::kClosed;
   task.parameters = params;
   task.shape = dpf.Shape(static_cast<int>(options_.role));
+  task.proof = std::move(proof);
   task.received = static_cast<int64_t>(all.size());
   task.dpf.emplace(std::move(dpf));
   task.accumulator = std::move(acc);
@@ -198,6 +210,7 @@ absl::Status Aggregator::LoadLatestRound(Task& task) {
 
 absl::Status Aggregator::OpenRound(const proto::RoundParameters& parameters) {
   TANDEM_ASSIGN_OR_RETURN(crypto::SparseDpf dpf, DpfForRound(parameters, options_));
+  TANDEM_ASSIGN_OR_RETURN(auto proof, ProofForRound(parameters));
   TANDEM_ASSIGN_OR_RETURN(Task * task, GetTask(parameters.task_id(), /*create=*/true));
   const int64_t round_id = static_cast<int64_t>(parameters.round_id());
   const std::string serialized = Serialize(parameters);
@@ -228,6 +241,8 @@ absl::Status Aggregator::OpenRound(const proto::RoundParameters& parameters) {
   task->closed = false;
   task->parameters = parameters;
   task->shape = dpf.Shape(static_cast<int>(options_.role));
+  task->proof = std::move(proof);
+  task->query_seed.clear();
   task->received = 0;
   task->accumulator.assign(dpf.dimension(), 0);
   task->dpf.emplace(std::move(dpf));
@@ -248,6 +263,7 @@ absl::StatusOr<proto::UploadResponse> Aggregator::Upload(const proto::UploadRequ
   TANDEM_ASSIGN_OR_RETURN(Task * task, GetTask(request.task_id(), /*create=*/false));
   const int64_t round_id = static_cast<int64_t>(request.round_id());
   crypto::ExpectedKeySetShape shape;
+  std::shared_ptr<const crypto::proof::NormProofSystem> proof;
   {
     absl::ReaderMutexLock lock(&task->state_mu);
     if (round_id > task->round_id || round_id <= 0) {
@@ -266,9 +282,21 @@ absl::StatusOr<proto::UploadResponse> Aggregator::Upload(const proto::UploadRequ
       return absl::ResourceExhaustedError(absl::StrCat("round ", round_id, " is full"));
     }
     shape = task->shape;
+    proof = task->proof;
   }
   TANDEM_RETURN_IF_ERROR(crypto::ValidateSparseKeySet(request.key_share(), shape));
-  const std::string share = Serialize(request.key_share());
+  if (proof != nullptr) {
+    if (!request.has_norm_proof()) {
+      return absl::InvalidArgumentError("this round requires a norm_proof with the key share");
+    }
+    TANDEM_RETURN_IF_ERROR(
+        proof->ValidateShare(request.norm_proof(), static_cast<int>(options_.role)));
+  } else if (request.has_norm_proof()) {
+    return absl::InvalidArgumentError("this round has no norm bound; norm_proof must be unset");
+  }
+  // Rounds without a norm bound store the key set as before.
+  const std::string share =
+      EncodeStoredShare(request.key_share(), proof != nullptr ? &request.norm_proof() : nullptr);
 
   absl::StatusOr<ReportRecord> existing = task->store->GetReport(request.report_id());
   if (existing.ok()) {

@@ -12,6 +12,12 @@
 //     pending. Each server decides independently; the leader's commit names
 //     the decided sets and the helper refuses a commit that disagrees with
 //     its own comparison.
+//   Norm proofs (rounds with RoundParameters.norm_bound; crypto/proof/
+//     norm_proof.h): uploads carry a proof share; in the same exchange each
+//     server expands its share once for the digest and the proof's derived
+//     inputs, and sends its verifier share next to its digest. Both decide
+//     from the same two verifier shares (plus the digests), so they accept
+//     or reject every report together, in one round trip.
 //   Commit: each server expands the accepted shares into its accumulator
 //     (oneTBB across reports and chunks) and saves the accumulator and the
 //     report states in one store transaction, so a SIGKILL at any point loses
@@ -124,8 +130,10 @@ class Aggregator {
   absl::Status LoadLatestRound(Task& task);
   // The following REQUIRE task.process_mu held.
   absl::StatusOr<int> ProcessRoundLocked(Task& task, bool final_pass);
+  // `seed_retry`: the helper answered with another query seed, which was
+  // adopted; the batch is asked again once.
   absl::StatusOr<int> ProcessBatchLocked(Task& task, const std::vector<ReportRecord>& batch,
-                                         bool final_pass);
+                                         bool final_pass, bool seed_retry = false);
   // Counts `shares` (already parsed and verified, one per id) and rejects
   // `rejected`, in one store transaction.
   absl::Status CommitLocked(Task& task, const std::vector<std::string>& ids,

@@ -15,6 +15,7 @@
 #include "aggregator/store/report_store.h"
 #include "crypto/dpf/key_validator.h"
 #include "crypto/dpf/sparse_dpf.h"
+#include "crypto/proof/norm_proof.h"
 #include "proto/aggregator.pb.h"
 
 namespace tandem::aggregator {
@@ -35,6 +36,9 @@ struct Aggregator::Task {
   proto::RoundParameters parameters ABSL_GUARDED_BY(state_mu);
   crypto::ExpectedKeySetShape shape ABSL_GUARDED_BY(state_mu);
   int64_t received ABSL_GUARDED_BY(state_mu) = 0;  // reports stored this round
+  // Rounds with a norm bound: the round's proof system (immutable, shared
+  // with concurrent uploads); null otherwise.
+  std::shared_ptr<const crypto::proof::NormProofSystem> proof ABSL_GUARDED_BY(state_mu);
 
   // Group commit of uploads: concurrent uploads are stored in one
   // transaction (one fsync). Leader-follower: whichever waiting upload finds
@@ -59,6 +63,14 @@ struct Aggregator::Task {
   // Leader only: digests of pending reports already computed, so that a
   // report waiting for its helper share is not re-expanded every pass.
   absl::flat_hash_map<std::string, crypto::ProofDigest> digest_cache ABSL_GUARDED_BY(process_mu);
+  // Rounds with a norm bound: the 32-byte secret from which both servers
+  // derive the FLP query points. The leader draws it (SecureRandom) on the
+  // round's first exchange; the helper keeps the first one it is sent and
+  // answers every later request of the round at that seed only, so a
+  // leader cannot collect more than the Q points per report that the proof
+  // hides (crypto/proof/flp.h). In memory: a helper restart forgets it
+  // (see bench/proofs.md, limitations).
+  std::string query_seed ABSL_GUARDED_BY(process_mu);
 };
 
 // Accumulator <-> store bytes (little-endian uint64 array).
@@ -69,6 +81,11 @@ absl::StatusOr<std::vector<uint64_t>> DecodeAccumulator(absl::string_view bytes,
 // Checks RoundParameters and builds the round's DPF. INVALID_ARGUMENT.
 absl::StatusOr<crypto::SparseDpf> DpfForRound(const proto::RoundParameters& p,
                                               const AggregatorOptions& options);
+
+// The round's norm-proof system when it has a norm_bound, else null.
+// INVALID_ARGUMENT for bounds crypto/proof rejects.
+absl::StatusOr<std::shared_ptr<const crypto::proof::NormProofSystem>> ProofForRound(
+    const proto::RoundParameters& p);
 
 // Task ids: 1..64 characters of [A-Za-z0-9._-]. INVALID_ARGUMENT otherwise.
 absl::Status ValidateTaskId(absl::string_view task_id);

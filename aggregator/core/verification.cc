@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "aggregator/core/aggregator.h"
 #include "aggregator/core/expansion.h"
+#include "aggregator/core/norm_verification.h"
 #include "aggregator/core/task.h"
 #include "base/logging.h"
 #include "base/status_macros.h"
@@ -16,6 +17,13 @@ namespace {
 
 std::string DigestBytes(const crypto::ProofDigest& d) {
   return std::string(reinterpret_cast<const char*>(d.data()), d.size());
+}
+
+std::vector<const proto::SparseKeySet*> KeysOf(const std::vector<ParsedShare>& shares) {
+  std::vector<const proto::SparseKeySet*> out;
+  out.reserve(shares.size());
+  for (const ParsedShare& s : shares) out.push_back(&s.keys);
+  return out;
 }
 
 }  // namespace
@@ -67,22 +75,29 @@ absl::StatusOr<int> Aggregator::ProcessRoundLocked(Task& task, bool final_pass) 
 
 absl::StatusOr<int> Aggregator::ProcessBatchLocked(Task& task,
                                                    const std::vector<ReportRecord>& batch,
-                                                   bool final_pass) {
+                                                   bool final_pass, bool seed_retry) {
   crypto::ExpectedKeySetShape shape;
   int64_t round_id;
+  std::shared_ptr<const crypto::proof::NormProofSystem> proof;
   {
     absl::ReaderMutexLock lock(&task.state_mu);
     shape = task.shape;
     round_id = task.round_id;
+    proof = task.proof;
+  }
+  if (proof != nullptr && task.query_seed.empty()) {
+    task.query_seed.assign(crypto::proof::kQuerySeedBytes, '\0');
+    TANDEM_RETURN_IF_ERROR(noise_random_->Fill(absl::MakeSpan(
+        reinterpret_cast<uint8_t*>(task.query_seed.data()), task.query_seed.size())));
   }
   // Shares were validated at upload; a stored share that no longer parses is
   // rejected here (and named to the helper as rejected).
   std::vector<std::string> rejected;
   std::vector<const ReportRecord*> candidates;
-  std::vector<proto::SparseKeySet> shares;
+  std::vector<ParsedShare> shares;
   shares.reserve(batch.size());
   for (const ReportRecord& r : batch) {
-    absl::StatusOr<proto::SparseKeySet> keys = crypto::ParseSparseKeySet(r.share, shape);
+    absl::StatusOr<ParsedShare> keys = ParseStoredShare(r.share, shape, proof.get(), 0);
     if (!keys.ok()) {
       TANDEM_LOG(ERROR) << "stored share fails validation: " << keys.status();
       rejected.push_back(r.report_id);
@@ -92,22 +107,40 @@ absl::StatusOr<int> Aggregator::ProcessBatchLocked(Task& task,
     shares.push_back(*std::move(keys));
   }
   std::vector<crypto::ProofDigest> digests(candidates.size());
-  std::vector<const proto::SparseKeySet*> to_compute;
-  std::vector<size_t> positions;
-  for (size_t i = 0; i < candidates.size(); ++i) {
-    auto it = task.digest_cache.find(candidates[i]->report_id);
-    if (it != task.digest_cache.end()) {
-      digests[i] = it->second;
-    } else {
-      to_compute.push_back(&shares[i]);
-      positions.push_back(i);
+  std::vector<proto::NormProofVerifierShare> verifiers;
+  if (proof != nullptr) {
+    // Norm rounds: one full expansion per report gives the digest and the
+    // proof's inputs (not cached: the verifier share depends on the seed).
+    std::vector<const ParsedShare*> ptrs;
+    std::vector<std::string> ids;
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      ptrs.push_back(&shares[i]);
+      ids.push_back(candidates[i]->report_id);
     }
-  }
-  TANDEM_ASSIGN_OR_RETURN(std::vector<crypto::ProofDigest> computed,
-                          ComputeDigests(*task.dpf, to_compute));
-  for (size_t j = 0; j < positions.size(); ++j) {
-    digests[positions[j]] = computed[j];
-    task.digest_cache[candidates[positions[j]]->report_id] = computed[j];
+    TANDEM_ASSIGN_OR_RETURN(std::vector<NormEvaluation> evals,
+                            EvaluateNormChecks(*task.dpf, *proof, 0, ptrs, ids, task.query_seed));
+    for (size_t i = 0; i < evals.size(); ++i) {
+      digests[i] = evals[i].digest;
+      verifiers.push_back(std::move(evals[i].verifier));
+    }
+  } else {
+    std::vector<const proto::SparseKeySet*> to_compute;
+    std::vector<size_t> positions;
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      auto it = task.digest_cache.find(candidates[i]->report_id);
+      if (it != task.digest_cache.end()) {
+        digests[i] = it->second;
+      } else {
+        to_compute.push_back(&shares[i].keys);
+        positions.push_back(i);
+      }
+    }
+    TANDEM_ASSIGN_OR_RETURN(std::vector<crypto::ProofDigest> computed,
+                            ComputeDigests(*task.dpf, to_compute));
+    for (size_t j = 0; j < positions.size(); ++j) {
+      digests[positions[j]] = computed[j];
+      task.digest_cache[candidates[positions[j]]->report_id] = computed[j];
+    }
   }
 
   proto::VerifyRequest request;
@@ -118,10 +151,22 @@ absl::StatusOr<int> Aggregator::ProcessBatchLocked(Task& task,
     check->set_report_id(candidates[i]->report_id);
     check->set_proof_hash(DigestBytes(digests[i]));
     check->set_state(proto::PEER_REPORT_PENDING);
+    if (proof != nullptr) *check->mutable_norm_check() = verifiers[i];
   }
+  if (proof != nullptr) request.set_proof_query_seed(task.query_seed);
   absl::flat_hash_map<std::string, proto::ReportCheck> answers;
   if (!candidates.empty()) {
     TANDEM_ASSIGN_OR_RETURN(proto::VerifyResponse response, peer_->Verify(request));
+    if (proof != nullptr && !response.proof_query_seed().empty() &&
+        response.proof_query_seed() != task.query_seed) {
+      // The helper holds another seed for this round (we restarted): adopt
+      // it and ask again, once. A malformed seed is refused.
+      if (seed_retry || response.proof_query_seed().size() != crypto::proof::kQuerySeedBytes) {
+        return absl::UnavailableError("helper and leader disagree on the proof query seed");
+      }
+      task.query_seed = response.proof_query_seed();
+      return ProcessBatchLocked(task, batch, final_pass, /*seed_retry=*/true);
+    }
     for (const proto::ReportCheck& c : response.checks()) answers[c.report_id()] = c;
   }
 
@@ -134,7 +179,8 @@ absl::StatusOr<int> Aggregator::ProcessBatchLocked(Task& task,
         it == answers.end() ? proto::PEER_REPORT_MISSING : it->second.state();
     switch (state) {
       case proto::PEER_REPORT_PENDING:
-        if (it->second.proof_hash() == DigestBytes(digests[i])) {
+        if (it->second.proof_hash() == DigestBytes(digests[i]) &&
+            (proof == nullptr || proof->Decide(verifiers[i], it->second.norm_check()))) {
           accepted.push_back(i);
         } else {
           rejected.push_back(r.report_id);
@@ -161,7 +207,7 @@ absl::StatusOr<int> Aggregator::ProcessBatchLocked(Task& task,
   std::vector<const proto::SparseKeySet*> accepted_shares;
   for (size_t i : accepted) {
     ids.push_back(candidates[i]->report_id);
-    accepted_shares.push_back(&shares[i]);
+    accepted_shares.push_back(&shares[i].keys);
   }
   for (const std::string& id : ids) commit.add_report_ids(id);
   for (const std::string& id : rejected) commit.add_rejected_ids(id);
@@ -175,20 +221,22 @@ absl::Status Aggregator::CommitRecordsLocked(Task& task,
                                              const std::vector<ReportRecord>& accepted,
                                              const std::vector<std::string>& rejected) {
   crypto::ExpectedKeySetShape shape;
+  std::shared_ptr<const crypto::proof::NormProofSystem> proof;
   {
     absl::ReaderMutexLock lock(&task.state_mu);
     shape = task.shape;
+    proof = task.proof;
   }
-  std::vector<proto::SparseKeySet> shares;
+  std::vector<ParsedShare> shares;
   std::vector<std::string> ids;
   for (const ReportRecord& r : accepted) {
-    TANDEM_ASSIGN_OR_RETURN(proto::SparseKeySet keys, crypto::ParseSparseKeySet(r.share, shape));
-    shares.push_back(std::move(keys));
+    TANDEM_ASSIGN_OR_RETURN(ParsedShare parsed,
+                            ParseStoredShare(r.share, shape, proof.get(),
+                                             static_cast<int>(options_.role)));
+    shares.push_back(std::move(parsed));
     ids.push_back(r.report_id);
   }
-  std::vector<const proto::SparseKeySet*> share_ptrs;
-  for (const proto::SparseKeySet& s : shares) share_ptrs.push_back(&s);
-  return CommitLocked(task, ids, share_ptrs, rejected);
+  return CommitLocked(task, ids, KeysOf(shares), rejected);
 }
 
 absl::Status Aggregator::CommitLocked(Task& task, const std::vector<std::string>& ids,
@@ -227,21 +275,35 @@ absl::StatusOr<proto::VerifyResponse> Aggregator::HandleVerify(
   int64_t round_id;
   bool closed;
   crypto::ExpectedKeySetShape shape;
+  std::shared_ptr<const crypto::proof::NormProofSystem> proof;
   {
     absl::ReaderMutexLock state_lock(&task->state_mu);
     round_id = task->round_id;
     closed = task->closed;
     shape = task->shape;
+    proof = task->proof;
   }
   if (static_cast<int64_t>(request.round_id()) != round_id) {
     return absl::FailedPreconditionError(absl::StrCat(
         "helper is at round ", round_id, ", leader asked about ", request.round_id()));
   }
   proto::VerifyResponse response;
+  if (proof != nullptr) {
+    if (request.proof_query_seed().size() != crypto::proof::kQuerySeedBytes) {
+      return absl::InvalidArgumentError("proof_query_seed must be 32 bytes in a norm-bound round");
+    }
+    if (task->query_seed.empty()) task->query_seed = request.proof_query_seed();
+    if (task->query_seed != request.proof_query_seed()) {
+      // Answer only at the round's first seed (see task.h); nothing evaluated.
+      response.set_proof_query_seed(task->query_seed);
+      return response;
+    }
+  }
   absl::flat_hash_set<std::string> seen;
   std::vector<int> to_digest;  // indices into response.checks()
-  std::vector<proto::SparseKeySet> shares;
+  std::vector<ParsedShare> shares;
   std::vector<std::string> leader_hashes;
+  std::vector<const proto::NormProofVerifierShare*> leader_checks;
   for (const proto::ReportCheck& c : request.checks()) {
     if (c.report_id().size() != kReportIdBytes || c.proof_hash().size() != 32) {
       return absl::InvalidArgumentError("report_id must be 16 bytes and proof_hash 32 bytes");
@@ -265,7 +327,7 @@ absl::StatusOr<proto::VerifyResponse> Aggregator::HandleVerify(
       out->set_state(proto::PEER_REPORT_REJECTED);
       continue;
     }
-    absl::StatusOr<proto::SparseKeySet> keys = crypto::ParseSparseKeySet(r->share, shape);
+    absl::StatusOr<ParsedShare> keys = ParseStoredShare(r->share, shape, proof.get(), 1);
     if (!keys.ok()) {
       out->set_state(proto::PEER_REPORT_REJECTED);
       continue;
@@ -273,17 +335,38 @@ absl::StatusOr<proto::VerifyResponse> Aggregator::HandleVerify(
     to_digest.push_back(response.checks_size() - 1);
     shares.push_back(*std::move(keys));
     leader_hashes.push_back(c.proof_hash());
+    leader_checks.push_back(&c.norm_check());
   }
-  std::vector<const proto::SparseKeySet*> share_ptrs;
-  for (const proto::SparseKeySet& s : shares) share_ptrs.push_back(&s);
-  TANDEM_ASSIGN_OR_RETURN(std::vector<crypto::ProofDigest> digests,
-                          ComputeDigests(*task->dpf, share_ptrs));
+  std::vector<crypto::ProofDigest> digests;
+  std::vector<proto::NormProofVerifierShare> verifiers;
+  if (proof != nullptr) {
+    std::vector<const ParsedShare*> ptrs;
+    std::vector<std::string> ids;
+    for (size_t i = 0; i < shares.size(); ++i) {
+      ptrs.push_back(&shares[i]);
+      ids.push_back(response.checks(to_digest[i]).report_id());
+    }
+    TANDEM_ASSIGN_OR_RETURN(std::vector<NormEvaluation> evals,
+                            EvaluateNormChecks(*task->dpf, *proof, 1, ptrs, ids, task->query_seed));
+    for (NormEvaluation& e : evals) {
+      digests.push_back(e.digest);
+      verifiers.push_back(std::move(e.verifier));
+    }
+  } else {
+    TANDEM_ASSIGN_OR_RETURN(digests, ComputeDigests(*task->dpf, KeysOf(shares)));
+  }
   for (size_t i = 0; i < to_digest.size(); ++i) {
     proto::ReportCheck* out = response.mutable_checks(to_digest[i]);
     const std::string mine = DigestBytes(digests[i]);
     out->set_state(proto::PEER_REPORT_PENDING);
     out->set_proof_hash(mine);
-    task->verified[out->report_id()] = (mine == leader_hashes[i]);
+    bool valid = mine == leader_hashes[i];
+    if (proof != nullptr) {
+      // The same decision the leader takes from the same two shares.
+      valid = valid && proof->Decide(verifiers[i], *leader_checks[i]);
+      *out->mutable_norm_check() = std::move(verifiers[i]);
+    }
+    task->verified[out->report_id()] = valid;
   }
   return response;
 }

@@ -5,6 +5,7 @@
 #include "base/random.h"
 #include "base/status_macros.h"
 #include "crypto/dpf/sparse_dpf.h"
+#include "crypto/proof/norm_proof.h"
 
 namespace tandem::aggregator::testing {
 
@@ -23,30 +24,44 @@ proto::RoundParameters MakeRoundParameters(const std::string& task_id, uint64_t 
   return p;
 }
 
-absl::StatusOr<TestReport> MakeReport(const proto::RoundParameters& params, uint64_t seed) {
+proto::RoundParameters MakeNormRoundParameters(const std::string& task_id, uint64_t round_id,
+                                               uint32_t log_num_blocks, uint32_t block_size,
+                                               uint32_t num_groups, uint64_t max_block_l2_squared,
+                                               uint64_t max_l2_squared) {
+  proto::RoundParameters p =
+      MakeRoundParameters(task_id, round_id, log_num_blocks, block_size, num_groups);
+  p.mutable_norm_bound()->set_max_block_l2_squared(max_block_l2_squared);
+  p.mutable_norm_bound()->set_max_l2_squared(max_l2_squared);
+  return p;
+}
+
+namespace {
+
+absl::StatusOr<TestReport> Build(const proto::RoundParameters& params,
+                                 const std::vector<uint64_t>& values, SecureRandom* rng,
+                                 bool cheat) {
   TANDEM_ASSIGN_OR_RETURN(
       crypto::SparseDpf dpf,
       crypto::SparseDpf::Create(params.dimension(),
                                 static_cast<int>(params.group_parameters().block_size()),
                                 static_cast<int>(params.num_groups()), 64));
-  auto rng = DeterministicRandom::FromSeed(seed);
   const int k = dpf.num_groups();
   const int b = dpf.block_size();
+  if (values.size() != static_cast<size_t>(k) * b) {
+    return absl::InvalidArgumentError("values must have num_groups * block_size entries");
+  }
   std::vector<uint32_t> indices(k);
-  std::vector<uint64_t> values(static_cast<size_t>(k) * b);
   TestReport report;
   report.dense.assign(dpf.dimension(), 0);
   for (int g = 0; g < k; ++g) {
     TANDEM_ASSIGN_OR_RETURN(uint64_t r, rng->NextUint64());
     indices[g] = static_cast<uint32_t>(r % dpf.blocks_per_group());
     for (int j = 0; j < b; ++j) {
-      TANDEM_ASSIGN_OR_RETURN(uint64_t v, rng->NextUint64());
-      values[static_cast<size_t>(g) * b + j] = v & ((uint64_t{1} << 20) - 1);
       report.dense[g * dpf.group_dimension() + uint64_t{indices[g]} * b + j] =
           values[static_cast<size_t>(g) * b + j];
     }
   }
-  TANDEM_ASSIGN_OR_RETURN(auto keys, dpf.GenerateKeys(indices, values, rng.get()));
+  TANDEM_ASSIGN_OR_RETURN(auto keys, dpf.GenerateKeys(indices, values, rng));
   std::string id(16, '\0');
   TANDEM_RETURN_IF_ERROR(
       rng->Fill(absl::MakeSpan(reinterpret_cast<uint8_t*>(id.data()), id.size())));
@@ -55,9 +70,50 @@ absl::StatusOr<TestReport> MakeReport(const proto::RoundParameters& params, uint
     req->set_round_id(params.round_id());
     req->set_report_id(id);
   }
+  if (params.has_norm_bound()) {
+    TANDEM_ASSIGN_OR_RETURN(crypto::proof::NormProofSystem sys,
+                            crypto::proof::NormProofSystem::Create(
+                                params.group_parameters(), params.num_groups(),
+                                params.norm_bound()));
+    std::pair<proto::NormProofShare, proto::NormProofShare> proof;
+    if (cheat) {
+      std::vector<uint64_t> derived, u0, u1;
+      TANDEM_RETURN_IF_ERROR(
+          sys.SentBlockValues(keys.first, keys.second, indices, &derived, &u0, &u1));
+      std::vector<uint64_t> zero(sys.circuit().witness_length(), 0);
+      TANDEM_ASSIGN_OR_RETURN(
+          proof, sys.ProveWithWitness(id, keys.first, keys.second, derived, zero, rng));
+    } else {
+      TANDEM_ASSIGN_OR_RETURN(proof, sys.Prove(id, keys.first, keys.second, indices, rng));
+    }
+    *report.to_leader.mutable_norm_proof() = std::move(proof.first);
+    *report.to_helper.mutable_norm_proof() = std::move(proof.second);
+  }
   *report.to_leader.mutable_key_share() = std::move(keys.first);
   *report.to_helper.mutable_key_share() = std::move(keys.second);
   return report;
+}
+
+}  // namespace
+
+absl::StatusOr<TestReport> MakeReport(const proto::RoundParameters& params, uint64_t seed) {
+  auto rng = DeterministicRandom::FromSeed(seed);
+  const size_t n = size_t{params.num_groups()} * params.group_parameters().block_size();
+  std::vector<uint64_t> values(n);
+  for (uint64_t& v : values) {
+    TANDEM_ASSIGN_OR_RETURN(uint64_t r, rng->NextUint64());
+    v = params.has_norm_bound() ? static_cast<uint64_t>(static_cast<int64_t>(r % 5) - 2)
+                                : r & ((uint64_t{1} << 20) - 1);
+  }
+  return Build(params, values, rng.get(), /*cheat=*/false);
+}
+
+absl::StatusOr<TestReport> MakeReportWithValues(const proto::RoundParameters& params,
+                                                const std::vector<int64_t>& values,
+                                                uint64_t seed, bool cheat) {
+  auto rng = DeterministicRandom::FromSeed(seed);
+  std::vector<uint64_t> encoded(values.begin(), values.end());
+  return Build(params, encoded, rng.get(), cheat);
 }
 
 absl::StatusOr<std::vector<uint64_t>> ShareValues(const proto::FinalizeResponse& response) {

@@ -25,9 +25,26 @@ proto::RoundParameters MakeRoundParameters(const std::string& task_id, uint64_t 
                                            uint32_t log_num_blocks, uint32_t block_size,
                                            uint32_t num_groups);
 
-// A report with one random block per group, entries in [0, 2^20), keys and
+// As MakeRoundParameters, with a norm bound (squared L2, integer units) on
+// every block and on the whole report: reports must carry norm proofs.
+proto::RoundParameters MakeNormRoundParameters(const std::string& task_id, uint64_t round_id,
+                                               uint32_t log_num_blocks, uint32_t block_size,
+                                               uint32_t num_groups, uint64_t max_block_l2_squared,
+                                               uint64_t max_l2_squared);
+
+// A report with one random block per group, entries in [0, 2^20) (in
+// [-2, 2] with a norm proof when the round has a norm bound), keys and
 // report id drawn from DeterministicRandom::FromSeed(seed).
 absl::StatusOr<TestReport> MakeReport(const proto::RoundParameters& params, uint64_t seed);
+
+// A report of the given signed block values (num_groups * block_size, group
+// order) at random block positions. In a norm-bound round it carries a
+// proof: the honest one (INVALID_ARGUMENT when the values exceed a bound),
+// or with `cheat` a proof of an all-zero witness, as a malicious client
+// would send for a report over the bound.
+absl::StatusOr<TestReport> MakeReportWithValues(const proto::RoundParameters& params,
+                                                const std::vector<int64_t>& values,
+                                                uint64_t seed, bool cheat = false);
 
 // Decodes a FinalizeResponse share into uint64 values (INVALID_ARGUMENT on a
 // malformed tensor).

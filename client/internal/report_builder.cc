@@ -14,6 +14,7 @@ ReportParameters ReportParametersFromRound(const proto::RoundParameters& round) 
   p.frac_bits = static_cast<int>(round.fixed_point().fractional_bits());
   p.clip_l2_norm = round.fixed_point().clip_l2_norm();
   p.max_summands = std::max<uint64_t>(1, round.max_reports());
+  if (round.has_norm_bound()) p.norm_bound = round.norm_bound();
   return p;
 }
 
@@ -29,7 +30,16 @@ absl::StatusOr<ReportBuilder> ReportBuilder::Create(const ReportParameters& p) {
   TANDEM_ASSIGN_OR_RETURN(crypto::FixedPointCodec codec,
                           crypto::FixedPointCodec::Create(p.frac_bits, p.clip_l2_norm,
                                                           p.max_summands, 64));
-  return ReportBuilder(std::move(dpf), std::move(codec));
+  std::optional<crypto::proof::NormProofSystem> proof;
+  if (p.norm_bound.has_value()) {
+    proto::BlockDpfParameters group;
+    group.set_log_num_blocks(p.log_num_blocks);
+    group.set_block_size(p.block_size);
+    group.set_value_bits(64);
+    TANDEM_ASSIGN_OR_RETURN(proof, crypto::proof::NormProofSystem::Create(group, p.num_groups,
+                                                                          *p.norm_bound));
+  }
+  return ReportBuilder(std::move(dpf), std::move(codec), std::move(proof));
 }
 
 absl::StatusOr<BuiltReport> ReportBuilder::Build(absl::Span<const float> update,
@@ -71,9 +81,18 @@ absl::StatusOr<BuiltReport> ReportBuilder::Build(absl::Span<const float> update,
   report.report_id.assign(16, '\0');
   TANDEM_RETURN_IF_ERROR(rng->Fill(
       absl::MakeSpan(reinterpret_cast<uint8_t*>(report.report_id.data()), 16)));
+  if (proof_.has_value()) {
+    TANDEM_ASSIGN_OR_RETURN(auto shares, proof_->Prove(report.report_id, keys.first, keys.second,
+                                                       indices, rng));
+    report.leader_proof = std::move(shares.first);
+    report.helper_proof = std::move(shares.second);
+  }
   report.leader_share = std::move(keys.first);
   report.helper_share = std::move(keys.second);
   report.upload_bytes = report.leader_share.ByteSizeLong() + report.helper_share.ByteSizeLong();
+  if (proof_.has_value()) {
+    report.upload_bytes += report.leader_proof->ByteSizeLong() + report.helper_proof->ByteSizeLong();
+  }
   return report;
 }
 

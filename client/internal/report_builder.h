@@ -7,7 +7,10 @@
 //   2. in each of the k groups of D/k coordinates, pick one block of B
 //      coordinates uniformly at random (SecureRandom; the choice is the
 //      secret sampling pattern that gives privacy amplification);
-//   3. generate the k block-DPF key pairs of those blocks (crypto/dpf).
+//   3. generate the k block-DPF key pairs of those blocks (crypto/dpf);
+//   4. when the round has a norm bound, prove that every sent block and the
+//      whole report are within it (crypto/proof/norm_proof.h): one proof
+//      share per server, uploaded beside its keys.
 //
 // Design choice [I]: the paper scales the sampled blocks by Delta/k so that
 // the sparse vector is an unbiased estimate of the update. We send them
@@ -20,6 +23,7 @@
 #define TANDEM_CLIENT_INTERNAL_REPORT_BUILDER_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +32,7 @@
 #include "base/random.h"
 #include "crypto/dpf/sparse_dpf.h"
 #include "crypto/fixed_point/fixed_point.h"
+#include "crypto/proof/norm_proof.h"
 #include "proto/aggregator.pb.h"
 #include "proto/dpf.pb.h"
 
@@ -41,6 +46,8 @@ struct ReportParameters {
   int frac_bits = 16;           // fixed-point fraction bits
   double clip_l2_norm = 1.0;    // C
   uint64_t max_summands = 1;    // reports per round the sum must hold without wrap
+  // Norm proofs (the round's norm_bound); unset = no proof, as before.
+  std::optional<proto::NormBoundParameters> norm_bound;
 };
 
 // The report parameters of a round as the coordinator announces it
@@ -52,27 +59,34 @@ struct BuiltReport {
   proto::SparseKeySet leader_share;
   proto::SparseKeySet helper_share;
   double clip_factor = 1.0;         // min(1, C / ||update||)
-  uint64_t upload_bytes = 0;        // serialized size of both shares
+  uint64_t upload_bytes = 0;        // serialized size of both shares (and proofs)
+  // Rounds with a norm bound: each server's proof share (UploadRequest.
+  // norm_proof); unset otherwise.
+  std::optional<proto::NormProofShare> leader_proof;
+  std::optional<proto::NormProofShare> helper_proof;
 };
 
 class ReportBuilder {
  public:
-  // INVALID_ARGUMENT for inconsistent parameters (see SparseDpf::Create and
-  // FixedPointCodec::Create).
+  // INVALID_ARGUMENT for inconsistent parameters (see SparseDpf::Create,
+  // FixedPointCodec::Create and NormProofSystem::Create).
   static absl::StatusOr<ReportBuilder> Create(const ReportParameters& p);
 
   // `update` has at most D entries (the rest is zero). INVALID_ARGUMENT for
-  // a longer update or non-finite values; `rng` errors propagate.
+  // a longer update, non-finite values, or (norm-bound rounds) encoded
+  // blocks over the round's bound; `rng` errors propagate.
   absl::StatusOr<BuiltReport> Build(absl::Span<const float> update, SecureRandom* rng) const;
 
   const crypto::SparseDpf& dpf() const { return dpf_; }
   const crypto::FixedPointCodec& codec() const { return codec_; }
 
  private:
-  ReportBuilder(crypto::SparseDpf dpf, crypto::FixedPointCodec codec)
-      : dpf_(std::move(dpf)), codec_(std::move(codec)) {}
+  ReportBuilder(crypto::SparseDpf dpf, crypto::FixedPointCodec codec,
+                std::optional<crypto::proof::NormProofSystem> proof)
+      : dpf_(std::move(dpf)), codec_(std::move(codec)), proof_(std::move(proof)) {}
   crypto::SparseDpf dpf_;
   crypto::FixedPointCodec codec_;
+  std::optional<crypto::proof::NormProofSystem> proof_;
 };
 
 }  // namespace tandem::client

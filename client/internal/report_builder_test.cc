@@ -3,6 +3,7 @@
 #include <cmath>
 #include <vector>
 
+#include "base/random.h"
 #include "base/testing/status_matchers.h"
 #include "gtest/gtest.h"
 
@@ -125,6 +126,73 @@ TEST(ReportBuilder, RejectsBadInput) {
   EXPECT_THAT(builder.Build(too_long, rng.get()), StatusIs(absl::StatusCode::kInvalidArgument));
   std::vector<float> nan(3, std::nanf(""));
   EXPECT_THAT(builder.Build(nan, rng.get()), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+// Both servers' side of a norm proof: expansion, derived shares, query at
+// one seed, joint decision.
+bool ServersAccept(const ReportBuilder& b, const crypto::proof::NormProofSystem& sys,
+                   const BuiltReport& r) {
+  crypto::SparseDpfScratch scratch;
+  proto::NormProofVerifierShare v[2];
+  for (int party = 0; party < 2; ++party) {
+    const proto::SparseKeySet& keys = party == 0 ? r.leader_share : r.helper_share;
+    const proto::NormProofShare& share = party == 0 ? *r.leader_proof : *r.helper_proof;
+    std::vector<uint64_t> expansion(b.dpf().dimension(), 0), derived(sys.circuit().derived_length());
+    EXPECT_THAT(b.dpf().EvaluateAndAccumulate(keys, absl::MakeSpan(expansion), &scratch).status(),
+                IsOk());
+    EXPECT_THAT(sys.DeriveInputShare(party, expansion, absl::MakeSpan(derived)), IsOk());
+    auto s = sys.Query(party, r.report_id, keys, share, derived, std::string(32, 's'));
+    EXPECT_THAT(s.status(), IsOk());
+    if (!s.ok()) return false;
+    v[party] = *s;
+  }
+  return sys.Decide(v[0], v[1]);
+}
+
+TEST(ReportBuilder, NormBoundRoundsCarryProofsTheServersAccept) {
+  ReportParameters p = Params();
+  const uint64_t bound = crypto::proof::L2SquaredBoundForClip(p.clip_l2_norm, p.frac_bits, 8);
+  proto::NormBoundParameters nb;
+  nb.set_max_block_l2_squared(bound);
+  nb.set_max_l2_squared(bound);
+  p.norm_bound = nb;
+  auto builder = ReportBuilder::Create(p);
+  ASSERT_THAT(builder.status(), IsOk());
+  proto::BlockDpfParameters g;
+  g.set_log_num_blocks(p.log_num_blocks);
+  g.set_block_size(p.block_size);
+  g.set_value_bits(64);
+  auto sys = crypto::proof::NormProofSystem::Create(g, p.num_groups, nb).value();
+  auto rng = DeterministicRandom::FromSeed(17);
+  for (int trial = 0; trial < 4; ++trial) {
+    // Updates of norm up to 4 C: clipped to C, so always within the bound.
+    std::vector<float> update(p.dimension);
+    for (float& x : update) x = static_cast<float>(int64_t(rng->NextUint64().value() % 2001) - 1000) / 100.0f;
+    auto r = builder->Build(update, rng.get());
+    ASSERT_THAT(r.status(), IsOk());
+    ASSERT_TRUE(r->leader_proof.has_value() && r->helper_proof.has_value());
+    EXPECT_TRUE(ServersAccept(*builder, sys, *r)) << trial;
+    EXPECT_GT(r->upload_bytes, r->leader_share.ByteSizeLong() + r->helper_share.ByteSizeLong());
+  }
+  // A bound tighter than the clip: the honest client cannot prove.
+  nb.set_max_l2_squared(1);
+  p.norm_bound = nb;
+  auto tight = ReportBuilder::Create(p).value();
+  std::vector<float> big(p.dimension, 5.0f);
+  EXPECT_THAT(tight.Build(big, rng.get()).status(), StatusIs(absl::StatusCode::kInvalidArgument));
+  // Rounds without a norm bound: no proofs, as before.
+  auto plain = ReportBuilder::Create(Params()).value();
+  auto r = plain.Build(big, rng.get());
+  ASSERT_THAT(r.status(), IsOk());
+  EXPECT_FALSE(r->leader_proof.has_value());
+}
+
+TEST(ReportBuilder, RoundNormBoundReachesTheParameters) {
+  proto::RoundParameters round;
+  EXPECT_FALSE(ReportParametersFromRound(round).norm_bound.has_value());
+  round.mutable_norm_bound()->set_max_l2_squared(5);
+  ASSERT_TRUE(ReportParametersFromRound(round).norm_bound.has_value());
+  EXPECT_EQ(ReportParametersFromRound(round).norm_bound->max_l2_squared(), 5u);
 }
 
 }  // namespace

@@ -159,6 +159,8 @@ absl::StatusOr<RoundResult> RoundRunner::Contribute(const proto::CheckInResponse
   }
   *a.mutable_key_share() = std::move(report.leader_share);
   *b.mutable_key_share() = std::move(report.helper_share);
+  if (report.leader_proof.has_value()) *a.mutable_norm_proof() = *std::move(report.leader_proof);
+  if (report.helper_proof.has_value()) *b.mutable_norm_proof() = *std::move(report.helper_proof);
   if (env_.storage != nullptr) {
     TANDEM_RETURN_IF_ERROR(env_.storage->Put(
         PendingKey(), EncodePending(task.round_id(), a.SerializeAsString(), b.SerializeAsString())));

@@ -6,24 +6,33 @@
 //     --num_shards=20 --dataset=digits --state_dir=/tmp/c7 --insecure_plaintext
 // Exit status: 0 when the task is done (or --max_rounds contributed), 1 on
 // bad flags/data or after --max_errors consecutive failures.
+#include <unistd.h>
+
 #include <cstdio>
-#include <thread>
+#include <cstdlib>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/numbers.h"
 #include "absl/time/clock.h"
 #include "ml/data/dataset.h"
 #include "ml/data/partition.h"
 #include "tandem/client/participant.h"
 
 ABSL_FLAG(std::string, coordinator, "", "coordinator host:port");
-ABSL_FLAG(std::string, client_id, "", "this client's pseudonym");
+ABSL_FLAG(std::string, client_id, "",
+          "this client's pseudonym (empty = tandem-<hostname>, for container replicas)");
 ABSL_FLAG(std::string, task_id, "", "task (empty = the coordinator's)");
 ABSL_FLAG(std::string, dataset, "digits", "digits or fmnist");
 ABSL_FLAG(uint64_t, data_seed, 1, "seed of the train/test split and of the shards");
 ABSL_FLAG(int, num_shards, 1, "clients the training split is divided among");
-ABSL_FLAG(int, shard, 0, "this client's shard in [0, num_shards)");
+ABSL_FLAG(int, shard, 0,
+          "this client's shard in [0, num_shards); -1 = from --shard_env, or a hash of "
+          "--client_id when that is unset (replicas of one container image)");
+ABSL_FLAG(std::string, shard_env, "",
+          "environment variable holding the shard (e.g. JOB_COMPLETION_INDEX of a k8s Job)");
+ABSL_FLAG(int64_t, train_items, 0, "fmnist training images loaded (0 = all)");
 ABSL_FLAG(double, alpha, 0.5, "Dirichlet label-skew parameter of the split");
 ABSL_FLAG(std::string, state_dir, "", "SDK state (pending report); empty = none");
 ABSL_FLAG(bool, insecure_plaintext, false, "no TLS (local runs only)");
@@ -44,11 +53,42 @@ class ShardData : public tandem::client::DataSource {
   tandem::client::LocalData data_;
 };
 
-absl::StatusOr<tandem::client::LocalData> LoadShard() {
-  const int n = absl::GetFlag(FLAGS_num_shards), k = absl::GetFlag(FLAGS_shard);
-  if (n < 1 || k < 0 || k >= n) return absl::InvalidArgumentError("need 0 <= shard < num_shards");
+std::string ClientId() {
+  if (!absl::GetFlag(FLAGS_client_id).empty()) return absl::GetFlag(FLAGS_client_id);
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  std::string id = std::string("tandem-") + host;
+  for (char& c : id) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '.' && c != '_') c = '-';
+  }
+  return id.substr(0, 64);
+}
+
+absl::StatusOr<int> Shard(const std::string& client_id, int n) {
+  int k = absl::GetFlag(FLAGS_shard);
+  if (k >= 0) return k;
+  if (!absl::GetFlag(FLAGS_shard_env).empty()) {
+    const char* v = std::getenv(absl::GetFlag(FLAGS_shard_env).c_str());
+    if (v == nullptr || !absl::SimpleAtoi(v, &k)) {
+      return absl::InvalidArgumentError("--shard_env names no integer environment variable");
+    }
+    return k;
+  }
+  uint64_t h = 1469598103934665603ull;  // FNV-1a: stable across runs and hosts
+  for (char c : client_id) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+  return static_cast<int>(h % static_cast<uint64_t>(n));
+}
+
+absl::StatusOr<tandem::client::LocalData> LoadShard(const std::string& client_id) {
+  const int n = absl::GetFlag(FLAGS_num_shards);
+  if (n < 1) return absl::InvalidArgumentError("need num_shards >= 1");
+  absl::StatusOr<int> shard = Shard(client_id, n);
+  if (!shard.ok()) return shard.status();
+  const int k = *shard;
+  if (k < 0 || k >= n) return absl::InvalidArgumentError("need 0 <= shard < num_shards");
   auto data = tandem::ml::LoadNamedDataset(absl::GetFlag(FLAGS_dataset),
-                                           absl::GetFlag(FLAGS_data_seed), 0, 1);
+                                           absl::GetFlag(FLAGS_data_seed),
+                                           absl::GetFlag(FLAGS_train_items), 1);
   if (!data.ok()) return data.status();
   const tandem::ml::Dataset& train = data->first;
   auto parts = tandem::ml::PartitionDirichlet(train.labels, train.num_classes, n,
@@ -71,7 +111,8 @@ absl::StatusOr<tandem::client::LocalData> LoadShard() {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("tandem federated client");
   absl::ParseCommandLine(argc, argv);
-  absl::StatusOr<tandem::client::LocalData> shard = LoadShard();
+  const std::string client_id = ClientId();
+  absl::StatusOr<tandem::client::LocalData> shard = LoadShard(client_id);
   if (!shard.ok()) {
     std::fprintf(stderr, "tandem-client: %s\n", shard.status().ToString().c_str());
     return 1;
@@ -88,7 +129,7 @@ int main(int argc, char** argv) {
   }
   tandem::client::ParticipantOptions o;
   o.coordinator = absl::GetFlag(FLAGS_coordinator);
-  o.client_id = absl::GetFlag(FLAGS_client_id);
+  o.client_id = client_id;
   o.task_id = absl::GetFlag(FLAGS_task_id);
   o.insecure_plaintext = absl::GetFlag(FLAGS_insecure_plaintext);
   o.tls_root_ca = absl::GetFlag(FLAGS_tls_ca);

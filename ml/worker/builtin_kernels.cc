@@ -13,6 +13,9 @@
 #include "ml/kernels/ren.h"
 #include "ml/kernels/spotlight.h"
 #include "ml/kernels/spotlight_train.h"
+#include "ml/worker/distill_kernels.h"
+#include "ml/worker/search_kernels.h"
+#include "ml/worker/training_kernels.h"
 
 namespace tandem::ml::worker {
 namespace {
@@ -309,6 +312,9 @@ std::vector<KernelSpec> Specs() {
 
 absl::Status RegisterBuiltinKernels(KernelRegistry* registry) {
   for (KernelSpec& spec : Specs()) TANDEM_RETURN_IF_ERROR(registry->Register(std::move(spec)));
+  TANDEM_RETURN_IF_ERROR(RegisterTrainingKernels(registry));
+  TANDEM_RETURN_IF_ERROR(RegisterDistillKernels(registry));
+  TANDEM_RETURN_IF_ERROR(RegisterSearchKernels(registry));
   return absl::OkStatus();
 }
 

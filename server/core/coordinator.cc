@@ -37,7 +37,8 @@ std::string Fingerprint(const CoordinatorOptions& o) {
                       o.model.num_classes(), " seed=", o.init_seed, " B=", s.block_size,
                       " d=", s.log_blocks_per_group, " frac=", s.frac_bits, " C=", s.clip_l2_norm,
                       " z=", s.noise_multiplier, " q=", o.task.sample_rate,
-                      " R=", o.task.num_recycled, " opt=", static_cast<int>(o.task.optimizer));
+                      " R=", o.task.num_recycled, " opt=", static_cast<int>(o.task.optimizer),
+                      o.task.secure_sum.norm_proofs ? " proofs" : "");
 }
 
 }  // namespace
@@ -76,6 +77,10 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(
   }
   if (options.rounds < 1 || options.min_reports < 1 || options.round_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("rounds >= 1, min_reports >= 1 and round_timeout > 0 required");
+  }
+  if (options.enrollment_window < absl::ZeroDuration() ||
+      options.enrollment_window >= options.round_timeout) {
+    return absl::InvalidArgumentError("enrollment_window must be in [0, round_timeout)");
   }
   if (options.target_reports != 0 && options.target_reports < options.min_reports) {
     return absl::InvalidArgumentError("target_reports must be 0 or >= min_reports");
@@ -123,6 +128,11 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(
   if (!stored.has_value()) TANDEM_RETURN_IF_ERROR(c->store_->PutMeta(kConfigMeta, fingerprint));
   TANDEM_RETURN_IF_ERROR(c->Restore());
   return c;
+}
+
+bool Coordinator::EnrollmentOver(int64_t now_ms) const {
+  return options_.enrollment_window > absl::ZeroDuration() &&
+         now_ms >= opened_ms_ + absl::ToInt64Milliseconds(options_.enrollment_window);
 }
 
 int64_t Coordinator::NowMs() const { return absl::ToUnixMillis(clock_->Now()); }
@@ -206,14 +216,16 @@ absl::Status Coordinator::Tick() {
       return TryOpen();
     case Phase::kCollecting: {
       uint64_t done = 0;
-      bool expired;
+      bool expired, all_in;
       {
         absl::MutexLock lock(&mu_);
         for (const auto& [id, a] : assigned_) done += a.done ? 1 : 0;
-        expired = NowMs() >= deadline_ms_;
+        const int64_t now = NowMs();
+        expired = now >= deadline_ms_;
+        all_in = EnrollmentOver(now) && done == assigned_.size();
       }
       const bool full = options_.target_reports > 0 && done >= options_.target_reports;
-      if (!full && !expired) return absl::OkStatus();
+      if (!full && !all_in && !expired) return absl::OkStatus();
       if (done < options_.min_reports) {
         return Abandon(absl::StrCat("quorum missed: ", done, " of ", options_.min_reports,
                                     " uploads by the deadline"));

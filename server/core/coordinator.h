@@ -2,7 +2,8 @@
 //
 // Round life cycle (driven by Tick(), which the daemon calls from one thread):
 //   idle ──PlanRound──> opening ──both aggregators open──> collecting
-//   collecting ──(uploads_done >= target_reports) or deadline──>
+//   collecting ──(uploads_done >= target_reports), (enrollment over and
+//                every assigned client uploaded) or deadline──>
 //       >= min_reports: finalizing ──release──> idle (checkpoint, history)
 //       <  min_reports: abandoned ──> idle (checkpoint; nothing released)
 //   idle ──rounds done or privacy budget spent──> done
@@ -67,6 +68,12 @@ struct CoordinatorOptions {
   uint32_t target_reports = 0;      // close early at this many uploads (0 = at the deadline)
   uint32_t min_reports = 1;         // quorum at the deadline
   absl::Duration round_timeout = absl::Seconds(30);
+  // Check-ins are assigned only during the first enrollment_window of a
+  // round (0 = the whole round); once it is over and every assigned client
+  // has uploaded, the round closes without waiting for the deadline. With
+  // all clients polling more often than the window, this keeps the Poisson
+  // sampling exact and rounds short.
+  absl::Duration enrollment_window = absl::ZeroDuration();
   absl::Duration retry_after = absl::Milliseconds(500);
   proto::TrainingConfig training;   // client settings (model/fixed point/recycled set filled in)
   proto::Endpoint leader;           // announced to clients
@@ -121,6 +128,7 @@ class Coordinator {
   void PublishModel() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool Sampled(uint64_t aggregation_round, const std::string& client_id) const;
   int64_t NowMs() const;
+  bool EnrollmentOver(int64_t now_ms) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static const char* PhaseName(Phase p);
 
   const CoordinatorOptions options_;

@@ -53,6 +53,10 @@ absl::StatusOr<proto::CheckInResponse> Coordinator::CheckIn(const proto::CheckIn
     ++checkins_["task"];
     return assignment_;
   }
+  if (EnrollmentOver(NowMs())) {
+    ++checkins_["wait"];
+    return retry;
+  }
   if (!Sampled(aggregation_round_, request.client_id()) ||
       assigned_.size() >= options_.task.secure_sum.max_reports) {
     ++checkins_["not_sampled"];

@@ -186,6 +186,27 @@ TEST_F(CoordinatorTest, MissedQuorumAbandonsAndTargetClosesEarly) {
             std::string::npos);
 }
 
+TEST_F(CoordinatorTest, EnrollmentWindowClosesAssignmentAndTheRoundOnceAllUploaded) {
+  CoordinatorOptions o = Options();
+  o.enrollment_window = absl::Seconds(2);
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto c, Make(o));
+  TickUntil(*c, "collecting");
+  for (const char* id : {"a", "b"}) TANDEM_ASSERT_OK(c->CheckIn(In(id)).status());
+  clock_.Advance(absl::Seconds(3));
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto late, c->CheckIn(In("late")));
+  EXPECT_EQ(late.outcome(), proto::CheckInResponse::OUTCOME_RETRY_LATER);
+  TANDEM_ASSERT_OK(c->UploadDone(Done("a", 1)));
+  TANDEM_ASSERT_OK(c->Tick());
+  EXPECT_EQ(c->Status().completed_rounds(), 0u);  // b is still training
+  TANDEM_ASSERT_OK(c->UploadDone(Done("b", 1)));
+  leader_.accepted = helper_.accepted = 2;
+  TANDEM_ASSERT_OK(c->Tick());  // all assigned are in: no wait for the deadline
+  EXPECT_EQ(c->Status().completed_rounds(), 1u);
+  EXPECT_EQ(c->Status().history(0).assigned(), 2u);
+  o.enrollment_window = absl::Seconds(10);  // not shorter than the round
+  EXPECT_THAT(Make(o).status(), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
 TEST_F(CoordinatorTest, MalformedAndOutOfPlaceRequestsGetClearErrors) {
   TANDEM_ASSERT_OK_AND_ASSIGN(auto c, Make());
   TickUntil(*c, "collecting");

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "crypto/proof/norm_proof.h"
 
 namespace tandem::server {
 
@@ -43,6 +44,16 @@ proto::RoundParameters SecureSum::RoundParameters(uint64_t round_id,
   p.mutable_dp()->set_noise_multiplier(config_.noise_multiplier);
   p.mutable_fixed_point()->set_fractional_bits(static_cast<uint32_t>(config_.frac_bits));
   p.mutable_fixed_point()->set_clip_l2_norm(config_.clip_l2_norm);
+  if (config_.norm_proofs) {
+    // The bound of an encoded report of L2 norm <= C over the k * B values
+    // a client sends (fixed-point rounding included); a block can be no
+    // larger than the report.
+    const uint64_t bound = crypto::proof::L2SquaredBoundForClip(
+        config_.clip_l2_norm, config_.frac_bits,
+        static_cast<uint64_t>(num_groups_) * config_.block_size);
+    p.mutable_norm_bound()->set_max_l2_squared(bound);
+    p.mutable_norm_bound()->set_max_block_l2_squared(bound);
+  }
   if (config_.noise_multiplier > 0) {
     // sigma in integer units of the fixed-point encoding, at least 1.
     const double sigma =

@@ -36,6 +36,10 @@ struct SecureSumConfig {
   double noise_multiplier = 0.0;
   uint32_t max_reports = 1000;   // per round; also the fixed-point headroom
   uint32_t min_batch_size = 1;
+  // Malicious-client defence: every report carries a zero-knowledge proof
+  // that each sent block and the whole report are within the clipping
+  // bound (crypto/proof/norm_proof.h); both aggregators check it jointly.
+  bool norm_proofs = false;
 };
 
 struct DecodedAggregate {

@@ -41,6 +41,9 @@ ABSL_FLAG(uint32_t, min_reports, 1, "quorum: fewest uploads that release a round
 ABSL_FLAG(uint32_t, target_reports, 0, "close a round early at this many uploads (0 = deadline)");
 ABSL_FLAG(uint32_t, max_reports, 1000, "most reports per round");
 ABSL_FLAG(double, round_timeout_s, 30, "seconds from opening to the upload deadline");
+ABSL_FLAG(double, enrollment_s, 0,
+          "assign check-ins only this long after opening; close once all assigned uploaded "
+          "(0 = assign until the deadline)");
 ABSL_FLAG(std::string, optimizer, "fedavg", "server optimizer: fedavg, fedadam or dana");
 ABSL_FLAG(double, server_lr, 1.0, "server learning rate");
 ABSL_FLAG(int, num_recycled, 0, "FedLUAR: weight tensors recycled per round (0 = FedAvg)");
@@ -49,6 +52,8 @@ ABSL_FLAG(uint32_t, block_size, 64, "PREAMBLE block size B");
 ABSL_FLAG(uint32_t, log_blocks_per_group, 1, "PREAMBLE d (a client sends 1 of 2^d blocks)");
 ABSL_FLAG(double, clip, 2.0, "L2 clipping bound C");
 ABSL_FLAG(double, noise_multiplier, 0.0, "discrete Gaussian sigma / C per aggregator (0 = off)");
+ABSL_FLAG(bool, norm_proofs, false,
+          "clients prove each report's L2 bound in zero knowledge; both aggregators check it");
 ABSL_FLAG(double, delta, 1e-5, "delta of the reported epsilon");
 ABSL_FLAG(double, epsilon_budget, 0, "stop before a round would exceed this epsilon (0 = none)");
 ABSL_FLAG(uint32_t, local_steps, 20, "client mini-batch steps per round");
@@ -84,6 +89,7 @@ absl::StatusOr<std::unique_ptr<tandem::server::CoordinatorDaemon>> Run() {
   c.min_reports = absl::GetFlag(FLAGS_min_reports);
   c.target_reports = absl::GetFlag(FLAGS_target_reports);
   c.round_timeout = absl::Seconds(absl::GetFlag(FLAGS_round_timeout_s));
+  c.enrollment_window = absl::Seconds(absl::GetFlag(FLAGS_enrollment_s));
   TANDEM_ASSIGN_OR_RETURN(c.task.optimizer, ParseOptimizer(absl::GetFlag(FLAGS_optimizer)));
   c.task.server_lr = absl::GetFlag(FLAGS_server_lr);
   c.task.num_recycled = absl::GetFlag(FLAGS_num_recycled);
@@ -96,6 +102,7 @@ absl::StatusOr<std::unique_ptr<tandem::server::CoordinatorDaemon>> Run() {
   c.task.secure_sum.clip_l2_norm = absl::GetFlag(FLAGS_clip);
   c.task.secure_sum.noise_multiplier = absl::GetFlag(FLAGS_noise_multiplier);
   c.task.secure_sum.max_reports = absl::GetFlag(FLAGS_max_reports);
+  c.task.secure_sum.norm_proofs = absl::GetFlag(FLAGS_norm_proofs);
   c.training.set_local_steps(absl::GetFlag(FLAGS_local_steps));
   c.training.set_batch_size(absl::GetFlag(FLAGS_batch_size));
   c.training.set_learning_rate(absl::GetFlag(FLAGS_client_lr));

@@ -22,6 +22,7 @@
 #include "ml/kernels/spotlight.h"
 #include "ml/kernels/spotlight_train.h"
 #include "ml/kernels/testing/random_tensor.h"
+#include "ml/worker/builtin_kernels.h"
 #include "ml/worker/tensor_codec.h"
 #include "proto/worker.grpc.pb.h"
 
@@ -135,7 +136,10 @@ TEST_F(WorkerIntegrationTest, HealthAndCapabilities) {
   EXPECT_TRUE(h.serving());
   proto::CapabilitiesResponse caps;
   ASSERT_TRUE(stub_->Capabilities(&c2, {}, &caps).ok());
-  EXPECT_EQ(caps.kernels_size(), 11);
+  // The binary serves exactly the registry's kernels.
+  ml::worker::KernelRegistry builtins;
+  ASSERT_TRUE(ml::worker::RegisterBuiltinKernels(&builtins).ok());
+  EXPECT_EQ(static_cast<size_t>(caps.kernels_size()), builtins.Describe().size());
 }
 
 TEST_F(WorkerIntegrationTest, AttentionDuSaAndCatMatchReference) {

@@ -18,9 +18,14 @@
 #include "base/logging.h"
 #include "ml/data/dataset.h"
 #include "tests/sim/federation.h"
+#include "tests/sim/process_federation.h"
 #include "tests/sim/report.h"
 #include "tests/testing/daemon_process.h"
 
+ABSL_FLAG(std::string, mode, "inprocess",
+          "inprocess: clients simulated in this process (fast, many clients); processes: "
+          "tandem-coordinator and one tandem-client process per client");
+ABSL_FLAG(std::string, bin_dir, "", "directory of the build tree (default: next to tandem-sim)");
 ABSL_FLAG(std::string, dataset, "fmnist", "fmnist (Debian dataset-fashion-mnist) or digits");
 ABSL_FLAG(int64_t, train_items, 0, "training images used (0 = all)");
 ABSL_FLAG(int64_t, test_items, 2000, "test images used (0 = all)");
@@ -57,6 +62,12 @@ std::string SelfDir() {
   return std::filesystem::path(std::string(buf, static_cast<size_t>(n))).parent_path().string();
 }
 
+// The build tree's root (binaries live at their CMake paths below it).
+std::string BinDir() {
+  if (!absl::GetFlag(FLAGS_bin_dir).empty()) return absl::GetFlag(FLAGS_bin_dir);
+  return SelfDir() + "/../..";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -86,7 +97,7 @@ int main(int argc, char** argv) {
   }
   if (endpoints.leader.empty()) {
     std::string bin = absl::GetFlag(FLAGS_aggregator_bin);
-    if (bin.empty()) bin = SelfDir() + "/../../aggregator/service/tandem-aggregator";
+    if (bin.empty()) bin = BinDir() + "/aggregator/service/tandem-aggregator";
     state = tandem::testing::MakeTempDir("tandem-sim");
     pair = tandem::testing::StartAggregatorPair(bin, state);
     if (!pair.ok()) {
@@ -142,17 +153,40 @@ int main(int argc, char** argv) {
     runs.push_back(o);
   }
 
+  const bool processes = absl::GetFlag(FLAGS_mode) == "processes";
+  if (!processes && absl::GetFlag(FLAGS_mode) != "inprocess") {
+    std::fprintf(stderr, "--mode must be inprocess or processes\n");
+    return 2;
+  }
+  tandem::sim::ProcessOptions po;
+  po.coordinator_bin = BinDir() + "/server/tandem-coordinator";
+  po.client_bin = BinDir() + "/client/tandem-client";
+  po.dataset = absl::GetFlag(FLAGS_dataset);
+  po.train_items = absl::GetFlag(FLAGS_train_items);
+  po.eval_items = absl::GetFlag(FLAGS_test_items);
+  po.input_dim = train.features.cols();
+  po.num_classes = train.num_classes;
+  std::string work;
+  if (processes) {
+    work = tandem::testing::MakeTempDir("tandem-sim-processes");
+    po.work_dir = work;
+    std::printf("process mode: tandem-coordinator + %d tandem-client processes per variant, "
+                "logs in %s\n", absl::GetFlag(FLAGS_clients), work.c_str());
+  }
   std::vector<tandem::sim::RoundRecord> all;
   for (const tandem::sim::FederationOptions& o : runs) {
-    auto records = tandem::sim::RunFederation(
-        o, train, test, endpoints, [&](const tandem::sim::RoundRecord& r) {
+    const auto show = [&](const tandem::sim::RoundRecord& r) {
           std::printf("[%-26s] round %2d/%d  clients %2d  reports %2llu  acc %.4f  up %8.1f KiB"
                       " (dense 2-server %8.1f KiB)  eps %.3f  %.1fs\n",
                       r.variant.c_str(), r.round, o.rounds, r.participants,
                       static_cast<unsigned long long>(r.accepted_reports), r.test_accuracy,
                       r.bytes_up / 1024.0, r.dense_bytes_up / 1024.0, r.epsilon, r.seconds);
           std::fflush(stdout);
-        });
+        };
+    // The clear baseline has no coordinator to run: always in process.
+    auto records = processes && o.private_aggregation
+                       ? tandem::sim::RunProcessFederation(o, po, endpoints, show)
+                       : tandem::sim::RunFederation(o, train, test, endpoints, show);
     if (!records.ok()) {
       std::fprintf(stderr, "%s failed: %s\n", o.name.c_str(), records.status().ToString().c_str());
       return 1;
@@ -170,5 +204,6 @@ int main(int argc, char** argv) {
     (void)pair->helper->Terminate();
     std::filesystem::remove_all(state);
   }
+  if (!work.empty()) std::filesystem::remove_all(work);
   return 0;
 }

@@ -1,0 +1,104 @@
+#include "aggregator/core/norm_verification.h"
+
+#include <tbb/enumerable_thread_specific.h>
+#include <tbb/parallel_for.h>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+
+namespace tandem::aggregator {
+namespace {
+
+std::string Deterministic(const google::protobuf::MessageLite& m) {
+  std::string out;
+  google::protobuf::io::StringOutputStream stream(&out);
+  google::protobuf::io::CodedOutputStream coded(&stream);
+  coded.SetSerializationDeterministic(true);
+  m.SerializeToCodedStream(&coded);
+  coded.Trim();
+  return out;
+}
+
+struct Buffers {
+  crypto::SparseDpfScratch scratch;
+  std::vector<uint64_t> expansion, derived;
+};
+
+}  // namespace
+
+std::string EncodeStoredShare(const proto::SparseKeySet& keys,
+                              const proto::NormProofShare* proof) {
+  if (proof == nullptr) return Deterministic(keys);
+  proto::StoredReportShare stored;
+  *stored.mutable_key_share() = keys;
+  *stored.mutable_norm_proof() = *proof;
+  return Deterministic(stored);
+}
+
+absl::StatusOr<ParsedShare> ParseStoredShare(absl::string_view blob,
+                                             const crypto::ExpectedKeySetShape& shape,
+                                             const crypto::proof::NormProofSystem* proof,
+                                             int party) {
+  ParsedShare out;
+  if (proof == nullptr) {
+    TANDEM_ASSIGN_OR_RETURN(out.keys, crypto::ParseSparseKeySet(blob, shape));
+    return out;
+  }
+  // Key set bound plus the largest proof share (8 bytes + tag per element).
+  const uint64_t limit = crypto::MaxSerializedKeySetSize(shape) + 1024 +
+                         10 * (proof->circuit().witness_length() +
+                               proof->circuit().flp().proof_length());
+  proto::StoredReportShare stored;
+  if (blob.size() > limit || !stored.ParseFromArray(blob.data(), static_cast<int>(blob.size()))) {
+    return absl::InvalidArgumentError("stored share does not parse");
+  }
+  TANDEM_RETURN_IF_ERROR(crypto::ValidateSparseKeySet(stored.key_share(), shape));
+  TANDEM_RETURN_IF_ERROR(proof->ValidateShare(stored.norm_proof(), party));
+  out.keys = std::move(*stored.mutable_key_share());
+  out.proof = std::move(*stored.mutable_norm_proof());
+  return out;
+}
+
+absl::StatusOr<std::vector<NormEvaluation>> EvaluateNormChecks(
+    const crypto::SparseDpf& dpf, const crypto::proof::NormProofSystem& proof, int party,
+    absl::Span<const ParsedShare* const> shares, absl::Span<const std::string> report_ids,
+    absl::string_view query_seed) {
+  if (shares.size() != report_ids.size()) {
+    return absl::InvalidArgumentError("one report id per share");
+  }
+  std::vector<NormEvaluation> out(shares.size());
+  std::vector<absl::Status> statuses(shares.size());
+  tbb::enumerable_thread_specific<Buffers> buffers;
+  tbb::parallel_for(size_t{0}, shares.size(), [&](size_t i) {
+    Buffers& b = buffers.local();
+    b.expansion.assign(dpf.dimension(), 0);
+    b.derived.resize(proof.circuit().derived_length());
+    absl::StatusOr<crypto::ProofDigest> digest =
+        dpf.EvaluateAndAccumulate(shares[i]->keys, absl::MakeSpan(b.expansion), &b.scratch);
+    if (!digest.ok()) {
+      statuses[i] = digest.status();
+      return;
+    }
+    out[i].digest = *digest;
+    absl::Status s = proof.DeriveInputShare(party, b.expansion, absl::MakeSpan(b.derived));
+    if (!s.ok()) {
+      statuses[i] = s;
+      return;
+    }
+    absl::StatusOr<proto::NormProofVerifierShare> v = proof.Query(
+        party, report_ids[i], shares[i]->keys, shares[i]->proof, b.derived, query_seed);
+    if (!v.ok()) {
+      statuses[i] = v.status();
+      return;
+    }
+    out[i].verifier = *std::move(v);
+  });
+  for (const absl::Status& s : statuses) {
+    if (!s.ok()) return s;
+  }
+  return out;
+}
+
+}  // namespace tandem::aggregator

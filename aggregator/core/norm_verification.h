@@ -1,0 +1,62 @@
+// Norm-bound proof checks of one server in the Verify exchange
+// (crypto/proof/norm_proof.h): for rounds with RoundParameters.norm_bound,
+// each report's share is expanded over the full domain once, which gives
+// both the VDPF digest (the same bytes as SparseDpf::ComputeProofDigest)
+// and the derived limb shares the proof is checked on; the server's
+// verifier share is computed at the round's query seed. oneTBB across
+// reports; one expansion buffer (8 bytes * D) per worker thread.
+//
+// Also the stored form of proved uploads (proto StoredReportShare).
+// Pure functions over caller-owned data; thread-safe.
+#ifndef TANDEM_AGGREGATOR_CORE_NORM_VERIFICATION_H_
+#define TANDEM_AGGREGATOR_CORE_NORM_VERIFICATION_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "crypto/dpf/key_validator.h"
+#include "crypto/dpf/sparse_dpf.h"
+#include "crypto/proof/norm_proof.h"
+#include "proto/aggregator.pb.h"
+#include "proto/dpf.pb.h"
+
+namespace tandem::aggregator {
+
+// A stored share, parsed and validated: keys, plus the proof share in
+// rounds with a norm bound.
+struct ParsedShare {
+  proto::SparseKeySet keys;
+  proto::NormProofShare proof;
+};
+
+// The blob a server stores for an upload: the key set alone (rounds
+// without norm bound, the format of older rounds) or a StoredReportShare.
+std::string EncodeStoredShare(const proto::SparseKeySet& keys,
+                              const proto::NormProofShare* proof);
+
+// Parses and validates a stored blob. `proof` is the round's proof system
+// (null for rounds without norm bound); `party` is this server's.
+// INVALID_ARGUMENT when it does not parse or validate.
+absl::StatusOr<ParsedShare> ParseStoredShare(absl::string_view blob,
+                                             const crypto::ExpectedKeySetShape& shape,
+                                             const crypto::proof::NormProofSystem* proof,
+                                             int party);
+
+struct NormEvaluation {
+  crypto::ProofDigest digest;
+  proto::NormProofVerifierShare verifier;
+};
+
+// Digest and verifier share of every report, in order. Errors of the first
+// failing report (INVALID_ARGUMENT for malformed data).
+absl::StatusOr<std::vector<NormEvaluation>> EvaluateNormChecks(
+    const crypto::SparseDpf& dpf, const crypto::proof::NormProofSystem& proof, int party,
+    absl::Span<const ParsedShare* const> shares, absl::Span<const std::string> report_ids,
+    absl::string_view query_seed);
+
+}  // namespace tandem::aggregator
+
+#endif  // TANDEM_AGGREGATOR_CORE_NORM_VERIFICATION_H_

@@ -1,0 +1,133 @@
+#include "crypto/proof/flp.h"
+
+#include <cmath>
+#include <vector>
+
+#include "base/random.h"
+#include "base/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace tandem::crypto::proof {
+namespace {
+
+using ::tandem::testing::IsOk;
+using ::tandem::testing::IsOkAndHolds;
+using ::tandem::testing::StatusIs;
+
+uint64_t RandomElement(SecureRandom* rng) { return field::Reduce64(rng->NextUint64().value()); }
+
+struct ProofRun {
+  std::vector<uint64_t> inputs, proof;
+  uint64_t gadget_sum = 0;
+};
+
+ProofRun MakeRun(const ParallelSumMul3Flp& flp, SecureRandom* rng) {
+  ProofRun run;
+  run.inputs.resize(flp.input_length());
+  for (auto& v : run.inputs) v = RandomElement(rng);
+  for (size_t i = 0; i < flp.num_calls(); ++i) {
+    run.gadget_sum = field::Add(
+        run.gadget_sum,
+        field::Mul(field::Mul(run.inputs[3 * i], run.inputs[3 * i + 1]), run.inputs[3 * i + 2]));
+  }
+  std::vector<uint64_t> seeds(flp.seed_length());
+  for (auto& v : seeds) v = RandomElement(rng);
+  run.proof.resize(flp.proof_length());
+  EXPECT_THAT(flp.Prove(run.inputs, seeds, absl::MakeSpan(run.proof)), IsOk());
+  return run;
+}
+
+// Splits x into two additive shares, queries both and decides on the sum.
+absl::StatusOr<bool> ShareAndDecide(const ParallelSumMul3Flp& flp, const ProofRun& run,
+                                    uint64_t affine, SecureRandom* rng) {
+  std::vector<uint64_t> in0(run.inputs.size()), in1(run.inputs.size());
+  std::vector<uint64_t> pr0(run.proof.size()), pr1(run.proof.size());
+  for (size_t i = 0; i < in0.size(); ++i) {
+    in0[i] = RandomElement(rng);
+    in1[i] = field::Sub(run.inputs[i], in0[i]);
+  }
+  for (size_t i = 0; i < pr0.size(); ++i) {
+    pr0[i] = RandomElement(rng);
+    pr1[i] = field::Sub(run.proof[i], pr0[i]);
+  }
+  const uint64_t a0 = RandomElement(rng);
+  std::vector<uint64_t> points = {kP61 - 5, 1000003};
+  points.resize(flp.num_queries(), 0);
+  for (int q = 2; q < flp.num_queries(); ++q) points[q] = 77777 + q;
+  std::vector<uint64_t> v0(flp.verifier_length()), v1(flp.verifier_length());
+  if (auto s = flp.Query(in0, pr0, a0, points, absl::MakeSpan(v0)); !s.ok()) return s;
+  if (auto s = flp.Query(in1, pr1, field::Sub(affine, a0), points, absl::MakeSpan(v1)); !s.ok()) {
+    return s;
+  }
+  for (size_t i = 0; i < v0.size(); ++i) v0[i] = field::Add(v0[i], v1[i]);
+  return flp.Decide(v0);
+}
+
+class FlpShapes : public ::testing::TestWithParam<std::tuple<int, int, int>> {};
+
+TEST_P(FlpShapes, AcceptsExactlyWhenOutputIsZero) {
+  const auto [calls, chunk, queries] = GetParam();
+  auto flp = ParallelSumMul3Flp::Create(calls, chunk, queries);
+  ASSERT_THAT(flp.status(), IsOk());
+  auto rng = DeterministicRandom::FromSeed(calls * 31 + chunk);
+  for (int trial = 0; trial < 3; ++trial) {
+    ProofRun run = MakeRun(*flp, rng.get());
+    const uint64_t zeroing = field::Neg(run.gadget_sum);
+    EXPECT_THAT(ShareAndDecide(*flp, run, zeroing, rng.get()), IsOkAndHolds(true));
+    EXPECT_THAT(ShareAndDecide(*flp, run, field::Add(zeroing, 1), rng.get()),
+                IsOkAndHolds(false));
+    // Any single corrupted proof element is caught.
+    for (size_t pos : {size_t{0}, run.proof.size() / 2, run.proof.size() - 1}) {
+      ProofRun bad = run;
+      bad.proof[pos] = field::Add(bad.proof[pos], 1 + trial);
+      EXPECT_THAT(ShareAndDecide(*flp, bad, zeroing, rng.get()), IsOkAndHolds(false)) << pos;
+    }
+    // Corrupting an input changes the gadget outputs the proof claims.
+    ProofRun bad = run;
+    bad.inputs[1] = field::Add(bad.inputs[1], 1);
+    EXPECT_THAT(ShareAndDecide(*flp, bad, zeroing, rng.get()), IsOkAndHolds(false));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, FlpShapes,
+                         ::testing::Values(std::make_tuple(1, 1, 1), std::make_tuple(7, 3, 2),
+                                           std::make_tuple(100, 0, 2),
+                                           std::make_tuple(1000, 64, 3)));
+
+TEST(Flp, LengthsFollowTheConstruction) {
+  auto flp = ParallelSumMul3Flp::Create(1000, 64, 2);
+  ASSERT_THAT(flp.status(), IsOk());
+  EXPECT_EQ(flp->num_parallel_calls(), 16u);                 // ceil(1000 / 64)
+  EXPECT_EQ(flp->wire_domain_size(), 18u);                   // Q + M'
+  EXPECT_EQ(flp->proof_domain_size(), 3u * 17 + 1);          // 3(N-1) + 1
+  EXPECT_EQ(flp->proof_length(), 3u * 64 * 2 + 52);          // seeds + p
+  EXPECT_EQ(flp->verifier_length(), 1u + 2 * (3 * 64 + 1));
+  EXPECT_NEAR(flp->SoundnessLog2(), 2 * std::log2(51.0 / (std::ldexp(1.0, 61) - 53)), 1e-9);
+}
+
+TEST(Flp, QueryRejectsPointsInTheDomainAndRepeats) {
+  auto flp = ParallelSumMul3Flp::Create(10, 2, 2).value();
+  std::vector<uint64_t> in(flp.input_length()), pr(flp.proof_length()), out(flp.verifier_length());
+  const uint64_t inside = flp.proof_domain_size() - 1;
+  EXPECT_THAT(flp.Query(in, pr, 0, std::vector<uint64_t>{inside, 99999}, absl::MakeSpan(out)),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(flp.Query(in, pr, 0, std::vector<uint64_t>{99999, 99999}, absl::MakeSpan(out)),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(flp.Query(in, pr, 0, std::vector<uint64_t>{kP61, 99999}, absl::MakeSpan(out)),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(flp.Decide(std::vector<uint64_t>(3)).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+TEST(Flp, CreateValidates) {
+  EXPECT_THAT(ParallelSumMul3Flp::Create(0, 0, 2).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(ParallelSumMul3Flp::Create(10, 11, 2).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(ParallelSumMul3Flp::Create(10, 2, 0).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+}  // namespace
+}  // namespace tandem::crypto::proof

@@ -1,0 +1,221 @@
+#include "crypto/proof/norm_circuit.h"
+
+#include <bit>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+
+namespace tandem::crypto::proof {
+namespace {
+
+uint64_t ISqrt(uint64_t x) {
+  uint64_t r = static_cast<uint64_t>(std::sqrt(static_cast<double>(x)));
+  while (r > 0 && static_cast<unsigned __int128>(r) * r > x) --r;
+  while (static_cast<unsigned __int128>(r + 1) * (r + 1) <= x) ++r;
+  return r;
+}
+
+// sum of n squares of values below 2^(L+1), plus slack and bound, below p.
+bool Exact(size_t n, int l, int slack_bits, uint64_t bound) {
+  const unsigned __int128 total = static_cast<unsigned __int128>(n) << (2 * l + 2);
+  return total + (static_cast<unsigned __int128>(1) << slack_bits) + bound < kP61;
+}
+
+}  // namespace
+
+absl::StatusOr<NormCircuit> NormCircuit::Create(int num_blocks, int block_size, int value_bits,
+                                                NormBound bound, size_t chunk_length,
+                                                int num_queries) {
+  if (num_blocks < 1 || num_blocks > 4096 || block_size < 1 || block_size > (1 << 20)) {
+    return absl::InvalidArgumentError("num_blocks must be in [1, 4096], block_size in [1, 2^20]");
+  }
+  if (value_bits != 32 && value_bits != 64) {
+    return absl::InvalidArgumentError("value_bits must be 32 or 64");
+  }
+  if (bound.max_block_l2_squared < 1 || bound.max_l2_squared < 1) {
+    return absl::InvalidArgumentError("norm bounds must be >= 1");
+  }
+  const uint64_t smallest = std::min(bound.max_block_l2_squared, bound.max_l2_squared);
+  // 2^L > sqrt(bound) >= |v| for every honest value; w - L <= 59 keeps X_hi
+  // and h below p/2.
+  const int l = std::max<int>(std::bit_width(ISqrt(smallest)), std::max(1, value_bits - 59));
+  if (l >= value_bits - 1) {
+    return absl::InvalidArgumentError("norm bound too large for the value ring");
+  }
+  const int sb = std::bit_width(bound.max_block_l2_squared);
+  const int st = std::bit_width(bound.max_l2_squared);
+  const size_t n = static_cast<size_t>(num_blocks) * block_size;
+  if (!Exact(block_size, l, sb, bound.max_block_l2_squared) ||
+      !Exact(n, l, st, bound.max_l2_squared)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "norm bounds too large for exact arithmetic in F_(2^61-1) with ", n,
+        " values: need n * 2^(2L+2) + 2^S + bound < p (L = ", l, ")"));
+  }
+  const size_t calls = 3 * n + static_cast<size_t>(num_blocks) * sb + st;
+  TANDEM_ASSIGN_OR_RETURN(ParallelSumMul3Flp flp,
+                          ParallelSumMul3Flp::Create(calls, chunk_length, num_queries));
+  return NormCircuit(num_blocks, block_size, value_bits, l, sb, st, bound, std::move(flp));
+}
+
+double NormCircuit::SoundnessLog2() const {
+  const double joint = -std::log2(static_cast<double>(kP61));
+  const double query = flp_.SoundnessLog2();
+  const double hi = std::max(joint, query), lo = std::min(joint, query);
+  return hi + std::log2(1.0 + std::exp2(lo - hi));
+}
+
+absl::Status NormCircuit::DeriveGroupShare(int party, absl::Span<const uint64_t> group_outputs,
+                                           absl::Span<uint64_t> xlo,
+                                           absl::Span<uint64_t> xhi) const {
+  const size_t b = static_cast<size_t>(b_);
+  if (group_outputs.empty() || group_outputs.size() % b != 0 || xlo.size() != b ||
+      xhi.size() != b || (party != 0 && party != 1)) {
+    return absl::InvalidArgumentError("DeriveGroupShare: bad sizes or party");
+  }
+  const uint64_t mask = w_ == 64 ? ~uint64_t{0} : (uint64_t{1} << w_) - 1;
+  const uint64_t lo_mask = (uint64_t{1} << l_) - 1;
+  const uint64_t neg = 0 - static_cast<uint64_t>(party);  // all ones for party 1
+  // Raw uint64 sums of limbs < 2^max(L, w-L) are safe for this many blocks.
+  const size_t batch = size_t{1} << std::min(20, 64 - std::max(l_, w_ - l_));
+  std::vector<uint64_t> tlo(b, 0), thi(b, 0);
+  std::fill(xlo.begin(), xlo.end(), 0);
+  std::fill(xhi.begin(), xhi.end(), 0);
+  const size_t blocks = group_outputs.size() / b;
+  for (size_t x = 0; x < blocks; ++x) {
+    const uint64_t* y = group_outputs.data() + x * b;
+    for (size_t j = 0; j < b; ++j) {
+      const uint64_t u = ((y[j] ^ neg) - neg) & mask;  // (-1)^party * y mod 2^w
+      tlo[j] += u & lo_mask;
+      thi[j] += u >> l_;
+    }
+    if ((x + 1) % batch == 0 || x + 1 == blocks) {
+      for (size_t j = 0; j < b; ++j) {
+        xlo[j] = field::Add(xlo[j], field::Reduce64(tlo[j]));
+        xhi[j] = field::Add(xhi[j], field::Reduce64(thi[j]));
+        tlo[j] = thi[j] = 0;
+      }
+    }
+  }
+  if (party == 1) {
+    for (size_t j = 0; j < b; ++j) {
+      xlo[j] = field::Neg(xlo[j]);
+      xhi[j] = field::Neg(xhi[j]);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<uint64_t>> NormCircuit::Witness(absl::Span<const uint64_t> u0,
+                                                           absl::Span<const uint64_t> u1) const {
+  if (u0.size() != n_ || u1.size() != n_) {
+    return absl::InvalidArgumentError("Witness: u0 and u1 need k * B values");
+  }
+  const uint64_t mask = w_ == 64 ? ~uint64_t{0} : (uint64_t{1} << w_) - 1;
+  const uint64_t lo_mask = (uint64_t{1} << l_) - 1;
+  std::vector<uint64_t> witness(witness_length(), 0);
+  unsigned __int128 total = 0;
+  uint64_t too_big = 0;
+  for (int g = 0; g < k_; ++g) {
+    unsigned __int128 block = 0;
+    for (int jj = 0; jj < b_; ++jj) {
+      const size_t j = static_cast<size_t>(g) * b_ + jj;
+      const uint64_t diff = (u0[j] - u1[j]) & mask;
+      // Signed value in [-2^(w-1), 2^(w-1)).
+      const int64_t v = w_ == 64 ? static_cast<int64_t>(diff)
+                                 : static_cast<int64_t>(static_cast<int32_t>(diff));
+      const int64_t xlo = static_cast<int64_t>(u0[j] & lo_mask) -
+                          static_cast<int64_t>(u1[j] & lo_mask);
+      const uint64_t magnitude = v < 0 ? 0 - static_cast<uint64_t>(v) : static_cast<uint64_t>(v);
+      too_big |= magnitude >> l_;
+      const uint64_t m = magnitude & lo_mask;  // < 2^L, exact square below
+      block += static_cast<unsigned __int128>(m) * m;
+      // v - xlo = c * 2^L exactly (both are congruent mod 2^L).
+      witness[j] = FromSigned(
+          static_cast<int64_t>(static_cast<uint64_t>(v) - static_cast<uint64_t>(xlo)) >> l_);
+    }
+    if (too_big != 0 || block > bound_.max_block_l2_squared) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("block ", g, " exceeds the block norm bound"));
+    }
+    total += block;
+    const uint64_t slack = bound_.max_block_l2_squared - static_cast<uint64_t>(block);
+    for (int i = 0; i < sb_; ++i) witness[n_ + static_cast<size_t>(g) * sb_ + i] = (slack >> i) & 1;
+  }
+  if (total > bound_.max_l2_squared) {
+    return absl::InvalidArgumentError("report exceeds the total norm bound");
+  }
+  const uint64_t slack = bound_.max_l2_squared - static_cast<uint64_t>(total);
+  for (int i = 0; i < st_; ++i) witness[n_ + static_cast<size_t>(k_) * sb_ + i] = (slack >> i) & 1;
+  return witness;
+}
+
+absl::Status NormCircuit::GadgetInputs(int party, absl::Span<const uint64_t> derived,
+                                       absl::Span<const uint64_t> witness,
+                                       absl::Span<const uint64_t> weights,
+                                       absl::Span<uint64_t> out) const {
+  if (derived.size() != derived_length() || witness.size() != witness_length() ||
+      weights.size() != weights_length() || out.size() != flp_.input_length()) {
+    return absl::InvalidArgumentError("GadgetInputs: sizes do not match the circuit");
+  }
+  const uint64_t one = party == 0 ? 1 : 0;
+  const uint64_t k_const = field::Mul(one, field::Reduce64(uint64_t{1} << (w_ - l_)));
+  const uint64_t two_l = uint64_t{1} << l_;
+  const uint64_t* rho1 = weights.data();
+  const uint64_t* rho2 = rho1 + n_;
+  const uint64_t* rho3 = rho2 + n_;
+  const uint64_t* sigma = rho3 + slack_bits();
+  const uint64_t tau = sigma[k_];
+  uint64_t* o = out.data();
+  for (size_t j = 0; j < n_; ++j) {
+    const uint64_t c = witness[j];
+    const uint64_t h = field::Sub(derived[n_ + j], c);
+    const uint64_t v = field::Add(derived[j], field::Mul(two_l, c));
+    const uint64_t weight = field::Neg(field::Add(sigma[j / b_], tau));
+    o[0] = field::Mul(rho1[j], c);
+    o[1] = field::Sub(c, one);
+    o[2] = field::Add(c, one);
+    o[3] = field::Mul(rho2[j], h);
+    o[4] = field::Sub(h, k_const);
+    o[5] = field::Add(h, k_const);
+    o[6] = field::Mul(weight, v);
+    o[7] = v;
+    o[8] = one;
+    o += 9;
+  }
+  for (size_t i = 0; i < slack_bits(); ++i) {
+    const uint64_t s = witness[n_ + i];
+    o[0] = field::Mul(rho3[i], s);
+    o[1] = field::Sub(s, one);
+    o[2] = one;
+    o += 3;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> NormCircuit::AffineShare(int party, absl::Span<const uint64_t> witness,
+                                                  absl::Span<const uint64_t> weights) const {
+  if (witness.size() != witness_length() || weights.size() != weights_length()) {
+    return absl::InvalidArgumentError("AffineShare: sizes do not match the circuit");
+  }
+  const uint64_t one = party == 0 ? 1 : 0;
+  const uint64_t* sigma = weights.data() + 2 * n_ + slack_bits();
+  const uint64_t tau = sigma[k_];
+  // Slack value of `bits` bits starting at witness[first].
+  auto slack = [&](size_t first, int bits) {
+    uint64_t s = 0;
+    for (int i = 0; i < bits; ++i) s = field::Add(s, field::Mul(uint64_t{1} << i, witness[first + i]));
+    return s;
+  };
+  uint64_t y = 0;
+  for (int g = 0; g < k_; ++g) {
+    const uint64_t term = field::Sub(field::Mul(one, field::Reduce64(bound_.max_block_l2_squared)),
+                                     slack(n_ + static_cast<size_t>(g) * sb_, sb_));
+    y = field::Add(y, field::Mul(sigma[g], term));
+  }
+  const uint64_t term = field::Sub(field::Mul(one, field::Reduce64(bound_.max_l2_squared)),
+                                   slack(n_ + static_cast<size_t>(k_) * sb_, st_));
+  return field::Add(y, field::Mul(tau, term));
+}
+
+}  // namespace tandem::crypto::proof

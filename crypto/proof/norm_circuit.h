@@ -1,0 +1,118 @@
+// The validity circuit of PREAMBLE's norm bound (Asi, Feldman, Keller,
+// Rothblum, Talwar, NeurIPS 2025: every sent block and the whole report are
+// within the L2 bound of the privacy analysis), over F_p (p = 2^61 - 1), on
+// the values that are actually aggregated in Z_2^w (w = value_bits).
+//
+// From the ring to the field without a conversion protocol [I, our design]:
+// party b's block-DPF output is (-1)^b u_b with u_b in [0, 2^w) (crypto/dpf/
+// block_dpf.h). Where the two leaf seeds agree (every block but the sent one
+// once the VDPF digests match) u_0 = u_1 exactly, as integers. Split
+// u = hi * 2^L + lo (lo < 2^L, hi < 2^(w-L)) and sum the limbs over the
+// blocks of a group: the F_p shares (-1)^b sum_x lo(u_b(x)) add up to the
+// integer X_lo = lo(u_0) - lo(u_1) of the sent block, |X_lo| < 2^L, and the
+// same for X_hi, |X_hi| < 2^(w-L); both below p/2, so they are exact. The
+// aggregated value is X_hi 2^L + X_lo mod 2^w. The client proves, with a
+// witness c in {-1, 0, 1} per coordinate (the borrow of the low limb):
+//   (1) c^3 - c = 0
+//   (2) h (h - K)(h + K) = 0, h = X_hi - c, K = 2^(w-L)
+//   so v = X_lo + 2^L c is an integer with |v| < 2^(L+1) and
+//   X_hi 2^L + X_lo = h 2^L + v = v (mod 2^w): v IS the aggregated value;
+//   (3) per block g: bound_block - sum_{j in g} v_j^2 = sum_i 2^i s_{g,i},
+//       and bound_total - sum_j v_j^2 = sum_i 2^i t_i (slack bits),
+//   (4) s (s - 1) = 0 for every slack bit.
+// Create() requires n 2^(2L+2) + 2^S + bound < p (n values per sum, S slack
+// bits), so (3) holds over the integers, not only mod p. An honest report
+// (|v| <= sqrt(bound) < 2^L) always has a witness.
+//
+// All constraints are Mul3 gadget calls, combined as
+//   y = sum_j rho1_j C1_j + rho2_j C2_j + sum_i rho3_i C4_i
+//       + sum_g sigma_g C3_g + tau C3_total,
+// with weights from the joint randomness (Fiat-Shamir over the client's
+// shares, as Prio3's joint randomness): for a violated constraint y = 0 with
+// probability 1/p. Gadget calls (M = 3n + k S_b + S_t):
+//   (rho1 c, c - 1, c + 1), (rho2 h, h - K, h + K),
+//   (-(sigma_g + tau) v, v, 1), (rho3 s, s - 1, 1),
+// and the affine part sum_g sigma_g (B_g - slack_g) + tau (B_t - slack_t).
+// Constants enter party 0's share only.
+//
+// Immutable after Create; thread-safe.
+#ifndef TANDEM_CRYPTO_PROOF_NORM_CIRCUIT_H_
+#define TANDEM_CRYPTO_PROOF_NORM_CIRCUIT_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "crypto/proof/flp.h"
+
+namespace tandem::crypto::proof {
+
+struct NormBound {
+  uint64_t max_block_l2_squared = 0;  // per sent block, squared integer units
+  uint64_t max_l2_squared = 0;        // whole report
+};
+
+class NormCircuit {
+ public:
+  // INVALID_ARGUMENT unless 1 <= num_blocks <= 4096, 1 <= block_size <=
+  // 2^20, value_bits is 32 or 64, both bounds >= 1, and the bounds are small
+  // enough for exact F_p arithmetic (see the file comment).
+  static absl::StatusOr<NormCircuit> Create(int num_blocks, int block_size, int value_bits,
+                                            NormBound bound, size_t chunk_length = 0,
+                                            int num_queries = 2);
+
+  int num_blocks() const { return k_; }
+  int block_size() const { return b_; }
+  int value_bits() const { return w_; }
+  int lo_bits() const { return l_; }
+  NormBound bound() const { return bound_; }
+  size_t num_values() const { return n_; }  // k * B
+  size_t derived_length() const { return 2 * n_; }  // X_lo then X_hi
+  size_t witness_length() const { return n_ + slack_bits(); }
+  size_t weights_length() const { return 2 * n_ + slack_bits() + k_ + 1; }
+  size_t slack_bits() const { return static_cast<size_t>(k_) * sb_ + st_; }
+  const ParallelSumMul3Flp& flp() const { return flp_; }
+  // log2 of the total soundness error: 1/p (weights) + FLP query error.
+  double SoundnessLog2() const;
+
+  // (-1)^party * sum over the blocks of one group of the limbs of u, with
+  // u = (-1)^party * y mod 2^w from that party's DPF outputs `group_outputs`
+  // (blocks of block_size, any count >= 1), into xlo, xhi (block_size each,
+  // overwritten). INVALID_ARGUMENT on sizes.
+  absl::Status DeriveGroupShare(int party, absl::Span<const uint64_t> group_outputs,
+                                absl::Span<uint64_t> xlo, absl::Span<uint64_t> xhi) const;
+
+  // The honest witness from the sent blocks' u_0, u_1 (n values each, group
+  // order). INVALID_ARGUMENT when a block or the report exceeds its bound
+  // (no witness exists) or on sizes. Secret data: branch-free except for the
+  // bound decision itself, which the client learns anyway.
+  absl::StatusOr<std::vector<uint64_t>> Witness(absl::Span<const uint64_t> u0,
+                                                absl::Span<const uint64_t> u1) const;
+
+  // The Mul3 inputs (flp().input_length()) and the affine part of y for one
+  // share (party 0 adds the constants); applied to the sums of the shares
+  // with party 0 it gives the prover's full values. INVALID_ARGUMENT on sizes.
+  absl::Status GadgetInputs(int party, absl::Span<const uint64_t> derived,
+                            absl::Span<const uint64_t> witness,
+                            absl::Span<const uint64_t> weights, absl::Span<uint64_t> out) const;
+  absl::StatusOr<uint64_t> AffineShare(int party, absl::Span<const uint64_t> witness,
+                                       absl::Span<const uint64_t> weights) const;
+
+ private:
+  NormCircuit(int k, int b, int w, int l, int sb, int st, NormBound bound, ParallelSumMul3Flp flp)
+      : k_(k), b_(b), w_(w), l_(l), sb_(sb), st_(st), n_(size_t(k) * b), bound_(bound),
+        flp_(std::move(flp)) {}
+
+  int k_, b_, w_, l_;
+  int sb_, st_;  // slack bits per block bound and for the total bound
+  size_t n_;
+  NormBound bound_;
+  ParallelSumMul3Flp flp_;
+};
+
+}  // namespace tandem::crypto::proof
+
+#endif  // TANDEM_CRYPTO_PROOF_NORM_CIRCUIT_H_

@@ -1,0 +1,179 @@
+#include "crypto/proof/norm_circuit.h"
+
+#include <vector>
+
+#include "base/random.h"
+#include "base/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace tandem::crypto::proof {
+namespace {
+
+using ::tandem::testing::IsOk;
+using ::tandem::testing::StatusIs;
+
+// y = sum of the Mul3 gadget outputs + affine part, on full (unshared)
+// values: zero iff every constraint holds (for these weights).
+uint64_t CircuitOutput(const NormCircuit& c, const std::vector<uint64_t>& derived,
+                       const std::vector<uint64_t>& witness, const std::vector<uint64_t>& weights) {
+  std::vector<uint64_t> in(c.flp().input_length());
+  EXPECT_THAT(c.GadgetInputs(0, derived, witness, weights, absl::MakeSpan(in)), IsOk());
+  uint64_t y = c.AffineShare(0, witness, weights).value();
+  for (size_t i = 0; i < in.size(); i += 3) {
+    y = field::Add(y, field::Mul(field::Mul(in[i], in[i + 1]), in[i + 2]));
+  }
+  return y;
+}
+
+struct Sample {
+  std::vector<uint64_t> u0, u1, derived;
+};
+
+// u1 random, u0 = u1 + v (mod 2^w); derived limbs as the servers compute them
+// from a single block (DeriveGroupShare of both parties, summed).
+Sample MakeSample(const NormCircuit& c, const std::vector<int64_t>& v, SecureRandom* rng) {
+  const size_t n = c.num_values(), b = c.block_size();
+  const uint64_t mask = c.value_bits() == 64 ? ~uint64_t{0} : 0xffffffffULL;
+  Sample s;
+  s.u0.resize(n);
+  s.u1.resize(n);
+  s.derived.assign(2 * n, 0);
+  for (size_t j = 0; j < n; ++j) {
+    s.u1[j] = rng->NextUint64().value() & mask;
+    s.u0[j] = (s.u1[j] + static_cast<uint64_t>(v[j])) & mask;
+  }
+  std::vector<uint64_t> lo(b), hi(b), y(b);
+  for (int g = 0; g < c.num_blocks(); ++g) {
+    for (int party = 0; party < 2; ++party) {
+      for (size_t j = 0; j < b; ++j) {
+        const uint64_t u = (party == 0 ? s.u0 : s.u1)[g * b + j];
+        y[j] = party == 0 ? u : (0 - u) & mask;  // the DPF output (-1)^b u
+      }
+      EXPECT_THAT(c.DeriveGroupShare(party, y, absl::MakeSpan(lo), absl::MakeSpan(hi)), IsOk());
+      for (size_t j = 0; j < b; ++j) {
+        s.derived[g * b + j] = field::Add(s.derived[g * b + j], lo[j]);
+        s.derived[n + g * b + j] = field::Add(s.derived[n + g * b + j], hi[j]);
+      }
+    }
+  }
+  return s;
+}
+
+std::vector<uint64_t> RandomWeights(const NormCircuit& c, SecureRandom* rng) {
+  std::vector<uint64_t> w(c.weights_length());
+  for (auto& x : w) x = field::Reduce64(rng->NextUint64().value());
+  return w;
+}
+
+class NormCircuitBits : public ::testing::TestWithParam<int> {};
+
+TEST_P(NormCircuitBits, HonestWitnessSatisfiesEveryConstraint) {
+  const int bits = GetParam();
+  auto c = NormCircuit::Create(3, 5, bits, {400, 900});
+  ASSERT_THAT(c.status(), IsOk());
+  auto rng = DeterministicRandom::FromSeed(bits);
+  for (int trial = 0; trial < 20; ++trial) {
+    std::vector<int64_t> v(15);
+    // Per block: entries in [-8, 8], so ||block||^2 <= 5 * 64 = 320 <= 400,
+    // total <= 960; keep the total under 900 by zeroing the last block at random.
+    for (auto& x : v) x = static_cast<int64_t>(rng->NextUint64().value() % 17) - 8;
+    if (trial % 2 == 0) std::fill(v.begin() + 10, v.end(), 0);
+    int64_t total = 0;
+    for (int64_t x : v) total += x * x;
+    Sample s = MakeSample(*c, v, rng.get());
+    auto witness = c->Witness(s.u0, s.u1);
+    if (total > 900) {
+      EXPECT_THAT(witness.status(), StatusIs(absl::StatusCode::kInvalidArgument));
+      continue;
+    }
+    ASSERT_THAT(witness.status(), IsOk());
+    EXPECT_EQ(CircuitOutput(*c, s.derived, *witness, RandomWeights(*c, rng.get())), 0u);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(ValueBits, NormCircuitBits, ::testing::Values(32, 64));
+
+TEST(NormCircuit, DerivedLimbsAreTheExactDifferences) {
+  auto c = NormCircuit::Create(1, 4, 64, {1 << 20, 1 << 20}).value();
+  auto rng = DeterministicRandom::FromSeed(3);
+  Sample s = MakeSample(c, {5, -5, 0, 1000}, rng.get());
+  const uint64_t lo_mask = (uint64_t{1} << c.lo_bits()) - 1;
+  for (size_t j = 0; j < 4; ++j) {
+    const int64_t xlo = int64_t(s.u0[j] & lo_mask) - int64_t(s.u1[j] & lo_mask);
+    const int64_t xhi = int64_t(s.u0[j] >> c.lo_bits()) - int64_t(s.u1[j] >> c.lo_bits());
+    EXPECT_EQ(s.derived[j], FromSigned(xlo));
+    EXPECT_EQ(s.derived[4 + j], FromSigned(xhi));
+  }
+}
+
+TEST(NormCircuit, OffPathBlocksCancelInTheGroupSum) {
+  auto c = NormCircuit::Create(1, 2, 64, {100, 100}).value();
+  auto rng = DeterministicRandom::FromSeed(5);
+  // Four blocks; party outputs equal up to sign on blocks 0, 1, 3.
+  std::vector<uint64_t> y0(8), y1(8);
+  for (int i = 0; i < 8; ++i) {
+    y0[i] = rng->NextUint64().value();
+    y1[i] = 0 - y0[i];
+  }
+  y0[4] = y1[4] = 0;  // block 2 coordinate 0: u0 = 0, u1 = 0
+  y0[5] = 7;
+  y1[5] = 0;  // block 2 coordinate 1: u0 - u1 = 7
+  std::vector<uint64_t> lo0(2), hi0(2), lo1(2), hi1(2);
+  ASSERT_THAT(c.DeriveGroupShare(0, y0, absl::MakeSpan(lo0), absl::MakeSpan(hi0)), IsOk());
+  ASSERT_THAT(c.DeriveGroupShare(1, y1, absl::MakeSpan(lo1), absl::MakeSpan(hi1)), IsOk());
+  EXPECT_EQ(field::Add(lo0[0], lo1[0]), 0u);
+  EXPECT_EQ(field::Add(hi0[0], hi1[0]), 0u);
+  EXPECT_EQ(field::Add(lo0[1], lo1[1]), 7u);
+  EXPECT_EQ(field::Add(hi0[1], hi1[1]), 0u);
+}
+
+// Witnesses a cheating client could send for a report over the bound.
+TEST(NormCircuit, OverBoundReportsViolateSomeConstraint) {
+  auto c = NormCircuit::Create(2, 4, 64, {100, 150}).value();
+  auto rng = DeterministicRandom::FromSeed(9);
+  const int l = c.lo_bits();
+  // (a) A block of norm^2 104 > 100, slack bits of (100 - 104) mod 2^S.
+  {
+    Sample s = MakeSample(c, {10, 2, 0, 0, 1, 0, 0, 0}, rng.get());
+    EXPECT_THAT(c.Witness(s.u0, s.u1).status(), StatusIs(absl::StatusCode::kInvalidArgument));
+    std::vector<uint64_t> w(c.witness_length(), 0);
+    const uint64_t lo_mask = (uint64_t{1} << l) - 1;
+    for (size_t j = 0; j < 8; ++j) {
+      const int64_t v = static_cast<int64_t>(s.u0[j] - s.u1[j]);
+      const int64_t xlo = int64_t(s.u0[j] & lo_mask) - int64_t(s.u1[j] & lo_mask);
+      w[j] = FromSigned((v - xlo) >> l);
+    }
+    const int sb = std::bit_width(uint64_t{100});
+    const uint64_t wrapped = (100 - 104) & ((uint64_t{1} << sb) - 1);
+    for (int i = 0; i < sb; ++i) w[8 + i] = (wrapped >> i) & 1;
+    const uint64_t total_slack = 150 - 105;
+    const int st = std::bit_width(uint64_t{150});
+    for (int i = 0; i < sb; ++i) w[8 + sb + i] = ((100 - 1) >> i) & 1;
+    for (int i = 0; i < st; ++i) w[8 + 2 * sb + i] = (total_slack >> i) & 1;
+    EXPECT_NE(CircuitOutput(c, s.derived, w, RandomWeights(c, rng.get())), 0u);
+  }
+  // (b) One huge coordinate (2^40): no borrow witness in {-1, 0, 1} exists;
+  // claiming c = 0 and zero norm fails constraint (2) or the norm sum.
+  {
+    Sample s = MakeSample(c, {int64_t{1} << 40, 0, 0, 0, 0, 0, 0, 0}, rng.get());
+    std::vector<uint64_t> w(c.witness_length(), 0);
+    for (int i = 0; i < 7; ++i) w[8 + i] = (100 >> i) & 1;
+    EXPECT_NE(CircuitOutput(c, s.derived, w, RandomWeights(c, rng.get())), 0u);
+  }
+}
+
+TEST(NormCircuit, CreateValidates) {
+  EXPECT_THAT(NormCircuit::Create(0, 4, 64, {1, 1}).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(NormCircuit::Create(1, 4, 16, {1, 1}).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(NormCircuit::Create(1, 4, 64, {0, 1}).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  // 2^16 values with a bound of 2^50: sums of squares would wrap mod p.
+  EXPECT_THAT(NormCircuit::Create(64, 1024, 64, {uint64_t{1} << 50, uint64_t{1} << 50}).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+}  // namespace
+}  // namespace tandem::crypto::proof

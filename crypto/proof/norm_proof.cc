@@ -1,0 +1,366 @@
+#include "crypto/proof/norm_proof.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "crypto/dpf/internal/sha256.h"
+
+namespace tandem::crypto::proof {
+namespace {
+
+constexpr absl::string_view kPartDomain = "tandem.normproof.part.v1";
+constexpr absl::string_view kJointDomain = "tandem.normproof.jr.v1";
+constexpr absl::string_view kQueryDomain = "tandem.normproof.query.v1";
+constexpr size_t kSeedBytes = 16;
+constexpr size_t kPartBytes = 32;
+
+absl::string_view Bytes(absl::Span<const uint64_t> v) {
+  return absl::string_view(reinterpret_cast<const char*>(v.data()), v.size() * 8);  // LE target
+}
+absl::string_view Bytes(const std::vector<uint8_t>& v) {
+  return absl::string_view(reinterpret_cast<const char*>(v.data()), v.size());
+}
+absl::Span<const uint8_t> Span(absl::string_view s) {
+  return absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(s.data()), s.size());
+}
+
+absl::StatusOr<std::string> RandomBytes(SecureRandom* rng, size_t n) {
+  std::string out(n, '\0');
+  TANDEM_RETURN_IF_ERROR(rng->Fill(absl::MakeSpan(reinterpret_cast<uint8_t*>(out.data()), n)));
+  return out;
+}
+
+// REQUIRES: `in` passed the shape checks of NormProofSystem (sizes).
+BlockDpfKey KeyFromProto(const proto::BlockDpfKey& in) {
+  BlockDpfKey out;
+  out.party = static_cast<int>(in.party());
+  if (in.seed().size() == 16) out.seed = BlockFromBytes(in.seed().data());
+  for (const proto::CorrectionWord& cw : in.correction_words()) {
+    out.correction_words.push_back(cw.seed().size() == 16 ? BlockFromBytes(cw.seed().data())
+                                                          : Block{});
+  }
+  out.value_correction.assign(in.value_correction().begin(), in.value_correction().end());
+  if (in.proof_correction().size() == 16 * kProofBlocks) {
+    std::memcpy(out.proof_correction.data(), in.proof_correction().data(), 16 * kProofBlocks);
+  }
+  return out;
+}
+
+// SHA-256 over every field of a key set, in order (explicit, so it does not
+// depend on protobuf serialization).
+absl::StatusOr<std::string> KeySetDigest(const proto::SparseKeySet& keys) {
+  TANDEM_ASSIGN_OR_RETURN(internal::Sha256 sha, internal::Sha256::Create());
+  const proto::BlockDpfParameters& g = keys.group_parameters();
+  for (uint64_t v : {uint64_t{g.log_num_blocks()}, uint64_t{g.block_size()},
+                     uint64_t{g.value_bits()}, uint64_t{keys.num_groups()},
+                     uint64_t(keys.keys_size())}) {
+    TANDEM_RETURN_IF_ERROR(sha.UpdateU64(v));
+  }
+  for (const proto::BlockDpfKey& k : keys.keys()) {
+    TANDEM_RETURN_IF_ERROR(sha.UpdateU64(k.party()));
+    TANDEM_RETURN_IF_ERROR(sha.UpdateU64(k.seed().size()));
+    TANDEM_RETURN_IF_ERROR(sha.Update(Span(k.seed())));
+    TANDEM_RETURN_IF_ERROR(sha.UpdateU64(k.correction_words_size()));
+    for (const proto::CorrectionWord& cw : k.correction_words()) {
+      TANDEM_RETURN_IF_ERROR(sha.UpdateU64(cw.seed().size()));
+      TANDEM_RETURN_IF_ERROR(sha.Update(Span(cw.seed())));
+    }
+    TANDEM_RETURN_IF_ERROR(sha.UpdateU64(k.value_correction_size()));
+    TANDEM_RETURN_IF_ERROR(sha.Update(Span(Bytes(absl::MakeConstSpan(
+        k.value_correction().data(), static_cast<size_t>(k.value_correction_size()))))));
+    TANDEM_RETURN_IF_ERROR(sha.UpdateU64(k.proof_correction().size()));
+    TANDEM_RETURN_IF_ERROR(sha.Update(Span(k.proof_correction())));
+  }
+  TANDEM_ASSIGN_OR_RETURN(auto d, sha.Finish());
+  return std::string(reinterpret_cast<const char*>(d.data()), d.size());
+}
+
+}  // namespace
+
+absl::StatusOr<NormProofSystem> NormProofSystem::Create(const proto::BlockDpfParameters& group,
+                                                        uint32_t num_groups,
+                                                        const proto::NormBoundParameters& bound) {
+  TANDEM_ASSIGN_OR_RETURN(BlockDpf dpf,
+                          BlockDpf::Create(static_cast<int>(group.log_num_blocks()),
+                                           static_cast<int>(group.block_size()),
+                                           static_cast<int>(group.value_bits())));
+  if (num_groups < 1 || num_groups > 4096) {
+    return absl::InvalidArgumentError("num_groups must be in [1, 4096]");
+  }
+  TANDEM_ASSIGN_OR_RETURN(
+      NormCircuit circuit,
+      NormCircuit::Create(static_cast<int>(num_groups), static_cast<int>(group.block_size()),
+                          static_cast<int>(group.value_bits()),
+                          {bound.max_block_l2_squared(), bound.max_l2_squared()},
+                          bound.chunk_length()));
+  if (circuit.SoundnessLog2() > -60.0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "norm proof soundness 2^", circuit.SoundnessLog2(), " is above 2^-60; lower chunk_length"));
+  }
+  return NormProofSystem(std::move(circuit), std::move(dpf));
+}
+
+absl::Status NormProofSystem::SentBlockValues(const proto::SparseKeySet& leader_keys,
+                                              const proto::SparseKeySet& helper_keys,
+                                              absl::Span<const uint32_t> block_index_per_group,
+                                              std::vector<uint64_t>* derived,
+                                              std::vector<uint64_t>* u0,
+                                              std::vector<uint64_t>* u1) const {
+  const int k = circuit_.num_blocks();
+  const size_t b = static_cast<size_t>(circuit_.block_size());
+  if (leader_keys.keys_size() != k || helper_keys.keys_size() != k ||
+      block_index_per_group.size() != static_cast<size_t>(k)) {
+    return absl::InvalidArgumentError("key sets and block indices must have num_groups entries");
+  }
+  const size_t n = circuit_.num_values();
+  derived->assign(2 * n, 0);
+  u0->assign(n, 0);
+  u1->assign(n, 0);
+  std::vector<uint64_t> y0(b), y1(b), lo(b), hi(b);
+  const uint64_t mask = dpf_.value_mask();
+  for (int g = 0; g < k; ++g) {
+    const BlockDpfKey k0 = KeyFromProto(leader_keys.keys(g));
+    const BlockDpfKey k1 = KeyFromProto(helper_keys.keys(g));
+    TANDEM_RETURN_IF_ERROR(dpf_.ValidateKey(k0));
+    TANDEM_RETURN_IF_ERROR(dpf_.ValidateKey(k1));
+    TANDEM_RETURN_IF_ERROR(
+        dpf_.EvaluateBlock<uint64_t>(k0, block_index_per_group[g], absl::MakeSpan(y0)));
+    TANDEM_RETURN_IF_ERROR(
+        dpf_.EvaluateBlock<uint64_t>(k1, block_index_per_group[g], absl::MakeSpan(y1)));
+    for (int party = 0; party < 2; ++party) {
+      TANDEM_RETURN_IF_ERROR(circuit_.DeriveGroupShare(party, party == 0 ? y0 : y1,
+                                                       absl::MakeSpan(lo), absl::MakeSpan(hi)));
+      for (size_t j = 0; j < b; ++j) {
+        (*derived)[g * b + j] = field::Add((*derived)[g * b + j], lo[j]);
+        (*derived)[n + g * b + j] = field::Add((*derived)[n + g * b + j], hi[j]);
+      }
+    }
+    for (size_t j = 0; j < b; ++j) {
+      (*u0)[g * b + j] = y0[j] & mask;
+      (*u1)[g * b + j] = (0 - y1[j]) & mask;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::pair<proto::NormProofShare, proto::NormProofShare>> NormProofSystem::Prove(
+    absl::string_view report_id, const proto::SparseKeySet& leader_keys,
+    const proto::SparseKeySet& helper_keys, absl::Span<const uint32_t> block_index_per_group,
+    SecureRandom* rng) const {
+  std::vector<uint64_t> derived, u0, u1;
+  TANDEM_RETURN_IF_ERROR(
+      SentBlockValues(leader_keys, helper_keys, block_index_per_group, &derived, &u0, &u1));
+  TANDEM_ASSIGN_OR_RETURN(std::vector<uint64_t> witness, circuit_.Witness(u0, u1));
+  return ProveWithWitness(report_id, leader_keys, helper_keys, derived, witness, rng);
+}
+
+absl::StatusOr<std::pair<proto::NormProofShare, proto::NormProofShare>>
+NormProofSystem::ProveWithWitness(absl::string_view report_id,
+                                  const proto::SparseKeySet& leader_keys,
+                                  const proto::SparseKeySet& helper_keys,
+                                  absl::Span<const uint64_t> derived,
+                                  absl::Span<const uint64_t> witness, SecureRandom* rng) const {
+  if (rng == nullptr) return absl::InvalidArgumentError("rng is required");
+  if (derived.size() != circuit_.derived_length() ||
+      witness.size() != circuit_.witness_length()) {
+    return absl::InvalidArgumentError("derived values or witness have the wrong length");
+  }
+  for (uint64_t v : witness) {
+    if (v >= kP61) return absl::InvalidArgumentError("witness element >= p");
+  }
+  const ParallelSumMul3Flp& flp = circuit_.flp();
+  TANDEM_ASSIGN_OR_RETURN(std::string helper_seed, RandomBytes(rng, kSeedBytes));
+  TANDEM_ASSIGN_OR_RETURN(std::string blind0, RandomBytes(rng, kSeedBytes));
+  TANDEM_ASSIGN_OR_RETURN(std::string blind1, RandomBytes(rng, kSeedBytes));
+  TANDEM_ASSIGN_OR_RETURN(std::string wire_seed, RandomBytes(rng, kSeedBytes));
+  std::vector<uint64_t> helper_witness, helper_proof;
+  TANDEM_RETURN_IF_ERROR(ExpandHelperShares(helper_seed, &helper_witness, &helper_proof));
+  std::vector<uint64_t> leader_witness(witness.size());
+  for (size_t i = 0; i < witness.size(); ++i) {
+    leader_witness[i] = field::Sub(witness[i], helper_witness[i]);
+  }
+  TANDEM_ASSIGN_OR_RETURN(std::string part0, JointRandPart(blind0, report_id, leader_keys,
+                                                           Bytes(leader_witness)));
+  TANDEM_ASSIGN_OR_RETURN(std::string part1,
+                          JointRandPart(blind1, report_id, helper_keys, helper_seed));
+  TANDEM_ASSIGN_OR_RETURN(std::vector<uint8_t> jr, HashParts({kJointDomain, part0, part1}));
+  TANDEM_ASSIGN_OR_RETURN(std::vector<uint64_t> weights, Weights(Bytes(jr)));
+  std::vector<uint64_t> inputs(flp.input_length());
+  TANDEM_RETURN_IF_ERROR(circuit_.GadgetInputs(0, derived, witness, weights,
+                                               absl::MakeSpan(inputs)));
+  std::vector<uint64_t> seeds(flp.seed_length()), proof(flp.proof_length());
+  TANDEM_RETURN_IF_ERROR(ExpandField(Span(wire_seed), "wire-seeds", absl::MakeSpan(seeds)));
+  TANDEM_RETURN_IF_ERROR(flp.Prove(inputs, seeds, absl::MakeSpan(proof)));
+
+  std::pair<proto::NormProofShare, proto::NormProofShare> out;
+  proto::NormProofShare& leader = out.first;
+  proto::NormProofShare& helper = out.second;
+  leader.mutable_witness()->Assign(leader_witness.begin(), leader_witness.end());
+  leader.mutable_proof()->Reserve(static_cast<int>(proof.size()));
+  for (size_t i = 0; i < proof.size(); ++i) {
+    leader.add_proof(field::Sub(proof[i], helper_proof[i]));
+  }
+  leader.set_blind(blind0);
+  leader.set_peer_joint_rand_part(part1);
+  helper.set_seed(helper_seed);
+  helper.set_blind(blind1);
+  helper.set_peer_joint_rand_part(part0);
+  return out;
+}
+
+absl::Status NormProofSystem::ValidateShare(const proto::NormProofShare& share, int party) const {
+  if (!share.GetReflection()->GetUnknownFields(share).empty()) {
+    return absl::InvalidArgumentError("norm_proof has unknown fields");
+  }
+  if (share.blind().size() != kSeedBytes || share.peer_joint_rand_part().size() != kPartBytes) {
+    return absl::InvalidArgumentError("norm_proof needs a 16-byte blind and a 32-byte peer part");
+  }
+  if (party == 1) {
+    if (share.seed().size() != kSeedBytes || share.witness_size() != 0 || share.proof_size() != 0) {
+      return absl::InvalidArgumentError("helper norm_proof carries exactly a 16-byte seed");
+    }
+    return absl::OkStatus();
+  }
+  if (party != 0) return absl::InvalidArgumentError("party must be 0 or 1");
+  if (!share.seed().empty() ||
+      static_cast<size_t>(share.witness_size()) != circuit_.witness_length() ||
+      static_cast<size_t>(share.proof_size()) != circuit_.flp().proof_length()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "leader norm_proof needs ", circuit_.witness_length(), " witness and ",
+        circuit_.flp().proof_length(), " proof elements and no seed"));
+  }
+  for (uint64_t v : share.witness()) {
+    if (v >= kP61) return absl::InvalidArgumentError("norm_proof witness element >= p");
+  }
+  for (uint64_t v : share.proof()) {
+    if (v >= kP61) return absl::InvalidArgumentError("norm_proof proof element >= p");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status NormProofSystem::DeriveInputShare(int party, absl::Span<const uint64_t> expansion,
+                                               absl::Span<uint64_t> derived) const {
+  const size_t n = circuit_.num_values();
+  const size_t b = static_cast<size_t>(circuit_.block_size());
+  const size_t group_dim = dpf_.domain_size();
+  if (expansion.size() != group_dim * circuit_.num_blocks() || derived.size() != 2 * n) {
+    return absl::InvalidArgumentError("DeriveInputShare: expansion or output size mismatch");
+  }
+  for (int g = 0; g < circuit_.num_blocks(); ++g) {
+    TANDEM_RETURN_IF_ERROR(circuit_.DeriveGroupShare(
+        party, expansion.subspan(g * group_dim, group_dim), derived.subspan(g * b, b),
+        derived.subspan(n + g * b, b)));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<proto::NormProofVerifierShare> NormProofSystem::Query(
+    int party, absl::string_view report_id, const proto::SparseKeySet& keys,
+    const proto::NormProofShare& share, absl::Span<const uint64_t> derived,
+    absl::string_view query_seed) const {
+  TANDEM_RETURN_IF_ERROR(ValidateShare(share, party));
+  const ParallelSumMul3Flp& flp = circuit_.flp();
+  std::vector<uint64_t> witness, proof;
+  std::string own_part;
+  if (party == 0) {
+    witness.assign(share.witness().begin(), share.witness().end());
+    proof.assign(share.proof().begin(), share.proof().end());
+    TANDEM_ASSIGN_OR_RETURN(own_part, JointRandPart(share.blind(), report_id, keys,
+                                                    Bytes(witness)));
+  } else {
+    TANDEM_RETURN_IF_ERROR(ExpandHelperShares(share.seed(), &witness, &proof));
+    TANDEM_ASSIGN_OR_RETURN(own_part, JointRandPart(share.blind(), report_id, keys, share.seed()));
+  }
+  TANDEM_ASSIGN_OR_RETURN(
+      std::vector<uint8_t> jr,
+      party == 0 ? HashParts({kJointDomain, own_part, share.peer_joint_rand_part()})
+                 : HashParts({kJointDomain, share.peer_joint_rand_part(), own_part}));
+  TANDEM_ASSIGN_OR_RETURN(std::vector<uint64_t> weights, Weights(Bytes(jr)));
+  std::vector<uint64_t> inputs(flp.input_length());
+  TANDEM_RETURN_IF_ERROR(
+      circuit_.GadgetInputs(party, derived, witness, weights, absl::MakeSpan(inputs)));
+  TANDEM_ASSIGN_OR_RETURN(uint64_t affine, circuit_.AffineShare(party, witness, weights));
+  TANDEM_ASSIGN_OR_RETURN(std::vector<uint64_t> points, QueryPoints(query_seed, report_id));
+  std::vector<uint64_t> values(flp.verifier_length());
+  TANDEM_RETURN_IF_ERROR(flp.Query(inputs, proof, affine, points, absl::MakeSpan(values)));
+  proto::NormProofVerifierShare out;
+  out.set_joint_rand_seed(std::string(Bytes(jr)));
+  out.mutable_values()->Assign(values.begin(), values.end());
+  return out;
+}
+
+bool NormProofSystem::Decide(const proto::NormProofVerifierShare& a,
+                             const proto::NormProofVerifierShare& b) const {
+  const size_t len = circuit_.flp().verifier_length();
+  if (a.joint_rand_seed().size() != kPartBytes || a.joint_rand_seed() != b.joint_rand_seed() ||
+      static_cast<size_t>(a.values_size()) != len || static_cast<size_t>(b.values_size()) != len) {
+    return false;
+  }
+  std::vector<uint64_t> sum(len);
+  for (size_t i = 0; i < len; ++i) {
+    if (a.values(i) >= kP61 || b.values(i) >= kP61) return false;
+    sum[i] = field::Add(a.values(i), b.values(i));
+  }
+  absl::StatusOr<bool> ok = circuit_.flp().Decide(sum);
+  return ok.ok() && *ok;
+}
+
+absl::StatusOr<std::vector<uint64_t>> NormProofSystem::QueryPoints(
+    absl::string_view query_seed, absl::string_view report_id) const {
+  if (query_seed.size() != kQuerySeedBytes) {
+    return absl::InvalidArgumentError("proof query seed must be 32 bytes");
+  }
+  const ParallelSumMul3Flp& flp = circuit_.flp();
+  std::vector<uint64_t> points;
+  for (uint64_t counter = 0; points.size() < static_cast<size_t>(flp.num_queries()); ++counter) {
+    if (counter == 64) return absl::InternalError("could not derive query points");
+    std::string ctr(8, '\0');
+    std::memcpy(ctr.data(), &counter, 8);
+    TANDEM_ASSIGN_OR_RETURN(std::vector<uint8_t> h,
+                            HashParts({kQueryDomain, query_seed, report_id, ctr}));
+    uint64_t lo, hi;
+    std::memcpy(&lo, h.data(), 8);
+    std::memcpy(&hi, h.data() + 8, 8);
+    const uint64_t r = field::Reduce128(hi, lo);
+    if (r < flp.proof_domain_size()) continue;
+    if (std::find(points.begin(), points.end(), r) != points.end()) continue;
+    points.push_back(r);
+  }
+  return points;
+}
+
+absl::StatusOr<std::string> NormProofSystem::JointRandPart(absl::string_view blind,
+                                                           absl::string_view report_id,
+                                                           const proto::SparseKeySet& keys,
+                                                           absl::string_view binding) const {
+  TANDEM_ASSIGN_OR_RETURN(std::string key_digest, KeySetDigest(keys));
+  TANDEM_ASSIGN_OR_RETURN(std::vector<uint8_t> h,
+                          HashParts({kPartDomain, blind, report_id, key_digest, binding}));
+  return std::string(Bytes(h));
+}
+
+absl::StatusOr<std::vector<uint64_t>> NormProofSystem::Weights(
+    absl::string_view joint_rand_seed) const {
+  std::vector<uint64_t> w(circuit_.weights_length());
+  TANDEM_RETURN_IF_ERROR(ExpandField(Span(joint_rand_seed), "weights", absl::MakeSpan(w)));
+  return w;
+}
+
+absl::Status NormProofSystem::ExpandHelperShares(absl::string_view seed,
+                                                 std::vector<uint64_t>* witness,
+                                                 std::vector<uint64_t>* proof) const {
+  witness->resize(circuit_.witness_length());
+  proof->resize(circuit_.flp().proof_length());
+  TANDEM_RETURN_IF_ERROR(ExpandField(Span(seed), "helper-witness", absl::MakeSpan(*witness)));
+  return ExpandField(Span(seed), "helper-proof", absl::MakeSpan(*proof));
+}
+
+uint64_t L2SquaredBoundForClip(double clip_l2_norm, int frac_bits, uint64_t num_values) {
+  const double r = clip_l2_norm * std::ldexp(1.0, frac_bits) +
+                   0.5 * std::sqrt(static_cast<double>(num_values));
+  return static_cast<uint64_t>(std::ceil(r * r));
+}
+
+}  // namespace tandem::crypto::proof

@@ -1,0 +1,157 @@
+// CUDA selective scan (the recurrence of ssm_scan.h, TrajMamba's mixer).
+//
+// Layout of the work: one block per (p tile, head, batch); inside a block
+// each head-dim channel p owns kLanes = 16 consecutive threads (two channels
+// per warp), and each thread keeps states n = lane + 16 j (j < 32) of the
+// P x N state in registers, so N <= 512. Per time step a thread updates its
+// states h = exp(delta A) h + delta x B, accumulates h C, and the 16 lanes of
+// a channel sum their partial readouts with __shfl_xor_sync. B_t, C_t and
+// delta_t of kTile steps are staged in shared memory by the whole block.
+// Time stays sequential (as in the naive recurrence): the parallelism is
+// batch x H x P x 16 threads, enough for TrajMamba-sized batches.
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "ml/kernels/search/cuda/search_cuda.h"
+
+namespace tandem::ml::kernels::search::cuda {
+namespace {
+
+constexpr int kLanes = 16;
+constexpr int kStatesPerLane = 32;
+constexpr int kChannels = 16;  // channels per block: 256 threads
+constexpr int kTile = 8;       // time steps staged per shared-memory fill
+static_assert(kLanes * kStatesPerLane == kMaxScanStateDim, "state capacity");
+
+// Owns one device allocation; check status() after construction.
+class DeviceFloats {
+ public:
+  explicit DeviceFloats(size_t count) { status_ = cudaMalloc(&ptr_, count * sizeof(float) + 4); }
+  ~DeviceFloats() {
+    if (ptr_ != nullptr) cudaFree(ptr_);
+  }
+  DeviceFloats(const DeviceFloats&) = delete;
+  DeviceFloats& operator=(const DeviceFloats&) = delete;
+  float* get() const { return static_cast<float*>(ptr_); }
+  cudaError_t status() const { return status_; }
+
+ private:
+  void* ptr_ = nullptr;
+  cudaError_t status_;
+};
+
+__global__ void ScanKernel(const float* __restrict__ x, const float* __restrict__ dt,
+                           const float* __restrict__ a, const float* __restrict__ b,
+                           const float* __restrict__ c, const float* __restrict__ d,
+                           const float* __restrict__ dt_bias, const float* __restrict__ h0,
+                           int64_t L, int64_t H, int64_t P, int64_t N, float* __restrict__ y,
+                           float* __restrict__ h_out) {
+  extern __shared__ float smem[];
+  float* sb = smem;
+  float* sc = smem + kTile * N;
+  float* sdelta = sc + kTile * N;
+  const int64_t bi = blockIdx.z, hi = blockIdx.y;
+  const int lane = threadIdx.x % kLanes;
+  const int64_t p = static_cast<int64_t>(blockIdx.x) * kChannels + threadIdx.x / kLanes;
+  const bool active = p < P;
+  const int64_t state_base = ((bi * H + hi) * P + p) * N;
+  float h[kStatesPerLane];
+#pragma unroll
+  for (int j = 0; j < kStatesPerLane; ++j) {
+    const int64_t n = lane + static_cast<int64_t>(j) * kLanes;
+    h[j] = (active && n < N && h0 != nullptr) ? h0[state_base + n] : 0.0f;
+  }
+  const float av = a[hi], dv = d[hi], bias = dt_bias[hi];
+  for (int64_t t0 = 0; t0 < L; t0 += kTile) {
+    const int64_t q = (L - t0) < kTile ? (L - t0) : kTile;
+    __syncthreads();
+    for (int64_t i = threadIdx.x; i < q * N; i += blockDim.x) {
+      const int64_t row = bi * L + t0 + i / N;
+      sb[i] = b[row * N + i % N];
+      sc[i] = c[row * N + i % N];
+    }
+    if (threadIdx.x < q) {
+      const float v = dt[(bi * L + t0 + threadIdx.x) * H + hi] + bias;
+      sdelta[threadIdx.x] = v > 20.0f ? v : log1pf(expf(v));
+    }
+    __syncthreads();
+    for (int64_t tt = 0; tt < q; ++tt) {
+      const float delta = sdelta[tt];
+      const float decay = expf(delta * av);
+      const int64_t xi = ((bi * L + t0 + tt) * H + hi) * P + p;
+      const float xv = active ? x[xi] : 0.0f;
+      const float dx = delta * xv;
+      float acc = 0.0f;
+#pragma unroll
+      for (int j = 0; j < kStatesPerLane; ++j) {
+        const int64_t n = lane + static_cast<int64_t>(j) * kLanes;
+        if (n < N) {
+          h[j] = decay * h[j] + dx * sb[tt * N + n];
+          acc += h[j] * sc[tt * N + n];
+        }
+      }
+      // Lanes of one channel are 16 aligned threads of a warp.
+      for (int off = kLanes / 2; off > 0; off /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, off);
+      if (active && lane == 0) y[xi] = acc + dv * xv;
+    }
+  }
+  if (!active) return;
+#pragma unroll
+  for (int j = 0; j < kStatesPerLane; ++j) {
+    const int64_t n = lane + static_cast<int64_t>(j) * kLanes;
+    if (n < N) h_out[state_base + n] = h[j];
+  }
+}
+
+}  // namespace
+
+#define TANDEM_SEARCH_CUDA_TRY(expr)             \
+  do {                                           \
+    const cudaError_t err_ = (expr);             \
+    if (err_ != cudaSuccess) return static_cast<int>(err_); \
+  } while (false)
+
+int SelectiveScan(const float* x, const float* dt, const float* a, const float* b,
+                  const float* c, const float* d, const float* dt_bias, const float* h0,
+                  int64_t batch, int64_t length, int64_t heads, int64_t head_dim,
+                  int64_t state_dim, float* y, float* h_out) {
+  if (batch < 1 || length < 1 || heads < 1 || head_dim < 1 || state_dim < 1 ||
+      state_dim > kMaxScanStateDim || batch > 65535 || heads > 65535) {
+    return -1;
+  }
+  const size_t rows = static_cast<size_t>(batch * length);
+  const size_t nx = rows * heads * head_dim, ndt = rows * heads, nb = rows * state_dim;
+  const size_t nh = static_cast<size_t>(batch * heads * head_dim * state_dim);
+  DeviceFloats dx(nx), ddt(ndt), da(heads), db(nb), dc(nb), dd(heads), dbias(heads), dh0(nh),
+      dy(nx), dh(nh);
+  for (const DeviceFloats* buf : {&dx, &ddt, &da, &db, &dc, &dd, &dbias, &dh0, &dy, &dh}) {
+    TANDEM_SEARCH_CUDA_TRY(buf->status());
+  }
+  const auto up = [](const DeviceFloats& dst, const float* src, size_t n) {
+    return cudaMemcpy(dst.get(), src, n * sizeof(float), cudaMemcpyHostToDevice);
+  };
+  TANDEM_SEARCH_CUDA_TRY(up(dx, x, nx));
+  TANDEM_SEARCH_CUDA_TRY(up(ddt, dt, ndt));
+  TANDEM_SEARCH_CUDA_TRY(up(da, a, heads));
+  TANDEM_SEARCH_CUDA_TRY(up(db, b, nb));
+  TANDEM_SEARCH_CUDA_TRY(up(dc, c, nb));
+  TANDEM_SEARCH_CUDA_TRY(up(dd, d, heads));
+  TANDEM_SEARCH_CUDA_TRY(up(dbias, dt_bias, heads));
+  if (h0 != nullptr) TANDEM_SEARCH_CUDA_TRY(up(dh0, h0, nh));
+  const dim3 grid(static_cast<unsigned>((head_dim + kChannels - 1) / kChannels),
+                  static_cast<unsigned>(heads), static_cast<unsigned>(batch));
+  const size_t smem = (2 * kTile * state_dim + kTile) * sizeof(float);
+  ScanKernel<<<grid, kChannels * kLanes, smem>>>(dx.get(), ddt.get(), da.get(), db.get(),
+                                                  dc.get(), dd.get(), dbias.get(),
+                                                  h0 != nullptr ? dh0.get() : nullptr, length,
+                                                  heads, head_dim, state_dim, dy.get(), dh.get());
+  TANDEM_SEARCH_CUDA_TRY(cudaGetLastError());
+  TANDEM_SEARCH_CUDA_TRY(cudaDeviceSynchronize());
+  TANDEM_SEARCH_CUDA_TRY(cudaMemcpy(y, dy.get(), nx * sizeof(float), cudaMemcpyDeviceToHost));
+  TANDEM_SEARCH_CUDA_TRY(cudaMemcpy(h_out, dh.get(), nh * sizeof(float), cudaMemcpyDeviceToHost));
+  return 0;
+}
+
+}  // namespace tandem::ml::kernels::search::cuda
