@@ -4,11 +4,14 @@ processes, without Docker: each service's command runs from the build tree,
 with the compose network mapped onto 127.0.0.1. Service host names become
 127.0.0.1, every port is shifted by --port-offset (so that runs and tests do
 not collide), mounted config files are copied with the same rewriting, and
-volumes become folders under a temporary directory. The `sim` service runs
-in the foreground (extra arguments after `--` are appended to it); the other
-services are stopped when it exits. Exit code: the sim's.
+volumes become folders under a temporary directory. The last service runs
+in the foreground (extra arguments after `--` are appended to it), as
+`deploy.replicas` copies when set (each with its own --client_id and
+--shard, as distinct host names would give); the other services are stopped
+when it exits. Exit code: the foreground's (the worst replica's).
 
   deploy/compose_local.py --build build -- --rounds=2
+  deploy/compose_local.py --services helper,leader,coordinator,client
 """
 import argparse
 import os
@@ -28,6 +31,8 @@ BINARIES = {  # compose command -> path in the build tree
     "tandem-sim": "tests/sim/tandem-sim",
     "tandem-worker": "ml/worker/tandem-worker",
     "tandem-train": "ml/tandem-train",
+    "tandem-coordinator": "server/tandem-coordinator",
+    "tandem-client": "client/tandem-client",
 }
 
 
@@ -61,6 +66,8 @@ def main():
     ap.add_argument("--port-offset", type=int, default=20000)
     ap.add_argument("--services", default="helper,leader,sim",
                     help="services to run, in start order (the last runs in the foreground)")
+    ap.add_argument("--extra", action="append", default=[], metavar="SERVICE=ARG",
+                    help="append ARG to SERVICE's command (repeatable; later flags win)")
     ap.add_argument("sim_args", nargs="*", help="extra arguments for the foreground service")
     args = ap.parse_args()
 
@@ -97,9 +104,23 @@ def main():
             command = [rewrite(c, services, args.port_offset, mounts) for c in svc["command"]]
             binary = os.path.join(args.build, BINARIES[command[0]])
             command = [binary] + command[1:]
+            command += [e.split("=", 1)[1] for e in args.extra if e.split("=", 1)[0] == name]
             if i == len(order) - 1:
-                print("compose-local: running", name, flush=True)
-                return subprocess.call(command + args.sim_args)
+                replicas = svc.get("deploy", {}).get("replicas", 1)
+                print("compose-local: running", name, "x%d" % replicas, flush=True)
+                if replicas == 1:
+                    return subprocess.call(command + args.sim_args)
+                procs = []
+                for r in range(replicas):
+                    extra = ["--client_id=%s-%d" % (name, r), "--shard=%d" % r]
+                    # One state folder per replica (a volume per container).
+                    cmd = [c.replace("/var/lib/tandem/client",
+                                     os.path.join(work, "%s-%d" % (name, r)))
+                           for c in command]
+                    log = open(os.path.join(work, "%s-%d.log" % (name, r)), "w")
+                    procs.append(subprocess.Popen(cmd + extra + args.sim_args,
+                                                  stdout=log, stderr=log))
+                return max(p.wait() for p in procs)
             log = open(os.path.join(work, name + ".log"), "w")
             proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, text=True)
             started.append(proc)

@@ -2,9 +2,10 @@
 """Deploy files cannot go stale: docker-compose.yml and deploy/k8s/*.yaml
 parse, name binaries the build produces, mount files that exist, wire the
 leader to the helper's address, keep leader and helper in separate k8s
-namespaces, and every aggregator config they carry passes
-`tandem-aggregator --check_config`.
-  deploy_files_test.py SOURCE_DIR AGGREGATOR_BINARY
+namespaces, point coordinator and clients at services that exist, pass only
+flags the binaries define (`--helpfull` of the built binary), and every
+aggregator config they carry passes `tandem-aggregator --check_config`.
+  deploy_files_test.py SOURCE_DIR AGGREGATOR_BINARY BUILD_DIR
 Prints 'N passed, M failed'."""
 import glob
 import os
@@ -15,7 +16,13 @@ import tempfile
 
 import yaml
 
-SRC, AGG = sys.argv[1], sys.argv[2]
+SRC, AGG, BUILD = sys.argv[1], sys.argv[2], sys.argv[3]
+BUILT = {"tandem-coordinator": "server/tandem-coordinator",
+         "tandem-client": "client/tandem-client",
+         "tandem-aggregator": "aggregator/service/tandem-aggregator",
+         "tandem-worker": "ml/worker/tandem-worker",
+         "tandem-sim": "tests/sim/tandem-sim"}
+_flags = {}
 passed, failed = 0, 0
 
 
@@ -46,6 +53,24 @@ def check_config_text(text, what):
     check(r.returncode == 0 and "config ok" in r.stdout, "%s: %s" % (what, r.stdout.strip()))
 
 
+def defined_flags(binary):
+    """The flags a built binary declares (absl --helpfull)."""
+    if binary not in _flags:
+        out = subprocess.run([os.path.join(BUILD, BUILT[binary]), "--helpfull"],
+                             capture_output=True, text=True)
+        _flags[binary] = set(re.findall(r"^\s+--([a-z_0-9]+)", out.stdout + out.stderr, re.M))
+    return _flags[binary]
+
+
+def check_flags(command, what):
+    if command[0] not in BUILT:
+        return
+    known = defined_flags(command[0])
+    for arg in command[1:]:
+        m = re.match(r"--([a-z_0-9]+)", arg)
+        check(m is not None and m.group(1) in known, "%s: %s is a flag of %s" % (what, arg, command[0]))
+
+
 binaries = built_binaries()
 check({"tandem-aggregator", "tandem-sim", "tandem-worker"} <= binaries, "binaries found in CMake")
 
@@ -58,6 +83,7 @@ check({"leader", "helper", "sim"} <= set(services), "compose services")
 listen = {}
 for name, svc in services.items():
     check(svc["command"][0] in binaries, "compose %s runs a built binary" % name)
+    check_flags(svc["command"], "compose " + name)
     for vol in svc.get("volumes", []):
         src = vol.split(":")[0]
         if src.startswith("."):
@@ -80,8 +106,16 @@ sim_cmd = " ".join(services["sim"]["command"])
 check("--leader=leader:" + listen["leader"] in sim_cmd and
       "--helper=helper:" + listen["helper"] in sim_cmd, "sim talks to both aggregators")
 
+coord_cmd = " ".join(services["coordinator"]["command"])
+check("--leader=leader:" + listen["leader"] in coord_cmd and
+      "--helper=helper:" + listen["helper"] in coord_cmd, "coordinator talks to both aggregators")
+coord_port = re.search(r"--listen=0\.0\.0\.0:(\d+)", coord_cmd).group(1)
+check("--coordinator=coordinator:" + coord_port in services["client"]["command"],
+      "clients talk to the coordinator")
+check(services["client"].get("deploy", {}).get("replicas", 1) > 1, "client replicas")
+
 # k8s
-namespaces, services_k8s, peers = {}, {}, []
+namespaces, services_k8s, peers, targets = {}, {}, [], []
 for path in sorted(glob.glob(os.path.join(SRC, "deploy", "k8s", "*.yaml"))):
     with open(path) as f:
         docs = [d for d in yaml.safe_load_all(f) if d]
@@ -106,12 +140,19 @@ for path in sorted(glob.glob(os.path.join(SRC, "deploy", "k8s", "*.yaml"))):
         if kind == "Service":
             port = d["spec"]["ports"][0]["port"]
             services_k8s["%s.%s.svc:%d" % (d["metadata"]["name"], ns, port)] = True
-        if kind in ("StatefulSet", "Deployment"):
+        if kind in ("StatefulSet", "Deployment", "Job"):
             for c in d["spec"]["template"]["spec"]["containers"]:
                 check(c["command"][0] in binaries, "k8s %s runs a built binary" % c["name"])
+                check_flags(c["command"], "k8s " + c["name"])
+                for arg in c["command"]:
+                    m = re.match(r"--(?:leader|helper|coordinator)=(.+)", arg)
+                    if m:
+                        targets.append(m.group(1))
 check(namespaces.get("leader") and namespaces.get("helper") and
       namespaces["leader"] != namespaces["helper"], "leader and helper in separate namespaces")
 check(all(p in services_k8s for p in peers) and peers, "leader's peer is the helper Service")
+check(all(t in services_k8s for t in targets) and len(targets) >= 3,
+      "coordinator and clients reach existing Services: %s" % targets)
 
 print("%d passed, %d failed" % (passed, failed))
 sys.exit(1 if failed else 0)
