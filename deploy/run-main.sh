@@ -1,14 +1,24 @@
 #!/usr/bin/env bash
-# The README's main command: installs what is missing, builds the daemons and
-# runs a private federation on loopback (Fashion-MNIST, 1000 clients, two
-# real tandem-aggregator processes, PREAMBLE reports with discrete Gaussian
-# noise) with embedded defaults. Extra arguments go to tandem-sim, e.g.
-#   deploy/run-main.sh --rounds=10 --variants=fedavg
+# The README's main command: installs what is missing, builds, and runs a
+# private federation on loopback with embedded defaults, in two parts:
+#   1. the real system: both tandem-aggregator daemons, tandem-coordinator and
+#      20 tandem-client processes on Fashion-MNIST (Dirichlet 0.5 split),
+#      FedAvg, FedLUAR and FedLUAR+CoIDO through PREAMBLE, beside clear FedAvg
+#      -> reports/latest/federation/
+#   2. differential privacy at scale: 1000 simulated clients (q = 0.1) against
+#      the same kind of aggregator daemons, PREAMBLE + discrete Gaussian noise
+#      -> reports/latest/dp/
+# Extra arguments go to both tandem-sim runs, e.g. deploy/run-main.sh --rounds=10
 set -euo pipefail
 cd "$(dirname "$0")/.."
 JOBS=${JOBS:-$(nproc)}
 
 deploy/install-deps.sh
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build -j"$JOBS" --target tandem-sim tandem-aggregator
-exec build/tests/sim/tandem-sim --report_dir=reports/latest "$@"
+cmake --build build -j"$JOBS" --target tandem-sim tandem-aggregator tandem-coordinator tandem-client
+
+echo "== 1/2: the federation as processes (coordinator, 2 aggregators, 20 clients)"
+build/tests/sim/tandem-sim --mode=processes --clients=20 --sample_rate=0.5 --rounds=5 \
+  --train_items=20000 --noise_multiplier=0 --report_dir=reports/latest/federation "$@"
+echo "== 2/2: PREAMBLE + DP with 1000 simulated clients"
+build/tests/sim/tandem-sim --mode=inprocess --report_dir=reports/latest/dp "$@"

@@ -13,6 +13,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "base/logging.h"
@@ -38,6 +39,7 @@ ABSL_FLAG(double, sample_rate, 0.1, "q: probability that a client joins a round"
 ABSL_FLAG(int, local_steps, 20, "local SGD steps per round");
 ABSL_FLAG(double, client_lr, 0.05, "client learning rate");
 ABSL_FLAG(double, alpha, 0.5, "Dirichlet label-skew parameter");
+ABSL_FLAG(std::string, hidden, "32", "MLP hidden widths, comma separated");
 ABSL_FLAG(int, num_recycled, 1, "FedLUAR: weight tensors recycled per round");
 ABSL_FLAG(int, block_size, 256, "PREAMBLE block size B");
 ABSL_FLAG(int, log_blocks_per_group, 1,
@@ -123,6 +125,15 @@ int main(int argc, char** argv) {
   base.client_lr = absl::GetFlag(FLAGS_client_lr);
   base.dirichlet_alpha = absl::GetFlag(FLAGS_alpha);
   base.num_recycled = absl::GetFlag(FLAGS_num_recycled);
+  base.hidden.clear();
+  for (absl::string_view h : absl::StrSplit(absl::GetFlag(FLAGS_hidden), ',', absl::SkipEmpty())) {
+    int64_t w = 0;
+    if (!absl::SimpleAtoi(h, &w) || w < 1) {
+      std::fprintf(stderr, "--hidden must be positive integers separated by commas\n");
+      return 2;
+    }
+    base.hidden.push_back(w);
+  }
   base.block_size = static_cast<uint32_t>(absl::GetFlag(FLAGS_block_size));
   base.log_blocks_per_group = static_cast<uint32_t>(absl::GetFlag(FLAGS_log_blocks_per_group));
   base.clip_l2_norm = absl::GetFlag(FLAGS_clip);
@@ -135,15 +146,18 @@ int main(int argc, char** argv) {
     o.private_aggregation = false;
     runs.push_back(o);
   }
+  // Variant labels say what protects the updates: PREAMBLE alone (secure
+  // aggregation) or PREAMBLE with DP noise.
+  const std::string suffix = base.noise_multiplier > 0 ? "-preamble-dp" : "-preamble";
   for (absl::string_view v : absl::StrSplit(absl::GetFlag(FLAGS_variants), ',', absl::SkipEmpty())) {
     tandem::sim::FederationOptions o = base;
     if (v == "fedavg") {
-      o.name = "fedavg-preamble-dp";
+      o.name = "fedavg" + suffix;
     } else if (v == "fedluar") {
-      o.name = "fedluar-preamble-dp";
+      o.name = "fedluar" + suffix;
       o.fedluar = true;
     } else if (v == "fedluar-coido") {
-      o.name = "fedluar-coido-preamble-dp";
+      o.name = "fedluar-coido" + suffix;
       o.fedluar = true;
       o.coido = true;
     } else {
