@@ -1,0 +1,100 @@
+// Coordinator request handling (no network): check-ins that assign (one
+// durable SQLite insert each), repeated check-ins (memory only), UploadDone
+// (one durable update each), the metrics page. Peer: a Flower SuperLink
+// handles a few thousand client messages/s in Python; the physical limit of
+// the durable calls is one fsync (the SQLite WAL commit) per call.
+#include <filesystem>
+
+#include "benchmark/benchmark.h"
+#include "server/core/coordinator.h"
+#include "server/testing/scripted_aggregator.h"
+
+namespace tandem::server {
+namespace {
+
+struct Fixture {
+  Fixture() {
+    dir = std::filesystem::temp_directory_path() / "tandem_coordinator_bench";
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+    CoordinatorOptions o;
+    o.task_id = "bench";
+    o.model.set_input_dim(64);
+    o.model.add_hidden(32);
+    o.model.set_num_classes(10);
+    o.round_timeout = absl::Hours(1);
+    o.task.sample_rate = 1.0;
+    o.task.secure_sum.max_reports = 1u << 30;
+    o.task.secure_sum.block_size = 64;
+    ml::Dataset eval;
+    eval.num_classes = 10;
+    eval.shape = {1, 1, 64};
+    eval.features = ml::Matrix::Zero(10, 64);
+    for (int i = 0; i < 10; ++i) eval.labels.push_back(i);
+    auto store = CoordinatorStore::Open((dir / "c.db").string());
+    c = *Coordinator::Create(o, eval, &leader, &helper, *std::move(store), &clock, random.get());
+    while (c->Status().phase() != "collecting") (void)c->Tick();
+  }
+  ~Fixture() { std::filesystem::remove_all(dir); }
+  std::filesystem::path dir;
+  testing::ScriptedAggregator leader{true}, helper{false};
+  FakeClock clock;
+  std::unique_ptr<DeterministicRandom> random = DeterministicRandom::FromSeed(1);
+  std::unique_ptr<Coordinator> c;
+};
+
+void BM_CheckInAssign(benchmark::State& state) {
+  Fixture f;
+  int64_t i = 0;
+  proto::CheckInRequest r;
+  for (auto _ : state) {
+    r.set_client_id("c" + std::to_string(i++));
+    benchmark::DoNotOptimize(f.c->CheckIn(r));
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_CheckInAssign)->UseRealTime();
+
+void BM_CheckInRepeat(benchmark::State& state) {
+  Fixture f;
+  proto::CheckInRequest r;
+  r.set_client_id("same");
+  (void)f.c->CheckIn(r);
+  for (auto _ : state) benchmark::DoNotOptimize(f.c->CheckIn(r));
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_CheckInRepeat);
+
+void BM_UploadDone(benchmark::State& state) {
+  Fixture f;
+  constexpr int kClients = 4096;
+  proto::CheckInRequest in;
+  for (int i = 0; i < kClients; ++i) {
+    in.set_client_id("c" + std::to_string(i));
+    (void)f.c->CheckIn(in);
+  }
+  proto::UploadDoneRequest d;
+  d.set_task_id("bench");
+  d.set_round_id(f.c->Status().aggregation_round());
+  d.set_report_id(std::string(16, 'r'));
+  int i = 0;
+  for (auto _ : state) {
+    if (i == kClients) {
+      state.SkipWithError("ran out of assigned clients");
+      break;
+    }
+    d.set_client_id("c" + std::to_string(i++));
+    benchmark::DoNotOptimize(f.c->UploadDone(d));
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_UploadDone)->UseRealTime()->Iterations(2000);
+
+void BM_MetricsText(benchmark::State& state) {
+  Fixture f;
+  for (auto _ : state) benchmark::DoNotOptimize(f.c->MetricsText());
+}
+BENCHMARK(BM_MetricsText);
+
+}  // namespace
+}  // namespace tandem::server
