@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include <grpcpp/grpcpp.h>
@@ -207,6 +208,21 @@ TEST_F(FederationTest, PrivateRoundsMatchPlainFedAvgAndBadRequestsAreRefused) {
     EXPECT_GT(r.bytes_down(), 0u);
   }
   EXPECT_EQ(s.epsilon_spent(), 0.0);  // DP off
+  // The operator's view: tandem-status prints the task and its history.
+  {
+    const std::string log = dir_ + "/status.txt";
+    auto st = ChildProcess::Spawn(TANDEM_STATUS_BIN,
+                                  {absl::StrCat("--coordinator=127.0.0.1:", port_),
+                                   "--insecure_plaintext"},
+                                  log);
+    ASSERT_TRUE(st.ok());
+    ASSERT_EQ(*(*st)->Wait(absl::Seconds(20)), 0);
+    std::ifstream in(log);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_NE(text.find(absl::StrCat("done, ", kRounds, "/", kRounds, " rounds released")),
+              std::string::npos)
+        << text;
+  }
 
   // Plain FedAvg in the clear with the same split, model and local training.
   auto data = ml::LoadNamedDataset("digits", 1);
