@@ -61,13 +61,43 @@ class FederationTest : public ::testing::Test {
     pair_.helper.reset();
     std::filesystem::remove_all(dir_);
   }
+  std::vector<std::string> Security() const {
+    if (!tls_) return {"--insecure_plaintext"};
+    return {"--tls_cert=" + dir_ + "/party.pem", "--tls_key=" + dir_ + "/party.key",
+            "--tls_ca=" + dir_ + "/ca.pem"};
+  }
+  // A CA and one server certificate (SAN 127.0.0.1) made with the openssl
+  // command line tool; TLS (server authentication) for every connection.
+  void UseTls() {
+    const std::string d = dir_;
+    std::ofstream(d + "/ext.cnf") << "subjectAltName=IP:127.0.0.1\n"
+                                  << "extendedKeyUsage=serverAuth,clientAuth\n";
+    const std::string cmd = absl::StrCat(
+        "cd ", d, " && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes",
+        " -keyout ca.key -out ca.pem -days 1 -subj /CN=tandem-test-ca 2>/dev/null",
+        " && openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes",
+        " -keyout party.key -out party.csr -subj /CN=localhost 2>/dev/null",
+        " && openssl x509 -req -in party.csr -CA ca.pem -CAkey ca.key -CAcreateserial",
+        " -out party.pem -days 1 -extfile ext.cnf 2>/dev/null");
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << "openssl failed";
+    std::ofstream(d + "/tls.textproto")
+        << "tls { cert_chain_path: \"" << d << "/party.pem\" private_key_path: \"" << d
+        << "/party.key\" root_ca_path: \"" << d << "/ca.pem\" }\n";
+    pair_.leader.reset();
+    pair_.helper.reset();
+    auto pair = StartAggregatorPair(TANDEM_AGGREGATOR_BIN, dir_ + "/tls", d + "/tls.textproto");
+    ASSERT_TRUE(pair.ok()) << pair.status();
+    pair_ = *std::move(pair);
+    tls_ = true;
+  }
   std::vector<std::string> CoordinatorArgs(const std::vector<std::string>& extra) {
     std::vector<std::string> a = {
         absl::StrCat("--listen=127.0.0.1:", port_), "--leader=" + pair_.leader_address(),
         "--helper=" + pair_.helper_address(), "--state_dir=" + dir_ + "/coordinator",
-        "--insecure_plaintext", "--dataset=digits", "--hidden=32", "--sample_rate=1",
+        "--dataset=digits", "--hidden=32", "--sample_rate=1",
         "--block_size=64", "--log_blocks_per_group=1", "--clip=4", "--local_steps=20",
         "--client_lr=0.05", "--metrics_port=0"};
+    for (const std::string& f : Security()) a.push_back(f);
     a.insert(a.end(), extra.begin(), extra.end());
     return a;
   }
@@ -76,18 +106,24 @@ class FederationTest : public ::testing::Test {
                                   dir_ + "/coordinator.log");
     ASSERT_TRUE(c.ok()) << c.status();
     coordinator_ = *std::move(c);
-    stub_ = proto::Coordinator::NewStub(grpc::CreateChannel(
-        absl::StrCat("127.0.0.1:", port_), grpc::InsecureChannelCredentials()));
+    std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
+    if (tls_) {
+      std::ifstream in(dir_ + "/ca.pem");
+      grpc::SslCredentialsOptions o;
+      o.pem_root_certs.assign(std::istreambuf_iterator<char>(in), {});
+      creds = grpc::SslCredentials(o);
+    }
+    stub_ = proto::Coordinator::NewStub(
+        grpc::CreateChannel(absl::StrCat("127.0.0.1:", port_), creds));
   }
   void StartClient(int shard, int num_shards) {
     const std::string id = absl::StrCat("client", shard);
-    auto p = ChildProcess::Spawn(
-        TANDEM_CLIENT_BIN,
-        {absl::StrCat("--coordinator=127.0.0.1:", port_), "--client_id=" + id,
-         "--insecure_plaintext", "--dataset=digits", absl::StrCat("--shard=", shard),
-         absl::StrCat("--num_shards=", num_shards), "--state_dir=" + dir_ + "/" + id,
-         "--max_errors=200", absl::StrCat("--seed=", shard + 1)},
-        dir_ + "/" + id + ".log");
+    std::vector<std::string> args = {
+        absl::StrCat("--coordinator=127.0.0.1:", port_), "--client_id=" + id, "--dataset=digits",
+        absl::StrCat("--shard=", shard), absl::StrCat("--num_shards=", num_shards),
+        "--state_dir=" + dir_ + "/" + id, "--max_errors=200", absl::StrCat("--seed=", shard + 1)};
+    args.push_back(tls_ ? "--tls_ca=" + dir_ + "/ca.pem" : "--insecure_plaintext");
+    auto p = ChildProcess::Spawn(TANDEM_CLIENT_BIN, args, dir_ + "/" + id + ".log");
     ASSERT_TRUE(p.ok()) << p.status();
     clients_.push_back(*std::move(p));
   }
@@ -116,6 +152,7 @@ class FederationTest : public ::testing::Test {
   }
 
   std::string dir_;
+  bool tls_ = false;
   AggregatorPair pair_;
   int port_ = 0;
   std::unique_ptr<DaemonProcess> coordinator_;
@@ -303,6 +340,32 @@ TEST_F(FederationTest, CoordinatorKilledMidTaskResumesFromItsCheckpoint) {
   ASSERT_EQ(s.history_size(), 4);
   // Accuracy keeps improving from the restored model (no restart from scratch).
   EXPECT_GE(s.history(3).accuracy(), s.history(0).accuracy() - 0.02);
+}
+
+// TLS on every connection: clients verify the coordinator and the
+// aggregators, the coordinator verifies the aggregators, the leader the
+// helper; plaintext is refused.
+TEST_F(FederationTest, TlsEverywhere) {
+  ASSERT_NO_FATAL_FAILURE(UseTls());
+  ASSERT_NO_FATAL_FAILURE(StartCoordinator(
+      {"--rounds=1", "--target_reports=2", "--min_reports=2", "--round_timeout_s=60"}));
+  for (int k = 0; k < 2; ++k) ASSERT_NO_FATAL_FAILURE(StartClient(k, 2));
+  for (auto& c : clients_) {
+    absl::StatusOr<int> rc = c->Wait(absl::Seconds(120));
+    ASSERT_TRUE(rc.ok()) << rc.status();
+    EXPECT_EQ(*rc, 0);
+  }
+  const proto::CoordinatorStatusResponse s =
+      WaitFor([](const auto& s) { return s.phase() == "done"; }, absl::Seconds(30));
+  EXPECT_EQ(s.completed_rounds(), 1u);
+  ASSERT_EQ(s.history_size(), 1);
+  EXPECT_EQ(s.history(0).accepted_reports(), 2u);
+  auto plain = proto::Coordinator::NewStub(grpc::CreateChannel(
+      absl::StrCat("127.0.0.1:", port_), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(3));
+  proto::CoordinatorStatusResponse r;
+  EXPECT_FALSE(plain->Status(&ctx, proto::CoordinatorStatusRequest(), &r).ok());
 }
 
 }  // namespace

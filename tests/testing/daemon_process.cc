@@ -144,19 +144,21 @@ absl::StatusOr<int> ChildProcess::Wait(absl::Duration timeout) {
 std::string Loopback(int port) { return absl::StrCat("127.0.0.1:", port); }
 
 absl::StatusOr<AggregatorPair> StartAggregatorPair(const std::string& binary,
-                                                   const std::string& state_dir) {
+                                                   const std::string& state_dir,
+                                                   const std::string& tls_config) {
   AggregatorPair pair;
+  const std::string security =
+      tls_config.empty() ? "--insecure_plaintext" : "--config=" + tls_config;
   auto helper = DaemonProcess::Start(
       binary,
-      {"--role=helper", "--listen=127.0.0.1:0", "--insecure_plaintext",
-       "--state_dir=" + state_dir + "/helper"},
+      {"--role=helper", "--listen=127.0.0.1:0", security, "--state_dir=" + state_dir + "/helper"},
       state_dir + "/helper.log");
   if (!helper.ok()) return helper.status();
   pair.helper = *std::move(helper);
   auto leader = DaemonProcess::Start(
       binary,
-      {"--role=leader", "--listen=127.0.0.1:0", "--insecure_plaintext",
-       "--state_dir=" + state_dir + "/leader", "--peer=" + pair.helper_address()},
+      {"--role=leader", "--listen=127.0.0.1:0", security, "--state_dir=" + state_dir + "/leader",
+       "--peer=" + pair.helper_address()},
       state_dir + "/leader.log");
   if (!leader.ok()) return leader.status();
   pair.leader = *std::move(leader);

@@ -58,8 +58,9 @@ class ChildProcess {
 // "127.0.0.1:PORT".
 std::string Loopback(int port);
 
-// A helper and a leader tandem-aggregator on loopback (plaintext, port 0),
-// state and logs under `state_dir`/{helper,leader}[.log].
+// A helper and a leader tandem-aggregator on loopback (port 0), state and
+// logs under `state_dir`/{helper,leader}[.log]. Plaintext, or TLS from the
+// AggregatorConfig textproto `tls_config` (its tls block) when set.
 struct AggregatorPair {
   std::unique_ptr<DaemonProcess> leader;
   std::unique_ptr<DaemonProcess> helper;
@@ -67,7 +68,8 @@ struct AggregatorPair {
   std::string helper_address() const { return Loopback(helper->port()); }
 };
 absl::StatusOr<AggregatorPair> StartAggregatorPair(const std::string& binary,
-                                                   const std::string& state_dir);
+                                                   const std::string& state_dir,
+                                                   const std::string& tls_config = "");
 
 // A fresh directory under /tmp, removed by the caller.
 std::string MakeTempDir(const std::string& prefix);
