@@ -1,8 +1,7 @@
 // Coordinator request handling (no network): check-ins that assign (one
 // durable SQLite insert each), repeated check-ins (memory only), UploadDone
-// (one durable update each), the metrics page. Peer: a Flower SuperLink
-// handles a few thousand client messages/s in Python; the physical limit of
-// the durable calls is one fsync (the SQLite WAL commit) per call.
+// (one durable update each), the metrics page. The physical limit of the
+// durable calls is one fsync (the SQLite WAL commit) per call.
 #include <filesystem>
 
 #include "benchmark/benchmark.h"
