@@ -154,5 +154,19 @@ check(all(p in services_k8s for p in peers) and peers, "leader's peer is the hel
 check(all(t in services_k8s for t in targets) and len(targets) >= 3,
       "coordinator and clients reach existing Services: %s" % targets)
 
+# The image holds every binary the compose and k8s files run.
+with open(os.path.join(SRC, "deploy", "Dockerfile")) as f:
+    dockerfile = f.read()
+image_bins = set(re.findall(r"/(tandem-[a-z-]+)\b", " ".join(
+    l for l in dockerfile.splitlines() if l.startswith("COPY --from=build"))))
+used = {svc["command"][0] for svc in services.values()}
+for path in glob.glob(os.path.join(SRC, "deploy", "k8s", "*.yaml")):
+    with open(path) as f:
+        for d in yaml.safe_load_all(f):
+            if d and d.get("kind") in ("StatefulSet", "Deployment", "Job"):
+                used.update(c["command"][0] for c in d["spec"]["template"]["spec"]["containers"])
+check(used <= image_bins, "the image copies every binary the deploy files run: missing %s"
+      % sorted(used - image_bins))
+
 print("%d passed, %d failed" % (passed, failed))
 sys.exit(1 if failed else 0)
