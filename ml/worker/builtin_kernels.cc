@@ -16,6 +16,7 @@
 #include "ml/worker/distill_kernels.h"
 #include "ml/worker/search_kernels.h"
 #include "ml/worker/training_kernels.h"
+#include "ml/worker/kernel_spec_helpers.h"
 
 namespace tandem::ml::worker {
 namespace {
@@ -23,28 +24,8 @@ namespace {
 using kernels::Tensor;
 using Outputs = std::vector<proto::Tensor>;
 constexpr proto::DType kF32 = proto::DTYPE_FLOAT32;
-constexpr double kMaxInt = 1 << 24;
-// Per-request work caps, so that a small request cannot make the worker
-// allocate or compute without bound: scratch in floats, work in FLOPs.
-constexpr double kMaxScratch = double{1 << 26};  // 256 MiB of float32
-constexpr double kMaxWork = 2e12;                // ~10 s at this machine's roof
 
-absl::Status Budget(double amount, double cap, const char* what) {
-  if (!(amount <= cap)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("request too large: ", what, " = ", amount, " exceeds ", cap));
-  }
-  return absl::OkStatus();
-}
-double Dim(const Tensor& t, int i) { return static_cast<double>(t.dim(i)); }
 
-ParamSpec Int(std::string name, double def, double lo, double hi) {
-  return {std::move(name), def, lo, hi, true};
-}
-ParamSpec Real(std::string name, double def, double lo, double hi) {
-  return {std::move(name), def, lo, hi, false};
-}
-ParamSpec Flag(std::string name) { return {std::move(name), 0, 0, 1, true}; }
 
 // Packed codes from a (rows, bytes) uint8 tensor, bytes a multiple of 4.
 absl::StatusOr<kernels::PackedCodes> CodesFrom(const WireTensor& w, const char* what) {

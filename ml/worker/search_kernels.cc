@@ -14,6 +14,7 @@
 #include "ml/kernels/search/ssm_scan.h"
 #include "ml/kernels/search/traj_mask.h"
 #include "ml/kernels/search/trajmamba.h"
+#include "ml/worker/kernel_spec_helpers.h"
 
 namespace tandem::ml::worker {
 namespace {
@@ -24,27 +25,12 @@ using Outputs = std::vector<proto::Tensor>;
 constexpr proto::DType kF32 = proto::DTYPE_FLOAT32;
 constexpr proto::DType kI32 = proto::DTYPE_INT32;
 constexpr proto::DType kI64 = proto::DTYPE_INT64;
-constexpr double kMaxInt = 1 << 24;
-// Per-request caps (as builtin_kernels.cc): work in FLOPs (~10 s at this
-// machine's roof), bandit pulls, voxel-neighbourhood visits.
-constexpr double kMaxWork = 2e12;
+// Per-request caps beside kernel_spec_helpers.h's FLOP and scratch caps:
+// bandit pulls, voxel-neighbourhood visits.
 constexpr double kMaxPulls = 2e8;
 constexpr double kMaxVoxelVisits = 4e9;
 
-absl::Status Budget(double amount, double cap, const char* what) {
-  if (!(amount <= cap)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("request too large: ", what, " = ", amount, " exceeds ", cap));
-  }
-  return absl::OkStatus();
-}
 
-ParamSpec Int(std::string name, double def, double lo, double hi) {
-  return {std::move(name), def, lo, hi, true};
-}
-ParamSpec Real(std::string name, double def, double lo, double hi) {
-  return {std::move(name), def, lo, hi, false};
-}
 
 template <typename T>
 std::vector<T> RawValues(const WireTensor& w) {

@@ -11,6 +11,7 @@
 #include "ml/kernels/training/cross_spectra.h"
 #include "ml/kernels/training/plrf.h"
 #include "ml/kernels/training/reweighted_pruning.h"
+#include "ml/worker/kernel_spec_helpers.h"
 
 namespace tandem::ml::worker {
 namespace {
@@ -20,25 +21,8 @@ using Outputs = std::vector<proto::Tensor>;
 namespace tr = kernels::training;
 constexpr proto::DType kF32 = proto::DTYPE_FLOAT32;
 constexpr proto::DType kU8 = proto::DTYPE_UINT8;
-constexpr double kMaxInt = 1 << 24;
-// Same caps as builtin_kernels.cc: scratch in floats, work in FLOPs.
-constexpr double kMaxScratch = double{1 << 26};  // 256 MiB of float32
-constexpr double kMaxWork = 2e12;                // ~10 s at this machine's roof
 
-absl::Status Budget(double amount, double cap, const char* what) {
-  if (!(amount <= cap)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("request too large: ", what, " = ", amount, " exceeds ", cap));
-  }
-  return absl::OkStatus();
-}
 
-ParamSpec Int(std::string name, double def, double lo, double hi) {
-  return {std::move(name), def, lo, hi, true};
-}
-ParamSpec Real(std::string name, double def, double lo, double hi) {
-  return {std::move(name), def, lo, hi, false};
-}
 
 Tensor Scalar(double x) { return *Tensor::FromData({}, {static_cast<float>(x)}); }
 

@@ -14,6 +14,8 @@
 #include "base/testing/status_matchers.h"
 #include "gtest/gtest.h"
 #include "proto/aggregator.grpc.pb.h"
+#include "tests/testing/aggregator_endpoint.h"
+#include "tests/testing/certificates.h"
 #include "tests/testing/daemon_process.h"
 
 namespace tandem {
@@ -29,10 +31,7 @@ using ::tandem::testing::IsOk;
 using ::tandem::testing::Loopback;
 using ::tandem::testing::StatusIs;
 
-struct Endpoint {
-  std::unique_ptr<proto::AggregatorUpload::Stub> upload;
-  std::unique_ptr<proto::AggregatorCollector::Stub> collector;
-};
+using Endpoint = tandem::testing::AggregatorEndpoint;
 
 class AggregatorDaemonsTest : public ::testing::Test {
  protected:
@@ -95,20 +94,10 @@ class AggregatorDaemonsTest : public ::testing::Test {
     return std::string(std::istreambuf_iterator<char>(in), {});
   }
 
-  // A CA and one certificate for all parties (server and client auth),
-  // with SAN 127.0.0.1, made with the openssl command line tool.
+  // A CA and one certificate for all parties; mutual TLS for both daemons.
   void MakeCertificates() {
     const std::string d = dir_;
-    std::ofstream(d + "/ext.cnf") << "subjectAltName=IP:127.0.0.1,DNS:localhost\n"
-                                  << "extendedKeyUsage=serverAuth,clientAuth\n";
-    const std::string cmd = absl::StrCat(
-        "cd ", d, " && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes",
-        " -keyout ca.key -out ca.pem -days 1 -subj /CN=tandem-test-ca 2>/dev/null",
-        " && openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes",
-        " -keyout party.key -out party.csr -subj /CN=localhost 2>/dev/null",
-        " && openssl x509 -req -in party.csr -CA ca.pem -CAkey ca.key -CAcreateserial",
-        " -out party.pem -days 1 -extfile ext.cnf 2>/dev/null");
-    ASSERT_EQ(std::system(cmd.c_str()), 0) << "openssl failed";
+    TANDEM_ASSERT_OK(tandem::testing::MakeTestCertificates(d));
     for (const char* role : {"leader", "helper"}) {
       std::ofstream(d + "/" + role + ".textproto")
           << "tls { cert_chain_path: \"" << d << "/party.pem\" private_key_path: \"" << d
@@ -116,39 +105,13 @@ class AggregatorDaemonsTest : public ::testing::Test {
     }
   }
 
-  absl::Status Open(const Endpoint& ep) {
-    grpc::ClientContext ctx;
-    proto::OpenRoundRequest req;
-    *req.mutable_parameters() = params_;
-    proto::OpenRoundResponse resp;
-    return FromGrpcStatus(ep.collector->OpenRound(&ctx, req, &resp));
-  }
-
-  absl::Status Upload(const Endpoint& ep, const proto::UploadRequest& req) {
-    grpc::ClientContext ctx;
-    proto::UploadResponse resp;
-    return FromGrpcStatus(ep.upload->Upload(&ctx, req, &resp));
-  }
-
+  absl::Status Open(const Endpoint& ep) { return ep.Open(params_); }
+  absl::Status Upload(const Endpoint& ep, const proto::UploadRequest& req) { return ep.Upload(req); }
   absl::StatusOr<proto::FinalizeResponse> Finalize(const Endpoint& ep) {
-    grpc::ClientContext ctx;
-    proto::FinalizeRequest req;
-    req.set_task_id(params_.task_id());
-    req.set_round_id(params_.round_id());
-    proto::FinalizeResponse resp;
-    grpc::Status s = ep.collector->Finalize(&ctx, req, &resp);
-    if (!s.ok()) return FromGrpcStatus(s);
-    return resp;
+    return ep.Finalize(params_.task_id(), params_.round_id());
   }
-
   absl::StatusOr<proto::AggregatorStatusResponse> Status(const Endpoint& ep) {
-    grpc::ClientContext ctx;
-    proto::AggregatorStatusRequest req;
-    req.set_task_id(params_.task_id());
-    proto::AggregatorStatusResponse resp;
-    grpc::Status s = ep.collector->Status(&ctx, req, &resp);
-    if (!s.ok()) return FromGrpcStatus(s);
-    return resp;
+    return ep.Status(params_.task_id());
   }
 
   void ExpectSum(const std::vector<uint64_t>& expected, uint64_t count) {

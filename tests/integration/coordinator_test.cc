@@ -25,6 +25,7 @@
 #include "proto/coordinator.grpc.pb.h"
 #include "tandem/client/c_api.h"
 #include "tests/sim/federation.h"
+#include "tests/testing/certificates.h"
 #include "tests/testing/daemon_process.h"
 
 namespace tandem::testing {
@@ -66,20 +67,10 @@ class FederationTest : public ::testing::Test {
     return {"--tls_cert=" + dir_ + "/party.pem", "--tls_key=" + dir_ + "/party.key",
             "--tls_ca=" + dir_ + "/ca.pem"};
   }
-  // A CA and one server certificate (SAN 127.0.0.1) made with the openssl
-  // command line tool; TLS (server authentication) for every connection.
+  // TLS (server authentication) for every connection.
   void UseTls() {
     const std::string d = dir_;
-    std::ofstream(d + "/ext.cnf") << "subjectAltName=IP:127.0.0.1\n"
-                                  << "extendedKeyUsage=serverAuth,clientAuth\n";
-    const std::string cmd = absl::StrCat(
-        "cd ", d, " && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes",
-        " -keyout ca.key -out ca.pem -days 1 -subj /CN=tandem-test-ca 2>/dev/null",
-        " && openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes",
-        " -keyout party.key -out party.csr -subj /CN=localhost 2>/dev/null",
-        " && openssl x509 -req -in party.csr -CA ca.pem -CAkey ca.key -CAcreateserial",
-        " -out party.pem -days 1 -extfile ext.cnf 2>/dev/null");
-    ASSERT_EQ(std::system(cmd.c_str()), 0) << "openssl failed";
+    ASSERT_TRUE(MakeTestCertificates(d).ok());
     std::ofstream(d + "/tls.textproto")
         << "tls { cert_chain_path: \"" << d << "/party.pem\" private_key_path: \"" << d
         << "/party.key\" root_ca_path: \"" << d << "/ca.pem\" }\n";
@@ -161,7 +152,8 @@ class FederationTest : public ::testing::Test {
 };
 
 // The C ABI participant, as an app would drive it, until the task is done.
-void RunCParticipant(int port, int shard, int num_shards, int* contributions, int* rc) {
+void RunCParticipant(int port, const std::string& state_dir, int shard, int num_shards,
+                     int* contributions, int* rc) {
   auto data = ml::LoadNamedDataset("digits", 1);
   auto parts = ml::PartitionDirichlet(data->first.labels, data->first.num_classes, num_shards, 0.5,
                                       1, 10);
@@ -171,6 +163,7 @@ void RunCParticipant(int port, int shard, int num_shards, int* contributions, in
   tandem_participant_options o{};
   o.coordinator = address.c_str();
   o.client_id = "c-abi-client";
+  o.state_dir = state_dir.c_str();
   o.insecure_plaintext = 1;
   o.features = mine->features.data();
   o.rows = mine->features.rows();
@@ -199,7 +192,8 @@ TEST_F(FederationTest, PrivateRoundsMatchPlainFedAvgAndBadRequestsAreRefused) {
       {absl::StrCat("--rounds=", kRounds), absl::StrCat("--target_reports=", kClients),
        absl::StrCat("--min_reports=", kClients), "--round_timeout_s=60"}));
   int c_contributions = 0, c_rc = -1;
-  std::thread c_client(RunCParticipant, port_, 0, kClients, &c_contributions, &c_rc);
+  std::thread c_client(RunCParticipant, port_, dir_ + "/c-abi-client", 0, kClients,
+                       &c_contributions, &c_rc);
   for (int k = 1; k < kClients; ++k) ASSERT_NO_FATAL_FAILURE(StartClient(k, kClients));
 
   // Malformed requests, while the task runs.

@@ -13,6 +13,7 @@
 #include "base/testing/status_matchers.h"
 #include "gtest/gtest.h"
 #include "proto/aggregator.grpc.pb.h"
+#include "tests/testing/aggregator_endpoint.h"
 #include "tests/testing/daemon_process.h"
 
 namespace tandem {
@@ -27,16 +28,10 @@ using ::tandem::testing::DaemonProcess;
 using ::tandem::testing::IsOk;
 using ::tandem::testing::Loopback;
 
-struct Endpoint {
-  std::unique_ptr<proto::AggregatorUpload::Stub> upload;
-  std::unique_ptr<proto::AggregatorCollector::Stub> collector;
-};
+using Endpoint = ::tandem::testing::AggregatorEndpoint;
 
 Endpoint Connect(int port) {
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(64 << 20);
-  auto channel = grpc::CreateCustomChannel(Loopback(port), grpc::InsecureChannelCredentials(), args);
-  return {proto::AggregatorUpload::NewStub(channel), proto::AggregatorCollector::NewStub(channel)};
+  return Endpoint::Connect(Loopback(port), grpc::InsecureChannelCredentials());
 }
 
 class NormProofDaemonsTest : public ::testing::Test {
@@ -68,36 +63,13 @@ class NormProofDaemonsTest : public ::testing::Test {
             "--insecure_plaintext"};
   }
 
-  absl::Status Open(const Endpoint& ep) {
-    grpc::ClientContext ctx;
-    proto::OpenRoundRequest req;
-    *req.mutable_parameters() = params_;
-    proto::OpenRoundResponse resp;
-    return FromGrpcStatus(ep.collector->OpenRound(&ctx, req, &resp));
-  }
-  absl::Status Upload(const Endpoint& ep, const proto::UploadRequest& req) {
-    grpc::ClientContext ctx;
-    proto::UploadResponse resp;
-    return FromGrpcStatus(ep.upload->Upload(&ctx, req, &resp));
-  }
+  absl::Status Open(const Endpoint& ep) { return ep.Open(params_); }
+  absl::Status Upload(const Endpoint& ep, const proto::UploadRequest& req) { return ep.Upload(req); }
   absl::StatusOr<proto::FinalizeResponse> Finalize(const Endpoint& ep) {
-    grpc::ClientContext ctx;
-    proto::FinalizeRequest req;
-    req.set_task_id(params_.task_id());
-    req.set_round_id(params_.round_id());
-    proto::FinalizeResponse resp;
-    grpc::Status s = ep.collector->Finalize(&ctx, req, &resp);
-    if (!s.ok()) return FromGrpcStatus(s);
-    return resp;
+    return ep.Finalize(params_.task_id(), params_.round_id());
   }
   absl::StatusOr<proto::AggregatorStatusResponse> Status(const Endpoint& ep) {
-    grpc::ClientContext ctx;
-    proto::AggregatorStatusRequest req;
-    req.set_task_id(params_.task_id());
-    proto::AggregatorStatusResponse resp;
-    grpc::Status s = ep.collector->Status(&ctx, req, &resp);
-    if (!s.ok()) return FromGrpcStatus(s);
-    return resp;
+    return ep.Status(params_.task_id());
   }
 
   std::vector<int64_t> Values(uint64_t seed, int magnitude) {

@@ -8,12 +8,33 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <optional>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 
 namespace tandem::testing {
+namespace {
+
+// In the forked child: replaces the process image, or exits 127.
+[[noreturn]] void ExecOrDie(const std::string& binary, const std::vector<std::string>& args) {
+  std::vector<char*> argv;
+  argv.push_back(const_cast<char*>(binary.c_str()));
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  execv(binary.c_str(), argv.data());
+  _exit(127);
+}
+
+// Reaps `pid` when it has exited: its exit code (128 + signal when killed).
+std::optional<int> Reaped(pid_t pid) {
+  int status;
+  if (waitpid(pid, &status, WNOHANG) != pid) return std::nullopt;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<DaemonProcess>> DaemonProcess::Start(
     const std::string& binary, const std::vector<std::string>& args, const std::string& log_path,
@@ -30,12 +51,7 @@ absl::StatusOr<std::unique_ptr<DaemonProcess>> DaemonProcess::Start(
       const int fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
       if (fd >= 0) dup2(fd, STDERR_FILENO);
     }
-    std::vector<char*> argv;
-    argv.push_back(const_cast<char*>(binary.c_str()));
-    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    execv(binary.c_str(), argv.data());
-    _exit(127);
+    ExecOrDie(binary, args);
   }
   close(out[1]);
   std::string seen;
@@ -82,11 +98,9 @@ absl::StatusOr<int> DaemonProcess::Terminate(absl::Duration timeout) {
   kill(pid_, SIGTERM);
   const absl::Time deadline = absl::Now() + timeout;
   while (absl::Now() < deadline) {
-    int status;
-    const pid_t r = waitpid(pid_, &status, WNOHANG);
-    if (r == pid_) {
+    if (std::optional<int> rc = Reaped(pid_)) {
       pid_ = -1;
-      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      return *rc;
     }
     absl::SleepFor(absl::Milliseconds(20));
   }
@@ -106,12 +120,7 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(
         dup2(fd, STDERR_FILENO);
       }
     }
-    std::vector<char*> argv;
-    argv.push_back(const_cast<char*>(binary.c_str()));
-    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    execv(binary.c_str(), argv.data());
-    _exit(127);
+    ExecOrDie(binary, args);
   }
   return std::unique_ptr<ChildProcess>(new ChildProcess(pid));
 }
@@ -130,11 +139,9 @@ absl::StatusOr<int> ChildProcess::Wait(absl::Duration timeout) {
   if (pid_ <= 0) return absl::FailedPreconditionError("not running");
   const absl::Time deadline = absl::Now() + timeout;
   while (true) {
-    int status;
-    const pid_t r = waitpid(pid_, &status, WNOHANG);
-    if (r == pid_) {
+    if (std::optional<int> rc = Reaped(pid_)) {
       pid_ = -1;
-      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      return *rc;
     }
     if (absl::Now() >= deadline) return absl::DeadlineExceededError("child still running");
     absl::SleepFor(absl::Milliseconds(20));

@@ -18,6 +18,7 @@
 #include "ml/kernels/distill/hdd.h"
 #include "ml/kernels/distill/sdpgo.h"
 #include "ml/kernels/distill/sled.h"
+#include "ml/kernels/testing/machine_roofs.h"
 #include "ml/kernels/testing/random_tensor.h"
 #include "tbb/parallel_for.h"
 #include "tbb/task_arena.h"
@@ -26,69 +27,23 @@ namespace tandem::ml::kernels::distill {
 namespace {
 
 using ::tandem::ml::kernels::testing::RandomTensor;
-using Clock = std::chrono::steady_clock;
 
-struct Roofs {
-  double bw_gbps = 0;
-  double fp64_gflops = 0;
-};
-
-const Roofs& MachineRoofs() {
-  static const Roofs roofs = [] {
-    Roofs r;
-    const size_t n = size_t{16} << 20;
-    std::vector<float> a(n, 0.0f), b(n, 1.0f), c(n, 2.0f);
-    double best = 1e30;
-    for (int rep = 0; rep < 5; ++rep) {
-      const auto t0 = Clock::now();
-      tbb::parallel_for(tbb::blocked_range<size_t>(0, n, 1 << 16), [&](const auto& rg) {
-        for (size_t i = rg.begin(); i < rg.end(); ++i) a[i] = b[i] + 3.0f * c[i];
-      });
-      best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
-    }
-    r.bw_gbps = 3.0 * n * sizeof(float) / best / 1e9;
-    const int threads = tbb::this_task_arena::max_concurrency();
-    constexpr int kLanes = 128;  // 16 AVX-512 registers of 8 doubles
-    constexpr int64_t kIters = 2000000;
-    std::vector<double> sink(static_cast<size_t>(threads));
-    const auto t0 = Clock::now();
-    tbb::parallel_for(0, threads, [&](int t) {
-      double acc[kLanes];
-      for (int i = 0; i < kLanes; ++i) acc[i] = 1.0 + i * 1e-9;
-      const double m = 0.9999999, add = 1e-9 * (t + 1);
-      for (int64_t it = 0; it < kIters; ++it) {
-#pragma GCC unroll 16
-        for (int i = 0; i < kLanes; ++i) acc[i] = acc[i] * m + add;
-      }
-      double s = 0;
-      for (double x : acc) s += x;
-      sink[t] = s;
-    });
-    const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
-    benchmark::DoNotOptimize(sink.data());
-    r.fp64_gflops = 2.0 * kLanes * kIters * threads / secs / 1e9;
-    return r;
-  }();
-  return roofs;
-}
+using ::tandem::ml::kernels::testing::MachineRoofs;
 
 void ReportBytes(benchmark::State& state, double bytes) {
-  const double total = bytes * static_cast<double>(state.iterations());
-  state.counters["GBps"] = benchmark::Counter(total / 1e9, benchmark::Counter::kIsRate);
-  state.counters["bw_roof_GBps"] = MachineRoofs().bw_gbps;
-  state.counters["frac_bw_roof"] =
-      benchmark::Counter(total / 1e9 / MachineRoofs().bw_gbps, benchmark::Counter::kIsRate);
+  testing::ReportBytes(state, bytes);
+  state.counters["frac_bw_roof"] = benchmark::Counter(
+      bytes * static_cast<double>(state.iterations()) / 1e9 / MachineRoofs().bw_gbps,
+      benchmark::Counter::kIsRate);
 }
 
 void ReportFlops(benchmark::State& state, double flops) {
-  const double total = flops * static_cast<double>(state.iterations());
-  state.counters["GFLOPs"] = benchmark::Counter(total / 1e9, benchmark::Counter::kIsRate);
-  state.counters["fp64_roof_GFLOPs"] = MachineRoofs().fp64_gflops;
-  state.counters["frac_flop_roof"] =
-      benchmark::Counter(total / 1e9 / MachineRoofs().fp64_gflops, benchmark::Counter::kIsRate);
+  testing::ReportFlops(state, flops, /*fp64=*/true);
+  state.counters["frac_flop_roof"] = benchmark::Counter(
+      flops * static_cast<double>(state.iterations()) / 1e9 / MachineRoofs().fp64_gflops,
+      benchmark::Counter::kIsRate);
 }
 
-// HDD loss of one class: read F_r, F_s (float32), write d F_s.
 void BM_HddLoss(benchmark::State& state) {
   const int64_t nr = state.range(0), ns = state.range(1), d = state.range(2);
   const Tensor real = RandomTensor({nr, d}, 1), syn = RandomTensor({ns, d}, 2);

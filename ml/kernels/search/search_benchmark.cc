@@ -18,6 +18,7 @@
 #include "ml/kernels/search/part_packer.h"
 #include "ml/kernels/search/ssm_scan.h"
 #include "ml/kernels/search/trajmamba.h"
+#include "ml/kernels/testing/machine_roofs.h"
 #include "ml/kernels/testing/random_tensor.h"
 #include "tbb/parallel_for.h"
 #include "tbb/task_arena.h"
@@ -26,65 +27,10 @@ namespace tandem::ml::kernels::search {
 namespace {
 
 using testing::RandomTensor;
-using Clock = std::chrono::steady_clock;
 
-double Seconds(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
-}
-
-struct Roofs {
-  double bw_gbps = 0, flop_gflops = 0;
-};
-
-const Roofs& MachineRoofs() {
-  static const Roofs roofs = [] {
-    Roofs r;
-    const size_t n = size_t{16} << 20;
-    std::vector<float> a(n, 1.0f), b(n, 2.0f), c(n, 0.5f);
-    double best = 1e30;
-    for (int rep = 0; rep < 5; ++rep) {
-      const auto t0 = Clock::now();
-      tbb::parallel_for(tbb::blocked_range<size_t>(0, n, 1 << 16), [&](const auto& rg) {
-        for (size_t i = rg.begin(); i < rg.end(); ++i) a[i] = b[i] + 3.0f * c[i];
-      });
-      best = std::min(best, Seconds(t0, Clock::now()));
-    }
-    r.bw_gbps = 3.0 * n * sizeof(float) / best / 1e9;
-    const int threads = tbb::this_task_arena::max_concurrency();
-    constexpr int kLanes = 256;
-    constexpr int64_t kIters = 2000000;
-    std::vector<float> sink(threads);
-    const auto t0 = Clock::now();
-    tbb::parallel_for(0, threads, [&](int t) {
-      float acc[kLanes];
-      for (int i = 0; i < kLanes; ++i) acc[i] = 1.0f + i * 1e-6f;
-      const float m = 0.999999f, add = 1e-7f * (t + 1);
-      for (int64_t it = 0; it < kIters; ++it) {
-#pragma GCC unroll 16
-        for (int i = 0; i < kLanes; ++i) acc[i] = acc[i] * m + add;
-      }
-      float s = 0;
-      for (float x : acc) s += x;
-      sink[t] = s;
-    });
-    const double secs = Seconds(t0, Clock::now());
-    benchmark::DoNotOptimize(sink.data());
-    r.flop_gflops = 2.0 * kLanes * kIters * threads / secs / 1e9;
-    return r;
-  }();
-  return roofs;
-}
-
-void ReportFlops(benchmark::State& state, double flops) {
-  state.counters["GFLOPs"] = benchmark::Counter(flops * state.iterations() / 1e9,
-                                                benchmark::Counter::kIsRate);
-  state.counters["flop_roof_GFLOPs"] = MachineRoofs().flop_gflops;
-}
-void ReportBytes(benchmark::State& state, double bytes) {
-  state.counters["GBps"] = benchmark::Counter(bytes * state.iterations() / 1e9,
-                                              benchmark::Counter::kIsRate);
-  state.counters["bw_roof_GBps"] = MachineRoofs().bw_gbps;
-}
+using testing::MachineRoofs;
+using testing::ReportBytes;
+using testing::ReportFlops;
 
 // Args: batch, L, H, P, N, chunk (0 = naive recurrence).
 void BM_SelectiveScan(benchmark::State& state) {

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "benchmark/benchmark.h"
+#include "ml/kernels/testing/machine_roofs.h"
 #include "ml/kernels/testing/random_tensor.h"
 #include "ml/kernels/training/cross_spectra.h"
 #include "ml/kernels/training/plrf.h"
@@ -27,68 +28,15 @@
 namespace tandem::ml::kernels::training {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using kernels::testing::RandomTensor;
 
-double Seconds(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
-}
-
-struct Roofs {
-  double bw_gbps = 0, flop_gflops = 0;
-};
-
-const Roofs& MachineRoofs() {
-  static const Roofs roofs = [] {
-    Roofs r;
-    const size_t n = size_t{16} << 20;
-    std::vector<float> a(n, 1.0f), b(n, 2.0f), c(n, 0.5f);
-    double best = 1e30;
-    for (int rep = 0; rep < 5; ++rep) {
-      const auto t0 = Clock::now();
-      tbb::parallel_for(tbb::blocked_range<size_t>(0, n, 1 << 16), [&](const auto& rg) {
-        for (size_t i = rg.begin(); i < rg.end(); ++i) a[i] = b[i] + 3.0f * c[i];
-      });
-      best = std::min(best, Seconds(t0, Clock::now()));
-    }
-    r.bw_gbps = 3.0 * n * sizeof(float) / best / 1e9;
-    const int threads = tbb::this_task_arena::max_concurrency();
-    constexpr int kLanes = 256;
-    constexpr int64_t kIters = 2000000;
-    std::vector<float> sink(threads);
-    const auto t0 = Clock::now();
-    tbb::parallel_for(0, threads, [&](int t) {
-      float acc[kLanes];
-      for (int i = 0; i < kLanes; ++i) acc[i] = 1.0f + i * 1e-6f;
-      const float m = 0.999999f, add = 1e-7f * (t + 1);
-      for (int64_t it = 0; it < kIters; ++it) {
-#pragma GCC unroll 16
-        for (int i = 0; i < kLanes; ++i) acc[i] = acc[i] * m + add;
-      }
-      float s = 0;
-      for (float x : acc) s += x;
-      sink[t] = s;
-    });
-    const double secs = Seconds(t0, Clock::now());
-    benchmark::DoNotOptimize(sink.data());
-    r.flop_gflops = 2.0 * kLanes * kIters * threads / secs / 1e9;
-    return r;
-  }();
-  return roofs;
-}
+using testing::MachineRoofs;
 
 // Sets rate counters from the per-iteration FLOPs and bytes, next to the
 // roofs; bench/training.md divides one by the other.
 void Report(benchmark::State& state, double flops, double bytes) {
-  const double iters = static_cast<double>(state.iterations());
-  if (flops > 0) {
-    state.counters["GFLOPs"] = benchmark::Counter(flops * iters / 1e9, benchmark::Counter::kIsRate);
-    state.counters["flop_roof_GFLOPs"] = MachineRoofs().flop_gflops;
-  }
-  if (bytes > 0) {
-    state.counters["GBps"] = benchmark::Counter(bytes * iters / 1e9, benchmark::Counter::kIsRate);
-    state.counters["bw_roof_GBps"] = MachineRoofs().bw_gbps;
-  }
+  if (flops > 0) testing::ReportFlops(state, flops);
+  if (bytes > 0) testing::ReportBytes(state, bytes);
 }
 
 // One PLRF step: sample B x v, gradient (2 matvecs for B = 1), DANA update.
