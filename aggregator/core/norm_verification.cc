@@ -23,7 +23,7 @@ std::string Deterministic(const google::protobuf::MessageLite& m) {
 
 struct Buffers {
   crypto::SparseDpfScratch scratch;
-  std::vector<uint64_t> expansion, derived;
+  std::vector<uint64_t> derived;
 };
 
 }  // namespace
@@ -73,20 +73,15 @@ absl::StatusOr<std::vector<NormEvaluation>> EvaluateNormChecks(
   tbb::enumerable_thread_specific<Buffers> buffers;
   tbb::parallel_for(size_t{0}, shares.size(), [&](size_t i) {
     Buffers& b = buffers.local();
-    b.expansion.assign(dpf.dimension(), 0);
     b.derived.resize(proof.circuit().derived_length());
-    absl::StatusOr<crypto::ProofDigest> digest =
-        dpf.EvaluateAndAccumulate(shares[i]->keys, absl::MakeSpan(b.expansion), &b.scratch);
+    // One evaluation, the limb sums taken per block while it is in L1.
+    absl::StatusOr<crypto::ProofDigest> digest = proof.EvaluateAndDerive(
+        dpf, party, shares[i]->keys, absl::MakeSpan(b.derived), &b.scratch);
     if (!digest.ok()) {
       statuses[i] = digest.status();
       return;
     }
     out[i].digest = *digest;
-    absl::Status s = proof.DeriveInputShare(party, b.expansion, absl::MakeSpan(b.derived));
-    if (!s.ok()) {
-      statuses[i] = s;
-      return;
-    }
     absl::StatusOr<proto::NormProofVerifierShare> v = proof.Query(
         party, report_ids[i], shares[i]->keys, shares[i]->proof, b.derived, query_seed);
     if (!v.ok()) {

@@ -1,10 +1,11 @@
 // Norm-bound proof checks of one server in the Verify exchange
 // (crypto/proof/norm_proof.h): for rounds with RoundParameters.norm_bound,
-// each report's share is expanded over the full domain once, which gives
-// both the VDPF digest (the same bytes as SparseDpf::ComputeProofDigest)
-// and the derived limb shares the proof is checked on; the server's
-// verifier share is computed at the round's query seed. oneTBB across
-// reports; one expansion buffer (8 bytes * D) per worker thread.
+// each report's share is evaluated over the full domain once
+// (NormProofSystem::EvaluateAndDerive), which gives both the VDPF digest
+// (the same bytes as SparseDpf::ComputeProofDigest) and the derived limb
+// shares the proof is checked on, summed block by block while in L1 (no
+// D-sized buffer); the server's verifier share is computed at the round's
+// query seed. oneTBB across reports.
 //
 // Also the stored form of proved uploads (proto StoredReportShare).
 // Pure functions over caller-owned data; thread-safe.

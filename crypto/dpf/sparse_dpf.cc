@@ -38,6 +38,19 @@ void KeyFromProto(const proto::BlockDpfKey& in, BlockDpfKey* out) {
   std::memcpy(out->proof_correction.data(), in.proof_correction().data(), 16 * kProofBlocks);
 }
 
+// Adapts a SparseLeafSink to one group's LeafSink.
+class GroupSink : public LeafSink {
+ public:
+  GroupSink(SparseLeafSink* sink, int group) : sink_(sink), group_(group) {}
+  void OnLeaf(uint64_t leaf, absl::Span<const uint64_t> values) override {
+    sink_->OnBlock(group_, leaf, values);
+  }
+
+ private:
+  SparseLeafSink* sink_;
+  int group_;
+};
+
 }  // namespace
 
 struct SparseDpfScratch::Impl {
@@ -132,6 +145,13 @@ absl::StatusOr<ProofDigest> SparseDpf::EvaluateAndAccumulate(const proto::Sparse
   return Run(keys, accumulator, /*accumulate=*/true, /*digest=*/true, scratch);
 }
 
+absl::StatusOr<ProofDigest> SparseDpf::EvaluateToSink(const proto::SparseKeySet& keys,
+                                                      SparseLeafSink* sink,
+                                                      SparseDpfScratch* scratch) const {
+  if (sink == nullptr) return absl::InvalidArgumentError("sink must not be null");
+  return Run(keys, {}, /*accumulate=*/false, /*digest=*/true, scratch, sink);
+}
+
 absl::Status SparseDpf::Accumulate(const proto::SparseKeySet& keys,
                                    absl::Span<uint64_t> accumulator,
                                    SparseDpfScratch* scratch) const {
@@ -144,7 +164,8 @@ absl::Status SparseDpf::Accumulate(const proto::SparseKeySet& keys,
 
 absl::StatusOr<ProofDigest> SparseDpf::Run(const proto::SparseKeySet& keys,
                                            absl::Span<uint64_t> accumulator, bool accumulate,
-                                           bool digest, SparseDpfScratch* scratch) const {
+                                           bool digest, SparseDpfScratch* scratch,
+                                           SparseLeafSink* sink) const {
   if (scratch == nullptr) return absl::InvalidArgumentError("scratch must not be null");
   TANDEM_RETURN_IF_ERROR(ValidateSparseKeySet(keys, Shape()));
   SparseDpfScratch::Impl& s = *scratch->impl_;
@@ -182,7 +203,10 @@ absl::StatusOr<ProofDigest> SparseDpf::Run(const proto::SparseKeySet& keys,
         8 * s.key.value_correction.size())));
     TANDEM_RETURN_IF_ERROR(sha.Update(absl::MakeConstSpan(
         reinterpret_cast<const uint8_t*>(s.key.proof_correction.data()), 16 * kProofBlocks)));
-    if (accumulate) {
+    if (sink != nullptr) {
+      GroupSink group_sink(sink, g);
+      TANDEM_RETURN_IF_ERROR(block_dpf_.EvaluateToSink(s.key, &group_sink, &s.block, &sha));
+    } else if (accumulate) {
       TANDEM_RETURN_IF_ERROR(block_dpf_.EvaluateAndAdd<uint64_t>(
           s.key, accumulator.subspan(g * group_dim, group_dim), &s.block, &sha));
     } else {

@@ -56,6 +56,16 @@ class SparseDpfScratch {
   std::unique_ptr<Impl> impl_;
 };
 
+// Receives every block of a full-domain evaluation (group by group, blocks
+// in increasing order), see LeafSink in block_dpf.h.
+class SparseLeafSink {
+ public:
+  virtual ~SparseLeafSink() = default;
+  // `values`: this party's share of block `block` of group `group` (B
+  // values < 2^value_bits); valid only during the call.
+  virtual void OnBlock(int group, uint64_t block, absl::Span<const uint64_t> values) = 0;
+};
+
 class SparseDpf {
  public:
   // Returns INVALID_ARGUMENT unless dimension == num_groups * 2^d *
@@ -97,6 +107,14 @@ class SparseDpf {
                                                     absl::Span<uint64_t> accumulator,
                                                     SparseDpfScratch* scratch) const;
 
+  // As EvaluateAndAccumulate, but hands every block to `sink` instead of
+  // adding into a D-sized accumulator (per-block reductions while the block
+  // is in L1, e.g. the norm proof's limb sums). Same digest.
+  // INVALID_ARGUMENT for keys that do not validate or a null sink.
+  absl::StatusOr<ProofDigest> EvaluateToSink(const proto::SparseKeySet& keys,
+                                             SparseLeafSink* sink,
+                                             SparseDpfScratch* scratch) const;
+
   // As EvaluateAndAccumulate without the digest: for reports whose digests
   // were already compared with ComputeProofDigest (the recommended flow).
   absl::Status Accumulate(const proto::SparseKeySet& keys, absl::Span<uint64_t> accumulator,
@@ -108,7 +126,8 @@ class SparseDpf {
 
   absl::StatusOr<ProofDigest> Run(const proto::SparseKeySet& keys,
                                   absl::Span<uint64_t> accumulator, bool accumulate,
-                                  bool digest, SparseDpfScratch* scratch) const;
+                                  bool digest, SparseDpfScratch* scratch,
+                                  SparseLeafSink* sink = nullptr) const;
 
   uint64_t dimension_;
   int num_groups_;

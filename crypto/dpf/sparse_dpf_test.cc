@@ -72,6 +72,21 @@ bool DigestsAgree(const SparseDpf& dpf, const KeyPair& keys) {
   return d0.ok() && d1.ok() && *d0 == *d1;
 }
 
+// Concatenates the blocks it is given and checks their order.
+struct CollectingSink : SparseLeafSink {
+  explicit CollectingSink(const SparseDpf& dpf) : dpf(dpf) {}
+  void OnBlock(int group, uint64_t block, absl::Span<const uint64_t> v) override {
+    const uint64_t index = uint64_t(group) * dpf.blocks_per_group() + block;
+    in_order &= index == next && v.size() == static_cast<size_t>(dpf.block_size());
+    next = index + 1;
+    values.insert(values.end(), v.begin(), v.end());
+  }
+  const SparseDpf& dpf;
+  uint64_t next = 0;
+  bool in_order = true;
+  std::vector<uint64_t> values;
+};
+
 // (dimension, block_size, num_groups, value_bits)
 using Shape = std::tuple<uint64_t, int, int, int>;
 class SparseDpfPropertyTest : public ::testing::TestWithParam<Shape> {};
@@ -102,14 +117,27 @@ TEST_P(SparseDpfPropertyTest, SharesSumToTheSparseVectorAndDigestsAgree) {
     ASSERT_THAT(dpf.Accumulate(keys.second, absl::MakeSpan(b1), &scratch), IsOk());
     const uint64_t mask = bits == 64 ? ~uint64_t{0} : 0xffffffffULL;
     for (uint64_t i = 0; i < dim; ++i) ASSERT_EQ((b0[i] + b1[i]) & mask, expected[i]) << i;
+    // EvaluateToSink hands over exactly the blocks a full evaluation writes,
+    // in order, with the same digest.
+    for (const proto::SparseKeySet* set : {&keys.first, &keys.second}) {
+      std::vector<uint64_t> full(dim, 0);
+      TANDEM_ASSERT_OK_AND_ASSIGN(ProofDigest want,
+                                  dpf.EvaluateAndAccumulate(*set, absl::MakeSpan(full), &scratch));
+      CollectingSink sink(dpf);
+      TANDEM_ASSERT_OK_AND_ASSIGN(ProofDigest got, dpf.EvaluateToSink(*set, &sink, &scratch));
+      EXPECT_EQ(got, want);
+      EXPECT_TRUE(sink.in_order);
+      EXPECT_EQ(sink.values, full);
+    }
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Sweep, SparseDpfPropertyTest,
     ::testing::Values(Shape{1, 1, 1, 64}, Shape{8, 1, 1, 64}, Shape{8, 1, 8, 32},
-                      Shape{64, 4, 2, 64}, Shape{96, 3, 4, 32}, Shape{1024, 16, 4, 64},
-                      Shape{1024, 16, 4, 32}, Shape{6 * 128, 6, 1, 64}, Shape{4096, 1, 1, 64},
+                      Shape{64, 4, 2, 64}, Shape{64, 2, 2, 64}, Shape{96, 3, 4, 32},
+                      Shape{1024, 16, 4, 64}, Shape{1024, 16, 4, 32}, Shape{6 * 128, 6, 1, 64},
+                      Shape{4096, 1, 1, 64},
                       Shape{1 << 14, 1024, 16, 64}, Shape{1 << 14, 256, 2, 32},
                       Shape{5 * 2048 * 2, 5, 2, 64}, Shape{3 * 7 * 64, 7, 3, 32}));
 

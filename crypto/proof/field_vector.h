@@ -38,6 +38,24 @@ inline uint64_t FromSigned(int64_t x) {
   return (field::Neg(r) & mask) | (r & ~mask);
 }
 
+// Reduced-input arithmetic for the hot loops: REQUIRES a, b < p (canonical
+// elements), returns the canonical result like field::Add/Sub/Mul but with
+// one conditional subtraction instead of a general fold. Branch-free.
+inline uint64_t CondSubP(uint64_t x) {  // x < 2p
+  return x - (kP61 & (0 - static_cast<uint64_t>(x >= kP61)));
+}
+inline uint64_t AddR(uint64_t a, uint64_t b) { return CondSubP(a + b); }
+inline uint64_t SubR(uint64_t a, uint64_t b) { return CondSubP(a + (kP61 - b)); }
+inline uint64_t MulR(uint64_t a, uint64_t b) {
+  // a b < (p-1)^2, so x mod 2^61 + floor(x / 2^61) <= 2p - 2.
+  const unsigned __int128 x = static_cast<unsigned __int128>(a) * b;
+  return CondSubP((static_cast<uint64_t>(x) & kP61) + static_cast<uint64_t>(x >> 61));
+}
+// a * 2^s mod p for a < p, 0 <= s < 61: a rotation of the 61-bit word.
+inline uint64_t MulPow2R(uint64_t a, int s) {
+  return s == 0 ? a : ((a << s) & kP61) | (a >> (61 - s));
+}
+
 // Sum of products with lazy reduction: products (< 2^122) are added in 128
 // bits and folded every 32 terms. Not thread-safe (a local accumulator).
 class DotAccumulator {

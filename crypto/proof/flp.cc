@@ -7,6 +7,37 @@
 #include "base/status_macros.h"
 
 namespace tandem::crypto::proof {
+namespace {
+
+// out[w] = sum_{i < rows} coeff[i] * in[i * stride + w] mod p for w < kW,
+// the accumulators in registers. Lazy reduction: products of canonical
+// elements are < 2^122, so 31 of them on top of a folded value (< p) fit in
+// 128 bits; folds every 31 rows.
+template <int kW>
+void ColumnSums(const uint64_t* __restrict coeff, size_t rows, const uint64_t* __restrict in,
+                size_t stride, uint64_t* out) {
+  constexpr size_t kAhead = 8;
+  unsigned __int128 acc[kW] = {};
+  auto fold = [&] {
+    for (int w = 0; w < kW; ++w) {
+      acc[w] = field::Reduce128(static_cast<uint64_t>(acc[w] >> 64), static_cast<uint64_t>(acc[w]));
+    }
+  };
+  for (size_t i0 = 0; i0 < rows; i0 += 31) {
+    const size_t end = std::min(rows, i0 + 31);
+    for (size_t i = i0; i < end; ++i) {
+      const uint64_t c = coeff[i];
+      const uint64_t* row = in + i * stride;
+      // The large stride defeats the hardware prefetcher.
+      if (i + kAhead < rows) __builtin_prefetch(row + kAhead * stride);
+      for (int w = 0; w < kW; ++w) acc[w] += static_cast<unsigned __int128>(c) * row[w];
+    }
+    fold();
+  }
+  for (int w = 0; w < kW; ++w) out[w] = static_cast<uint64_t>(acc[w]);
+}
+
+}  // namespace
 
 absl::StatusOr<ParallelSumMul3Flp> ParallelSumMul3Flp::Create(size_t num_calls,
                                                               size_t chunk_length,
@@ -117,23 +148,37 @@ absl::Status ParallelSumMul3Flp::Query(absl::Span<const uint64_t> input_share,
   for (size_t i = 0; i < parallel_calls_; ++i) y = field::Add(y, p[queries_ + i]);
   verifier_share[0] = y;
 
+  // f_l(r_q) = sum_x L_x(r_q) f_l(x): the seeds at x < Q, the input share
+  // at x = Q + i (row i of the call-major inputs holds the 3c wires of
+  // point Q + i), column by column with lazy reduction (ColumnSums).
   const size_t wires = 3 * chunk_;
-  std::vector<uint64_t> lambda(n), mu(t);
-  for (int q = 0; q < queries_; ++q) {
+  const size_t nq = static_cast<size_t>(queries_);
+  std::vector<uint64_t> lambda(nq * n), mu(t);
+  for (size_t q = 0; q < nq; ++q) {
+    wire_domain_.Coefficients(query_points[q], absl::MakeSpan(lambda.data() + q * n, n));
+  }
+  // Rows 0..full-1 are complete; row `full` (if any) holds `tail` wires,
+  // the rest of it being the zero padding of missing calls.
+  const size_t full = input_length() / wires;
+  const size_t tail = input_length() % wires;
+  std::vector<uint64_t> col(wires);
+  for (size_t q = 0; q < nq; ++q) {
     uint64_t* out = verifier_share.data() + 1 + q * (wires + 1);
-    wire_domain_.Coefficients(query_points[q], absl::MakeSpan(lambda));
-    std::vector<DotAccumulator> acc(wires);
-    for (size_t l = 0; l < wires; ++l) {
-      for (int s = 0; s < queries_; ++s) acc[l].Add(lambda[s], proof_share[l * queries_ + s]);
+    const uint64_t* coeff = lambda.data() + q * n + nq;  // L_{Q+i}(r_q)
+    const uint64_t* in = input_share.data();
+    size_t l = 0;
+    for (; l + 4 <= wires; l += 4) ColumnSums<4>(coeff, full, in + l, wires, &col[l]);
+    for (; l < wires; ++l) ColumnSums<1>(coeff, full, in + l, wires, &col[l]);
+    for (l = 0; l < wires; ++l) {
+      DotAccumulator acc;
+      acc.Add(1, col[l]);
+      for (size_t s = 0; s < nq; ++s) acc.Add(lambda[q * n + s], proof_share[l * nq + s]);
+      if (l < tail) acc.Add(coeff[full], input_share[full * wires + l]);
+      out[l] = acc.Get();
     }
-    // Inputs are call-major, so the 3c wires of point Q + i are contiguous.
-    for (size_t i = 0; i < parallel_calls_; ++i) {
-      const uint64_t coeff = lambda[queries_ + i];
-      const size_t first = 3 * i * chunk_;
-      const size_t count = std::min(wires, input_length() - std::min(first, input_length()));
-      for (size_t l = 0; l < count; ++l) acc[l].Add(coeff, input_share[first + l]);
-    }
-    for (size_t l = 0; l < wires; ++l) out[l] = acc[l].Get();
+  }
+  for (size_t q = 0; q < nq; ++q) {
+    uint64_t* out = verifier_share.data() + 1 + q * (wires + 1);
     proof_domain_.Coefficients(query_points[q], absl::MakeSpan(mu));
     DotAccumulator pr;
     for (size_t x = 0; x < t; ++x) pr.Add(mu[x], p[x]);

@@ -80,7 +80,8 @@ class ParallelSumMul3Flp {
   // One verifier's share of the verifier message: shares of y = sum of the
   // gadget outputs + affine_share, and of f(r_q), p(r_q) for each query
   // point. INVALID_ARGUMENT on sizes, or for query points inside {0..T-1},
-  // repeated, or >= p.
+  // repeated, or >= p. REQUIRES: input and proof share elements < p (the
+  // lazy reduction counts on products below 2^122).
   absl::Status Query(absl::Span<const uint64_t> input_share,
                      absl::Span<const uint64_t> proof_share, uint64_t affine_share,
                      absl::Span<const uint64_t> query_points,

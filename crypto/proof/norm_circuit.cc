@@ -73,37 +73,68 @@ absl::Status NormCircuit::DeriveGroupShare(int party, absl::Span<const uint64_t>
       xhi.size() != b || (party != 0 && party != 1)) {
     return absl::InvalidArgumentError("DeriveGroupShare: bad sizes or party");
   }
-  const uint64_t mask = w_ == 64 ? ~uint64_t{0} : (uint64_t{1} << w_) - 1;
-  const uint64_t lo_mask = (uint64_t{1} << l_) - 1;
-  const uint64_t neg = 0 - static_cast<uint64_t>(party);  // all ones for party 1
-  // Raw uint64 sums of limbs < 2^max(L, w-L) are safe for this many blocks.
-  const size_t batch = size_t{1} << std::min(20, 64 - std::max(l_, w_ - l_));
-  std::vector<uint64_t> tlo(b, 0), thi(b, 0);
-  std::fill(xlo.begin(), xlo.end(), 0);
-  std::fill(xhi.begin(), xhi.end(), 0);
-  const size_t blocks = group_outputs.size() / b;
-  for (size_t x = 0; x < blocks; ++x) {
-    const uint64_t* y = group_outputs.data() + x * b;
-    for (size_t j = 0; j < b; ++j) {
-      const uint64_t u = ((y[j] ^ neg) - neg) & mask;  // (-1)^party * y mod 2^w
-      tlo[j] += u & lo_mask;
-      thi[j] += u >> l_;
-    }
-    if ((x + 1) % batch == 0 || x + 1 == blocks) {
-      for (size_t j = 0; j < b; ++j) {
-        xlo[j] = field::Add(xlo[j], field::Reduce64(tlo[j]));
-        xhi[j] = field::Add(xhi[j], field::Reduce64(thi[j]));
-        tlo[j] = thi[j] = 0;
-      }
-    }
-  }
-  if (party == 1) {
-    for (size_t j = 0; j < b; ++j) {
-      xlo[j] = field::Neg(xlo[j]);
-      xhi[j] = field::Neg(xhi[j]);
-    }
-  }
+  GroupLimbSums sums(*this, party);
+  for (size_t x = 0; x < group_outputs.size(); x += b) sums.Add(group_outputs.data() + x);
+  sums.Finish(xlo.data(), xhi.data());
   return absl::OkStatus();
+}
+
+GroupLimbSums::GroupLimbSums(const NormCircuit& circuit, int party)
+    : l_(circuit.lo_bits()),
+      mask_(circuit.value_bits() == 64 ? ~uint64_t{0}
+                                       : (uint64_t{1} << circuit.value_bits()) - 1),
+      lo_mask_((uint64_t{1} << l_) - 1),
+      neg_(0 - static_cast<uint64_t>(party)),  // all ones for party 1
+      b_(static_cast<size_t>(circuit.block_size())),
+      // Raw uint64 sums of limbs < 2^max(L, w-L) are safe for this many blocks.
+      batch_(size_t{1} << std::min(20, 64 - std::max(l_, circuit.value_bits() - l_))),
+      tlo_(b_, 0),
+      thi_(b_, 0),
+      xlo_(b_, 0),
+      xhi_(b_, 0) {}
+
+namespace {
+
+// tlo += lo(u), thi += hi(u) for u = (-1)^party y mod 2^w (kNeg: party 1),
+// kFull: w = 64 (no mask). Restrict so that the loop vectorizes.
+template <bool kNeg, bool kFull>
+void AddLimbs(const uint64_t* __restrict y, size_t b, uint64_t mask, uint64_t lo_mask, int l,
+              uint64_t* __restrict tlo, uint64_t* __restrict thi) {
+  for (size_t j = 0; j < b; ++j) {
+    uint64_t u = kNeg ? 0 - y[j] : y[j];
+    if constexpr (!kFull) u &= mask;
+    tlo[j] += u & lo_mask;
+    thi[j] += u >> l;
+  }
+}
+
+}  // namespace
+
+void GroupLimbSums::Add(const uint64_t* y) {
+  // party and w are public: pick the loop without the identity operations.
+  auto* add = neg_ != 0 ? (mask_ == ~uint64_t{0} ? &AddLimbs<true, true> : &AddLimbs<true, false>)
+                        : (mask_ == ~uint64_t{0} ? &AddLimbs<false, true> : &AddLimbs<false, false>);
+  add(y, b_, mask_, lo_mask_, l_, tlo_.data(), thi_.data());
+  if (++pending_ == batch_) Fold();
+}
+
+void GroupLimbSums::Fold() {
+  for (size_t j = 0; j < b_; ++j) {
+    xlo_[j] = field::Add(xlo_[j], field::Reduce64(tlo_[j]));
+    xhi_[j] = field::Add(xhi_[j], field::Reduce64(thi_[j]));
+    tlo_[j] = thi_[j] = 0;
+  }
+  pending_ = 0;
+}
+
+void GroupLimbSums::Finish(uint64_t* xlo, uint64_t* xhi) {
+  Fold();
+  // The (-1)^party of the file comment; party is public.
+  for (size_t j = 0; j < b_; ++j) {
+    xlo[j] = neg_ != 0 ? field::Neg(xlo_[j]) : xlo_[j];
+    xhi[j] = neg_ != 0 ? field::Neg(xhi_[j]) : xhi_[j];
+    xlo_[j] = xhi_[j] = 0;
+  }
 }
 
 absl::StatusOr<std::vector<uint64_t>> NormCircuit::Witness(absl::Span<const uint64_t> u0,
@@ -158,35 +189,40 @@ absl::Status NormCircuit::GadgetInputs(int party, absl::Span<const uint64_t> der
       weights.size() != weights_length() || out.size() != flp_.input_length()) {
     return absl::InvalidArgumentError("GadgetInputs: sizes do not match the circuit");
   }
+  // All operands are canonical (validated or reduced), so the reduced-input
+  // helpers of field_vector.h apply; one pass, no division in the loop.
   const uint64_t one = party == 0 ? 1 : 0;
   const uint64_t k_const = field::Mul(one, field::Reduce64(uint64_t{1} << (w_ - l_)));
-  const uint64_t two_l = uint64_t{1} << l_;
   const uint64_t* rho1 = weights.data();
   const uint64_t* rho2 = rho1 + n_;
   const uint64_t* rho3 = rho2 + n_;
   const uint64_t* sigma = rho3 + slack_bits();
   const uint64_t tau = sigma[k_];
+  const uint64_t* xlo = derived.data();
+  const uint64_t* xhi = derived.data() + n_;
   uint64_t* o = out.data();
-  for (size_t j = 0; j < n_; ++j) {
-    const uint64_t c = witness[j];
-    const uint64_t h = field::Sub(derived[n_ + j], c);
-    const uint64_t v = field::Add(derived[j], field::Mul(two_l, c));
-    const uint64_t weight = field::Neg(field::Add(sigma[j / b_], tau));
-    o[0] = field::Mul(rho1[j], c);
-    o[1] = field::Sub(c, one);
-    o[2] = field::Add(c, one);
-    o[3] = field::Mul(rho2[j], h);
-    o[4] = field::Sub(h, k_const);
-    o[5] = field::Add(h, k_const);
-    o[6] = field::Mul(weight, v);
-    o[7] = v;
-    o[8] = one;
-    o += 9;
+  for (size_t g = 0, j = 0; g < static_cast<size_t>(k_); ++g) {
+    const uint64_t weight = field::Neg(AddR(sigma[g], tau));
+    for (size_t end = j + static_cast<size_t>(b_); j < end; ++j) {
+      const uint64_t c = witness[j];
+      const uint64_t h = SubR(xhi[j], c);
+      const uint64_t v = AddR(xlo[j], MulPow2R(c, l_));  // X_lo + 2^L c; L <= 29 (Exact)
+      o[0] = MulR(rho1[j], c);
+      o[1] = SubR(c, one);
+      o[2] = AddR(c, one);
+      o[3] = MulR(rho2[j], h);
+      o[4] = SubR(h, k_const);
+      o[5] = AddR(h, k_const);
+      o[6] = MulR(weight, v);
+      o[7] = v;
+      o[8] = one;
+      o += 9;
+    }
   }
   for (size_t i = 0; i < slack_bits(); ++i) {
     const uint64_t s = witness[n_ + i];
-    o[0] = field::Mul(rho3[i], s);
-    o[1] = field::Sub(s, one);
+    o[0] = MulR(rho3[i], s);
+    o[1] = SubR(s, one);
     o[2] = one;
     o += 3;
   }

@@ -81,7 +81,8 @@ class NormCircuit {
   // (-1)^party * sum over the blocks of one group of the limbs of u, with
   // u = (-1)^party * y mod 2^w from that party's DPF outputs `group_outputs`
   // (blocks of block_size, any count >= 1), into xlo, xhi (block_size each,
-  // overwritten). INVALID_ARGUMENT on sizes.
+  // overwritten). INVALID_ARGUMENT on sizes. GroupLimbSums below is the
+  // same, one block at a time.
   absl::Status DeriveGroupShare(int party, absl::Span<const uint64_t> group_outputs,
                                 absl::Span<uint64_t> xlo, absl::Span<uint64_t> xhi) const;
 
@@ -95,6 +96,8 @@ class NormCircuit {
   // The Mul3 inputs (flp().input_length()) and the affine part of y for one
   // share (party 0 adds the constants); applied to the sums of the shares
   // with party 0 it gives the prover's full values. INVALID_ARGUMENT on sizes.
+  // REQUIRES: every element of derived, witness and weights is < p (as
+  // ValidateShare, DeriveGroupShare and the weight XOF guarantee).
   absl::Status GadgetInputs(int party, absl::Span<const uint64_t> derived,
                             absl::Span<const uint64_t> witness,
                             absl::Span<const uint64_t> weights, absl::Span<uint64_t> out) const;
@@ -111,6 +114,32 @@ class NormCircuit {
   size_t n_;
   NormBound bound_;
   ParallelSumMul3Flp flp_;
+};
+
+// NormCircuit::DeriveGroupShare one block at a time, so that a server can
+// sum each block while the DPF evaluation has it in L1 (crypto/dpf's
+// LeafSink) instead of in a second pass over the D-sized expansion: Add()
+// every block of a group, then Finish(). Branch-free on the values. Not
+// thread-safe; `circuit` must outlive it.
+class GroupLimbSums {
+ public:
+  // REQUIRES: party is 0 or 1.
+  GroupLimbSums(const NormCircuit& circuit, int party);
+
+  // REQUIRES: block_size() values.
+  void Add(const uint64_t* block);
+  // The group's shares (block_size each) into xlo, xhi, then resets.
+  void Finish(uint64_t* xlo, uint64_t* xhi);
+
+ private:
+  void Fold();
+
+  const int l_;
+  const uint64_t mask_, lo_mask_, neg_;
+  const size_t b_, batch_;
+  size_t pending_ = 0;
+  std::vector<uint64_t> tlo_, thi_;  // raw limb sums since the last fold
+  std::vector<uint64_t> xlo_, xhi_;  // reduced, in F_p
 };
 
 }  // namespace tandem::crypto::proof

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <memory>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
@@ -76,6 +77,32 @@ absl::StatusOr<std::string> KeySetDigest(const proto::SparseKeySet& keys) {
   TANDEM_ASSIGN_OR_RETURN(auto d, sha.Finish());
   return std::string(reinterpret_cast<const char*>(d.data()), d.size());
 }
+
+// Sums each block's limbs as the evaluation produces it (GroupLimbSums).
+class LimbSink : public SparseLeafSink {
+ public:
+  LimbSink(const NormCircuit& circuit, int party, uint64_t blocks_per_group,
+           absl::Span<uint64_t> derived)
+      : sums_(circuit, party),
+        blocks_(blocks_per_group),
+        b_(static_cast<size_t>(circuit.block_size())),
+        n_(circuit.num_values()),
+        derived_(derived) {}
+
+  void OnBlock(int group, uint64_t block, absl::Span<const uint64_t> values) override {
+    sums_.Add(values.data());
+    if (block + 1 == blocks_) {
+      const size_t first = static_cast<size_t>(group) * b_;
+      sums_.Finish(derived_.data() + first, derived_.data() + n_ + first);
+    }
+  }
+
+ private:
+  GroupLimbSums sums_;
+  const uint64_t blocks_;
+  const size_t b_, n_;
+  absl::Span<uint64_t> derived_;
+};
 
 }  // namespace
 
@@ -256,6 +283,21 @@ absl::Status NormProofSystem::DeriveInputShare(int party, absl::Span<const uint6
   return absl::OkStatus();
 }
 
+absl::StatusOr<ProofDigest> NormProofSystem::EvaluateAndDerive(const SparseDpf& dpf, int party,
+                                                               const proto::SparseKeySet& keys,
+                                                               absl::Span<uint64_t> derived,
+                                                               SparseDpfScratch* scratch) const {
+  if (dpf.num_groups() != circuit_.num_blocks() || dpf.block_size() != circuit_.block_size() ||
+      dpf.value_bits() != circuit_.value_bits() || dpf.blocks_per_group() != dpf_.num_blocks()) {
+    return absl::InvalidArgumentError("EvaluateAndDerive: DPF parameters differ from the proof's");
+  }
+  if (derived.size() != circuit_.derived_length() || (party != 0 && party != 1)) {
+    return absl::InvalidArgumentError("EvaluateAndDerive: bad output size or party");
+  }
+  LimbSink sink(circuit_, party, dpf.blocks_per_group(), derived);
+  return dpf.EvaluateToSink(keys, &sink, scratch);
+}
+
 absl::StatusOr<proto::NormProofVerifierShare> NormProofSystem::Query(
     int party, absl::string_view report_id, const proto::SparseKeySet& keys,
     const proto::NormProofShare& share, absl::Span<const uint64_t> derived,
@@ -278,13 +320,15 @@ absl::StatusOr<proto::NormProofVerifierShare> NormProofSystem::Query(
       party == 0 ? HashParts({kJointDomain, own_part, share.peer_joint_rand_part()})
                  : HashParts({kJointDomain, share.peer_joint_rand_part(), own_part}));
   TANDEM_ASSIGN_OR_RETURN(std::vector<uint64_t> weights, Weights(Bytes(jr)));
-  std::vector<uint64_t> inputs(flp.input_length());
-  TANDEM_RETURN_IF_ERROR(
-      circuit_.GadgetInputs(party, derived, witness, weights, absl::MakeSpan(inputs)));
+  // Every element is written by GadgetInputs: skip the zero fill of 8 * 3M
+  // bytes.
+  const auto inputs = std::make_unique_for_overwrite<uint64_t[]>(flp.input_length());
+  const absl::Span<uint64_t> in(inputs.get(), flp.input_length());
+  TANDEM_RETURN_IF_ERROR(circuit_.GadgetInputs(party, derived, witness, weights, in));
   TANDEM_ASSIGN_OR_RETURN(uint64_t affine, circuit_.AffineShare(party, witness, weights));
   TANDEM_ASSIGN_OR_RETURN(std::vector<uint64_t> points, QueryPoints(query_seed, report_id));
   std::vector<uint64_t> values(flp.verifier_length());
-  TANDEM_RETURN_IF_ERROR(flp.Query(inputs, proof, affine, points, absl::MakeSpan(values)));
+  TANDEM_RETURN_IF_ERROR(flp.Query(in, proof, affine, points, absl::MakeSpan(values)));
   proto::NormProofVerifierShare out;
   out.set_joint_rand_seed(std::string(Bytes(jr)));
   out.mutable_values()->Assign(values.begin(), values.end());

@@ -54,6 +54,7 @@
 #include "absl/types/span.h"
 #include "base/random.h"
 #include "crypto/dpf/block_dpf.h"
+#include "crypto/dpf/sparse_dpf.h"
 #include "crypto/proof/norm_circuit.h"
 #include "proto/dpf.pb.h"
 
@@ -106,6 +107,17 @@ class NormProofSystem {
   // evaluation (num_groups * 2^d * B outputs, as SparseDpf produces them).
   absl::Status DeriveInputShare(int party, absl::Span<const uint64_t> expansion,
                                 absl::Span<uint64_t> derived) const;
+
+  // Server: the VDPF digest (the bytes of SparseDpf::ComputeProofDigest) and
+  // this party's derived input share from ONE full-domain evaluation, each
+  // block's limbs summed while the evaluation has it in L1 (SparseLeafSink):
+  // no D-sized buffer, no second pass. Same values as EvaluateAndAccumulate
+  // into zeros followed by DeriveInputShare. INVALID_ARGUMENT when `dpf`
+  // has other parameters, on sizes, or for keys that do not validate.
+  absl::StatusOr<ProofDigest> EvaluateAndDerive(const SparseDpf& dpf, int party,
+                                                const proto::SparseKeySet& keys,
+                                                absl::Span<uint64_t> derived,
+                                                SparseDpfScratch* scratch) const;
 
   // Server: this party's verifier share. REQUIRES a validated share and
   // keys; INVALID_ARGUMENT for a query seed that is not 32 bytes.

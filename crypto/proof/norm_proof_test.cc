@@ -48,7 +48,8 @@ Report MakeKeys(const std::vector<int64_t>& values, SecureRandom* rng) {
   return r;
 }
 
-// Both servers' path: full-domain evaluation, derived shares, query, decide.
+// Both servers' path: fused full-domain evaluation and derived shares
+// (EvaluateAndDerive, as aggregator/core), query, decide.
 bool ServersAccept(const NormProofSystem& sys, const std::string& id,
                    const proto::SparseKeySet& k0, const proto::SparseKeySet& k1,
                    const proto::NormProofShare& p0, const proto::NormProofShare& p1,
@@ -61,11 +62,10 @@ bool ServersAccept(const NormProofSystem& sys, const std::string& id,
   const std::string* seeds[2] = {&seed0, &seed1};
   for (int party = 0; party < 2; ++party) {
     if (!sys.ValidateShare(*shares[party], party).ok()) return false;
-    std::vector<uint64_t> expansion(kDim, 0), derived(sys.circuit().derived_length());
-    EXPECT_THAT(dpf.EvaluateAndAccumulate(*keys[party], absl::MakeSpan(expansion), &scratch)
-                    .status(),
-                IsOk());
-    EXPECT_THAT(sys.DeriveInputShare(party, expansion, absl::MakeSpan(derived)), IsOk());
+    std::vector<uint64_t> derived(sys.circuit().derived_length());
+    EXPECT_THAT(
+        sys.EvaluateAndDerive(dpf, party, *keys[party], absl::MakeSpan(derived), &scratch).status(),
+        IsOk());
     auto share = sys.Query(party, id, *keys[party], *shares[party], derived, *seeds[party]);
     EXPECT_THAT(share.status(), IsOk());
     v[party] = *share;
@@ -127,11 +127,23 @@ TEST_F(NormProofTest, ServerDerivationMatchesTheClients) {
     std::vector<uint64_t> expansion(kDim, 0), share(derived.size());
     ASSERT_THAT(dpf.EvaluateAndAccumulate(*keys, absl::MakeSpan(expansion), &scratch).status(),
                 IsOk());
-    ASSERT_THAT(sys_.DeriveInputShare(keys->keys(0).party(), expansion, absl::MakeSpan(share)),
-                IsOk());
+    const int party = static_cast<int>(keys->keys(0).party());
+    ASSERT_THAT(sys_.DeriveInputShare(party, expansion, absl::MakeSpan(share)), IsOk());
     for (size_t i = 0; i < sum.size(); ++i) sum[i] = field::Add(sum[i], share[i]);
+    // The fused path: same shares, same digest as the separate passes.
+    std::vector<uint64_t> fused(derived.size());
+    auto digest = sys_.EvaluateAndDerive(dpf, party, *keys, absl::MakeSpan(fused), &scratch);
+    ASSERT_THAT(digest.status(), IsOk());
+    EXPECT_EQ(fused, share);
+    EXPECT_EQ(*digest, dpf.ComputeProofDigest(*keys, &scratch).value());
   }
   EXPECT_EQ(sum, derived);
+  // Parameters that differ from the proof system's are refused.
+  SparseDpf other = SparseDpf::Create(kDim, kBlock / 2, kGroups, 64).value();
+  std::vector<uint64_t> out(derived.size());
+  EXPECT_THAT(sys_.EvaluateAndDerive(other, 0, r.keys.first, absl::MakeSpan(out), &scratch)
+                  .status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 TEST_F(NormProofTest, OverBoundReportsAreRejected) {
