@@ -191,10 +191,11 @@ int main(int argc, char** argv) {
   for (const tandem::sim::FederationOptions& o : runs) {
     const auto show = [&](const tandem::sim::RoundRecord& r) {
           std::printf("[%-26s] round %2d/%d  clients %2d  reports %2llu  acc %.4f  up %8.1f KiB"
-                      " (dense 2-server %8.1f KiB)  eps %.3f  %.1fs\n",
+                      " (dense 2-server %8.1f KiB)  down %8.1f KiB  eps %.3f  %.1fs\n",
                       r.variant.c_str(), r.round, o.rounds, r.participants,
                       static_cast<unsigned long long>(r.accepted_reports), r.test_accuracy,
-                      r.bytes_up / 1024.0, r.dense_bytes_up / 1024.0, r.epsilon, r.seconds);
+                      r.bytes_up / 1024.0, r.dense_bytes_up / 1024.0, r.bytes_down / 1024.0,
+                      r.epsilon, r.seconds);
           std::fflush(stdout);
         };
     // The clear baseline has no coordinator to run: always in process.
