@@ -71,6 +71,60 @@ TEST(FederatedTask, FedLuarRecyclesOneWeightTensorAndReusesItsLastUpdate) {
   }
 }
 
+// A checkpoint restored into a fresh task (what a coordinator restart does)
+// continues exactly like the original: params, FedAdam moments, FedLUAR's
+// recycled set and stored updates, the privacy ledger.
+TEST(FederatedTask, CheckpointRestoresEverythingARoundDependsOn) {
+  FederatedTaskOptions o = Options();
+  o.optimizer = ServerOptimizer::kFedAdam;
+  o.server_lr = 0.1;
+  o.num_recycled = 1;
+  o.seed = 3;
+  o.secure_sum.noise_multiplier = 1.0;
+  o.sample_rate = 0.1;
+  auto step = [](FederatedTask& t, float scale) -> absl::Status {
+    absl::StatusOr<RoundPlan> plan = t.PlanRound();
+    if (!plan.ok()) return plan.status();
+    std::vector<float> full(16);
+    for (int i = 0; i < 16; ++i) full[i] = scale * (i % 5 - 2);
+    absl::StatusOr<std::vector<float>> packed = t.PackUpdate(full);
+    if (!packed.ok()) return packed.status();
+    return t.FinishRound(*packed);
+  };
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto a, FederatedTask::Create(o, Slices(), std::vector<float>(16, 1.f)));
+  TANDEM_ASSERT_OK(step(*a, 0.3f));
+  TANDEM_ASSERT_OK(step(*a, -0.2f));
+  TANDEM_ASSERT_OK_AND_ASSIGN(proto::TaskCheckpoint cp, a->Checkpoint());
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto b, FederatedTask::Create(o, Slices(), std::vector<float>(16, 1.f)));
+  TANDEM_ASSERT_OK(b->Restore(cp));
+  EXPECT_EQ(b->completed_rounds(), 2u);
+  EXPECT_EQ(b->epsilon_spent(), a->epsilon_spent());
+  for (float scale : {0.1f, 0.4f, -0.3f}) {
+    TANDEM_ASSERT_OK(step(*a, scale));
+    TANDEM_ASSERT_OK(step(*b, scale));
+    ASSERT_EQ(std::vector<float>(a->params().begin(), a->params().end()),
+              std::vector<float>(b->params().begin(), b->params().end()));
+    EXPECT_EQ(a->fedluar().recycled(), b->fedluar().recycled());
+    EXPECT_EQ(a->epsilon_spent(), b->epsilon_spent());
+  }
+  // A checkpoint of another model or without DP is refused, and changes nothing.
+  proto::TaskCheckpoint short_params = cp;
+  short_params.mutable_params()->RemoveLast();
+  EXPECT_THAT(b->Restore(short_params), StatusIs(absl::StatusCode::kInvalidArgument));
+  proto::TaskCheckpoint no_dp = cp;
+  no_dp.clear_accountant();
+  EXPECT_THAT(b->Restore(no_dp), StatusIs(absl::StatusCode::kInvalidArgument));
+  proto::TaskCheckpoint bad_opt = cp;
+  bad_opt.mutable_optimizer_buffers(0)->mutable_values()->RemoveLast();
+  const std::vector<float> before(b->params().begin(), b->params().end());
+  EXPECT_THAT(b->Restore(bad_opt), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_EQ(std::vector<float>(b->params().begin(), b->params().end()), before);
+  TANDEM_ASSERT_OK(step(*b, 0.2f));  // still usable
+  // No checkpoint while a round is planned.
+  TANDEM_ASSERT_OK(b->PlanRound().status());
+  EXPECT_THAT(b->Checkpoint().status(), StatusIs(absl::StatusCode::kFailedPrecondition));
+}
+
 TEST(FederatedTask, BudgetIsChargedBeforeReleaseAndRefusesOverspending) {
   FederatedTaskOptions o = Options();
   o.secure_sum.noise_multiplier = 2.0;
