@@ -4,12 +4,11 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "google/protobuf/io/coded_stream.h"
-#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "absl/time/time.h"
 #include "aggregator/core/expansion.h"
 #include "aggregator/core/norm_verification.h"
 #include "aggregator/core/task.h"
+#include "aggregator/core/deterministic.h"
 #include "base/logging.h"
 #include "base/status_macros.h"
 #include "crypto/dp/discrete_gaussian.h"
@@ -19,15 +18,6 @@ namespace {
 
 constexpr int64_t kMaxRoundId = int64_t{1} << 62;
 
-std::string Serialize(const google::protobuf::MessageLite& m) {
-  std::string out;
-  google::protobuf::io::StringOutputStream stream(&out);
-  google::protobuf::io::CodedOutputStream coded(&stream);
-  coded.SetSerializationDeterministic(true);
-  m.SerializeToCodedStream(&coded);
-  coded.Trim();
-  return out;
-}
 
 }  // namespace
 
@@ -213,7 +203,7 @@ absl::Status Aggregator::OpenRound(const proto::RoundParameters& parameters) {
   TANDEM_ASSIGN_OR_RETURN(auto proof, ProofForRound(parameters));
   TANDEM_ASSIGN_OR_RETURN(Task * task, GetTask(parameters.task_id(), /*create=*/true));
   const int64_t round_id = static_cast<int64_t>(parameters.round_id());
-  const std::string serialized = Serialize(parameters);
+  const std::string serialized = SerializeDeterministic(parameters);
 
   absl::MutexLock process_lock(&task->process_mu);
   int64_t current;

@@ -4,22 +4,12 @@
 #include <tbb/parallel_for.h>
 
 #include "absl/strings/str_cat.h"
+#include "aggregator/core/deterministic.h"
 #include "base/status_macros.h"
-#include "google/protobuf/io/coded_stream.h"
-#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 
 namespace tandem::aggregator {
 namespace {
 
-std::string Deterministic(const google::protobuf::MessageLite& m) {
-  std::string out;
-  google::protobuf::io::StringOutputStream stream(&out);
-  google::protobuf::io::CodedOutputStream coded(&stream);
-  coded.SetSerializationDeterministic(true);
-  m.SerializeToCodedStream(&coded);
-  coded.Trim();
-  return out;
-}
 
 struct Buffers {
   crypto::SparseDpfScratch scratch;
@@ -30,11 +20,11 @@ struct Buffers {
 
 std::string EncodeStoredShare(const proto::SparseKeySet& keys,
                               const proto::NormProofShare* proof) {
-  if (proof == nullptr) return Deterministic(keys);
+  if (proof == nullptr) return SerializeDeterministic(keys);
   proto::StoredReportShare stored;
   *stored.mutable_key_share() = keys;
   *stored.mutable_norm_proof() = *proof;
-  return Deterministic(stored);
+  return SerializeDeterministic(stored);
 }
 
 absl::StatusOr<ParsedShare> ParseStoredShare(absl::string_view blob,
