@@ -3,7 +3,6 @@
 //   tandem-aggregator --role=helper --listen=127.0.0.1:7002 --state_dir=/tmp/h --insecure_plaintext
 // Flags override the config file. Prints "listening on PORT" once serving;
 // SIGINT/SIGTERM shut it down cleanly.
-#include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -13,6 +12,7 @@
 #include "absl/flags/usage.h"
 #include "aggregator/service/daemon.h"
 #include "base/logging.h"
+#include "base/shutdown_signals.h"
 #include "google/protobuf/text_format.h"
 
 ABSL_FLAG(std::string, config, "", "AggregatorConfig textproto file");
@@ -51,11 +51,7 @@ int main(int argc, char** argv) {
     return s.ok() ? 0 : 2;
   }
 
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);  // inherited by every thread
+  const tandem::ShutdownSignals signals;  // before any thread starts
 
   auto daemon = tandem::aggregator::AggregatorDaemon::Start(
       config, tandem::RealClock::Default(), tandem::OpenSslRandom::Default());
@@ -65,8 +61,7 @@ int main(int argc, char** argv) {
   }
   std::printf("listening on %d\n", (*daemon)->port());
   std::fflush(stdout);
-  int sig = 0;
-  sigwait(&signals, &sig);
+  const int sig = signals.Wait();
   TANDEM_LOG(INFO) << "signal " << sig << ": shutting down";
   (*daemon)->Shutdown();
   return 0;

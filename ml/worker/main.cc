@@ -17,6 +17,7 @@
 #include "absl/flags/parse.h"
 #include "base/clock.h"
 #include "base/logging.h"
+#include "base/shutdown_signals.h"
 #include "ml/kernels/backend.h"
 #include "ml/worker/builtin_kernels.h"
 #include "ml/worker/kernel_registry.h"
@@ -32,13 +33,7 @@ int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   tandem::SetVerbosity(absl::GetFlag(FLAGS_verbosity));
 
-  // Block the shutdown signals before gRPC starts its threads, so that only
-  // sigwait below receives them.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  const tandem::ShutdownSignals signals;  // before any thread starts
 
   const int melements = absl::GetFlag(FLAGS_max_tensor_melements);
   if (melements < 1 || melements > 2047) {
@@ -66,8 +61,7 @@ int main(int argc, char** argv) {
             << " (backend: " << tandem::ml::kernels::ActiveBackendDescription() << ")"
             << std::endl;
 
-  int sig = 0;
-  sigwait(&signals, &sig);
+  const int sig = signals.Wait();
   TANDEM_LOG(INFO) << "signal " << sig << ", shutting down";
   worker->reset();
   return 0;

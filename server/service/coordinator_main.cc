@@ -5,7 +5,6 @@
 // Prints "listening on PORT" (and "metrics on PORT") once serving; SIGINT /
 // SIGTERM shut it down. Restarted with the same --state_dir it resumes the
 // task from its checkpoint.
-#include <csignal>
 #include <cstdio>
 
 #include "absl/flags/flag.h"
@@ -14,6 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "base/logging.h"
+#include "base/shutdown_signals.h"
 #include "base/status_macros.h"
 #include "ml/data/dataset.h"
 #include "server/service/coordinator_daemon.h"
@@ -131,11 +131,7 @@ absl::StatusOr<std::unique_ptr<tandem::server::CoordinatorDaemon>> Run() {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("tandem coordinator: rounds of one federated task");
   absl::ParseCommandLine(argc, argv);
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);  // inherited by every thread
+  const tandem::ShutdownSignals signals;  // before any thread starts
 
   absl::StatusOr<std::unique_ptr<tandem::server::CoordinatorDaemon>> daemon = Run();
   if (!daemon.ok()) {
@@ -145,8 +141,7 @@ int main(int argc, char** argv) {
   std::printf("listening on %d\n", (*daemon)->port());
   if ((*daemon)->metrics_port() >= 0) std::printf("metrics on %d\n", (*daemon)->metrics_port());
   std::fflush(stdout);
-  int sig = 0;
-  sigwait(&signals, &sig);
+  const int sig = signals.Wait();
   TANDEM_LOG(INFO) << "signal " << sig << ": shutting down";
   (*daemon)->Shutdown();
   return 0;
