@@ -150,6 +150,25 @@ TEST_F(NormRoundTest, BadReportsAreRejectedByBothAndNeverCounted) {
   EXPECT_EQ(Finalize(3), expected);
 }
 
+// Mostly honest batches are counted from the check's own expansion (no
+// second one); the few rejected reports are taken back out exactly.
+TEST_F(NormRoundTest, AFewRejectedReportsAreTakenBackOutOfTheCheckedSum) {
+  std::vector<uint64_t> expected;
+  for (uint64_t seed = 90; seed < 96; ++seed) {
+    TestReport good = MakeReportWithValues(params_, SmallValues(seed), seed).value();
+    UploadBoth(good);
+    AddInto(expected, good.dense);
+  }
+  TestReport flipped = MakeReportWithValues(params_, SmallValues(97), 97).value();
+  auto* p = flipped.to_leader.mutable_norm_proof();
+  p->set_proof(1, (p->proof(1) + 1) % ((uint64_t{1} << 61) - 1));
+  UploadBoth(flipped);
+  EXPECT_THAT(leader_->ProcessPending("task"), ::tandem::testing::IsOkAndHolds(7));
+  EXPECT_EQ(Rejected(*leader_), 1u);
+  EXPECT_EQ(Rejected(*helper_), 1u);
+  EXPECT_EQ(Finalize(6), expected);
+}
+
 TEST_F(NormRoundTest, ReplaysAreNotCountedTwice) {
   TestReport r = MakeReportWithValues(params_, SmallValues(90), 90).value();
   UploadBoth(r);
