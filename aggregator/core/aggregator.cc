@@ -10,6 +10,7 @@
 #include "aggregator/core/task.h"
 #include "aggregator/core/deterministic.h"
 #include "base/logging.h"
+#include "base/ids.h"
 #include "base/status_macros.h"
 #include "crypto/dp/discrete_gaussian.h"
 
@@ -47,21 +48,9 @@ absl::StatusOr<std::vector<uint64_t>> DecodeAccumulator(absl::string_view bytes,
   return values;
 }
 
-absl::Status ValidateTaskId(absl::string_view task_id) {
-  if (task_id.empty() || task_id.size() > 64) {
-    return absl::InvalidArgumentError("task_id must have 1..64 characters");
-  }
-  for (char c : task_id) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                    c == '.' || c == '_' || c == '-';
-    if (!ok) return absl::InvalidArgumentError("task_id may only contain [A-Za-z0-9._-]");
-  }
-  return absl::OkStatus();
-}
-
 absl::StatusOr<crypto::SparseDpf> DpfForRound(const proto::RoundParameters& p,
                                               const AggregatorOptions& options) {
-  TANDEM_RETURN_IF_ERROR(ValidateTaskId(p.task_id()));
+  TANDEM_RETURN_IF_ERROR(ValidateId(p.task_id(), "task_id"));
   if (p.round_id() == 0 || p.round_id() > static_cast<uint64_t>(kMaxRoundId)) {
     return absl::InvalidArgumentError("round_id must be in [1, 2^62]");
   }
@@ -129,7 +118,7 @@ Aggregator::Aggregator(AggregatorOptions options, StoreFactory store_factory, Pe
 Aggregator::~Aggregator() = default;
 
 absl::StatusOr<Aggregator::Task*> Aggregator::GetTask(absl::string_view task_id, bool create) {
-  TANDEM_RETURN_IF_ERROR(ValidateTaskId(task_id));
+  TANDEM_RETURN_IF_ERROR(ValidateId(task_id, "task_id"));
   {
     absl::MutexLock lock(&tasks_mu_);
     auto it = tasks_.find(task_id);
@@ -245,7 +234,7 @@ absl::Status Aggregator::OpenRound(const proto::RoundParameters& parameters) {
 }
 
 absl::StatusOr<proto::UploadResponse> Aggregator::Upload(const proto::UploadRequest& request) {
-  TANDEM_RETURN_IF_ERROR(ValidateTaskId(request.task_id()));
+  TANDEM_RETURN_IF_ERROR(ValidateId(request.task_id(), "task_id"));
   if (request.report_id().size() != kReportIdBytes) {
     return absl::InvalidArgumentError("report_id must be exactly 16 bytes");
   }

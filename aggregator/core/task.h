@@ -87,9 +87,6 @@ absl::StatusOr<crypto::SparseDpf> DpfForRound(const proto::RoundParameters& p,
 absl::StatusOr<std::shared_ptr<const crypto::proof::NormProofSystem>> ProofForRound(
     const proto::RoundParameters& p);
 
-// Task ids: 1..64 characters of [A-Za-z0-9._-]. INVALID_ARGUMENT otherwise.
-absl::Status ValidateTaskId(absl::string_view task_id);
-
 inline constexpr size_t kReportIdBytes = 16;
 
 }  // namespace tandem::aggregator

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/clock.h"
+#include "base/ids.h"
 #include "base/random.h"
 #include "base/status_macros.h"
 #include "client/internal/report_builder.h"
@@ -19,12 +20,6 @@
 
 namespace tandem::client {
 namespace {
-
-bool ValidId(const std::string& id) {
-  return !id.empty() && id.size() <= 64 && std::all_of(id.begin(), id.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
-  });
-}
 
 // Pending report: round id, then both serialized requests, length-prefixed.
 std::string EncodePending(uint64_t round, const std::string& a, const std::string& b) {
@@ -72,9 +67,7 @@ absl::StatusOr<std::unique_ptr<RoundRunner>> RoundRunner::Create(
   if (env.data == nullptr || env.clock == nullptr || env.random == nullptr || transport == nullptr) {
     return absl::InvalidArgumentError("participant needs a data source, clock, random and transport");
   }
-  if (!ValidId(options.client_id)) {
-    return absl::InvalidArgumentError("client_id must match [A-Za-z0-9._-]{1,64}");
-  }
+  TANDEM_RETURN_IF_ERROR(ValidateId(options.client_id, "client_id"));
   if (options.threads < 1 || options.upload_attempts < 1 || options.rpc_timeout_ms < 1) {
     return absl::InvalidArgumentError("threads, upload_attempts and rpc_timeout_ms must be >= 1");
   }

@@ -7,6 +7,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "base/ids.h"
 #include "base/logging.h"
 #include "base/status_macros.h"
 #include "ml/fedluar/federated_sim.h"
@@ -17,16 +18,6 @@ namespace {
 
 constexpr char kSamplingKeyMeta[] = "sampling_key";
 constexpr char kConfigMeta[] = "config";
-
-bool ValidId(const std::string& id) {
-  if (id.empty() || id.size() > 64) return false;
-  for (char c : id) {
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-')) {
-      return false;
-    }
-  }
-  return true;
-}
 
 // The parts of the configuration a stored task must agree with.
 std::string Fingerprint(const CoordinatorOptions& o) {
@@ -72,9 +63,7 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(
       random == nullptr) {
     return absl::InvalidArgumentError("coordinator: aggregators, store, clock and random required");
   }
-  if (!ValidId(options.task_id)) {
-    return absl::InvalidArgumentError("task_id must match [A-Za-z0-9._-]{1,64}");
-  }
+  TANDEM_RETURN_IF_ERROR(ValidateId(options.task_id, "task_id"));
   if (options.rounds < 1 || options.min_reports < 1 || options.round_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("rounds >= 1, min_reports >= 1 and round_timeout > 0 required");
   }

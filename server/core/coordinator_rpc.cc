@@ -1,28 +1,15 @@
 // Coordinator: the request handlers (CheckIn, model download, UploadDone)
 // and the status/metrics views. See coordinator.h.
-#include <algorithm>
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/ids.h"
 #include "base/status_macros.h"
 #include "server/core/coordinator.h"
 
 namespace tandem::server {
-namespace {
-
-bool ValidClientId(const std::string& id) {
-  if (id.empty() || id.size() > 64) return false;
-  return std::all_of(id.begin(), id.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
-  });
-}
-
-}  // namespace
 
 absl::StatusOr<proto::CheckInResponse> Coordinator::CheckIn(const proto::CheckInRequest& request) {
-  if (!ValidClientId(request.client_id())) {
-    return absl::InvalidArgumentError("client_id must match [A-Za-z0-9._-]{1,64}");
-  }
+  TANDEM_RETURN_IF_ERROR(ValidateId(request.client_id(), "client_id"));
   if (!request.task_id().empty() && request.task_id() != options_.task_id) {
     return absl::NotFoundError(absl::StrCat("no task '", request.task_id(), "' here"));
   }
@@ -81,9 +68,7 @@ absl::StatusOr<std::shared_ptr<const std::string>> Coordinator::ModelBlob(
 }
 
 absl::Status Coordinator::UploadDone(const proto::UploadDoneRequest& request) {
-  if (!ValidClientId(request.client_id())) {
-    return absl::InvalidArgumentError("client_id must match [A-Za-z0-9._-]{1,64}");
-  }
+  TANDEM_RETURN_IF_ERROR(ValidateId(request.client_id(), "client_id"));
   if (request.report_id().size() != 16) {
     return absl::InvalidArgumentError("report_id must be exactly 16 bytes");
   }
