@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "base/status_macros.h"
+#include "ml/model/model_zoo.h"
 #include "proto/coordinator.grpc.pb.h"
 #include "tests/testing/daemon_process.h"
 
@@ -16,16 +17,6 @@ namespace {
 
 using testing::ChildProcess;
 using testing::DaemonProcess;
-
-// Parameters of the MLP in -> hidden... -> classes (what a dense upload sends).
-int64_t MlpParams(int64_t in, const std::vector<int64_t>& hidden, int64_t classes) {
-  int64_t n = 0, prev = in;
-  for (int64_t h : hidden) {
-    n += prev * h + h;
-    prev = h;
-  }
-  return n + prev * classes + classes;
-}
 
 }  // namespace
 
@@ -81,9 +72,11 @@ absl::StatusOr<std::vector<RoundRecord>> RunProcessFederation(
 
   auto stub = proto::Coordinator::NewStub(
       grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
-  // Dense 2-server secret sharing of the full update: 2 x 8 bytes x params.
-  const uint64_t dense_per_client =
-      2 * 8 * static_cast<uint64_t>(MlpParams(p.input_dim, o.hidden, p.num_classes));
+  // Dense 2-server secret sharing of the full update: 2 x 8 bytes x params
+  // of the model the coordinator builds (ml/model_zoo).
+  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<ml::Model> model,
+                          ml::MakeMlp(p.input_dim, o.hidden, p.num_classes));
+  const uint64_t dense_per_client = 2 * 8 * static_cast<uint64_t>(model->num_params());
   std::vector<RoundRecord> records;
   const absl::Time end = absl::Now() + absl::Seconds(p.round_timeout_s * (o.rounds + 1));
   while (absl::Now() < end) {
