@@ -96,4 +96,23 @@ absl::StatusOr<BuiltReport> ReportBuilder::Build(absl::Span<const float> update,
   return report;
 }
 
+UploadRequests MakeUploadRequests(BuiltReport report, const std::string& task_id,
+                                  uint64_t round_id) {
+  UploadRequests out;
+  for (proto::UploadRequest* r : {&out.to_leader, &out.to_helper}) {
+    r->set_task_id(task_id);
+    r->set_round_id(round_id);
+    r->set_report_id(report.report_id);
+  }
+  *out.to_leader.mutable_key_share() = std::move(report.leader_share);
+  *out.to_helper.mutable_key_share() = std::move(report.helper_share);
+  if (report.leader_proof.has_value()) {
+    *out.to_leader.mutable_norm_proof() = *std::move(report.leader_proof);
+  }
+  if (report.helper_proof.has_value()) {
+    *out.to_helper.mutable_norm_proof() = *std::move(report.helper_proof);
+  }
+  return out;
+}
+
 }  // namespace tandem::client

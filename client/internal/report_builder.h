@@ -89,6 +89,16 @@ class ReportBuilder {
   std::optional<crypto::proof::NormProofSystem> proof_;
 };
 
+// The two servers' UploadRequests of `report` in round `round_id` of
+// `task_id`: the shared report id, each server's key share and, in
+// norm-bound rounds, its proof share. Consumes the report's shares.
+struct UploadRequests {
+  proto::UploadRequest to_leader;
+  proto::UploadRequest to_helper;
+};
+UploadRequests MakeUploadRequests(BuiltReport report, const std::string& task_id,
+                                  uint64_t round_id);
+
 }  // namespace tandem::client
 
 #endif  // TANDEM_CLIENT_INTERNAL_REPORT_BUILDER_H_

@@ -17,18 +17,12 @@ class ReportEncoderImpl : public ReportEncoder {
 
   absl::StatusOr<EncodedReport> Encode(absl::Span<const float> update) const override {
     TANDEM_ASSIGN_OR_RETURN(BuiltReport built, builder_.Build(update, random_));
-    proto::UploadRequest leader, helper;
-    for (proto::UploadRequest* r : {&leader, &helper}) {
-      r->set_task_id(spec_.task_id);
-      r->set_round_id(spec_.round_id);
-      r->set_report_id(built.report_id);
-    }
-    *leader.mutable_key_share() = std::move(built.leader_share);
-    *helper.mutable_key_share() = std::move(built.helper_share);
     EncodedReport out;
     out.report_id = built.report_id;
     out.clip_factor = built.clip_factor;
-    if (!leader.SerializeToString(&out.to_leader) || !helper.SerializeToString(&out.to_helper)) {
+    const UploadRequests r = MakeUploadRequests(std::move(built), spec_.task_id, spec_.round_id);
+    if (!r.to_leader.SerializeToString(&out.to_leader) ||
+        !r.to_helper.SerializeToString(&out.to_helper)) {
       return absl::InternalError("serialization failed");
     }
     return out;

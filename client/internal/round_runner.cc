@@ -144,21 +144,13 @@ absl::StatusOr<RoundResult> RoundRunner::Contribute(const proto::CheckInResponse
                           ReportBuilder::Create(ReportParametersFromRound(rp)));
   TANDEM_ASSIGN_OR_RETURN(BuiltReport report, builder.Build(packed, env_.random));
   result.clip_factor = report.clip_factor;
-  proto::UploadRequest a, b;
-  for (proto::UploadRequest* r : {&a, &b}) {
-    r->set_task_id(rp.task_id());
-    r->set_round_id(rp.round_id());
-    r->set_report_id(report.report_id);
-  }
-  *a.mutable_key_share() = std::move(report.leader_share);
-  *b.mutable_key_share() = std::move(report.helper_share);
-  if (report.leader_proof.has_value()) *a.mutable_norm_proof() = *std::move(report.leader_proof);
-  if (report.helper_proof.has_value()) *b.mutable_norm_proof() = *std::move(report.helper_proof);
+  const std::string report_id = report.report_id;
+  const auto [a, b] = MakeUploadRequests(std::move(report), rp.task_id(), rp.round_id());
   if (env_.storage != nullptr) {
     TANDEM_RETURN_IF_ERROR(env_.storage->Put(
         PendingKey(), EncodePending(task.round_id(), a.SerializeAsString(), b.SerializeAsString())));
   }
-  TANDEM_RETURN_IF_ERROR(Deliver(task, report.report_id, a, b, &result));
+  TANDEM_RETURN_IF_ERROR(Deliver(task, report_id, a, b, &result));
   return result;
 }
 

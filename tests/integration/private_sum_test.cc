@@ -63,14 +63,7 @@ class PrivateSumTest : public ::testing::Test {
       auto rng = DeterministicRandom::FromSeed(round * 1000 + c);
       auto report = builder->Build(update, rng.get());
       if (!report.ok()) return report.status();
-      proto::UploadRequest a, b;
-      for (proto::UploadRequest* r : {&a, &b}) {
-        r->set_task_id(sum.config().task_id);
-        r->set_round_id(round);
-        r->set_report_id(report->report_id);
-      }
-      *a.mutable_key_share() = report->leader_share;
-      *b.mutable_key_share() = report->helper_share;
+      const auto [a, b] = client::MakeUploadRequests(*std::move(report), sum.config().task_id, round);
       if (absl::Status s = uploader.Upload(a, b); !s.ok()) return s;
     }
     return sum.Finalize(leader, helper, round);

@@ -56,14 +56,7 @@ absl::StatusOr<std::vector<float>> PrivateMean(const FederationOptions& o,
   }
   for (const std::vector<float>& u : updates) {
     TANDEM_ASSIGN_OR_RETURN(client::BuiltReport report, builder.Build(u, rng));
-    proto::UploadRequest a, b;
-    for (proto::UploadRequest* r : {&a, &b}) {
-      r->set_task_id(sum.config().task_id);
-      r->set_round_id(round);
-      r->set_report_id(report.report_id);
-    }
-    *a.mutable_key_share() = std::move(report.leader_share);
-    *b.mutable_key_share() = std::move(report.helper_share);
+    const auto [a, b] = client::MakeUploadRequests(std::move(report), sum.config().task_id, round);
     rec->bytes_up += a.ByteSizeLong() + b.ByteSizeLong();
     rec->dense_bytes_up += 2 * u.size() * sizeof(uint64_t);  // dense 2-server shares
     TANDEM_RETURN_IF_ERROR(uploader.Upload(a, b));
