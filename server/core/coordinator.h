@@ -127,6 +127,8 @@ class Coordinator {
   absl::Status Evaluate(double* accuracy, double* loss);
   void PublishModel() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool Sampled(uint64_t aggregation_round, const std::string& client_id) const;
+  // Status() without the round history.
+  proto::CoordinatorStatusResponse StatusLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int64_t NowMs() const;
   bool EnrollmentOver(int64_t now_ms) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static const char* PhaseName(Phase p);

@@ -108,6 +108,12 @@ void Coordinator::AddBytesDown(uint64_t bytes) {
 
 proto::CoordinatorStatusResponse Coordinator::Status() {
   absl::MutexLock lock(&mu_);
+  proto::CoordinatorStatusResponse s = StatusLocked();
+  for (const proto::RoundSummary& r : history_) *s.add_history() = r;
+  return s;
+}
+
+proto::CoordinatorStatusResponse Coordinator::StatusLocked() {
   proto::CoordinatorStatusResponse s;
   s.set_task_id(options_.task_id);
   s.set_round_id(model_version_ + (phase_ == Phase::kDone ? 0 : 1));
@@ -129,13 +135,12 @@ proto::CoordinatorStatusResponse Coordinator::Status() {
   s.set_uploads_done(done);
   s.set_total_rounds(options_.rounds);
   s.set_done_reason(done_reason_);
-  for (const proto::RoundSummary& r : history_) *s.add_history() = r;
   return s;
 }
 
 std::string Coordinator::MetricsText() {
-  const proto::CoordinatorStatusResponse s = Status();
   absl::MutexLock lock(&mu_);
+  const proto::CoordinatorStatusResponse s = StatusLocked();  // without the history
   std::string out;
   auto gauge = [&](const char* name, const char* help, double v) {
     absl::StrAppendFormat(&out, "# HELP %s %s\n# TYPE %s gauge\n%s{task=\"%s\"} %.17g\n", name,
