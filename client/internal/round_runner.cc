@@ -39,6 +39,9 @@ bool DecodePending(const std::string& blob, uint64_t* round, proto::UploadReques
   return a->ParseFromString(blob.substr(24, h[1])) && b->ParseFromString(blob.substr(24 + h[1]));
 }
 
+// StateStore key of the report not yet known to be delivered.
+constexpr char kPendingKey[] = "pending-report";
+
 // Local training runs in slices of this many steps, so Cancel() is noticed.
 constexpr int64_t kStepsPerSlice = 8;
 
@@ -83,8 +86,6 @@ absl::Status RoundRunner::CheckCancelled() const {
   return cancelled_ ? absl::CancelledError("participant cancelled") : absl::OkStatus();
 }
 
-std::string RoundRunner::PendingKey() const { return "pending-report"; }
-
 absl::StatusOr<RoundResult> RoundRunner::ParticipateOnce() {
   if (running_.exchange(true)) {
     return absl::FailedPreconditionError("a round is already running on this participant");
@@ -125,7 +126,7 @@ absl::StatusOr<RoundResult> RoundRunner::Contribute(const proto::CheckInResponse
   // A report stored for this very round was maybe not delivered: resend it
   // as is (same report id), never a second report.
   if (env_.storage != nullptr) {
-    TANDEM_ASSIGN_OR_RETURN(std::optional<std::string> pending, env_.storage->Get(PendingKey()));
+    TANDEM_ASSIGN_OR_RETURN(std::optional<std::string> pending, env_.storage->Get(kPendingKey));
     if (pending.has_value()) {
       uint64_t round = 0;
       proto::UploadRequest a, b;
@@ -135,7 +136,7 @@ absl::StatusOr<RoundResult> RoundRunner::Contribute(const proto::CheckInResponse
         TANDEM_RETURN_IF_ERROR(Deliver(task, a.report_id(), a, b, &result));
         return result;
       }
-      TANDEM_RETURN_IF_ERROR(env_.storage->Delete(PendingKey()));  // an older round's
+      TANDEM_RETURN_IF_ERROR(env_.storage->Delete(kPendingKey));  // an older round's
     }
   }
   TANDEM_ASSIGN_OR_RETURN(std::vector<float> packed, TrainUpdate(task, &result));
@@ -148,7 +149,7 @@ absl::StatusOr<RoundResult> RoundRunner::Contribute(const proto::CheckInResponse
   const auto [a, b] = MakeUploadRequests(std::move(report), rp.task_id(), rp.round_id());
   if (env_.storage != nullptr) {
     TANDEM_RETURN_IF_ERROR(env_.storage->Put(
-        PendingKey(), EncodePending(task.round_id(), a.SerializeAsString(), b.SerializeAsString())));
+        kPendingKey, EncodePending(task.round_id(), a.SerializeAsString(), b.SerializeAsString())));
   }
   TANDEM_RETURN_IF_ERROR(Deliver(task, report_id, a, b, &result));
   return result;
@@ -241,7 +242,7 @@ absl::Status RoundRunner::Deliver(const proto::CheckInResponse& task, const std:
   done.set_num_examples(result->examples);
   done.set_bytes_uploaded(result->bytes_up);
   TANDEM_RETURN_IF_ERROR(transport_->UploadDone(done));
-  if (env_.storage != nullptr) TANDEM_RETURN_IF_ERROR(env_.storage->Delete(PendingKey()));
+  if (env_.storage != nullptr) TANDEM_RETURN_IF_ERROR(env_.storage->Delete(kPendingKey));
   return absl::OkStatus();
 }
 

@@ -36,7 +36,6 @@ class RoundRunner : public Participant {
                        const proto::UploadRequest& a, const proto::UploadRequest& b,
                        RoundResult* result);
   absl::Status CheckCancelled() const;
-  std::string PendingKey() const;
 
   const ParticipantOptions options_;
   const Environment env_;
