@@ -34,6 +34,16 @@ absl::StatusOr<Message> ParseBlob(const std::string& blob, const char* what) {
   return m;
 }
 
+// A row of (client_id, report_id, bytes_up) from `assignments`.
+AssignmentRecord AssignmentFromRow(const sqlite::Statement& st) {
+  AssignmentRecord a;
+  a.client_id = st.ColumnText(0);
+  a.done = !st.ColumnIsNull(1);
+  a.report_id = st.ColumnBlob(1);
+  a.bytes_up = static_cast<uint64_t>(st.ColumnInt64(2));
+  return a;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<CoordinatorStore>> CoordinatorStore::Open(const std::string& path) {
@@ -109,12 +119,7 @@ absl::StatusOr<std::vector<AssignmentRecord>> CoordinatorStore::LoadAssignments(
   while (true) {
     TANDEM_ASSIGN_OR_RETURN(bool row, st.Step());
     if (!row) break;
-    AssignmentRecord a;
-    a.client_id = st.ColumnText(0);
-    a.done = !st.ColumnIsNull(1);
-    a.report_id = st.ColumnBlob(1);
-    a.bytes_up = static_cast<uint64_t>(st.ColumnInt64(2));
-    out.push_back(std::move(a));
+    out.push_back(AssignmentFromRow(st));
   }
   return out;
 }
@@ -160,6 +165,20 @@ absl::Status CoordinatorStore::BeginRound(const OpenRoundRecord& round) {
   return tx.Commit();
 }
 
+absl::StatusOr<std::optional<AssignmentRecord>> CoordinatorStore::FindOpenAssignmentLocked(
+    uint64_t aggregation_round, const std::string& client_id) {
+  TANDEM_ASSIGN_OR_RETURN(
+      sqlite::Statement q,
+      db_->Prepare("SELECT a.client_id, a.report_id, a.bytes_up FROM assignments a JOIN rounds r "
+                   "USING (aggregation_round) "
+                   "WHERE a.aggregation_round=?1 AND a.client_id=?2 AND r.state='open'"));
+  TANDEM_RETURN_IF_ERROR(q.BindInt64(1, static_cast<int64_t>(aggregation_round)));
+  TANDEM_RETURN_IF_ERROR(q.BindText(2, client_id));
+  TANDEM_ASSIGN_OR_RETURN(bool row, q.Step());
+  if (!row) return std::nullopt;
+  return AssignmentFromRow(q);
+}
+
 absl::Status CoordinatorStore::PutAssignment(uint64_t aggregation_round,
                                              const std::string& client_id) {
   absl::MutexLock lock(&mu_);
@@ -172,14 +191,10 @@ absl::Status CoordinatorStore::PutAssignment(uint64_t aggregation_round,
   TANDEM_RETURN_IF_ERROR(st.BindText(2, client_id));
   TANDEM_RETURN_IF_ERROR(st.StepDone());
   if (db_->ChangedRows() == 0) {
-    TANDEM_ASSIGN_OR_RETURN(
-        sqlite::Statement q,
-        db_->Prepare("SELECT 1 FROM assignments a JOIN rounds r USING (aggregation_round) "
-                     "WHERE a.aggregation_round=?1 AND a.client_id=?2 AND r.state='open'"));
-    TANDEM_RETURN_IF_ERROR(q.BindInt64(1, static_cast<int64_t>(aggregation_round)));
-    TANDEM_RETURN_IF_ERROR(q.BindText(2, client_id));
-    TANDEM_ASSIGN_OR_RETURN(bool row, q.Step());
-    if (!row) return absl::FailedPreconditionError("round is not open");
+    // Nothing inserted: already assigned (fine), or the round is not open.
+    TANDEM_ASSIGN_OR_RETURN(std::optional<AssignmentRecord> a,
+                            FindOpenAssignmentLocked(aggregation_round, client_id));
+    if (!a.has_value()) return absl::FailedPreconditionError("round is not open");
   }
   return absl::OkStatus();
 }
@@ -188,19 +203,14 @@ absl::Status CoordinatorStore::MarkDone(uint64_t aggregation_round, const std::s
                                         const std::string& report_id, uint64_t bytes_up) {
   absl::MutexLock lock(&mu_);
   TANDEM_ASSIGN_OR_RETURN(sqlite::Transaction tx, sqlite::Transaction::Begin(db_.get()));
-  TANDEM_ASSIGN_OR_RETURN(
-      sqlite::Statement q,
-      db_->Prepare("SELECT a.report_id FROM assignments a JOIN rounds r USING (aggregation_round) "
-                   "WHERE a.aggregation_round=?1 AND a.client_id=?2 AND r.state='open'"));
-  TANDEM_RETURN_IF_ERROR(q.BindInt64(1, static_cast<int64_t>(aggregation_round)));
-  TANDEM_RETURN_IF_ERROR(q.BindText(2, client_id));
-  TANDEM_ASSIGN_OR_RETURN(bool row, q.Step());
-  if (!row) {
+  TANDEM_ASSIGN_OR_RETURN(std::optional<AssignmentRecord> a,
+                          FindOpenAssignmentLocked(aggregation_round, client_id));
+  if (!a.has_value()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "client ", client_id, " has no assignment in open aggregation round ", aggregation_round));
   }
-  if (!q.ColumnIsNull(0)) {
-    if (q.ColumnBlob(0) == report_id) return absl::OkStatus();
+  if (a->done) {
+    if (a->report_id == report_id) return absl::OkStatus();
     return absl::AlreadyExistsError("this assignment was already reported with another report id");
   }
   TANDEM_ASSIGN_OR_RETURN(

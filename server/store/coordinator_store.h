@@ -75,6 +75,9 @@ class CoordinatorStore {
 
  private:
   explicit CoordinatorStore(std::unique_ptr<sqlite::Database> db) : db_(std::move(db)) {}
+  // The client's assignment in `aggregation_round` if that round is open.
+  absl::StatusOr<std::optional<AssignmentRecord>> FindOpenAssignmentLocked(
+      uint64_t aggregation_round, const std::string& client_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CloseRound(uint64_t aggregation_round, const char* state,
                           const proto::TaskCheckpoint& checkpoint,
                           const proto::RoundSummary* summary);
