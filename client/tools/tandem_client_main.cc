@@ -44,15 +44,6 @@ ABSL_FLAG(uint64_t, seed, 0, "local training seed (0 = random)");
 
 namespace {
 
-class ShardData : public tandem::client::DataSource {
- public:
-  explicit ShardData(tandem::client::LocalData d) : data_(std::move(d)) {}
-  absl::StatusOr<tandem::client::LocalData> Load() override { return data_; }
-
- private:
-  tandem::client::LocalData data_;
-};
-
 std::string ClientId() {
   if (!absl::GetFlag(FLAGS_client_id).empty()) return absl::GetFlag(FLAGS_client_id);
   char host[256] = {};
@@ -117,7 +108,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "tandem-client: %s\n", shard.status().ToString().c_str());
     return 1;
   }
-  ShardData data(*std::move(shard));
+  tandem::client::FixedDataSource data(*std::move(shard));
   std::unique_ptr<tandem::client::StateStore> store;
   if (!absl::GetFlag(FLAGS_state_dir).empty()) {
     auto s = tandem::client::MakeFileStateStore(absl::GetFlag(FLAGS_state_dir));

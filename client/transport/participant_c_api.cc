@@ -6,21 +6,8 @@
 #include "tandem/client/c_api.h"
 #include "tandem/client/participant.h"
 
-namespace {
-
-class CopiedData : public tandem::client::DataSource {
- public:
-  explicit CopiedData(tandem::client::LocalData d) : data_(std::move(d)) {}
-  absl::StatusOr<tandem::client::LocalData> Load() override { return data_; }
-
- private:
-  tandem::client::LocalData data_;
-};
-
-}  // namespace
-
 struct tandem_participant {
-  std::unique_ptr<CopiedData> data;
+  std::unique_ptr<tandem::client::FixedDataSource> data;
   std::unique_ptr<tandem::client::StateStore> store;
   std::unique_ptr<tandem::client::Participant> impl;
 };
@@ -43,7 +30,7 @@ extern "C" int tandem_participant_create(const tandem_participant_options* o,
   d.num_classes = o->num_classes;
   auto p = std::unique_ptr<tandem_participant>(new (std::nothrow) tandem_participant());
   if (p == nullptr) return Fail(absl::ResourceExhaustedError("out of memory"), error, error_len);
-  p->data = std::make_unique<CopiedData>(std::move(d));
+  p->data = std::make_unique<tandem::client::FixedDataSource>(std::move(d));
   if (o->state_dir != nullptr && o->state_dir[0] != '\0') {
     auto s = tandem::client::MakeFileStateStore(o->state_dir);
     if (!s.ok()) return Fail(s.status(), error, error_len);

@@ -34,6 +34,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -60,6 +61,17 @@ class DataSource {
  public:
   virtual ~DataSource() = default;
   virtual absl::StatusOr<LocalData> Load() = 0;
+};
+
+// A DataSource over data fixed at construction (a CLI's shard, a C app's
+// copied arrays).
+class FixedDataSource : public DataSource {
+ public:
+  explicit FixedDataSource(LocalData data) : data_(std::move(data)) {}
+  absl::StatusOr<LocalData> Load() override { return data_; }
+
+ private:
+  LocalData data_;
 };
 
 // Small durable key-value storage for the SDK's own state (the pending
