@@ -12,9 +12,19 @@ function(tandem_cc_test)
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 300)
   endif()
+  # Unit tests outside the ML worker family (ml/kernels, ml/worker, ml/eco:
+  # the kernels of the other papers, behind the worker's own validation) are
+  # the "core" unit tests: what the sanitizer stage of deploy/test.sh builds
+  # (target tandem_core_unit_tests) and runs, so that the stage covers every
+  # component on the federation's path without compiling the Eigen-heavy
+  # kernels a second time.
+  file(RELATIVE_PATH _rel ${PROJECT_SOURCE_DIR} ${CMAKE_CURRENT_SOURCE_DIR})
   add_executable(${T_NAME} ${T_SRCS})
   if("unit" IN_LIST T_LABELS)
     set_property(GLOBAL APPEND PROPERTY TANDEM_UNIT_TEST_TARGETS ${T_NAME})
+  endif()
+  if("unit" IN_LIST T_LABELS AND NOT _rel MATCHES "^ml/(kernels|worker|eco)(/|$)")
+    set_property(GLOBAL APPEND PROPERTY TANDEM_CORE_UNIT_TEST_TARGETS ${T_NAME})
   endif()
   target_link_libraries(${T_NAME} PRIVATE ${T_DEPS} tandem_base_testing GTest::gmock GTest::gtest_main)
   gtest_discover_tests(${T_NAME}

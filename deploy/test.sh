@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
 # The README's test command: installs what is missing, builds tandem and runs
 # every test. Two configurations:
-#   1. ASan+UBSan (-O1, no benchmarks, no CUDA): the unit tests.
+#   1. ASan+UBSan (-O1, no benchmarks, no CUDA): the unit tests of every
+#      component on the federation's path (target tandem_core_unit_tests:
+#      all unit tests but those of the ML worker kernels, ml/kernels,
+#      ml/worker and ml/eco, which compile slowest and run in configuration
+#      2; ctest lists binaries that were not built as unlabelled *_NOT_BUILT
+#      placeholders, which -L unit leaves out).
 #   2. Release with -march=native, benchmarks and CUDA when nvcc is present:
 #      the whole suite (unit, integration, bench smoke runs; gpu tests skip
 #      themselves without a device).
@@ -17,7 +22,7 @@ if [ "${TANDEM_TEST_SANITIZERS:-1}" != "0" ]; then
   cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-O1 \
     -DTANDEM_SANITIZERS=address,undefined -DTANDEM_BUILD_BENCHMARKS=OFF \
     -DTANDEM_ENABLE_CUDA=OFF >/dev/null
-  cmake --build build-asan -j"$JOBS" --target tandem_unit_tests
+  cmake --build build-asan -j"$JOBS" --target tandem_core_unit_tests
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
     ctest --test-dir build-asan -L unit --output-on-failure -j"$JOBS"
 fi

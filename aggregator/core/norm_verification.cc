@@ -64,7 +64,7 @@ absl::StatusOr<std::vector<NormEvaluation>> EvaluateNormChecks(
   tbb::parallel_for(size_t{0}, shares.size(), [&](size_t i) {
     Buffers& b = buffers.local();
     b.derived.resize(proof.circuit().derived_length());
-    // One evaluation, the limb sums taken per block while it is in L1.
+    // One evaluation, each group's leaves summed in the AES kernel.
     absl::StatusOr<crypto::ProofDigest> digest = proof.EvaluateAndDerive(
         dpf, party, shares[i]->keys, absl::MakeSpan(b.derived), &b.scratch);
     if (!digest.ok()) {
@@ -73,7 +73,7 @@ absl::StatusOr<std::vector<NormEvaluation>> EvaluateNormChecks(
     }
     out[i].digest = *digest;
     absl::StatusOr<proto::NormProofVerifierShare> v = proof.Query(
-        party, report_ids[i], shares[i]->keys, shares[i]->proof, b.derived, query_seed);
+        party, report_ids[i], shares[i]->keys, shares[i]->proof, b.derived, *digest, query_seed);
     if (!v.ok()) {
       statuses[i] = v.status();
       return;

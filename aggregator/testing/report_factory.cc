@@ -78,13 +78,12 @@ absl::StatusOr<TestReport> Build(const proto::RoundParameters& params,
     std::pair<proto::NormProofShare, proto::NormProofShare> proof;
     if (cheat) {
       std::vector<uint64_t> derived, u0, u1;
-      TANDEM_RETURN_IF_ERROR(
-          sys.SentBlockValues(keys.first, keys.second, indices, &derived, &u0, &u1));
+      TANDEM_RETURN_IF_ERROR(sys.ClientValues(keys.first, keys.second, &derived, &u0, &u1));
       std::vector<uint64_t> zero(sys.circuit().witness_length(), 0);
       TANDEM_ASSIGN_OR_RETURN(
           proof, sys.ProveWithWitness(id, keys.first, keys.second, derived, zero, rng));
     } else {
-      TANDEM_ASSIGN_OR_RETURN(proof, sys.Prove(id, keys.first, keys.second, indices, rng));
+      TANDEM_ASSIGN_OR_RETURN(proof, sys.Prove(id, keys.first, keys.second, rng));
     }
     *report.to_leader.mutable_norm_proof() = std::move(proof.first);
     *report.to_helper.mutable_norm_proof() = std::move(proof.second);

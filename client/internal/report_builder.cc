@@ -82,8 +82,8 @@ absl::StatusOr<BuiltReport> ReportBuilder::Build(absl::Span<const float> update,
   TANDEM_RETURN_IF_ERROR(rng->Fill(
       absl::MakeSpan(reinterpret_cast<uint8_t*>(report.report_id.data()), 16)));
   if (proof_.has_value()) {
-    TANDEM_ASSIGN_OR_RETURN(auto shares, proof_->Prove(report.report_id, keys.first, keys.second,
-                                                       indices, rng));
+    TANDEM_ASSIGN_OR_RETURN(auto shares,
+                            proof_->Prove(report.report_id, keys.first, keys.second, rng));
     report.leader_proof = std::move(shares.first);
     report.helper_proof = std::move(shares.second);
   }

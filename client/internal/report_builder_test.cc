@@ -138,10 +138,11 @@ bool ServersAccept(const ReportBuilder& b, const crypto::proof::NormProofSystem&
     const proto::SparseKeySet& keys = party == 0 ? r.leader_share : r.helper_share;
     const proto::NormProofShare& share = party == 0 ? *r.leader_proof : *r.helper_proof;
     std::vector<uint64_t> expansion(b.dpf().dimension(), 0), derived(sys.circuit().derived_length());
-    EXPECT_THAT(b.dpf().EvaluateAndAccumulate(keys, absl::MakeSpan(expansion), &scratch).status(),
-                IsOk());
+    auto digest = b.dpf().EvaluateAndAccumulate(keys, absl::MakeSpan(expansion), &scratch);
+    EXPECT_THAT(digest.status(), IsOk());
+    if (!digest.ok()) return false;
     EXPECT_THAT(sys.DeriveInputShare(party, expansion, absl::MakeSpan(derived)), IsOk());
-    auto s = sys.Query(party, r.report_id, keys, share, derived, std::string(32, 's'));
+    auto s = sys.Query(party, r.report_id, keys, share, derived, *digest, std::string(32, 's'));
     EXPECT_THAT(s.status(), IsOk());
     if (!s.ok()) return false;
     v[party] = *s;

@@ -204,28 +204,13 @@ absl::Status BlockDpf::ValidateKey(const BlockDpfKey& key) const {
 
 template <typename T, BlockDpf::Mode kMode, int kBits>
 void BlockDpf::ConvertChunk(const BlockDpfKey& key, absl::Span<const Block> seeds,
-                            uint64_t first_leaf, T* out, BlockDpfScratch* scratch,
-                            LeafSink* sink) const {
-  constexpr bool kAdd = kMode == Mode::kAdd;
-  constexpr bool kToSink = kMode == Mode::kSink;
-  static_assert(!kToSink || std::is_same_v<T, uint64_t>);
+                            uint64_t first_leaf, T* out, BlockDpfScratch* scratch) const {
+  constexpr bool kSum = kMode == Mode::kSum;
+  constexpr bool kAdd = kMode == Mode::kAdd || kSum;  // kSum adds every leaf into `out`
   constexpr int kEarly = 128 / kBits;  // elements per block with early termination
   const size_t bsz = static_cast<size_t>(block_size_);
-  // Where leaf i of this chunk goes: the output, or (kSink) slot `slot` of
-  // the sink buffer, handed to the sink while it is still in L1.
-  auto leaf_out = [&](size_t i, size_t slot) -> T* {
-    if constexpr (kToSink) {
-      return reinterpret_cast<T*>(scratch->sink_out.data()) + slot * bsz;
-    } else {
-      return out + (first_leaf + i) * bsz;
-    }
-  };
-  auto emit = [&](size_t i, size_t slot) {
-    if constexpr (kToSink) {
-      sink->OnLeaf(first_leaf + i,
-                   absl::MakeConstSpan(scratch->sink_out.data() + slot * bsz, bsz));
-    }
-  };
+  // Where leaf i of this chunk goes (kSum: all into the same outputs).
+  auto leaf_out = [&](size_t i) -> T* { return kSum ? out : out + (first_leaf + i) * bsz; };
   if (sizeof(T) * 8 == kBits && bsz == kEarly) {
     // One AES block per leaf and the output's element width is the lane
     // width: fused hash + correction + store/add in the AES kernel.
@@ -236,11 +221,20 @@ void BlockDpf::ConvertChunk(const BlockDpfKey& key, absl::Span<const Block> seed
       vc = {key.value_correction[0] | key.value_correction[1] << 32,
             key.value_correction[2] | key.value_correction[3] << 32};
     }
-    if constexpr (kToSink) scratch->sink_out.resize(seeds.size() * bsz);
-    leaf_hash_.LeafConvert(seeds, vc, key.party == 1, kBits, kAdd,
-                           absl::MakeSpan(reinterpret_cast<Block*>(leaf_out(0, 0)),
-                                          seeds.size()));
-    for (size_t i = 0; i < seeds.size(); ++i) emit(i, i);
+    if constexpr (kSum) {
+      // The kernel writes consecutive leaves: convert into scratch, then add
+      // (T is as wide as the values, so the sum wraps mod 2^value_bits).
+      scratch->leaf_buf.resize((seeds.size() * bsz * sizeof(T) + 7) / 8);
+      T* buf = reinterpret_cast<T*>(scratch->leaf_buf.data());
+      leaf_hash_.LeafConvert(seeds, vc, key.party == 1, kBits, /*add=*/false,
+                             absl::MakeSpan(reinterpret_cast<Block*>(buf), seeds.size()));
+      for (size_t i = 0; i < seeds.size(); ++i) {
+        for (size_t j = 0; j < bsz; ++j) out[j] += buf[i * bsz + j];
+      }
+    } else {
+      leaf_hash_.LeafConvert(seeds, vc, key.party == 1, kBits, kAdd,
+                             absl::MakeSpan(reinterpret_cast<Block*>(leaf_out(0)), seeds.size()));
+    }
     return;
   }
   const size_t nblk = BlocksPerLeaf();
@@ -258,10 +252,9 @@ void BlockDpf::ConvertChunk(const BlockDpfKey& key, absl::Span<const Block> seed
       }
       vc_blocks = scratch->vc_packed.data();
     }
-    if constexpr (kToSink) scratch->sink_out.resize(bsz);
     for (size_t i = 0; i < seeds.size(); ++i) {
-      Block* o = reinterpret_cast<Block*>(leaf_out(i, 0));
-      if constexpr (kAdd) {
+      Block* o = reinterpret_cast<Block*>(leaf_out(i));
+      if constexpr (kMode == Mode::kAdd) {
         if (i + 1 < seeds.size()) {  // fetch the next leaf's accumulator lines
           const char* next = reinterpret_cast<const char*>(o + nblk);
           for (size_t off = 0; off < nblk * 16; off += 64) __builtin_prefetch(next + off, 1, 3);
@@ -269,18 +262,16 @@ void BlockDpf::ConvertChunk(const BlockDpfKey& key, absl::Span<const Block> seed
       }
       leaf_hash_.LeafConvertCounter(seeds[i], 0, absl::MakeConstSpan(vc_blocks, nblk),
                                     key.party == 1, kBits, kAdd, absl::MakeSpan(o, nblk));
-      emit(i, 0);
     }
     return;
   }
   const size_t leaves_per_batch = std::max<size_t>(1, kConvBatchBlocks / nblk);
   scratch->conv.resize(leaves_per_batch * nblk);
-  if constexpr (kToSink) scratch->sink_out.resize(std::min(leaves_per_batch, seeds.size()) * bsz);
   const uint64_t sign_mask = key.party == 1 ? ~uint64_t{0} : 0;  // party is public
   const uint64_t* vc = key.value_correction.data();
   for (size_t i0 = 0; i0 < seeds.size(); i0 += leaves_per_batch) {
     const size_t n = std::min(leaves_per_batch, seeds.size() - i0);
-    if constexpr (kAdd) {
+    if constexpr (kMode == Mode::kAdd) {
       // The accumulator is usually beyond L2: start fetching this batch's
       // lines so the loads overlap the AES work below.
       const char* first = reinterpret_cast<const char*>(out + (first_leaf + i0) * bsz);
@@ -291,29 +282,31 @@ void BlockDpf::ConvertChunk(const BlockDpfKey& key, absl::Span<const Block> seed
     for (size_t i = 0; i < n; ++i) {
       const uint64_t t_mask = 0 - Lsb(seeds[i0 + i]);
       const uint8_t* conv = reinterpret_cast<const uint8_t*>(scratch->conv.data() + i * nblk);
-      T* o = leaf_out(i0 + i, i);
+      T* o = leaf_out(i0 + i);
       if (bsz == kEarly) {
         CorrectLeaf<T, kAdd, kBits, kEarly>(conv, t_mask, sign_mask, value_mask_, vc, 0, o);
       } else {
         CorrectLeaf<T, kAdd, kBits, 0>(conv, t_mask, sign_mask, value_mask_, vc, block_size_, o);
       }
     }
-    for (size_t i = 0; i < n; ++i) emit(i0 + i, i);
   }
 }
 
 template <typename T, BlockDpf::Mode kMode>
 absl::Status BlockDpf::Evaluate(const BlockDpfKey& key, absl::Span<T> out,
-                                BlockDpfScratch* scratch, internal::Sha256* transcript,
-                                LeafSink* sink) const {
+                                BlockDpfScratch* scratch, internal::Sha256* transcript) const {
   static_assert(std::is_same_v<T, uint32_t> || std::is_same_v<T, uint64_t>);
   if (scratch == nullptr) return absl::InvalidArgumentError("scratch must not be null");
   TANDEM_RETURN_IF_ERROR(ValidateKey(key));
   if (sizeof(T) * 8 < static_cast<size_t>(value_bits_)) {
     return absl::InvalidArgumentError("output element type narrower than value_bits");
   }
-  if (kMode == Mode::kSink && sink == nullptr) {
-    return absl::InvalidArgumentError("sink must not be null");
+  if (kMode == Mode::kSum) {
+    if (out.size() != static_cast<size_t>(block_size_)) {
+      return absl::InvalidArgumentError(absl::StrCat("block sum has ", out.size(),
+                                                     " elements, expected ", block_size_));
+    }
+    std::fill(out.begin(), out.end(), T{0});
   }
   if ((kMode == Mode::kWrite || kMode == Mode::kAdd) && out.size() != domain_size()) {
     return absl::InvalidArgumentError(absl::StrCat("output has ", out.size(),
@@ -366,10 +359,10 @@ absl::Status BlockDpf::Evaluate(const BlockDpfKey& key, absl::Span<T> out,
     if constexpr (kMode != Mode::kProofOnly) {
       if (value_bits_ == 64) {
         if constexpr (sizeof(T) == 8) {
-          ConvertChunk<T, kMode, 64>(key, seeds, first_leaf, out.data(), scratch, sink);
+          ConvertChunk<T, kMode, 64>(key, seeds, first_leaf, out.data(), scratch);
         }
       } else {
-        ConvertChunk<T, kMode, 32>(key, seeds, first_leaf, out.data(), scratch, sink);
+        ConvertChunk<T, kMode, 32>(key, seeds, first_leaf, out.data(), scratch);
       }
     }
   }
@@ -390,10 +383,10 @@ absl::Status BlockDpf::EvaluateAndAdd(const BlockDpfKey& key, absl::Span<T> accu
   return Evaluate<T, Mode::kAdd>(key, accumulator, scratch, transcript);
 }
 
-absl::Status BlockDpf::EvaluateToSink(const BlockDpfKey& key, LeafSink* sink,
-                                      BlockDpfScratch* scratch,
-                                      internal::Sha256* transcript) const {
-  return Evaluate<uint64_t, Mode::kSink>(key, absl::Span<uint64_t>(), scratch, transcript, sink);
+absl::Status BlockDpf::EvaluateBlockSum(const BlockDpfKey& key, absl::Span<uint64_t> out,
+                                        BlockDpfScratch* scratch,
+                                        internal::Sha256* transcript) const {
+  return Evaluate<uint64_t, Mode::kSum>(key, out, scratch, transcript);
 }
 
 absl::Status BlockDpf::FeedProof(const BlockDpfKey& key, BlockDpfScratch* scratch,

@@ -65,20 +65,7 @@ struct BlockDpfKey {
 struct BlockDpfScratch {
   std::vector<Block> top_a, top_b, sub_a, sub_b, conv, proof_in, proof_out, vc_packed;
   std::vector<uint8_t> transcript;
-  std::vector<uint64_t> sink_out;  // leaves handed to a LeafSink
-};
-
-// Receives the leaves of a full-domain evaluation one by one, right after
-// each is produced (still in L1), so that per-leaf reductions need neither
-// a domain-sized buffer nor a second pass over it (the norm proof's limb
-// sums, crypto/proof/norm_circuit.h). Leaves arrive in increasing order.
-class LeafSink {
- public:
-  virtual ~LeafSink() = default;
-  // `values`: this party's share of the block_size coordinates of `leaf`,
-  // each < 2^value_bits (what EvaluateFullDomain writes there); valid only
-  // during the call.
-  virtual void OnLeaf(uint64_t leaf, absl::Span<const uint64_t> values) = 0;
+  std::vector<uint64_t> leaf_buf;  // leaves of one chunk before a block sum
 };
 
 class BlockDpf {
@@ -127,18 +114,23 @@ class BlockDpf {
   absl::Status EvaluateAndAdd(const BlockDpfKey& key, absl::Span<T> accumulator,
                               BlockDpfScratch* scratch,
                               internal::Sha256* transcript = nullptr) const;
-  // As EvaluateFullDomain, but hands every leaf to `sink` (non-null)
-  // instead of writing a domain-sized output. INVALID_ARGUMENT on a key
-  // mismatch or null sink.
-  absl::Status EvaluateToSink(const BlockDpfKey& key, LeafSink* sink, BlockDpfScratch* scratch,
-                              internal::Sha256* transcript = nullptr) const;
+  // The sum over all blocks of this party's shares: out[j] = sum over leaves
+  // x of the share of coordinate (x, j), mod 2^value_bits (out.size() ==
+  // block_size(), overwritten). Each leaf is added into `out` as the AES
+  // kernel produces it, so no domain-sized buffer is written: what the norm
+  // proof derives its input shares from (crypto/proof/norm_circuit.h).
+  // Same transcript as EvaluateFullDomain. INVALID_ARGUMENT on size or key
+  // mismatch.
+  absl::Status EvaluateBlockSum(const BlockDpfKey& key, absl::Span<uint64_t> out,
+                                BlockDpfScratch* scratch,
+                                internal::Sha256* transcript = nullptr) const;
   // Only the VDPF leaf proofs (tree expansion, no leaf expansion): the cheap
   // check servers run before accumulating.
   absl::Status FeedProof(const BlockDpfKey& key, BlockDpfScratch* scratch,
                          internal::Sha256* transcript) const;
 
  private:
-  enum class Mode { kWrite, kAdd, kSink, kProofOnly };
+  enum class Mode { kWrite, kAdd, kSum, kProofOnly };
 
   BlockDpf(int log_num_blocks, int block_size, int value_bits, FixedKeyHash node_hash,
            FixedKeyHash leaf_hash, std::array<FixedKeyHash, kProofBlocks> proof_hash);
@@ -155,12 +147,11 @@ class BlockDpf {
 
   template <typename T, Mode kMode>
   absl::Status Evaluate(const BlockDpfKey& key, absl::Span<T> out, BlockDpfScratch* scratch,
-                        internal::Sha256* transcript, LeafSink* sink = nullptr) const;
-  // kSink: the leaves go to scratch->sink_out and then to `sink`; `out` is
-  // unused.
+                        internal::Sha256* transcript) const;
+  // kSum: every leaf is added into the same block_size outputs at `out`.
   template <typename T, Mode kMode, int kBits>
   void ConvertChunk(const BlockDpfKey& key, absl::Span<const Block> seeds, uint64_t first_leaf,
-                    T* out, BlockDpfScratch* scratch, LeafSink* sink = nullptr) const;
+                    T* out, BlockDpfScratch* scratch) const;
 
   int log_num_blocks_;
   int block_size_;

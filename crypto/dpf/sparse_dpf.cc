@@ -38,19 +38,6 @@ void KeyFromProto(const proto::BlockDpfKey& in, BlockDpfKey* out) {
   std::memcpy(out->proof_correction.data(), in.proof_correction().data(), 16 * kProofBlocks);
 }
 
-// Adapts a SparseLeafSink to one group's LeafSink.
-class GroupSink : public LeafSink {
- public:
-  GroupSink(SparseLeafSink* sink, int group) : sink_(sink), group_(group) {}
-  void OnLeaf(uint64_t leaf, absl::Span<const uint64_t> values) override {
-    sink_->OnBlock(group_, leaf, values);
-  }
-
- private:
-  SparseLeafSink* sink_;
-  int group_;
-};
-
 }  // namespace
 
 struct SparseDpfScratch::Impl {
@@ -132,7 +119,7 @@ absl::StatusOr<std::pair<proto::SparseKeySet, proto::SparseKeySet>> SparseDpf::G
 
 absl::StatusOr<ProofDigest> SparseDpf::ComputeProofDigest(const proto::SparseKeySet& keys,
                                                           SparseDpfScratch* scratch) const {
-  return Run(keys, {}, /*accumulate=*/false, /*digest=*/true, scratch);
+  return Run(keys, {}, Output::kNone, /*digest=*/true, scratch);
 }
 
 absl::StatusOr<ProofDigest> SparseDpf::EvaluateAndAccumulate(const proto::SparseKeySet& keys,
@@ -142,14 +129,18 @@ absl::StatusOr<ProofDigest> SparseDpf::EvaluateAndAccumulate(const proto::Sparse
     return absl::InvalidArgumentError(absl::StrCat("accumulator has ", accumulator.size(),
                                                    " entries, expected ", dimension_));
   }
-  return Run(keys, accumulator, /*accumulate=*/true, /*digest=*/true, scratch);
+  return Run(keys, accumulator, Output::kAccumulate, /*digest=*/true, scratch);
 }
 
-absl::StatusOr<ProofDigest> SparseDpf::EvaluateToSink(const proto::SparseKeySet& keys,
-                                                      SparseLeafSink* sink,
-                                                      SparseDpfScratch* scratch) const {
-  if (sink == nullptr) return absl::InvalidArgumentError("sink must not be null");
-  return Run(keys, {}, /*accumulate=*/false, /*digest=*/true, scratch, sink);
+absl::StatusOr<ProofDigest> SparseDpf::EvaluateBlockSums(const proto::SparseKeySet& keys,
+                                                         absl::Span<uint64_t> block_sums,
+                                                         SparseDpfScratch* scratch) const {
+  if (block_sums.size() != static_cast<size_t>(num_groups_) * block_size()) {
+    return absl::InvalidArgumentError(absl::StrCat("block_sums has ", block_sums.size(),
+                                                   " entries, expected k*B = ",
+                                                   uint64_t(num_groups_) * block_size()));
+  }
+  return Run(keys, block_sums, Output::kBlockSums, /*digest=*/true, scratch);
 }
 
 absl::Status SparseDpf::Accumulate(const proto::SparseKeySet& keys,
@@ -159,22 +150,35 @@ absl::Status SparseDpf::Accumulate(const proto::SparseKeySet& keys,
     return absl::InvalidArgumentError(absl::StrCat("accumulator has ", accumulator.size(),
                                                    " entries, expected ", dimension_));
   }
-  return Run(keys, accumulator, /*accumulate=*/true, /*digest=*/false, scratch).status();
+  return Run(keys, accumulator, Output::kAccumulate, /*digest=*/false, scratch).status();
 }
 
 absl::StatusOr<ProofDigest> SparseDpf::Run(const proto::SparseKeySet& keys,
-                                           absl::Span<uint64_t> accumulator, bool accumulate,
-                                           bool digest, SparseDpfScratch* scratch,
-                                           SparseLeafSink* sink) const {
+                                           absl::Span<uint64_t> out, Output output, bool digest,
+                                           SparseDpfScratch* scratch) const {
   if (scratch == nullptr) return absl::InvalidArgumentError("scratch must not be null");
   TANDEM_RETURN_IF_ERROR(ValidateSparseKeySet(keys, Shape()));
   SparseDpfScratch::Impl& s = *scratch->impl_;
   const uint64_t group_dim = group_dimension();
+  const size_t b = static_cast<size_t>(block_size());
+  // Group g's evaluation, feeding `transcript` when non-null.
+  auto evaluate = [&](int g, internal::Sha256* transcript) -> absl::Status {
+    switch (output) {
+      case Output::kAccumulate:
+        return block_dpf_.EvaluateAndAdd<uint64_t>(
+            s.key, out.subspan(g * group_dim, group_dim), &s.block, transcript);
+      case Output::kBlockSums:
+        return block_dpf_.EvaluateBlockSum(s.key, out.subspan(g * b, b), &s.block, transcript);
+      case Output::kNone:
+        break;
+    }
+    return transcript == nullptr ? absl::OkStatus()
+                                 : block_dpf_.FeedProof(s.key, &s.block, transcript);
+  };
   if (!digest) {
     for (int g = 0; g < num_groups_; ++g) {
       KeyFromProto(keys.keys(g), &s.key);
-      TANDEM_RETURN_IF_ERROR(block_dpf_.EvaluateAndAdd<uint64_t>(
-          s.key, accumulator.subspan(g * group_dim, group_dim), &s.block, nullptr));
+      TANDEM_RETURN_IF_ERROR(evaluate(g, nullptr));
     }
     return ProofDigest{};
   }
@@ -203,15 +207,7 @@ absl::StatusOr<ProofDigest> SparseDpf::Run(const proto::SparseKeySet& keys,
         8 * s.key.value_correction.size())));
     TANDEM_RETURN_IF_ERROR(sha.Update(absl::MakeConstSpan(
         reinterpret_cast<const uint8_t*>(s.key.proof_correction.data()), 16 * kProofBlocks)));
-    if (sink != nullptr) {
-      GroupSink group_sink(sink, g);
-      TANDEM_RETURN_IF_ERROR(block_dpf_.EvaluateToSink(s.key, &group_sink, &s.block, &sha));
-    } else if (accumulate) {
-      TANDEM_RETURN_IF_ERROR(block_dpf_.EvaluateAndAdd<uint64_t>(
-          s.key, accumulator.subspan(g * group_dim, group_dim), &s.block, &sha));
-    } else {
-      TANDEM_RETURN_IF_ERROR(block_dpf_.FeedProof(s.key, &s.block, &sha));
-    }
+    TANDEM_RETURN_IF_ERROR(evaluate(g, &sha));
   }
   return sha.Finish();
 }

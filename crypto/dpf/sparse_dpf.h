@@ -56,16 +56,6 @@ class SparseDpfScratch {
   std::unique_ptr<Impl> impl_;
 };
 
-// Receives every block of a full-domain evaluation (group by group, blocks
-// in increasing order), see LeafSink in block_dpf.h.
-class SparseLeafSink {
- public:
-  virtual ~SparseLeafSink() = default;
-  // `values`: this party's share of block `block` of group `group` (B
-  // values < 2^value_bits); valid only during the call.
-  virtual void OnBlock(int group, uint64_t block, absl::Span<const uint64_t> values) = 0;
-};
-
 class SparseDpf {
  public:
   // Returns INVALID_ARGUMENT unless dimension == num_groups * 2^d *
@@ -107,13 +97,15 @@ class SparseDpf {
                                                     absl::Span<uint64_t> accumulator,
                                                     SparseDpfScratch* scratch) const;
 
-  // As EvaluateAndAccumulate, but hands every block to `sink` instead of
-  // adding into a D-sized accumulator (per-block reductions while the block
-  // is in L1, e.g. the norm proof's limb sums). Same digest.
-  // INVALID_ARGUMENT for keys that do not validate or a null sink.
-  absl::StatusOr<ProofDigest> EvaluateToSink(const proto::SparseKeySet& keys,
-                                             SparseLeafSink* sink,
-                                             SparseDpfScratch* scratch) const;
+  // Per group, the sum over its blocks of this party's shares:
+  // block_sums[g * B + j] = sum over blocks x of group g of the share of
+  // coordinate (g, x, j), mod 2^value_bits (BlockDpf::EvaluateBlockSum; no
+  // D-sized buffer). What the norm proof's input shares are derived from.
+  // Same digest as ComputeProofDigest. INVALID_ARGUMENT for keys that do not
+  // validate or block_sums.size() != num_groups * B.
+  absl::StatusOr<ProofDigest> EvaluateBlockSums(const proto::SparseKeySet& keys,
+                                                absl::Span<uint64_t> block_sums,
+                                                SparseDpfScratch* scratch) const;
 
   // As EvaluateAndAccumulate without the digest: for reports whose digests
   // were already compared with ComputeProofDigest (the recommended flow).
@@ -124,10 +116,11 @@ class SparseDpf {
   SparseDpf(uint64_t dimension, int num_groups, BlockDpf block_dpf)
       : dimension_(dimension), num_groups_(num_groups), block_dpf_(std::move(block_dpf)) {}
 
-  absl::StatusOr<ProofDigest> Run(const proto::SparseKeySet& keys,
-                                  absl::Span<uint64_t> accumulator, bool accumulate,
-                                  bool digest, SparseDpfScratch* scratch,
-                                  SparseLeafSink* sink = nullptr) const;
+  // What each group's evaluation does with the leaves.
+  enum class Output { kNone, kAccumulate, kBlockSums };
+  // `out`: the D-sized accumulator (kAccumulate) or the k * B block sums.
+  absl::StatusOr<ProofDigest> Run(const proto::SparseKeySet& keys, absl::Span<uint64_t> out,
+                                  Output output, bool digest, SparseDpfScratch* scratch) const;
 
   uint64_t dimension_;
   int num_groups_;

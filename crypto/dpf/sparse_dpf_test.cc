@@ -72,21 +72,6 @@ bool DigestsAgree(const SparseDpf& dpf, const KeyPair& keys) {
   return d0.ok() && d1.ok() && *d0 == *d1;
 }
 
-// Concatenates the blocks it is given and checks their order.
-struct CollectingSink : SparseLeafSink {
-  explicit CollectingSink(const SparseDpf& dpf) : dpf(dpf) {}
-  void OnBlock(int group, uint64_t block, absl::Span<const uint64_t> v) override {
-    const uint64_t index = uint64_t(group) * dpf.blocks_per_group() + block;
-    in_order &= index == next && v.size() == static_cast<size_t>(dpf.block_size());
-    next = index + 1;
-    values.insert(values.end(), v.begin(), v.end());
-  }
-  const SparseDpf& dpf;
-  uint64_t next = 0;
-  bool in_order = true;
-  std::vector<uint64_t> values;
-};
-
 // (dimension, block_size, num_groups, value_bits)
 using Shape = std::tuple<uint64_t, int, int, int>;
 class SparseDpfPropertyTest : public ::testing::TestWithParam<Shape> {};
@@ -117,18 +102,32 @@ TEST_P(SparseDpfPropertyTest, SharesSumToTheSparseVectorAndDigestsAgree) {
     ASSERT_THAT(dpf.Accumulate(keys.second, absl::MakeSpan(b1), &scratch), IsOk());
     const uint64_t mask = bits == 64 ? ~uint64_t{0} : 0xffffffffULL;
     for (uint64_t i = 0; i < dim; ++i) ASSERT_EQ((b0[i] + b1[i]) & mask, expected[i]) << i;
-    // EvaluateToSink hands over exactly the blocks a full evaluation writes,
-    // in order, with the same digest.
+    // EvaluateBlockSums: each group's blocks of a full evaluation summed
+    // mod 2^w, with the same digest; the two parties' sums add up to the
+    // sent blocks (every other block cancels).
+    std::vector<uint64_t> both(size_t(k) * b, 0);
     for (const proto::SparseKeySet* set : {&keys.first, &keys.second}) {
       std::vector<uint64_t> full(dim, 0);
       TANDEM_ASSERT_OK_AND_ASSIGN(ProofDigest want,
                                   dpf.EvaluateAndAccumulate(*set, absl::MakeSpan(full), &scratch));
-      CollectingSink sink(dpf);
-      TANDEM_ASSERT_OK_AND_ASSIGN(ProofDigest got, dpf.EvaluateToSink(*set, &sink, &scratch));
+      std::vector<uint64_t> want_sums(size_t(k) * b, 0);
+      for (uint64_t i = 0; i < dim; ++i) {
+        uint64_t& s = want_sums[(i / dpf.group_dimension()) * b + i % b];
+        s = (s + full[i]) & mask;
+      }
+      std::vector<uint64_t> sums(size_t(k) * b, 7);  // overwritten
+      TANDEM_ASSERT_OK_AND_ASSIGN(ProofDigest got,
+                                  dpf.EvaluateBlockSums(*set, absl::MakeSpan(sums), &scratch));
       EXPECT_EQ(got, want);
-      EXPECT_TRUE(sink.in_order);
-      EXPECT_EQ(sink.values, full);
+      EXPECT_EQ(sums, want_sums);
+      for (size_t j = 0; j < both.size(); ++j) both[j] = (both[j] + sums[j]) & mask;
     }
+    std::vector<uint64_t> sent(r.values);
+    for (uint64_t& v : sent) v &= mask;
+    EXPECT_EQ(both, sent);
+    std::vector<uint64_t> short_sums(size_t(k) * b - 1);
+    EXPECT_THAT(dpf.EvaluateBlockSums(keys.first, absl::MakeSpan(short_sums), &scratch).status(),
+                StatusIs(absl::StatusCode::kInvalidArgument));
   }
 }
 

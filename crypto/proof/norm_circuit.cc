@@ -65,6 +65,20 @@ double NormCircuit::SoundnessLog2() const {
   return hi + std::log2(1.0 + std::exp2(lo - hi));
 }
 
+void NormCircuit::SplitSums(int party, const uint64_t* sums, size_t count, uint64_t* xlo,
+                            uint64_t* xhi) const {
+  const uint64_t mask = w_ == 64 ? ~uint64_t{0} : (uint64_t{1} << w_) - 1;
+  const uint64_t lo_mask = (uint64_t{1} << l_) - 1;
+  const uint64_t neg = 0 - static_cast<uint64_t>(party);  // all ones for party 1 (public)
+  for (size_t j = 0; j < count; ++j) {
+    const uint64_t u = ((sums[j] ^ neg) - neg) & mask;  // (-1)^party S mod 2^w
+    const uint64_t lo = u & lo_mask, hi = u >> l_;      // both < 2^59 < p
+    // (-1)^party again, now in F_p.
+    xhi[j] = (neg & SubR(0, hi)) | (~neg & hi);
+    xlo[j] = (neg & SubR(0, lo)) | (~neg & lo);
+  }
+}
+
 absl::Status NormCircuit::DeriveGroupShare(int party, absl::Span<const uint64_t> group_outputs,
                                            absl::Span<uint64_t> xlo,
                                            absl::Span<uint64_t> xhi) const {
@@ -73,68 +87,24 @@ absl::Status NormCircuit::DeriveGroupShare(int party, absl::Span<const uint64_t>
       xhi.size() != b || (party != 0 && party != 1)) {
     return absl::InvalidArgumentError("DeriveGroupShare: bad sizes or party");
   }
-  GroupLimbSums sums(*this, party);
-  for (size_t x = 0; x < group_outputs.size(); x += b) sums.Add(group_outputs.data() + x);
-  sums.Finish(xlo.data(), xhi.data());
+  // The block sum S (mod 2^64, hence mod 2^w), kept in xhi until the split.
+  std::fill(xhi.begin(), xhi.end(), 0);
+  for (size_t x = 0; x < group_outputs.size(); x += b) {
+    for (size_t j = 0; j < b; ++j) xhi[j] += group_outputs[x + j];
+  }
+  SplitSums(party, xhi.data(), b, xlo.data(), xhi.data());
   return absl::OkStatus();
 }
 
-GroupLimbSums::GroupLimbSums(const NormCircuit& circuit, int party)
-    : l_(circuit.lo_bits()),
-      mask_(circuit.value_bits() == 64 ? ~uint64_t{0}
-                                       : (uint64_t{1} << circuit.value_bits()) - 1),
-      lo_mask_((uint64_t{1} << l_) - 1),
-      neg_(0 - static_cast<uint64_t>(party)),  // all ones for party 1
-      b_(static_cast<size_t>(circuit.block_size())),
-      // Raw uint64 sums of limbs < 2^max(L, w-L) are safe for this many blocks.
-      batch_(size_t{1} << std::min(20, 64 - std::max(l_, circuit.value_bits() - l_))),
-      tlo_(b_, 0),
-      thi_(b_, 0),
-      xlo_(b_, 0),
-      xhi_(b_, 0) {}
-
-namespace {
-
-// tlo += lo(u), thi += hi(u) for u = (-1)^party y mod 2^w (kNeg: party 1),
-// kFull: w = 64 (no mask). Restrict so that the loop vectorizes.
-template <bool kNeg, bool kFull>
-void AddLimbs(const uint64_t* __restrict y, size_t b, uint64_t mask, uint64_t lo_mask, int l,
-              uint64_t* __restrict tlo, uint64_t* __restrict thi) {
-  for (size_t j = 0; j < b; ++j) {
-    uint64_t u = kNeg ? 0 - y[j] : y[j];
-    if constexpr (!kFull) u &= mask;
-    tlo[j] += u & lo_mask;
-    thi[j] += u >> l;
+absl::Status NormCircuit::DeriveFromBlockSums(int party, absl::Span<const uint64_t> block_sums,
+                                              absl::Span<uint64_t> derived) const {
+  if (block_sums.size() != n_ || derived.size() != 2 * n_ || (party != 0 && party != 1)) {
+    return absl::InvalidArgumentError("DeriveFromBlockSums: bad sizes or party");
   }
-}
-
-}  // namespace
-
-void GroupLimbSums::Add(const uint64_t* y) {
-  // party and w are public: pick the loop without the identity operations.
-  auto* add = neg_ != 0 ? (mask_ == ~uint64_t{0} ? &AddLimbs<true, true> : &AddLimbs<true, false>)
-                        : (mask_ == ~uint64_t{0} ? &AddLimbs<false, true> : &AddLimbs<false, false>);
-  add(y, b_, mask_, lo_mask_, l_, tlo_.data(), thi_.data());
-  if (++pending_ == batch_) Fold();
-}
-
-void GroupLimbSums::Fold() {
-  for (size_t j = 0; j < b_; ++j) {
-    xlo_[j] = field::Add(xlo_[j], field::Reduce64(tlo_[j]));
-    xhi_[j] = field::Add(xhi_[j], field::Reduce64(thi_[j]));
-    tlo_[j] = thi_[j] = 0;
-  }
-  pending_ = 0;
-}
-
-void GroupLimbSums::Finish(uint64_t* xlo, uint64_t* xhi) {
-  Fold();
-  // The (-1)^party of the file comment; party is public.
-  for (size_t j = 0; j < b_; ++j) {
-    xlo[j] = neg_ != 0 ? field::Neg(xlo_[j]) : xlo_[j];
-    xhi[j] = neg_ != 0 ? field::Neg(xhi_[j]) : xhi_[j];
-    xlo_[j] = xhi_[j] = 0;
-  }
+  // In place when block_sums is derived's second half: element j of the
+  // sums is read before X_hi_j (the same element) and X_lo_j are written.
+  SplitSums(party, block_sums.data(), n_, derived.data(), derived.data() + n_);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<uint64_t>> NormCircuit::Witness(absl::Span<const uint64_t> u0,

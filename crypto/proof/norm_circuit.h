@@ -4,14 +4,19 @@
 // the values that are actually aggregated in Z_2^w (w = value_bits).
 //
 // From the ring to the field without a conversion protocol [I, our design]:
-// party b's block-DPF output is (-1)^b u_b with u_b in [0, 2^w) (crypto/dpf/
-// block_dpf.h). Where the two leaf seeds agree (every block but the sent one
-// once the VDPF digests match) u_0 = u_1 exactly, as integers. Split
-// u = hi * 2^L + lo (lo < 2^L, hi < 2^(w-L)) and sum the limbs over the
-// blocks of a group: the F_p shares (-1)^b sum_x lo(u_b(x)) add up to the
-// integer X_lo = lo(u_0) - lo(u_1) of the sent block, |X_lo| < 2^L, and the
+// party b's block-DPF output is y_b with y_0 + y_1 the aggregated vector mod
+// 2^w (crypto/dpf/block_dpf.h). Each party sums its outputs over the blocks
+// of a group, S_b = sum_x y_b(x) mod 2^w (one pass, fused into the AES
+// kernel: BlockDpf::EvaluateBlockSum), and sets u_b = (-1)^b S_b mod 2^w,
+// in [0, 2^w). Once the VDPF digests match, every block but the sent one is
+// zero, so u_0 - u_1 = S_0 + S_1 = the sent block (mod 2^w). Split
+// u = hi * 2^L + lo (lo < 2^L, hi < 2^(w-L)): the F_p shares (-1)^b lo(u_b)
+// add up to the integer X_lo = lo(u_0) - lo(u_1), |X_lo| < 2^L, and the
 // same for X_hi, |X_hi| < 2^(w-L); both below p/2, so they are exact. The
-// aggregated value is X_hi 2^L + X_lo mod 2^w. The client proves, with a
+// aggregated value is X_hi 2^L + X_lo mod 2^w. (Summing in the ring before
+// the split costs one add per output; the split itself, 2 limbs and 2 field
+// negations, is done once per coordinate instead of once per output.) The
+// client proves, with a
 // witness c in {-1, 0, 1} per coordinate (the borrow of the low limb):
 //   (1) c^3 - c = 0
 //   (2) h (h - K)(h + K) = 0, h = X_hi - c, K = 2^(w-L)
@@ -78,13 +83,18 @@ class NormCircuit {
   // log2 of the total soundness error: 1/p (weights) + FLP query error.
   double SoundnessLog2() const;
 
-  // (-1)^party * sum over the blocks of one group of the limbs of u, with
-  // u = (-1)^party * y mod 2^w from that party's DPF outputs `group_outputs`
-  // (blocks of block_size, any count >= 1), into xlo, xhi (block_size each,
-  // overwritten). INVALID_ARGUMENT on sizes. GroupLimbSums below is the
-  // same, one block at a time.
+  // This party's shares of X_lo, X_hi for one group from its DPF outputs
+  // `group_outputs` (blocks of block_size, any count >= 1): the block sum S,
+  // u = (-1)^party S mod 2^w, then (-1)^party lo(u), (-1)^party hi(u) into
+  // xlo, xhi (block_size each, overwritten). INVALID_ARGUMENT on sizes.
   absl::Status DeriveGroupShare(int party, absl::Span<const uint64_t> group_outputs,
                                 absl::Span<uint64_t> xlo, absl::Span<uint64_t> xhi) const;
+  // The same for all groups from the block sums (n values, group order, as
+  // SparseDpf::EvaluateBlockSums gives them) into derived (X_lo then X_hi,
+  // 2n). block_sums may be derived's second half (in place).
+  // INVALID_ARGUMENT on sizes or party.
+  absl::Status DeriveFromBlockSums(int party, absl::Span<const uint64_t> block_sums,
+                                   absl::Span<uint64_t> derived) const;
 
   // The honest witness from the sent blocks' u_0, u_1 (n values each, group
   // order). INVALID_ARGUMENT when a block or the report exceeds its bound
@@ -109,37 +119,16 @@ class NormCircuit {
       : k_(k), b_(b), w_(w), l_(l), sb_(sb), st_(st), n_(size_t(k) * b), bound_(bound),
         flp_(std::move(flp)) {}
 
+  // xlo, xhi = (-1)^party limbs of (-1)^party sums mod 2^w (count each);
+  // sums may alias xhi. Branch-free.
+  void SplitSums(int party, const uint64_t* sums, size_t count, uint64_t* xlo,
+                 uint64_t* xhi) const;
+
   int k_, b_, w_, l_;
   int sb_, st_;  // slack bits per block bound and for the total bound
   size_t n_;
   NormBound bound_;
   ParallelSumMul3Flp flp_;
-};
-
-// NormCircuit::DeriveGroupShare one block at a time, so that a server can
-// sum each block while the DPF evaluation has it in L1 (crypto/dpf's
-// LeafSink) instead of in a second pass over the D-sized expansion: Add()
-// every block of a group, then Finish(). Branch-free on the values. Not
-// thread-safe; `circuit` must outlive it.
-class GroupLimbSums {
- public:
-  // REQUIRES: party is 0 or 1.
-  GroupLimbSums(const NormCircuit& circuit, int party);
-
-  // REQUIRES: block_size() values.
-  void Add(const uint64_t* block);
-  // The group's shares (block_size each) into xlo, xhi, then resets.
-  void Finish(uint64_t* xlo, uint64_t* xhi);
-
- private:
-  void Fold();
-
-  const int l_;
-  const uint64_t mask_, lo_mask_, neg_;
-  const size_t b_, batch_;
-  size_t pending_ = 0;
-  std::vector<uint64_t> tlo_, thi_;  // raw limb sums since the last fold
-  std::vector<uint64_t> xlo_, xhi_;  // reduced, in F_p
 };
 
 }  // namespace tandem::crypto::proof

@@ -1,5 +1,6 @@
 #include "crypto/proof/norm_circuit.h"
 
+#include <cstdlib>
 #include <vector>
 
 #include "base/random.h"
@@ -110,22 +111,70 @@ TEST(NormCircuit, DerivedLimbsAreTheExactDifferences) {
 TEST(NormCircuit, OffPathBlocksCancelInTheGroupSum) {
   auto c = NormCircuit::Create(1, 2, 64, {100, 100}).value();
   auto rng = DeterministicRandom::FromSeed(5);
-  // Four blocks; party outputs equal up to sign on blocks 0, 1, 3.
-  std::vector<uint64_t> y0(8), y1(8);
-  for (int i = 0; i < 8; ++i) {
-    y0[i] = rng->NextUint64().value();
-    y1[i] = 0 - y0[i];
+  const int l = c.lo_bits();
+  // As signed integers (|x| < p/2), the field elements X_lo, X_hi.
+  auto lift = [](uint64_t x) { return x > kP61 / 2 ? -static_cast<int64_t>(kP61 - x) : int64_t(x); };
+  for (int trial = 0; trial < 64; ++trial) {
+    // Four blocks; party outputs cancel (y1 = -y0) on blocks 0, 1, 3.
+    std::vector<uint64_t> y0(8), y1(8);
+    for (int i = 0; i < 8; ++i) {
+      y0[i] = rng->NextUint64().value();
+      y1[i] = 0 - y0[i];
+    }
+    y0[4] = y1[4] = 0;  // block 2 coordinate 0: aggregated 0
+    y0[5] = 7;
+    y1[5] = 0;  // block 2 coordinate 1: aggregated 7
+    std::vector<uint64_t> lo0(2), hi0(2), lo1(2), hi1(2);
+    ASSERT_THAT(c.DeriveGroupShare(0, y0, absl::MakeSpan(lo0), absl::MakeSpan(hi0)), IsOk());
+    ASSERT_THAT(c.DeriveGroupShare(1, y1, absl::MakeSpan(lo1), absl::MakeSpan(hi1)), IsOk());
+    for (int j = 0; j < 2; ++j) {
+      const int64_t xlo = lift(field::Add(lo0[j], lo1[j])), xhi = lift(field::Add(hi0[j], hi1[j]));
+      // Exact integers in range, and X_hi 2^L + X_lo = the aggregated value
+      // mod 2^64 (the witness's borrow c absorbs a carry between the limbs).
+      EXPECT_LT(std::abs(xlo), int64_t{1} << l);
+      EXPECT_LT(std::abs(xhi), int64_t{1} << (64 - l));
+      EXPECT_EQ(static_cast<uint64_t>(xhi) * (uint64_t{1} << l) + static_cast<uint64_t>(xlo),
+                j == 0 ? 0u : 7u);
+    }
   }
-  y0[4] = y1[4] = 0;  // block 2 coordinate 0: u0 = 0, u1 = 0
-  y0[5] = 7;
-  y1[5] = 0;  // block 2 coordinate 1: u0 - u1 = 7
-  std::vector<uint64_t> lo0(2), hi0(2), lo1(2), hi1(2);
-  ASSERT_THAT(c.DeriveGroupShare(0, y0, absl::MakeSpan(lo0), absl::MakeSpan(hi0)), IsOk());
-  ASSERT_THAT(c.DeriveGroupShare(1, y1, absl::MakeSpan(lo1), absl::MakeSpan(hi1)), IsOk());
-  EXPECT_EQ(field::Add(lo0[0], lo1[0]), 0u);
-  EXPECT_EQ(field::Add(hi0[0], hi1[0]), 0u);
-  EXPECT_EQ(field::Add(lo0[1], lo1[1]), 7u);
-  EXPECT_EQ(field::Add(hi0[1], hi1[1]), 0u);
+}
+
+// DeriveFromBlockSums (the servers' path, in place on derived's second half)
+// equals DeriveGroupShare on the group's outputs, for both parties and both
+// value widths.
+TEST(NormCircuit, BlockSumsDeriveTheSameShares) {
+  for (int w : {32, 64}) {
+    auto c = NormCircuit::Create(3, 4, w, {100, 100}).value();
+    auto rng = DeterministicRandom::FromSeed(w);
+    const uint64_t mask = w == 64 ? ~uint64_t{0} : 0xffffffffULL;
+    const size_t b = 4, n = c.num_values(), blocks = 5;
+    for (int party = 0; party < 2; ++party) {
+      std::vector<uint64_t> outputs(c.num_blocks() * blocks * b), want(2 * n), got(2 * n);
+      for (auto& y : outputs) y = rng->NextUint64().value() & mask;
+      for (int g = 0; g < c.num_blocks(); ++g) {
+        ASSERT_THAT(c.DeriveGroupShare(party,
+                                       absl::MakeConstSpan(outputs).subspan(g * blocks * b,
+                                                                            blocks * b),
+                                       absl::MakeSpan(want).subspan(g * b, b),
+                                       absl::MakeSpan(want).subspan(n + g * b, b)),
+                    IsOk());
+        for (size_t j = 0; j < b; ++j) {
+          uint64_t& sum = got[n + g * b + j];
+          for (size_t x = 0; x < blocks; ++x) sum = (sum + outputs[(g * blocks + x) * b + j]) & mask;
+        }
+      }
+      const absl::Span<uint64_t> all(got);
+      ASSERT_THAT(c.DeriveFromBlockSums(party, all.subspan(n), all), IsOk());
+      EXPECT_EQ(got, want) << "w=" << w << " party=" << party;
+      for (uint64_t x : got) EXPECT_LT(x, kP61);
+    }
+    std::vector<uint64_t> d(2 * n);
+    EXPECT_THAT(c.DeriveFromBlockSums(0, absl::MakeConstSpan(d).subspan(0, n - 1),
+                                      absl::MakeSpan(d)),
+                StatusIs(absl::StatusCode::kInvalidArgument));
+    EXPECT_THAT(c.DeriveFromBlockSums(2, absl::MakeConstSpan(d).subspan(0, n), absl::MakeSpan(d)),
+                StatusIs(absl::StatusCode::kInvalidArgument));
+  }
 }
 
 // Witnesses a cheating client could send for a report over the bound.

@@ -11,9 +11,9 @@
 namespace tandem::crypto::proof {
 namespace {
 
-constexpr absl::string_view kPartDomain = "tandem.normproof.part.v1";
-constexpr absl::string_view kJointDomain = "tandem.normproof.jr.v1";
-constexpr absl::string_view kQueryDomain = "tandem.normproof.query.v1";
+constexpr absl::string_view kPartDomain = "tandem.normproof.part.v2";
+constexpr absl::string_view kJointDomain = "tandem.normproof.jr.v2";
+constexpr absl::string_view kQueryDomain = "tandem.normproof.query.v2";
 constexpr size_t kSeedBytes = 16;
 constexpr size_t kPartBytes = 32;
 
@@ -33,89 +33,41 @@ absl::StatusOr<std::string> RandomBytes(SecureRandom* rng, size_t n) {
   return out;
 }
 
-// REQUIRES: `in` passed the shape checks of NormProofSystem (sizes).
-BlockDpfKey KeyFromProto(const proto::BlockDpfKey& in) {
-  BlockDpfKey out;
-  out.party = static_cast<int>(in.party());
-  if (in.seed().size() == 16) out.seed = BlockFromBytes(in.seed().data());
-  for (const proto::CorrectionWord& cw : in.correction_words()) {
-    out.correction_words.push_back(cw.seed().size() == 16 ? BlockFromBytes(cw.seed().data())
-                                                          : Block{});
-  }
-  out.value_correction.assign(in.value_correction().begin(), in.value_correction().end());
-  if (in.proof_correction().size() == 16 * kProofBlocks) {
-    std::memcpy(out.proof_correction.data(), in.proof_correction().data(), 16 * kProofBlocks);
+// The party and leaf-tree seed of every key, in order: with the VDPF digest
+// (which covers every public part of the keys) this determines the key share.
+// REQUIRES: keys validated (16-byte seeds).
+std::string KeySeeds(const proto::SparseKeySet& keys) {
+  std::string out;
+  out.reserve(static_cast<size_t>(keys.keys_size()) * 24);
+  for (const proto::BlockDpfKey& k : keys.keys()) {
+    const uint64_t party = k.party();
+    out.append(reinterpret_cast<const char*>(&party), 8);  // LE target
+    out.append(k.seed());
   }
   return out;
 }
 
-// SHA-256 over every field of a key set, in order (explicit, so it does not
-// depend on protobuf serialization).
-absl::StatusOr<std::string> KeySetDigest(const proto::SparseKeySet& keys) {
-  TANDEM_ASSIGN_OR_RETURN(internal::Sha256 sha, internal::Sha256::Create());
-  const proto::BlockDpfParameters& g = keys.group_parameters();
-  for (uint64_t v : {uint64_t{g.log_num_blocks()}, uint64_t{g.block_size()},
-                     uint64_t{g.value_bits()}, uint64_t{keys.num_groups()},
-                     uint64_t(keys.keys_size())}) {
-    TANDEM_RETURN_IF_ERROR(sha.UpdateU64(v));
-  }
-  for (const proto::BlockDpfKey& k : keys.keys()) {
-    TANDEM_RETURN_IF_ERROR(sha.UpdateU64(k.party()));
-    TANDEM_RETURN_IF_ERROR(sha.UpdateU64(k.seed().size()));
-    TANDEM_RETURN_IF_ERROR(sha.Update(Span(k.seed())));
-    TANDEM_RETURN_IF_ERROR(sha.UpdateU64(k.correction_words_size()));
-    for (const proto::CorrectionWord& cw : k.correction_words()) {
-      TANDEM_RETURN_IF_ERROR(sha.UpdateU64(cw.seed().size()));
-      TANDEM_RETURN_IF_ERROR(sha.Update(Span(cw.seed())));
-    }
-    TANDEM_RETURN_IF_ERROR(sha.UpdateU64(k.value_correction_size()));
-    TANDEM_RETURN_IF_ERROR(sha.Update(Span(Bytes(absl::MakeConstSpan(
-        k.value_correction().data(), static_cast<size_t>(k.value_correction_size()))))));
-    TANDEM_RETURN_IF_ERROR(sha.UpdateU64(k.proof_correction().size()));
-    TANDEM_RETURN_IF_ERROR(sha.Update(Span(k.proof_correction())));
-  }
-  TANDEM_ASSIGN_OR_RETURN(auto d, sha.Finish());
-  return std::string(reinterpret_cast<const char*>(d.data()), d.size());
+absl::string_view Bytes(const ProofDigest& d) {
+  return absl::string_view(reinterpret_cast<const char*>(d.data()), d.size());
 }
-
-// Sums each block's limbs as the evaluation produces it (GroupLimbSums).
-class LimbSink : public SparseLeafSink {
- public:
-  LimbSink(const NormCircuit& circuit, int party, uint64_t blocks_per_group,
-           absl::Span<uint64_t> derived)
-      : sums_(circuit, party),
-        blocks_(blocks_per_group),
-        b_(static_cast<size_t>(circuit.block_size())),
-        n_(circuit.num_values()),
-        derived_(derived) {}
-
-  void OnBlock(int group, uint64_t block, absl::Span<const uint64_t> values) override {
-    sums_.Add(values.data());
-    if (block + 1 == blocks_) {
-      const size_t first = static_cast<size_t>(group) * b_;
-      sums_.Finish(derived_.data() + first, derived_.data() + n_ + first);
-    }
-  }
-
- private:
-  GroupLimbSums sums_;
-  const uint64_t blocks_;
-  const size_t b_, n_;
-  absl::Span<uint64_t> derived_;
-};
 
 }  // namespace
 
 absl::StatusOr<NormProofSystem> NormProofSystem::Create(const proto::BlockDpfParameters& group,
                                                         uint32_t num_groups,
                                                         const proto::NormBoundParameters& bound) {
-  TANDEM_ASSIGN_OR_RETURN(BlockDpf dpf,
-                          BlockDpf::Create(static_cast<int>(group.log_num_blocks()),
-                                           static_cast<int>(group.block_size()),
-                                           static_cast<int>(group.value_bits())));
   if (num_groups < 1 || num_groups > 4096) {
     return absl::InvalidArgumentError("num_groups must be in [1, 4096]");
   }
+  if (group.log_num_blocks() > 24 || group.block_size() < 1 || group.block_size() > (1u << 20)) {
+    return absl::InvalidArgumentError("group parameters: log_num_blocks <= 24, block_size in [1, 2^20]");
+  }
+  const uint64_t dimension = uint64_t{num_groups} << group.log_num_blocks();
+  TANDEM_ASSIGN_OR_RETURN(SparseDpf dpf,
+                          SparseDpf::Create(dimension * group.block_size(),
+                                            static_cast<int>(group.block_size()),
+                                            static_cast<int>(num_groups),
+                                            static_cast<int>(group.value_bits())));
   TANDEM_ASSIGN_OR_RETURN(
       NormCircuit circuit,
       NormCircuit::Create(static_cast<int>(num_groups), static_cast<int>(group.block_size()),
@@ -129,56 +81,36 @@ absl::StatusOr<NormProofSystem> NormProofSystem::Create(const proto::BlockDpfPar
   return NormProofSystem(std::move(circuit), std::move(dpf));
 }
 
-absl::Status NormProofSystem::SentBlockValues(const proto::SparseKeySet& leader_keys,
-                                              const proto::SparseKeySet& helper_keys,
-                                              absl::Span<const uint32_t> block_index_per_group,
-                                              std::vector<uint64_t>* derived,
-                                              std::vector<uint64_t>* u0,
-                                              std::vector<uint64_t>* u1) const {
-  const int k = circuit_.num_blocks();
-  const size_t b = static_cast<size_t>(circuit_.block_size());
-  if (leader_keys.keys_size() != k || helper_keys.keys_size() != k ||
-      block_index_per_group.size() != static_cast<size_t>(k)) {
-    return absl::InvalidArgumentError("key sets and block indices must have num_groups entries");
-  }
+absl::Status NormProofSystem::ClientValues(const proto::SparseKeySet& leader_keys,
+                                           const proto::SparseKeySet& helper_keys,
+                                           std::vector<uint64_t>* derived,
+                                           std::vector<uint64_t>* u0,
+                                           std::vector<uint64_t>* u1) const {
   const size_t n = circuit_.num_values();
+  const uint64_t mask =
+      circuit_.value_bits() == 64 ? ~uint64_t{0} : (uint64_t{1} << circuit_.value_bits()) - 1;
+  SparseDpfScratch scratch;
   derived->assign(2 * n, 0);
-  u0->assign(n, 0);
-  u1->assign(n, 0);
-  std::vector<uint64_t> y0(b), y1(b), lo(b), hi(b);
-  const uint64_t mask = dpf_.value_mask();
-  for (int g = 0; g < k; ++g) {
-    const BlockDpfKey k0 = KeyFromProto(leader_keys.keys(g));
-    const BlockDpfKey k1 = KeyFromProto(helper_keys.keys(g));
-    TANDEM_RETURN_IF_ERROR(dpf_.ValidateKey(k0));
-    TANDEM_RETURN_IF_ERROR(dpf_.ValidateKey(k1));
+  std::vector<uint64_t> share(2 * n);
+  for (int party = 0; party < 2; ++party) {
+    std::vector<uint64_t>& u = party == 0 ? *u0 : *u1;
+    u.resize(n);
     TANDEM_RETURN_IF_ERROR(
-        dpf_.EvaluateBlock<uint64_t>(k0, block_index_per_group[g], absl::MakeSpan(y0)));
-    TANDEM_RETURN_IF_ERROR(
-        dpf_.EvaluateBlock<uint64_t>(k1, block_index_per_group[g], absl::MakeSpan(y1)));
-    for (int party = 0; party < 2; ++party) {
-      TANDEM_RETURN_IF_ERROR(circuit_.DeriveGroupShare(party, party == 0 ? y0 : y1,
-                                                       absl::MakeSpan(lo), absl::MakeSpan(hi)));
-      for (size_t j = 0; j < b; ++j) {
-        (*derived)[g * b + j] = field::Add((*derived)[g * b + j], lo[j]);
-        (*derived)[n + g * b + j] = field::Add((*derived)[n + g * b + j], hi[j]);
-      }
-    }
-    for (size_t j = 0; j < b; ++j) {
-      (*u0)[g * b + j] = y0[j] & mask;
-      (*u1)[g * b + j] = (0 - y1[j]) & mask;
-    }
+        dpf_.EvaluateBlockSums(party == 0 ? leader_keys : helper_keys, absl::MakeSpan(u), &scratch)
+            .status());
+    TANDEM_RETURN_IF_ERROR(circuit_.DeriveFromBlockSums(party, u, absl::MakeSpan(share)));
+    for (size_t j = 0; j < 2 * n; ++j) (*derived)[j] = field::Add((*derived)[j], share[j]);
+    // u_b = (-1)^b S_b mod 2^w (norm_circuit.h).
+    for (uint64_t& x : u) x = (party == 0 ? x : 0 - x) & mask;
   }
   return absl::OkStatus();
 }
 
 absl::StatusOr<std::pair<proto::NormProofShare, proto::NormProofShare>> NormProofSystem::Prove(
     absl::string_view report_id, const proto::SparseKeySet& leader_keys,
-    const proto::SparseKeySet& helper_keys, absl::Span<const uint32_t> block_index_per_group,
-    SecureRandom* rng) const {
+    const proto::SparseKeySet& helper_keys, SecureRandom* rng) const {
   std::vector<uint64_t> derived, u0, u1;
-  TANDEM_RETURN_IF_ERROR(
-      SentBlockValues(leader_keys, helper_keys, block_index_per_group, &derived, &u0, &u1));
+  TANDEM_RETURN_IF_ERROR(ClientValues(leader_keys, helper_keys, &derived, &u0, &u1));
   TANDEM_ASSIGN_OR_RETURN(std::vector<uint64_t> witness, circuit_.Witness(u0, u1));
   return ProveWithWitness(report_id, leader_keys, helper_keys, derived, witness, rng);
 }
@@ -208,10 +140,13 @@ NormProofSystem::ProveWithWitness(absl::string_view report_id,
   for (size_t i = 0; i < witness.size(); ++i) {
     leader_witness[i] = field::Sub(witness[i], helper_witness[i]);
   }
-  TANDEM_ASSIGN_OR_RETURN(std::string part0, JointRandPart(blind0, report_id, leader_keys,
+  SparseDpfScratch scratch;
+  TANDEM_ASSIGN_OR_RETURN(ProofDigest digest0, dpf_.ComputeProofDigest(leader_keys, &scratch));
+  TANDEM_ASSIGN_OR_RETURN(ProofDigest digest1, dpf_.ComputeProofDigest(helper_keys, &scratch));
+  TANDEM_ASSIGN_OR_RETURN(std::string part0, JointRandPart(blind0, report_id, leader_keys, digest0,
                                                            Bytes(leader_witness)));
   TANDEM_ASSIGN_OR_RETURN(std::string part1,
-                          JointRandPart(blind1, report_id, helper_keys, helper_seed));
+                          JointRandPart(blind1, report_id, helper_keys, digest1, helper_seed));
   TANDEM_ASSIGN_OR_RETURN(std::vector<uint8_t> jr, HashParts({kJointDomain, part0, part1}));
   TANDEM_ASSIGN_OR_RETURN(std::vector<uint64_t> weights, Weights(Bytes(jr)));
   std::vector<uint64_t> inputs(flp.input_length());
@@ -271,7 +206,7 @@ absl::Status NormProofSystem::DeriveInputShare(int party, absl::Span<const uint6
                                                absl::Span<uint64_t> derived) const {
   const size_t n = circuit_.num_values();
   const size_t b = static_cast<size_t>(circuit_.block_size());
-  const size_t group_dim = dpf_.domain_size();
+  const size_t group_dim = dpf_.group_dimension();
   if (expansion.size() != group_dim * circuit_.num_blocks() || derived.size() != 2 * n) {
     return absl::InvalidArgumentError("DeriveInputShare: expansion or output size mismatch");
   }
@@ -288,32 +223,40 @@ absl::StatusOr<ProofDigest> NormProofSystem::EvaluateAndDerive(const SparseDpf& 
                                                                absl::Span<uint64_t> derived,
                                                                SparseDpfScratch* scratch) const {
   if (dpf.num_groups() != circuit_.num_blocks() || dpf.block_size() != circuit_.block_size() ||
-      dpf.value_bits() != circuit_.value_bits() || dpf.blocks_per_group() != dpf_.num_blocks()) {
+      dpf.value_bits() != circuit_.value_bits() || dpf.blocks_per_group() != dpf_.blocks_per_group()) {
     return absl::InvalidArgumentError("EvaluateAndDerive: DPF parameters differ from the proof's");
   }
   if (derived.size() != circuit_.derived_length() || (party != 0 && party != 1)) {
     return absl::InvalidArgumentError("EvaluateAndDerive: bad output size or party");
   }
-  LimbSink sink(circuit_, party, dpf.blocks_per_group(), derived);
-  return dpf.EvaluateToSink(keys, &sink, scratch);
+  // The block sums go to derived's second half, then are split in place.
+  const absl::Span<uint64_t> sums = derived.subspan(circuit_.num_values());
+  TANDEM_ASSIGN_OR_RETURN(ProofDigest digest, dpf.EvaluateBlockSums(keys, sums, scratch));
+  TANDEM_RETURN_IF_ERROR(circuit_.DeriveFromBlockSums(party, sums, derived));
+  return digest;
 }
 
 absl::StatusOr<proto::NormProofVerifierShare> NormProofSystem::Query(
     int party, absl::string_view report_id, const proto::SparseKeySet& keys,
     const proto::NormProofShare& share, absl::Span<const uint64_t> derived,
-    absl::string_view query_seed) const {
+    const ProofDigest& digest, absl::string_view query_seed) const {
   TANDEM_RETURN_IF_ERROR(ValidateShare(share, party));
   const ParallelSumMul3Flp& flp = circuit_.flp();
-  std::vector<uint64_t> witness, proof;
+  // The leader's shares are read in place; the helper's are expanded.
+  std::vector<uint64_t> helper_witness, helper_proof;
+  absl::Span<const uint64_t> witness, proof;
   std::string own_part;
   if (party == 0) {
-    witness.assign(share.witness().begin(), share.witness().end());
-    proof.assign(share.proof().begin(), share.proof().end());
-    TANDEM_ASSIGN_OR_RETURN(own_part, JointRandPart(share.blind(), report_id, keys,
+    witness = absl::MakeConstSpan(share.witness().data(), share.witness_size());
+    proof = absl::MakeConstSpan(share.proof().data(), share.proof_size());
+    TANDEM_ASSIGN_OR_RETURN(own_part, JointRandPart(share.blind(), report_id, keys, digest,
                                                     Bytes(witness)));
   } else {
-    TANDEM_RETURN_IF_ERROR(ExpandHelperShares(share.seed(), &witness, &proof));
-    TANDEM_ASSIGN_OR_RETURN(own_part, JointRandPart(share.blind(), report_id, keys, share.seed()));
+    TANDEM_RETURN_IF_ERROR(ExpandHelperShares(share.seed(), &helper_witness, &helper_proof));
+    witness = helper_witness;
+    proof = helper_proof;
+    TANDEM_ASSIGN_OR_RETURN(own_part,
+                            JointRandPart(share.blind(), report_id, keys, digest, share.seed()));
   }
   TANDEM_ASSIGN_OR_RETURN(
       std::vector<uint8_t> jr,
@@ -378,10 +321,11 @@ absl::StatusOr<std::vector<uint64_t>> NormProofSystem::QueryPoints(
 absl::StatusOr<std::string> NormProofSystem::JointRandPart(absl::string_view blind,
                                                            absl::string_view report_id,
                                                            const proto::SparseKeySet& keys,
+                                                           const ProofDigest& digest,
                                                            absl::string_view binding) const {
-  TANDEM_ASSIGN_OR_RETURN(std::string key_digest, KeySetDigest(keys));
   TANDEM_ASSIGN_OR_RETURN(std::vector<uint8_t> h,
-                          HashParts({kPartDomain, blind, report_id, key_digest, binding}));
+                          HashParts({kPartDomain, blind, report_id, KeySeeds(keys), Bytes(digest),
+                                     binding}));
   return std::string(Bytes(h));
 }
 

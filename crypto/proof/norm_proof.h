@@ -6,12 +6,12 @@
 //
 //   client                         leader (party 0)          helper (party 1)
 //   keys = SparseDpf::GenerateKeys
-//   u_b = its own keys' outputs on the sent blocks; witness; joint
-//   randomness; FLP proof; shares:
+//   u_b from the block sums of each key set (norm_circuit.h); witness;
+//   joint randomness; FLP proof; shares:
 //     keys.0 + NormProofShare{witness, proof, blind_0, part_1} --> leader
 //     keys.1 + NormProofShare{seed, blind_1, part_0} ------------------> helper
 //                                  full-domain evaluation    (same)
-//                                  -> VDPF digest + derived limb shares
+//                                  -> VDPF digest + block sums -> derived shares
 //                                  Query(query seed, id)     Query
 //                                  --- VerifyRequest: digest, verifier share --->
 //                                  <-- VerifyResponse: digest, verifier share ---
@@ -23,11 +23,16 @@
 // (aggregating in F_p) changes every decoder. Instead the proof is about the
 // limbs of the Z_2^w outputs themselves (norm_circuit.h), so the proved
 // values are exactly the aggregated ones; the VDPF digest already forces
-// every block but one per group to cancel exactly.
+// every block but one per group to cancel.
 //
 // Joint randomness (Fiat-Shamir, as Prio3): part_b = SHA-256(domain, blind_b,
 // report id, this server's key share, its witness share or seed); seed =
-// SHA-256(domain, part_0, part_1). Each server recomputes its own part and
+// SHA-256(domain, part_0, part_1). The key share enters as its parties and
+// leaf-tree seeds plus its VDPF digest [I]: the digest already hashes every
+// public part of the keys (correction words, value and proof corrections,
+// ~128 KB at D = 2^20), so with the seeds it determines the key share under
+// SHA-256's collision resistance, and the server hashes those 128 KB once
+// (in the evaluation) instead of twice. Each server recomputes its own part and
 // takes the other's from its message; the seeds are compared in Decide, so a
 // client that lies about a part is rejected. Query randomness: Q = 2 points
 // from SHA-256(query seed, report id), the query seed being a secret of the
@@ -74,14 +79,13 @@ class NormProofSystem {
   double SoundnessLog2() const { return circuit_.SoundnessLog2(); }
 
   // Client: proof shares (leader's, helper's) for a key pair produced by
-  // SparseDpf::GenerateKeys on these parameters, whose group g encodes block
-  // block_index_per_group[g]. INVALID_ARGUMENT when the values exceed a
-  // bound (an honest client cannot prove them) or on malformed input; rng
-  // errors propagate.
+  // SparseDpf::GenerateKeys on these parameters. Evaluates both key sets
+  // (two full-domain block sums, ~2 ms at D = 2^20). INVALID_ARGUMENT when
+  // the values exceed a bound (an honest client cannot prove them) or on
+  // malformed input; rng errors propagate.
   absl::StatusOr<std::pair<proto::NormProofShare, proto::NormProofShare>> Prove(
       absl::string_view report_id, const proto::SparseKeySet& leader_keys,
-      const proto::SparseKeySet& helper_keys, absl::Span<const uint32_t> block_index_per_group,
-      SecureRandom* rng) const;
+      const proto::SparseKeySet& helper_keys, SecureRandom* rng) const;
 
   // The proof for an arbitrary witness (no bound check): what Prove() does
   // after computing the honest witness. For adversarial tests and vectors.
@@ -91,12 +95,12 @@ class NormProofSystem {
       absl::Span<const uint64_t> witness, SecureRandom* rng) const;
 
   // Client side of the derivation: the full derived values (X_lo, X_hi) and
-  // u_0, u_1 of the sent blocks, from both key sets. INVALID_ARGUMENT.
-  absl::Status SentBlockValues(const proto::SparseKeySet& leader_keys,
-                               const proto::SparseKeySet& helper_keys,
-                               absl::Span<const uint32_t> block_index_per_group,
-                               std::vector<uint64_t>* derived, std::vector<uint64_t>* u0,
-                               std::vector<uint64_t>* u1) const;
+  // u_0, u_1 (n each, from the block sums), from both key sets.
+  // INVALID_ARGUMENT for key sets that do not validate.
+  absl::Status ClientValues(const proto::SparseKeySet& leader_keys,
+                            const proto::SparseKeySet& helper_keys,
+                            std::vector<uint64_t>* derived, std::vector<uint64_t>* u0,
+                            std::vector<uint64_t>* u1) const;
 
   // INVALID_ARGUMENT unless `share` has exactly the fields of `party`
   // (0: witness, proof, blind, peer part; 1: seed, blind, peer part) with
@@ -109,22 +113,24 @@ class NormProofSystem {
                                 absl::Span<uint64_t> derived) const;
 
   // Server: the VDPF digest (the bytes of SparseDpf::ComputeProofDigest) and
-  // this party's derived input share from ONE full-domain evaluation, each
-  // block's limbs summed while the evaluation has it in L1 (SparseLeafSink):
-  // no D-sized buffer, no second pass. Same values as EvaluateAndAccumulate
-  // into zeros followed by DeriveInputShare. INVALID_ARGUMENT when `dpf`
+  // this party's derived input share from ONE full-domain evaluation whose
+  // leaves are summed per group inside the AES kernel
+  // (SparseDpf::EvaluateBlockSums): no D-sized buffer, no second pass. Same
+  // values as EvaluateAndAccumulate into zeros followed by DeriveInputShare. INVALID_ARGUMENT when `dpf`
   // has other parameters, on sizes, or for keys that do not validate.
   absl::StatusOr<ProofDigest> EvaluateAndDerive(const SparseDpf& dpf, int party,
                                                 const proto::SparseKeySet& keys,
                                                 absl::Span<uint64_t> derived,
                                                 SparseDpfScratch* scratch) const;
 
-  // Server: this party's verifier share. REQUIRES a validated share and
-  // keys; INVALID_ARGUMENT for a query seed that is not 32 bytes.
+  // Server: this party's verifier share. `digest`: the VDPF digest of this
+  // party's own evaluation of `keys` (EvaluateAndDerive). REQUIRES validated
+  // keys; INVALID_ARGUMENT for a malformed share or a query seed that is not
+  // 32 bytes.
   absl::StatusOr<proto::NormProofVerifierShare> Query(
       int party, absl::string_view report_id, const proto::SparseKeySet& keys,
       const proto::NormProofShare& share, absl::Span<const uint64_t> derived,
-      absl::string_view query_seed) const;
+      const ProofDigest& digest, absl::string_view query_seed) const;
 
   // Both servers: true iff the two verifier shares (either order) carry the
   // same joint-randomness seed, are well formed and the FLP accepts.
@@ -136,11 +142,14 @@ class NormProofSystem {
                                                     absl::string_view report_id) const;
 
  private:
-  NormProofSystem(NormCircuit circuit, BlockDpf dpf) : circuit_(std::move(circuit)), dpf_(std::move(dpf)) {}
+  NormProofSystem(NormCircuit circuit, SparseDpf dpf)
+      : circuit_(std::move(circuit)), dpf_(std::move(dpf)) {}
 
-  // part_b over the key share and `binding` (witness bytes or seed).
+  // part_b over the key share (seeds + its VDPF digest) and `binding`
+  // (witness bytes or seed).
   absl::StatusOr<std::string> JointRandPart(absl::string_view blind, absl::string_view report_id,
                                             const proto::SparseKeySet& keys,
+                                            const ProofDigest& digest,
                                             absl::string_view binding) const;
   absl::StatusOr<std::vector<uint64_t>> Weights(absl::string_view joint_rand_seed) const;
   // The helper's witness and proof shares from its seed.
@@ -148,7 +157,7 @@ class NormProofSystem {
                                   std::vector<uint64_t>* proof) const;
 
   NormCircuit circuit_;
-  BlockDpf dpf_;
+  SparseDpf dpf_;  // the report's shape: num_groups groups of 2^d blocks
 };
 
 // ceil((C * 2^f + sqrt(n) / 2)^2): the squared norm of a fixed-point

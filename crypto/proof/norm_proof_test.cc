@@ -63,10 +63,11 @@ bool ServersAccept(const NormProofSystem& sys, const std::string& id,
   for (int party = 0; party < 2; ++party) {
     if (!sys.ValidateShare(*shares[party], party).ok()) return false;
     std::vector<uint64_t> derived(sys.circuit().derived_length());
-    EXPECT_THAT(
-        sys.EvaluateAndDerive(dpf, party, *keys[party], absl::MakeSpan(derived), &scratch).status(),
-        IsOk());
-    auto share = sys.Query(party, id, *keys[party], *shares[party], derived, *seeds[party]);
+    auto digest = sys.EvaluateAndDerive(dpf, party, *keys[party], absl::MakeSpan(derived), &scratch);
+    EXPECT_THAT(digest.status(), IsOk());
+    if (!digest.ok()) return false;
+    auto share =
+        sys.Query(party, id, *keys[party], *shares[party], derived, *digest, *seeds[party]);
     EXPECT_THAT(share.status(), IsOk());
     v[party] = *share;
   }
@@ -100,7 +101,7 @@ TEST_F(NormProofTest, HonestReportsAreAlwaysAccepted) {
   for (int trial = 0; trial < 12; ++trial) {
     // |x| <= 3: block norm^2 <= 72 <= 200, total <= 288 <= 500.
     Report r = MakeKeys(RandomValues(rng.get(), 3), rng.get());
-    auto proof = sys_.Prove(r.id, r.keys.first, r.keys.second, r.idx, rng.get());
+    auto proof = sys_.Prove(r.id, r.keys.first, r.keys.second, rng.get());
     ASSERT_THAT(proof.status(), IsOk());
     EXPECT_TRUE(Accept(r, proof->first, proof->second)) << trial;
   }
@@ -109,7 +110,7 @@ TEST_F(NormProofTest, HonestReportsAreAlwaysAccepted) {
   std::vector<int64_t> v(kGroups * kBlock, 0);
   v[0] = 10, v[1] = -10, v[8] = 10, v[9] = 10, v[16] = -10;
   Report r = MakeKeys(v, rng.get());
-  auto proof = sys_.Prove(r.id, r.keys.first, r.keys.second, r.idx, rng.get());
+  auto proof = sys_.Prove(r.id, r.keys.first, r.keys.second, rng.get());
   ASSERT_THAT(proof.status(), IsOk());
   EXPECT_TRUE(Accept(r, proof->first, proof->second));
 }
@@ -118,7 +119,7 @@ TEST_F(NormProofTest, ServerDerivationMatchesTheClients) {
   auto rng = DeterministicRandom::FromSeed(2);
   Report r = MakeKeys(RandomValues(rng.get(), 3), rng.get());
   std::vector<uint64_t> derived, u0, u1;
-  ASSERT_THAT(sys_.SentBlockValues(r.keys.first, r.keys.second, r.idx, &derived, &u0, &u1),
+  ASSERT_THAT(sys_.ClientValues(r.keys.first, r.keys.second, &derived, &u0, &u1),
               IsOk());
   SparseDpf dpf = SparseDpf::Create(kDim, kBlock, kGroups, 64).value();
   SparseDpfScratch scratch;
@@ -152,12 +153,12 @@ TEST_F(NormProofTest, OverBoundReportsAreRejected) {
     std::vector<int64_t> v = RandomValues(rng.get(), 3);
     v[trial % v.size()] = trial < 3 ? 15 : (int64_t{1} << (20 + 6 * trial));  // 225 > 200
     Report r = MakeKeys(v, rng.get());
-    EXPECT_THAT(sys_.Prove(r.id, r.keys.first, r.keys.second, r.idx, rng.get()).status(),
+    EXPECT_THAT(sys_.Prove(r.id, r.keys.first, r.keys.second, rng.get()).status(),
                 StatusIs(absl::StatusCode::kInvalidArgument));
     // A cheating client proves an all-zero witness (c = 0, slack 0) or the
     // honest-looking witness of a small vector: both rejected.
     std::vector<uint64_t> derived, u0, u1;
-    ASSERT_THAT(sys_.SentBlockValues(r.keys.first, r.keys.second, r.idx, &derived, &u0, &u1),
+    ASSERT_THAT(sys_.ClientValues(r.keys.first, r.keys.second, &derived, &u0, &u1),
                 IsOk());
     std::vector<uint64_t> zero(sys_.circuit().witness_length(), 0);
     auto cheat = sys_.ProveWithWitness(r.id, r.keys.first, r.keys.second, derived, zero,
@@ -176,7 +177,7 @@ TEST_F(NormProofTest, OverBoundReportsAreRejected) {
 TEST_F(NormProofTest, TamperedSharesAreRejected) {
   auto rng = DeterministicRandom::FromSeed(4);
   Report r = MakeKeys(RandomValues(rng.get(), 3), rng.get());
-  auto proof = sys_.Prove(r.id, r.keys.first, r.keys.second, r.idx, rng.get()).value();
+  auto proof = sys_.Prove(r.id, r.keys.first, r.keys.second, rng.get()).value();
   ASSERT_TRUE(Accept(r, proof.first, proof.second));
   for (int pos : {0, 7, proof.first.proof_size() / 2, proof.first.proof_size() - 1}) {
     auto bad = proof.first;
@@ -202,7 +203,7 @@ TEST_F(NormProofTest, TamperedSharesAreRejected) {
 TEST_F(NormProofTest, InconsistentBlocksAndReplaysAreRejected) {
   auto rng = DeterministicRandom::FromSeed(5);
   Report small = MakeKeys(RandomValues(rng.get(), 3), rng.get());
-  auto proof = sys_.Prove(small.id, small.keys.first, small.keys.second, small.idx, rng.get())
+  auto proof = sys_.Prove(small.id, small.keys.first, small.keys.second, rng.get())
                    .value();
   // The proof of a small report attached to keys that encode large blocks.
   std::vector<int64_t> big = RandomValues(rng.get(), 3);
@@ -223,7 +224,7 @@ TEST_F(NormProofTest, InconsistentBlocksAndReplaysAreRejected) {
 TEST_F(NormProofTest, ValidateShareChecksEveryField) {
   auto rng = DeterministicRandom::FromSeed(6);
   Report r = MakeKeys(RandomValues(rng.get(), 1), rng.get());
-  auto proof = sys_.Prove(r.id, r.keys.first, r.keys.second, r.idx, rng.get()).value();
+  auto proof = sys_.Prove(r.id, r.keys.first, r.keys.second, rng.get()).value();
   EXPECT_THAT(sys_.ValidateShare(proof.first, 0), IsOk());
   EXPECT_THAT(sys_.ValidateShare(proof.second, 1), IsOk());
   EXPECT_THAT(sys_.ValidateShare(proof.first, 1), StatusIs(absl::StatusCode::kInvalidArgument));

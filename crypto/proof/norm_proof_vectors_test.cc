@@ -58,7 +58,7 @@ std::string Generate() {
   const std::vector<uint64_t> values = {3, uint64_t(-4), 0, 5, uint64_t(-1), 2, 7, 0};
   auto keys = dpf.GenerateKeys(idx, values, rng.get()).value();
   const std::string id(16, '\x11'), query_seed(32, '\x22');
-  auto proof = sys.Prove(id, keys.first, keys.second, idx, rng.get()).value();
+  auto proof = sys.Prove(id, keys.first, keys.second, rng.get()).value();
   absl::StrAppend(&out, "report.key0_sha256 = ", Sha(keys.first.SerializeAsString()), "\n");
   absl::StrAppend(&out, "report.key1_sha256 = ", Sha(keys.second.SerializeAsString()), "\n");
   absl::StrAppend(&out, "report.proof0_sha256 = ", Sha(proof.first.SerializeAsString()), "\n");
@@ -73,9 +73,12 @@ std::string Generate() {
   for (int party = 0; party < 2; ++party) {
     const proto::SparseKeySet& k = party == 0 ? keys.first : keys.second;
     std::vector<uint64_t> expansion(32, 0), derived(sys.circuit().derived_length());
-    EXPECT_TRUE(dpf.EvaluateAndAccumulate(k, absl::MakeSpan(expansion), &scratch).ok());
+    const ProofDigest digest =
+        dpf.EvaluateAndAccumulate(k, absl::MakeSpan(expansion), &scratch).value();
     EXPECT_TRUE(sys.DeriveInputShare(party, expansion, absl::MakeSpan(derived)).ok());
-    v[party] = sys.Query(party, id, k, party == 0 ? proof.first : proof.second, derived,
+    std::string derived_bytes(reinterpret_cast<const char*>(derived.data()), 8 * derived.size());
+    absl::StrAppend(&out, "report.derived", party, "_sha256 = ", Sha(derived_bytes), "\n");
+    v[party] = sys.Query(party, id, k, party == 0 ? proof.first : proof.second, derived, digest,
                          query_seed)
                    .value();
     absl::StrAppend(&out, "report.verifier", party, "_sha256 = ", Sha(v[party].SerializeAsString()),
