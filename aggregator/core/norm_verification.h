@@ -2,10 +2,10 @@
 // (crypto/proof/norm_proof.h): for rounds with RoundParameters.norm_bound,
 // each report's share is evaluated over the full domain once
 // (NormProofSystem::EvaluateAndDerive), which gives both the VDPF digest
-// (the same bytes as SparseDpf::ComputeProofDigest) and the derived limb
-// shares the proof is checked on, summed block by block while in L1 (no
-// D-sized buffer); the server's verifier share is computed at the round's
-// query seed. oneTBB across reports.
+// (the same bytes as SparseDpf::ComputeProofDigest) and the derived shares
+// the proof is checked on, from per-group block sums added inside the AES
+// kernel (no D-sized buffer); the server's verifier share is computed at the
+// round's query seed. oneTBB across reports.
 //
 // Also the stored form of proved uploads (proto StoredReportShare).
 // Pure functions over caller-owned data; thread-safe.
