@@ -6,7 +6,8 @@
 #      all unit tests but those of the ML worker kernels, ml/kernels,
 #      ml/worker and ml/eco, which compile slowest and run in configuration
 #      2; ctest lists binaries that were not built as unlabelled *_NOT_BUILT
-#      placeholders, which -L unit leaves out).
+#      placeholders, which -L unit leaves out; deploy_files_test, which runs
+#      every daemon's --helpfull including the worker's, runs in 2 as well).
 #   2. Release with -march=native, benchmarks and CUDA when nvcc is present:
 #      the whole suite (unit, integration, bench smoke runs; gpu tests skip
 #      themselves without a device).
@@ -24,7 +25,7 @@ if [ "${TANDEM_TEST_SANITIZERS:-1}" != "0" ]; then
     -DTANDEM_ENABLE_CUDA=OFF >/dev/null
   cmake --build build-asan -j"$JOBS" --target tandem_core_unit_tests
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-    ctest --test-dir build-asan -L unit --output-on-failure -j"$JOBS"
+    ctest --test-dir build-asan -L unit -E '^deploy_files_test$' --output-on-failure -j"$JOBS"
 fi
 
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
