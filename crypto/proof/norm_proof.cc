@@ -6,7 +6,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
-#include "crypto/dpf/internal/sha256.h"
 
 namespace tandem::crypto::proof {
 namespace {
@@ -85,7 +84,8 @@ absl::Status NormProofSystem::ClientValues(const proto::SparseKeySet& leader_key
                                            const proto::SparseKeySet& helper_keys,
                                            std::vector<uint64_t>* derived,
                                            std::vector<uint64_t>* u0,
-                                           std::vector<uint64_t>* u1) const {
+                                           std::vector<uint64_t>* u1,
+                                           std::array<ProofDigest, 2>* digests) const {
   const size_t n = circuit_.num_values();
   const uint64_t mask =
       circuit_.value_bits() == 64 ? ~uint64_t{0} : (uint64_t{1} << circuit_.value_bits()) - 1;
@@ -95,9 +95,10 @@ absl::Status NormProofSystem::ClientValues(const proto::SparseKeySet& leader_key
   for (int party = 0; party < 2; ++party) {
     std::vector<uint64_t>& u = party == 0 ? *u0 : *u1;
     u.resize(n);
-    TANDEM_RETURN_IF_ERROR(
-        dpf_.EvaluateBlockSums(party == 0 ? leader_keys : helper_keys, absl::MakeSpan(u), &scratch)
-            .status());
+    TANDEM_ASSIGN_OR_RETURN(
+        const ProofDigest digest,
+        dpf_.EvaluateBlockSums(party == 0 ? leader_keys : helper_keys, absl::MakeSpan(u), &scratch));
+    if (digests != nullptr) (*digests)[party] = digest;
     TANDEM_RETURN_IF_ERROR(circuit_.DeriveFromBlockSums(party, u, absl::MakeSpan(share)));
     for (size_t j = 0; j < 2 * n; ++j) (*derived)[j] = field::Add((*derived)[j], share[j]);
     // u_b = (-1)^b S_b mod 2^w (norm_circuit.h).
@@ -110,9 +111,10 @@ absl::StatusOr<std::pair<proto::NormProofShare, proto::NormProofShare>> NormProo
     absl::string_view report_id, const proto::SparseKeySet& leader_keys,
     const proto::SparseKeySet& helper_keys, SecureRandom* rng) const {
   std::vector<uint64_t> derived, u0, u1;
-  TANDEM_RETURN_IF_ERROR(ClientValues(leader_keys, helper_keys, &derived, &u0, &u1));
+  std::array<ProofDigest, 2> digests;
+  TANDEM_RETURN_IF_ERROR(ClientValues(leader_keys, helper_keys, &derived, &u0, &u1, &digests));
   TANDEM_ASSIGN_OR_RETURN(std::vector<uint64_t> witness, circuit_.Witness(u0, u1));
-  return ProveWithWitness(report_id, leader_keys, helper_keys, derived, witness, rng);
+  return ProveWithDigests(report_id, leader_keys, helper_keys, derived, witness, digests, rng);
 }
 
 absl::StatusOr<std::pair<proto::NormProofShare, proto::NormProofShare>>
@@ -121,6 +123,21 @@ NormProofSystem::ProveWithWitness(absl::string_view report_id,
                                   const proto::SparseKeySet& helper_keys,
                                   absl::Span<const uint64_t> derived,
                                   absl::Span<const uint64_t> witness, SecureRandom* rng) const {
+  SparseDpfScratch scratch;
+  std::array<ProofDigest, 2> digests;
+  TANDEM_ASSIGN_OR_RETURN(digests[0], dpf_.ComputeProofDigest(leader_keys, &scratch));
+  TANDEM_ASSIGN_OR_RETURN(digests[1], dpf_.ComputeProofDigest(helper_keys, &scratch));
+  return ProveWithDigests(report_id, leader_keys, helper_keys, derived, witness, digests, rng);
+}
+
+absl::StatusOr<std::pair<proto::NormProofShare, proto::NormProofShare>>
+NormProofSystem::ProveWithDigests(absl::string_view report_id,
+                                  const proto::SparseKeySet& leader_keys,
+                                  const proto::SparseKeySet& helper_keys,
+                                  absl::Span<const uint64_t> derived,
+                                  absl::Span<const uint64_t> witness,
+                                  const std::array<ProofDigest, 2>& digests,
+                                  SecureRandom* rng) const {
   if (rng == nullptr) return absl::InvalidArgumentError("rng is required");
   if (derived.size() != circuit_.derived_length() ||
       witness.size() != circuit_.witness_length()) {
@@ -140,13 +157,10 @@ NormProofSystem::ProveWithWitness(absl::string_view report_id,
   for (size_t i = 0; i < witness.size(); ++i) {
     leader_witness[i] = field::Sub(witness[i], helper_witness[i]);
   }
-  SparseDpfScratch scratch;
-  TANDEM_ASSIGN_OR_RETURN(ProofDigest digest0, dpf_.ComputeProofDigest(leader_keys, &scratch));
-  TANDEM_ASSIGN_OR_RETURN(ProofDigest digest1, dpf_.ComputeProofDigest(helper_keys, &scratch));
-  TANDEM_ASSIGN_OR_RETURN(std::string part0, JointRandPart(blind0, report_id, leader_keys, digest0,
-                                                           Bytes(leader_witness)));
+  TANDEM_ASSIGN_OR_RETURN(std::string part0, JointRandPart(blind0, report_id, leader_keys,
+                                                           digests[0], Bytes(leader_witness)));
   TANDEM_ASSIGN_OR_RETURN(std::string part1,
-                          JointRandPart(blind1, report_id, helper_keys, digest1, helper_seed));
+                          JointRandPart(blind1, report_id, helper_keys, digests[1], helper_seed));
   TANDEM_ASSIGN_OR_RETURN(std::vector<uint8_t> jr, HashParts({kJointDomain, part0, part1}));
   TANDEM_ASSIGN_OR_RETURN(std::vector<uint64_t> weights, Weights(Bytes(jr)));
   std::vector<uint64_t> inputs(flp.input_length());

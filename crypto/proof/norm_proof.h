@@ -48,6 +48,7 @@
 #ifndef TANDEM_CRYPTO_PROOF_NORM_PROOF_H_
 #define TANDEM_CRYPTO_PROOF_NORM_PROOF_H_
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -58,7 +59,6 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "base/random.h"
-#include "crypto/dpf/block_dpf.h"
 #include "crypto/dpf/sparse_dpf.h"
 #include "crypto/proof/norm_circuit.h"
 #include "proto/dpf.pb.h"
@@ -95,12 +95,14 @@ class NormProofSystem {
       absl::Span<const uint64_t> witness, SecureRandom* rng) const;
 
   // Client side of the derivation: the full derived values (X_lo, X_hi) and
-  // u_0, u_1 (n each, from the block sums), from both key sets.
-  // INVALID_ARGUMENT for key sets that do not validate.
+  // u_0, u_1 (n each, from the block sums), from both key sets, and, when
+  // `digests` is non-null, both key sets' VDPF digests (the same evaluation
+  // gives them). INVALID_ARGUMENT for key sets that do not validate.
   absl::Status ClientValues(const proto::SparseKeySet& leader_keys,
                             const proto::SparseKeySet& helper_keys,
                             std::vector<uint64_t>* derived, std::vector<uint64_t>* u0,
-                            std::vector<uint64_t>* u1) const;
+                            std::vector<uint64_t>* u1,
+                            std::array<ProofDigest, 2>* digests = nullptr) const;
 
   // INVALID_ARGUMENT unless `share` has exactly the fields of `party`
   // (0: witness, proof, blind, peer part; 1: seed, blind, peer part) with
@@ -145,6 +147,12 @@ class NormProofSystem {
   NormProofSystem(NormCircuit circuit, SparseDpf dpf)
       : circuit_(std::move(circuit)), dpf_(std::move(dpf)) {}
 
+  // ProveWithWitness given both key sets' VDPF digests.
+  absl::StatusOr<std::pair<proto::NormProofShare, proto::NormProofShare>> ProveWithDigests(
+      absl::string_view report_id, const proto::SparseKeySet& leader_keys,
+      const proto::SparseKeySet& helper_keys, absl::Span<const uint64_t> derived,
+      absl::Span<const uint64_t> witness, const std::array<ProofDigest, 2>& digests,
+      SecureRandom* rng) const;
   // part_b over the key share (seeds + its VDPF digest) and `binding`
   // (witness bytes or seed).
   absl::StatusOr<std::string> JointRandPart(absl::string_view blind, absl::string_view report_id,
