@@ -1,7 +1,9 @@
 #include "aggregator/core/aggregator.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
@@ -13,12 +15,23 @@
 #include "base/ids.h"
 #include "base/status_macros.h"
 #include "crypto/dp/discrete_gaussian.h"
+#include "crypto/sign/upload_ticket.h"
+#include "openssl/sha.h"
 
 namespace tandem::aggregator {
 namespace {
 
 constexpr int64_t kMaxRoundId = int64_t{1} << 62;
+constexpr char kCheckHashTag[] = "tandem.report_check.v1";
 
+// The accountant's own budget is unbounded: the policy's is compared in
+// OpenRound (so a budget lowered in the config still lets the history load).
+absl::StatusOr<dp::PrivacyAccountant> MakeAccountant(const Policy& policy) {
+  dp::AccountantOptions o;
+  o.delta = policy.delta;
+  o.epsilon_budget = std::numeric_limits<double>::max();
+  return dp::PrivacyAccountant::Create(o);
+}
 
 }  // namespace
 
@@ -29,6 +42,22 @@ absl::StatusOr<Role> ParseRole(absl::string_view name) {
 }
 
 const char* RoleName(Role role) { return role == Role::kLeader ? "leader" : "helper"; }
+
+std::string BoundCheckHash(absl::string_view report_id, absl::string_view ticket_digest,
+                           const crypto::ProofDigest& digest) {
+  SHA256_CTX ctx;
+  SHA256_Init(&ctx);
+  SHA256_Update(&ctx, kCheckHashTag, sizeof(kCheckHashTag));  // with its NUL
+  const uint8_t lengths[2] = {static_cast<uint8_t>(report_id.size()),
+                              static_cast<uint8_t>(ticket_digest.size())};
+  SHA256_Update(&ctx, lengths, sizeof(lengths));
+  SHA256_Update(&ctx, report_id.data(), report_id.size());
+  SHA256_Update(&ctx, ticket_digest.data(), ticket_digest.size());
+  SHA256_Update(&ctx, digest.data(), digest.size());
+  std::string out(SHA256_DIGEST_LENGTH, '\0');
+  SHA256_Final(reinterpret_cast<unsigned char*>(out.data()), &ctx);
+  return out;
+}
 
 std::string EncodeAccumulator(const std::vector<uint64_t>& values) {
   std::string out(values.size() * sizeof(uint64_t), '\0');
@@ -132,6 +161,7 @@ absl::StatusOr<Aggregator::Task*> Aggregator::GetTask(absl::string_view task_id,
   auto task = std::make_unique<Task>();
   task->id = std::string(task_id);
   task->store = *std::move(store);
+  task->policy = options_.policies.For(task_id);
   TANDEM_RETURN_IF_ERROR(LoadLatestRound(*task));
   absl::MutexLock lock(&tasks_mu_);
   auto [it, inserted] = tasks_.try_emplace(task->id, std::move(task));
@@ -140,6 +170,20 @@ absl::StatusOr<Aggregator::Task*> Aggregator::GetTask(absl::string_view task_id,
 
 absl::Status Aggregator::LoadLatestRound(Task& task) {
   TANDEM_ASSIGN_OR_RETURN(std::vector<RoundRecord> rounds, task.store->ListRounds());
+  {
+    // The accountant is the store's released rounds, replayed.
+    absl::MutexLock process_lock(&task.process_mu);
+    TANDEM_ASSIGN_OR_RETURN(dp::PrivacyAccountant accountant, MakeAccountant(task.policy));
+    task.accountant.emplace(std::move(accountant));
+    for (const RoundRecord& r : rounds) {
+      if (r.state != RoundState::kReleased) continue;
+      proto::RoundParameters released;
+      if (!released.ParseFromString(r.parameters)) {
+        return absl::DataLossError("stored round parameters do not parse");
+      }
+      TANDEM_RETURN_IF_ERROR(ChargeRelease(task, released));
+    }
+  }
   if (rounds.empty()) return absl::OkStatus();
   const RoundRecord* latest = &rounds[0];
   for (const RoundRecord& r : rounds) {
@@ -161,7 +205,8 @@ absl::Status Aggregator::LoadLatestRound(Task& task) {
   absl::MutexLock process_lock(&task.process_mu);
   absl::MutexLock state_lock(&task.state_mu);
   task.round_id = latest->round_id;
-  task.closed = latest->state == RoundState::kClosed;
+  task.closed = latest->state != RoundState::kOpen;
+  task.released = latest->state == RoundState::kReleased;
   task.parameters = params;
   task.shape = dpf.Shape(static_cast<int>(options_.role));
   task.proof = std::move(proof);
@@ -189,12 +234,21 @@ absl::Status Aggregator::LoadLatestRound(Task& task) {
 
 absl::Status Aggregator::OpenRound(const proto::RoundParameters& parameters) {
   TANDEM_ASSIGN_OR_RETURN(crypto::SparseDpf dpf, DpfForRound(parameters, options_));
+  // The policy before anything is created or stored for the task.
+  TANDEM_RETURN_IF_ERROR(
+      CheckRoundAgainstPolicy(parameters, options_.policies.For(parameters.task_id())));
   TANDEM_ASSIGN_OR_RETURN(auto proof, ProofForRound(parameters));
   TANDEM_ASSIGN_OR_RETURN(Task * task, GetTask(parameters.task_id(), /*create=*/true));
   const int64_t round_id = static_cast<int64_t>(parameters.round_id());
   const std::string serialized = SerializeDeterministic(parameters);
 
   absl::MutexLock process_lock(&task->process_mu);
+  TANDEM_ASSIGN_OR_RETURN(const double epsilon, EpsilonWith(*task, parameters));
+  if (epsilon > task->policy.epsilon_budget) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "releasing this round would spend epsilon ", epsilon, " at delta ", task->policy.delta,
+        ", above this server's budget ", task->policy.epsilon_budget, " for task ", task->id));
+  }
   int64_t current;
   bool closed;
   {
@@ -218,6 +272,7 @@ absl::Status Aggregator::OpenRound(const proto::RoundParameters& parameters) {
   absl::MutexLock state_lock(&task->state_mu);
   task->round_id = round_id;
   task->closed = false;
+  task->released = false;
   task->parameters = parameters;
   task->shape = dpf.Shape(static_cast<int>(options_.role));
   task->proof = std::move(proof);
@@ -233,7 +288,23 @@ absl::Status Aggregator::OpenRound(const proto::RoundParameters& parameters) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::string> Aggregator::CheckTicket(const proto::UploadRequest& request) const {
+  if (options_.ticket_key == nullptr) return std::string();
+  if (!request.has_ticket()) {
+    return absl::UnauthenticatedError("this aggregator accepts uploads with a coordinator ticket only");
+  }
+  TANDEM_ASSIGN_OR_RETURN(proto::UploadTicket ticket,
+                          crypto::VerifyUploadTicket(*options_.ticket_key, request.ticket()));
+  TANDEM_RETURN_IF_ERROR(crypto::CheckTicketFor(ticket, request.task_id(), request.round_id(),
+                                                request.report_id(),
+                                                absl::ToUnixMillis(clock_->Now())));
+  return crypto::TicketDigest(request.ticket());
+}
+
 absl::StatusOr<proto::UploadResponse> Aggregator::Upload(const proto::UploadRequest& request) {
+  // The ticket first: an outsider learns nothing (not even whether the
+  // task exists) and costs one signature check.
+  TANDEM_ASSIGN_OR_RETURN(const std::string ticket_digest, CheckTicket(request));
   TANDEM_RETURN_IF_ERROR(ValidateId(request.task_id(), "task_id"));
   if (request.report_id().size() != kReportIdBytes) {
     return absl::InvalidArgumentError("report_id must be exactly 16 bytes");
@@ -273,9 +344,9 @@ absl::StatusOr<proto::UploadResponse> Aggregator::Upload(const proto::UploadRequ
   } else if (request.has_norm_proof()) {
     return absl::InvalidArgumentError("this round has no norm bound; norm_proof must be unset");
   }
-  // Rounds without a norm bound store the key set as before.
-  const std::string share =
-      EncodeStoredShare(request.key_share(), proof != nullptr ? &request.norm_proof() : nullptr);
+  // Rounds without a norm bound and without tickets store the key set alone.
+  const std::string share = EncodeStoredShare(
+      request.key_share(), proof != nullptr ? &request.norm_proof() : nullptr, ticket_digest);
 
   absl::StatusOr<ReportRecord> existing = task->store->GetReport(request.report_id());
   if (existing.ok()) {
@@ -337,7 +408,7 @@ absl::StatusOr<proto::FinalizeResponse> Aggregator::Finalize(
   TANDEM_ASSIGN_OR_RETURN(Task * task, GetTask(request.task_id(), /*create=*/false));
   const int64_t round_id = static_cast<int64_t>(request.round_id());
   absl::MutexLock process_lock(&task->process_mu);
-  bool closed;
+  bool closed, released;
   proto::RoundParameters params;
   {
     absl::ReaderMutexLock lock(&task->state_mu);
@@ -345,7 +416,12 @@ absl::StatusOr<proto::FinalizeResponse> Aggregator::Finalize(
       return absl::NotFoundError(absl::StrCat("round ", round_id, " is not this task's round"));
     }
     closed = task->closed;
+    released = task->released;
     params = task->parameters;
+  }
+  if (closed && !released) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("round ", round_id, " was closed without release"));
   }
   proto::FinalizeResponse response;
   if (!closed) {
@@ -359,23 +435,37 @@ absl::StatusOr<proto::FinalizeResponse> Aggregator::Finalize(
         TANDEM_RETURN_IF_ERROR(task->store->MarkRejected(r.report_id));
       }
     }
-    std::vector<uint64_t> released = task->accumulator;
-    const int64_t min_batch = std::max<int64_t>(1, params.dp().min_batch_size());
+    std::vector<uint64_t> released_share = task->accumulator;
+    // The larger of the round's minimum and this server's own.
+    const int64_t min_batch = std::max<int64_t>(
+        {int64_t{1}, params.dp().min_batch_size(), task->policy.min_batch_size});
     if (task->counted < min_batch) {
       return absl::FailedPreconditionError(absl::StrCat(
           "only ", task->counted, " reports accepted; at least ", min_batch, " are required"));
     }
+    // OpenRound checked the budget; checked again in case the policy file
+    // changed across a restart while the round was open.
+    TANDEM_ASSIGN_OR_RETURN(const double epsilon, EpsilonWith(*task, params));
+    if (epsilon > task->policy.epsilon_budget) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "releasing would spend epsilon ", epsilon, ", above the budget ",
+          task->policy.epsilon_budget));
+    }
     if (params.noise_variance() > 0) {
       TANDEM_ASSIGN_OR_RETURN(dp::Rational sigma2, dp::VarianceFromDouble(params.noise_variance()));
       TANDEM_RETURN_IF_ERROR(dp::NoiseShareForRelease({sigma2, min_batch}, task->counted,
-                                                      absl::MakeSpan(released), noise_random_));
+                                                      absl::MakeSpan(released_share), noise_random_));
     }
-    // Saved before release so that a retry returns the same draw.
-    TANDEM_RETURN_IF_ERROR(task->store->SaveAccumulator(round_id, EncodeAccumulator(released), {}));
-    TANDEM_RETURN_IF_ERROR(task->store->CloseRound(round_id));
-    task->accumulator = std::move(released);
+    // Saved (and the round released) in one transaction before anything is
+    // returned: a crash before it leaves the round open and un-noised (the
+    // draw is lost, never released); after it, every retry returns this draw.
+    TANDEM_RETURN_IF_ERROR(
+        task->store->ReleaseRound(round_id, EncodeAccumulator(released_share)));
+    task->accumulator = std::move(released_share);
+    TANDEM_RETURN_IF_ERROR(ChargeRelease(*task, params));
     absl::MutexLock lock(&task->state_mu);
     task->closed = true;
+    task->released = true;
     TANDEM_LOG(INFO) << RoleName(options_.role) << " released task " << task->id << " round "
                      << round_id << " with " << task->counted << " reports";
   }
@@ -386,6 +476,23 @@ absl::StatusOr<proto::FinalizeResponse> Aggregator::Finalize(
   share->add_shape(static_cast<int64_t>(task->accumulator.size()));
   share->set_data(EncodeAccumulator(task->accumulator));
   return response;
+}
+
+absl::StatusOr<double> Aggregator::EpsilonWith(const Task& task,
+                                               const proto::RoundParameters& p) const {
+  TANDEM_ASSIGN_OR_RETURN(const double z, NoiseMultiplierOf(p));
+  if (z == 0 || task.released_without_noise) return std::numeric_limits<double>::infinity();
+  return task.accountant->EpsilonIfCharged(task.policy.sampling_rate, z, 1);
+}
+
+absl::Status Aggregator::ChargeRelease(Task& task, const proto::RoundParameters& p) {
+  TANDEM_ASSIGN_OR_RETURN(const double z, NoiseMultiplierOf(p));
+  ++task.released_rounds;
+  if (z == 0) {
+    task.released_without_noise = true;
+    return absl::OkStatus();
+  }
+  return task.accountant->Charge(task.policy.sampling_rate, z, 1);
 }
 
 absl::StatusOr<proto::AggregatorStatusResponse> Aggregator::Status(
@@ -399,22 +506,21 @@ absl::StatusOr<proto::AggregatorStatusResponse> Aggregator::Status(
     round_id = task->round_id;
     if (!task->closed) response.set_open_round(static_cast<uint64_t>(round_id));
   }
-  if (round_id == 0) return response;
-  TANDEM_ASSIGN_OR_RETURN(std::vector<ReportRecord> all,
-                          task->store->ListReports(round_id, ReportFilter::kAll));
-  for (const ReportRecord& r : all) {
-    switch (r.state) {
-      case ReportState::kPending:
-        response.set_pending_reports(response.pending_reports() + 1);
-        break;
-      case ReportState::kAccepted:
-        response.set_accepted_reports(response.accepted_reports() + 1);
-        break;
-      case ReportState::kRejected:
-        response.set_rejected_reports(response.rejected_reports() + 1);
-        break;
-    }
+  {
+    absl::MutexLock lock(&task->process_mu);
+    response.set_epsilon_spent(task->released_without_noise
+                                   ? std::numeric_limits<double>::infinity()
+                                   : task->accountant->SpentEpsilon());
+    response.set_released_rounds(static_cast<uint64_t>(task->released_rounds));
   }
+  response.set_epsilon_budget(task->policy.epsilon_budget);
+  response.set_delta(task->policy.delta);
+  if (round_id == 0) return response;
+  // Counts from the store's index: no share is read.
+  TANDEM_ASSIGN_OR_RETURN(const ReportCounts counts, task->store->CountReports(round_id));
+  response.set_pending_reports(static_cast<uint64_t>(counts.pending));
+  response.set_accepted_reports(static_cast<uint64_t>(counts.accepted));
+  response.set_rejected_reports(static_cast<uint64_t>(counts.rejected));
   return response;
 }
 

@@ -2,12 +2,18 @@
 // Prio's two-server trust model: the leader and the helper do not collude).
 //
 // Life of a report, on each server:
-//   Upload: validated against the round's DPF shape (crypto/dpf/
-//     key_validator.h), stored durably as pending (report id = idempotency
-//     key, replays refused by the store).
+//   Upload: the coordinator-signed upload ticket is checked first
+//     (crypto/sign/upload_ticket.h: this task, round and report id, not
+//     expired; UNAUTHENTICATED otherwise), then the share against the
+//     round's DPF shape (crypto/dpf/key_validator.h); it is stored durably
+//     as pending (report id = ticket id = idempotency key, so one report per
+//     ticket; replays refused by the store).
 //   Verification (driven by the leader, ProcessPending): both servers compute
 //     the VDPF proof digest of their share; the leader sends its digests,
-//     the helper compares with its own and answers with them. Equal digests
+//     the helper compares with its own and answers with them. What is
+//     compared is SHA-256 over the report id, the ticket's digest and the
+//     VDPF digest, so both servers also confirm they hold the same ticket.
+//     Equal digests
 //     = accepted, different = rejected; a report the helper lacks stays
 //     pending. Each server decides independently; the leader's commit names
 //     the decided sets and the helper refuses a commit that disagrees with
@@ -23,9 +29,15 @@
 //     report states in one store transaction, so a SIGKILL at any point loses
 //     no accepted report and counts none twice.
 //   Finalize: remaining pending reports are verified or rejected, the batch
-//     size is checked against the minimum, the share gets this server's own
-//     discrete Gaussian noise (crypto/dp), is saved, the round closes and the
-//     same noised share is returned on every retry (never a second draw).
+//     size is checked against the minimum (the larger of the round's and
+//     this server's policy), the share gets this server's own discrete
+//     Gaussian noise (crypto/dp), and the noised share is saved and the
+//     round released in one store transaction; the same noised share is
+//     returned on every retry (never a second draw), and the release is
+//     charged to this server's own accountant (aggregator/core/policy.h).
+//   Policy: OpenRound is checked against this server's policy for the task
+//     (noise floor, min batch, sizes, norm proofs required) and refused with
+//     FAILED_PRECONDITION when the release would exceed its epsilon budget.
 //
 // Thread safety: all methods are thread-safe. Uploads run concurrently;
 // verification, commit and finalize of one task are serialised.
@@ -46,9 +58,11 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "aggregator/core/peer_channel.h"
+#include "aggregator/core/policy.h"
 #include "aggregator/store/report_store.h"
 #include "base/clock.h"
 #include "base/random.h"
+#include "crypto/sign/ed25519.h"
 #include "proto/aggregator.pb.h"
 
 namespace tandem::aggregator {
@@ -71,6 +85,12 @@ struct AggregatorOptions {
   uint32_t max_reports_per_round = 100000;
   // Upper bound on any round's dimension D (memory: 8 bytes per coordinate).
   uint64_t max_dimension = uint64_t{1} << 24;
+  // The privacy policy per task (the private defaults unless configured).
+  PolicySet policies = PolicySet::Uniform(Policy{});
+  // The coordinator's ticket key: when set, every upload needs a ticket it
+  // signed. Null only by explicit opt-out (AggregatorConfig
+  // allow_unticketed_uploads).
+  std::shared_ptr<const crypto::Ed25519VerifyingKey> ticket_key;
 };
 
 class Aggregator {
@@ -86,9 +106,11 @@ class Aggregator {
   Role role() const { return options_.role; }
 
   // Collector API (from the coordinator).
-  // INVALID_ARGUMENT bad parameters; ALREADY_EXISTS the round exists with
-  // other parameters; FAILED_PRECONDITION round id not above the last one.
-  // Idempotent for identical parameters.
+  // INVALID_ARGUMENT bad parameters or parameters this server's policy
+  // refuses; ALREADY_EXISTS the round exists with other parameters;
+  // FAILED_PRECONDITION round id not above the last one, or its release
+  // would exceed this server's privacy budget; RESOURCE_EXHAUSTED no room
+  // for another task. Idempotent for identical parameters.
   absl::Status OpenRound(const proto::RoundParameters& parameters);
   // See the file comment. FAILED_PRECONDITION when fewer than
   // dp.min_batch_size reports were accepted (nothing is released, the round
@@ -97,7 +119,8 @@ class Aggregator {
   absl::StatusOr<proto::AggregatorStatusResponse> Status(
       const proto::AggregatorStatusRequest& request);
 
-  // Client API. INVALID_ARGUMENT malformed request or key share; NOT_FOUND
+  // Client API. UNAUTHENTICATED no valid ticket (checked before anything
+  // else); INVALID_ARGUMENT malformed request or key share; NOT_FOUND
   // unknown task/round; FAILED_PRECONDITION round closed or past deadline;
   // ALREADY_EXISTS report id reused with other content; RESOURCE_EXHAUSTED
   // round full. An identical retry succeeds.
@@ -125,6 +148,14 @@ class Aggregator {
       ABSL_LOCKS_EXCLUDED(tasks_mu_);
   // Stores one upload durably through the task's group commit.
   absl::Status StoreUpload(Task& task, int64_t round_id, std::string report_id, std::string share);
+  // The ticket's digest (empty without ticket key), UNAUTHENTICATED when it
+  // is missing, forged, for another task/round/report or expired.
+  absl::StatusOr<std::string> CheckTicket(const proto::UploadRequest& request) const;
+  // Epsilon of the task's releases plus one release of `p` (+inf for a
+  // round without noise). REQUIRES task.process_mu.
+  absl::StatusOr<double> EpsilonWith(const Task& task, const proto::RoundParameters& p) const;
+  // Charges one release of `p` to the task's accountant. REQUIRES process_mu.
+  absl::Status ChargeRelease(Task& task, const proto::RoundParameters& p);
   // Loads the task's latest round from its store after a (re)start, counting
   // reports a crash left accepted but uncounted.
   absl::Status LoadLatestRound(Task& task);

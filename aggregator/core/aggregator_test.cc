@@ -58,9 +58,11 @@ class AggregatorPairTest : public ::testing::Test {
     leader_.reset();
     helper_.reset();
     AggregatorOptions lo;
+    lo.policies = ::tandem::aggregator::testing::PermissiveTestPolicies();
     lo.role = Role::kLeader;
     lo.verify_batch_size = 3;  // several batches per round
     AggregatorOptions ho;
+    ho.policies = ::tandem::aggregator::testing::PermissiveTestPolicies();
     ho.role = Role::kHelper;
     auto h = Aggregator::Create(ho, sqlite ? MakeSqliteStoreFactory(dir_ + "/helper") : InMemoryFactory(),
                                 nullptr, &clock_, noise_.get());
@@ -375,9 +377,11 @@ TEST(AggregatorCreate, ValidatesSeams) {
   FakeClock clock;
   auto rng = DeterministicRandom::FromSeed(1);
   AggregatorOptions leader;
+  leader.policies = ::tandem::aggregator::testing::PermissiveTestPolicies();
   EXPECT_THAT(Aggregator::Create(leader, InMemoryFactory(), nullptr, &clock, rng.get()),
               StatusIs(absl::StatusCode::kInvalidArgument));
   AggregatorOptions bad;
+  bad.policies = ::tandem::aggregator::testing::PermissiveTestPolicies();
   bad.role = Role::kHelper;
   bad.verify_batch_size = 0;
   EXPECT_THAT(Aggregator::Create(bad, InMemoryFactory(), nullptr, &clock, rng.get()),

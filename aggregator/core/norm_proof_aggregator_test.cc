@@ -42,6 +42,8 @@ class NormRoundTest : public ::testing::Test {
  protected:
   void SetUp() override {
     AggregatorOptions lo, ho;
+    lo.policies = ::tandem::aggregator::testing::PermissiveTestPolicies();
+    ho.policies = ::tandem::aggregator::testing::PermissiveTestPolicies();
     lo.role = Role::kLeader;
     lo.verify_batch_size = 4;
     ho.role = Role::kHelper;

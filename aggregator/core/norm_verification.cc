@@ -18,36 +18,47 @@ struct Buffers {
 
 }  // namespace
 
-std::string EncodeStoredShare(const proto::SparseKeySet& keys,
-                              const proto::NormProofShare* proof) {
-  if (proof == nullptr) return SerializeDeterministic(keys);
+std::string EncodeStoredShare(const proto::SparseKeySet& keys, const proto::NormProofShare* proof,
+                              absl::string_view ticket_digest) {
+  if (proof == nullptr && ticket_digest.empty()) return SerializeDeterministic(keys);
   proto::StoredReportShare stored;
   *stored.mutable_key_share() = keys;
-  *stored.mutable_norm_proof() = *proof;
+  if (proof != nullptr) *stored.mutable_norm_proof() = *proof;
+  stored.set_ticket_digest(std::string(ticket_digest));
   return SerializeDeterministic(stored);
 }
 
 absl::StatusOr<ParsedShare> ParseStoredShare(absl::string_view blob,
                                              const crypto::ExpectedKeySetShape& shape,
                                              const crypto::proof::NormProofSystem* proof,
-                                             int party) {
+                                             int party, bool ticketed) {
   ParsedShare out;
-  if (proof == nullptr) {
+  if (proof == nullptr && !ticketed) {
     TANDEM_ASSIGN_OR_RETURN(out.keys, crypto::ParseSparseKeySet(blob, shape));
     return out;
   }
-  // Key set bound plus the largest proof share (8 bytes + tag per element).
-  const uint64_t limit = crypto::MaxSerializedKeySetSize(shape) + 1024 +
-                         10 * (proof->circuit().witness_length() +
-                               proof->circuit().flp().proof_length());
+  // Key set bound plus the largest proof share (8 bytes + tag per element)
+  // plus the ticket digest.
+  uint64_t limit = crypto::MaxSerializedKeySetSize(shape) + 1024;
+  if (proof != nullptr) {
+    limit += 10 * (proof->circuit().witness_length() + proof->circuit().flp().proof_length());
+  }
   proto::StoredReportShare stored;
   if (blob.size() > limit || !stored.ParseFromArray(blob.data(), static_cast<int>(blob.size()))) {
     return absl::InvalidArgumentError("stored share does not parse");
   }
   TANDEM_RETURN_IF_ERROR(crypto::ValidateSparseKeySet(stored.key_share(), shape));
-  TANDEM_RETURN_IF_ERROR(proof->ValidateShare(stored.norm_proof(), party));
+  if (proof != nullptr) {
+    TANDEM_RETURN_IF_ERROR(proof->ValidateShare(stored.norm_proof(), party));
+  } else if (stored.has_norm_proof()) {
+    return absl::InvalidArgumentError("stored share has a norm proof in a round without bound");
+  }
+  if (ticketed != (stored.ticket_digest().size() == 32)) {
+    return absl::InvalidArgumentError("stored share's ticket digest does not match the server");
+  }
   out.keys = std::move(*stored.mutable_key_share());
   out.proof = std::move(*stored.mutable_norm_proof());
+  out.ticket_digest = std::move(*stored.mutable_ticket_digest());
   return out;
 }
 

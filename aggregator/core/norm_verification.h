@@ -31,20 +31,24 @@ namespace tandem::aggregator {
 struct ParsedShare {
   proto::SparseKeySet keys;
   proto::NormProofShare proof;
+  std::string ticket_digest;  // empty for unticketed uploads
 };
 
-// The blob a server stores for an upload: the key set alone (rounds
-// without norm bound, the format of older rounds) or a StoredReportShare.
-std::string EncodeStoredShare(const proto::SparseKeySet& keys,
-                              const proto::NormProofShare* proof);
+// The blob a server stores for an upload: the key set alone (no norm bound
+// and no ticket) or a StoredReportShare (with the proof share and/or the
+// ticket digest).
+std::string EncodeStoredShare(const proto::SparseKeySet& keys, const proto::NormProofShare* proof,
+                              absl::string_view ticket_digest);
 
 // Parses and validates a stored blob. `proof` is the round's proof system
 // (null for rounds without norm bound); `party` is this server's.
-// INVALID_ARGUMENT when it does not parse or validate.
+// `ticketed`: the server stores ticketed uploads (then every blob is a
+// StoredReportShare with a 32-byte ticket digest). INVALID_ARGUMENT when it
+// does not parse or validate.
 absl::StatusOr<ParsedShare> ParseStoredShare(absl::string_view blob,
                                              const crypto::ExpectedKeySetShape& shape,
                                              const crypto::proof::NormProofSystem* proof,
-                                             int party);
+                                             int party, bool ticketed);
 
 struct NormEvaluation {
   crypto::ProofDigest digest;

@@ -47,10 +47,12 @@ void BM_PairIngest(benchmark::State& state) {
   auto noise = DeterministicRandom::FromSeed(1);
   InProcessPeerChannel channel;
   AggregatorOptions ho;
+  ho.policies = ::tandem::aggregator::testing::PermissiveTestPolicies();
   ho.role = Role::kHelper;
   auto helper = Aggregator::Create(ho, MakeSqliteStoreFactory(dir + "/h", Sync(full)), nullptr, &clock, noise.get());
   channel.set_helper(helper->get());
   AggregatorOptions lo;
+  lo.policies = ::tandem::aggregator::testing::PermissiveTestPolicies();
   auto leader = Aggregator::Create(lo, MakeSqliteStoreFactory(dir + "/l", Sync(full)), &channel, &clock, noise.get());
   proto::RoundParameters params =
       testing::MakeRoundParameters("bench", 1, log_d - 14, 1024, 16);  // B = 2^10, k = 16

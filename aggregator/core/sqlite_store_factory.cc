@@ -9,14 +9,38 @@
 
 namespace tandem::aggregator {
 
-StoreFactory MakeSqliteStoreFactory(std::string dir, sqlite::DatabaseOptions options) {
-  return [dir = std::move(dir), options](
+namespace {
+
+// Task files in `dir` (task-*.sqlite).
+uint32_t CountTaskFiles(const std::string& dir) {
+  uint32_t n = 0;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.size() > 12 && name.rfind("task-", 0) == 0 &&
+        name.compare(name.size() - 7, 7, ".sqlite") == 0) {
+      ++n;
+    }
+  }
+  return n;
+}
+
+}  // namespace
+
+StoreFactory MakeSqliteStoreFactory(std::string dir, sqlite::DatabaseOptions options,
+                                    uint32_t max_tasks) {
+  return [dir = std::move(dir), options, max_tasks](
              absl::string_view task_id,
              bool create) -> absl::StatusOr<std::unique_ptr<ReportStore>> {
     const std::string path = absl::StrCat(dir, "/task-", task_id, ".sqlite");
     std::error_code ec;
-    if (!create && !std::filesystem::exists(path, ec)) {
+    const bool exists = std::filesystem::exists(path, ec);
+    if (!create && !exists) {
       return absl::NotFoundError(absl::StrCat("no state for task ", task_id));
+    }
+    if (!exists && max_tasks != 0 && CountTaskFiles(dir) >= max_tasks) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("this aggregator already holds ", max_tasks, " tasks (max_tasks)"));
     }
     TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<SqliteReportStore> store,
                             SqliteReportStore::Open(path, options));

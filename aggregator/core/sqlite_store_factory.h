@@ -11,9 +11,14 @@
 
 namespace tandem::aggregator {
 
-// NOT_FOUND for a missing file when create_if_missing is false; otherwise
-// the errors of SqliteReportStore::Open.
-StoreFactory MakeSqliteStoreFactory(std::string dir, sqlite::DatabaseOptions options = {});
+// NOT_FOUND for a missing file when create_if_missing is false;
+// RESOURCE_EXHAUSTED when creating one more task file would exceed
+// `max_tasks` task files in `dir` (0 = no limit; counted on disk, so the
+// limit holds across restarts); otherwise the errors of
+// SqliteReportStore::Open. Thread-compatible: the Aggregator calls it under
+// its own synchronisation per task id.
+StoreFactory MakeSqliteStoreFactory(std::string dir, sqlite::DatabaseOptions options = {},
+                                    uint32_t max_tasks = 0);
 
 }  // namespace tandem::aggregator
 

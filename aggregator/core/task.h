@@ -13,6 +13,8 @@
 #include "absl/synchronization/mutex.h"
 #include "aggregator/core/aggregator.h"
 #include "aggregator/store/report_store.h"
+#include "aggregator/core/policy.h"
+#include "crypto/dp/accountant.h"
 #include "crypto/dpf/key_validator.h"
 #include "crypto/dpf/sparse_dpf.h"
 #include "crypto/proof/norm_proof.h"
@@ -26,6 +28,7 @@ namespace tandem::aggregator {
 struct Aggregator::Task {
   std::string id;
   std::unique_ptr<ReportStore> store;
+  Policy policy;  // this server's policy for the task (immutable)
 
   absl::Mutex process_mu;
   absl::Mutex state_mu ABSL_ACQUIRED_AFTER(process_mu);
@@ -33,6 +36,7 @@ struct Aggregator::Task {
   // The task's latest round (0 = none yet).
   int64_t round_id ABSL_GUARDED_BY(state_mu) = 0;
   bool closed ABSL_GUARDED_BY(state_mu) = false;
+  bool released ABSL_GUARDED_BY(state_mu) = false;  // closed by its release
   proto::RoundParameters parameters ABSL_GUARDED_BY(state_mu);
   crypto::ExpectedKeySetShape shape ABSL_GUARDED_BY(state_mu);
   int64_t received ABSL_GUARDED_BY(state_mu) = 0;  // reports stored this round
@@ -57,6 +61,12 @@ struct Aggregator::Task {
   std::optional<crypto::SparseDpf> dpf ABSL_GUARDED_BY(process_mu);
   std::vector<uint64_t> accumulator ABSL_GUARDED_BY(process_mu);
   int64_t counted ABSL_GUARDED_BY(process_mu) = 0;
+  // This server's accounting of the task: every released round (rebuilt
+  // from the store's kReleased rounds on load). The accountant's own budget
+  // is unbounded; the policy's is compared in OpenRound.
+  std::optional<dp::PrivacyAccountant> accountant ABSL_GUARDED_BY(process_mu);
+  int64_t released_rounds ABSL_GUARDED_BY(process_mu) = 0;
+  bool released_without_noise ABSL_GUARDED_BY(process_mu) = false;  // epsilon = +inf
   // Helper only: outcome of its own digest comparison per report id, from
   // the latest Verify exchange (lost on restart; the leader re-verifies).
   absl::flat_hash_map<std::string, bool> verified ABSL_GUARDED_BY(process_mu);
@@ -77,6 +87,12 @@ struct Aggregator::Task {
 std::string EncodeAccumulator(const std::vector<uint64_t>& values);
 absl::StatusOr<std::vector<uint64_t>> DecodeAccumulator(absl::string_view bytes,
                                                         uint64_t dimension);
+
+// The hash both servers compare for a report in Verify: SHA-256 over a
+// domain tag, the report id, the ticket digest (may be empty) and the
+// server's VDPF digest.
+std::string BoundCheckHash(absl::string_view report_id, absl::string_view ticket_digest,
+                           const crypto::ProofDigest& digest);
 
 // Checks RoundParameters and builds the round's DPF. INVALID_ARGUMENT.
 absl::StatusOr<crypto::SparseDpf> DpfForRound(const proto::RoundParameters& p,

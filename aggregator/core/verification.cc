@@ -15,9 +15,9 @@
 namespace tandem::aggregator {
 namespace {
 
-std::string DigestBytes(const crypto::ProofDigest& d) {
-  return std::string(reinterpret_cast<const char*>(d.data()), d.size());
-}
+// More than any leader sends in one exchange (verify_batch_size); a larger
+// request is refused before any store lookup.
+constexpr int kMaxChecksPerExchange = 4096;
 
 std::vector<const proto::SparseKeySet*> KeysOf(const std::vector<ParsedShare>& shares) {
   std::vector<const proto::SparseKeySet*> out;
@@ -85,6 +85,7 @@ absl::StatusOr<int> Aggregator::ProcessBatchLocked(Task& task,
     round_id = task.round_id;
     proof = task.proof;
   }
+  const bool ticketed = options_.ticket_key != nullptr;
   if (proof != nullptr && task.query_seed.empty()) {
     task.query_seed.assign(crypto::proof::kQuerySeedBytes, '\0');
     TANDEM_RETURN_IF_ERROR(noise_random_->Fill(absl::MakeSpan(
@@ -97,7 +98,7 @@ absl::StatusOr<int> Aggregator::ProcessBatchLocked(Task& task,
   std::vector<ParsedShare> shares;
   shares.reserve(batch.size());
   for (const ReportRecord& r : batch) {
-    absl::StatusOr<ParsedShare> keys = ParseStoredShare(r.share, shape, proof.get(), 0);
+    absl::StatusOr<ParsedShare> keys = ParseStoredShare(r.share, shape, proof.get(), 0, ticketed);
     if (!keys.ok()) {
       TANDEM_LOG(ERROR) << "stored share fails validation: " << keys.status();
       rejected.push_back(r.report_id);
@@ -149,7 +150,8 @@ absl::StatusOr<int> Aggregator::ProcessBatchLocked(Task& task,
   for (size_t i = 0; i < candidates.size(); ++i) {
     proto::ReportCheck* check = request.add_checks();
     check->set_report_id(candidates[i]->report_id);
-    check->set_proof_hash(DigestBytes(digests[i]));
+    check->set_proof_hash(
+        BoundCheckHash(candidates[i]->report_id, shares[i].ticket_digest, digests[i]));
     check->set_state(proto::PEER_REPORT_PENDING);
     if (proof != nullptr) *check->mutable_norm_check() = verifiers[i];
   }
@@ -179,7 +181,8 @@ absl::StatusOr<int> Aggregator::ProcessBatchLocked(Task& task,
         it == answers.end() ? proto::PEER_REPORT_MISSING : it->second.state();
     switch (state) {
       case proto::PEER_REPORT_PENDING:
-        if (it->second.proof_hash() == DigestBytes(digests[i]) &&
+        if (it->second.proof_hash() ==
+                BoundCheckHash(r.report_id, shares[i].ticket_digest, digests[i]) &&
             (proof == nullptr || proof->Decide(verifiers[i], it->second.norm_check()))) {
           accepted.push_back(i);
         } else {
@@ -232,7 +235,8 @@ absl::Status Aggregator::CommitRecordsLocked(Task& task,
   for (const ReportRecord& r : accepted) {
     TANDEM_ASSIGN_OR_RETURN(ParsedShare parsed,
                             ParseStoredShare(r.share, shape, proof.get(),
-                                             static_cast<int>(options_.role)));
+                                             static_cast<int>(options_.role),
+                                             options_.ticket_key != nullptr));
     shares.push_back(std::move(parsed));
     ids.push_back(r.report_id);
   }
@@ -271,6 +275,9 @@ absl::StatusOr<proto::VerifyResponse> Aggregator::HandleVerify(
     return absl::FailedPreconditionError("Verify is served by the helper only");
   }
   TANDEM_ASSIGN_OR_RETURN(Task * task, GetTask(request.task_id(), /*create=*/false));
+  if (request.checks_size() > kMaxChecksPerExchange) {
+    return absl::InvalidArgumentError("too many checks in one Verify");
+  }
   absl::MutexLock lock(&task->process_mu);
   int64_t round_id;
   bool closed;
@@ -327,7 +334,8 @@ absl::StatusOr<proto::VerifyResponse> Aggregator::HandleVerify(
       out->set_state(proto::PEER_REPORT_REJECTED);
       continue;
     }
-    absl::StatusOr<ParsedShare> keys = ParseStoredShare(r->share, shape, proof.get(), 1);
+    absl::StatusOr<ParsedShare> keys = ParseStoredShare(r->share, shape, proof.get(), 1,
+                                                          options_.ticket_key != nullptr);
     if (!keys.ok()) {
       out->set_state(proto::PEER_REPORT_REJECTED);
       continue;
@@ -357,7 +365,8 @@ absl::StatusOr<proto::VerifyResponse> Aggregator::HandleVerify(
   }
   for (size_t i = 0; i < to_digest.size(); ++i) {
     proto::ReportCheck* out = response.mutable_checks(to_digest[i]);
-    const std::string mine = DigestBytes(digests[i]);
+    const std::string mine = BoundCheckHash(response.checks(to_digest[i]).report_id(),
+                                            shares[i].ticket_digest, digests[i]);
     out->set_state(proto::PEER_REPORT_PENDING);
     out->set_proof_hash(mine);
     bool valid = mine == leader_hashes[i];
@@ -374,6 +383,9 @@ absl::StatusOr<proto::VerifyResponse> Aggregator::HandleVerify(
 absl::StatusOr<proto::AcceptedSetAck> Aggregator::HandleCommit(const proto::AcceptedSet& request) {
   if (options_.role != Role::kHelper) {
     return absl::FailedPreconditionError("CommitAcceptedSet is served by the helper only");
+  }
+  if (request.report_ids_size() + request.rejected_ids_size() > kMaxChecksPerExchange) {
+    return absl::InvalidArgumentError("too many reports in one commit");
   }
   TANDEM_ASSIGN_OR_RETURN(Task * task, GetTask(request.task_id(), /*create=*/false));
   absl::MutexLock lock(&task->process_mu);

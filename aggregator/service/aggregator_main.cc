@@ -1,11 +1,15 @@
 // tandem-aggregator: one of the two non-colluding aggregation servers.
 //   tandem-aggregator --config=deploy/config/leader.textproto
-//   tandem-aggregator --role=helper --listen=127.0.0.1:7002 --state_dir=/tmp/h --insecure_plaintext
-// Flags override the config file. Prints "listening on PORT" once serving;
+//   tandem-aggregator --role=helper --listen=127.0.0.1:7002 --state_dir=/tmp/h --insecure_plaintext \
+//       --allow_unticketed_uploads
+// Flags override the config file. Prints "collector on PORT", on the helper
+// "peer on PORT", then "listening on PORT" (uploads) once serving;
 // SIGINT/SIGTERM shut it down cleanly.
 #include <cstdio>
 #include <fstream>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -17,8 +21,26 @@
 
 ABSL_FLAG(std::string, config, "", "AggregatorConfig textproto file");
 ABSL_FLAG(std::string, role, "", "leader or helper (overrides the config)");
-ABSL_FLAG(std::string, listen, "", "listen address host:port (port 0 = any)");
-ABSL_FLAG(std::string, peer, "", "leader only: helper address host:port");
+ABSL_FLAG(std::string, listen, "", "upload listener host:port, public, server TLS (port 0 = any)");
+ABSL_FLAG(std::string, collector_listen, "",
+          "collector listener host:port, mutual TLS, coordinator identities only");
+ABSL_FLAG(std::string, peer_listen, "",
+          "helper only: peer listener host:port, mutual TLS, leader identities only");
+ABSL_FLAG(std::string, peer, "", "leader only: the helper's peer listener host:port");
+ABSL_FLAG(std::string, peer_name, "", "leader only: the helper's TLS identity (server name)");
+ABSL_FLAG(std::vector<std::string>, coordinator_identity, {},
+          "certificate identities (DNS SAN or CN) allowed on the collector listener");
+ABSL_FLAG(std::vector<std::string>, leader_identity, {},
+          "helper only: certificate identities allowed on the peer listener");
+ABSL_FLAG(std::string, coordinator_key, "",
+          "PEM Ed25519 public key of the coordinator; uploads need a ticket it signed");
+ABSL_FLAG(bool, allow_unticketed_uploads, false,
+          "accept uploads without a coordinator ticket (tests and local runs only)");
+ABSL_FLAG(std::string, policy, "",
+          "PrivacyPolicy textproto for the default policy (overrides the config's fields)");
+ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain of this aggregator");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of this aggregator");
+ABSL_FLAG(std::string, tls_ca, "", "PEM roots verifying the callers of the internal listeners");
 ABSL_FLAG(std::string, state_dir, "", "directory of the SQLite state files");
 ABSL_FLAG(bool, insecure_plaintext, false, "serve without TLS (local runs only)");
 ABSL_FLAG(int, verbosity, 0, "TANDEM_VLOG level");
@@ -44,6 +66,29 @@ int main(int argc, char** argv) {
   if (!absl::GetFlag(FLAGS_peer).empty()) config.mutable_peer()->set_address(absl::GetFlag(FLAGS_peer));
   if (!absl::GetFlag(FLAGS_state_dir).empty()) config.set_state_path(absl::GetFlag(FLAGS_state_dir));
   if (absl::GetFlag(FLAGS_insecure_plaintext)) config.mutable_tls()->set_insecure_plaintext(true);
+  auto set_if = [](const std::string& v, std::string* field) {
+    if (!v.empty()) *field = v;
+  };
+  set_if(absl::GetFlag(FLAGS_collector_listen), config.mutable_collector_listen_address());
+  set_if(absl::GetFlag(FLAGS_peer_listen), config.mutable_peer_listen_address());
+  set_if(absl::GetFlag(FLAGS_peer_name), config.mutable_peer()->mutable_server_name());
+  set_if(absl::GetFlag(FLAGS_coordinator_key), config.mutable_coordinator_public_key_path());
+  set_if(absl::GetFlag(FLAGS_tls_cert), config.mutable_tls()->mutable_cert_chain_path());
+  set_if(absl::GetFlag(FLAGS_tls_key), config.mutable_tls()->mutable_private_key_path());
+  set_if(absl::GetFlag(FLAGS_tls_ca), config.mutable_tls()->mutable_root_ca_path());
+  for (const std::string& id : absl::GetFlag(FLAGS_coordinator_identity)) {
+    config.add_coordinator_identities(id);
+  }
+  for (const std::string& id : absl::GetFlag(FLAGS_leader_identity)) config.add_leader_identities(id);
+  if (absl::GetFlag(FLAGS_allow_unticketed_uploads)) config.set_allow_unticketed_uploads(true);
+  if (const std::string policy = absl::GetFlag(FLAGS_policy); !policy.empty()) {
+    tandem::proto::PrivacyPolicy overlay;
+    if (!google::protobuf::TextFormat::ParseFromString(policy, &overlay)) {
+      std::fprintf(stderr, "cannot parse --policy '%s'\n", policy.c_str());
+      return 2;
+    }
+    config.mutable_default_policy()->MergeFrom(overlay);
+  }
 
   if (absl::GetFlag(FLAGS_check_config)) {
     const absl::Status s = tandem::aggregator::ValidateConfig(config);
@@ -59,6 +104,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "tandem-aggregator: %s\n", daemon.status().ToString().c_str());
     return 1;
   }
+  std::printf("collector on %d\n", (*daemon)->collector_port());
+  if (config.role() == "helper") std::printf("peer on %d\n", (*daemon)->peer_port());
   std::printf("listening on %d\n", (*daemon)->port());
   std::fflush(stdout);
   const int sig = signals.Wait();

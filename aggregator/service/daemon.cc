@@ -1,106 +1,172 @@
 #include "aggregator/service/daemon.h"
 
+#include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include <grpcpp/create_channel.h>
 #include <grpcpp/server_builder.h>
 
 #include "absl/strings/str_cat.h"
-#include "base/grpc_credentials.h"
-#include "aggregator/service/grpc_peer_channel.h"
 #include "aggregator/core/sqlite_store_factory.h"
+#include "aggregator/service/grpc_peer_channel.h"
+#include "base/grpc_credentials.h"
 #include "base/logging.h"
 #include "base/status_macros.h"
 
 namespace tandem::aggregator {
 namespace {
 
-TlsFiles TlsFilesFrom(const proto::TlsConfig& tls) {
+constexpr uint32_t kDefaultMaxTasks = 16;
+// Collector requests are small (round parameters, ids); peer requests carry
+// up to one verify batch of digests and verifier shares.
+constexpr int kCollectorReceiveBytes = 1 << 20;
+constexpr int kPeerReceiveBytes = 32 << 20;
+
+TlsFiles TlsFilesFrom(const proto::TlsConfig& tls, bool require_client_cert) {
   return {tls.insecure_plaintext(), tls.cert_chain_path(), tls.private_key_path(),
-          tls.root_ca_path(), tls.require_client_cert()};
+          tls.root_ca_path(), require_client_cert};
 }
 
-constexpr uint32_t kDefaultMaxMessageBytes = 256u << 20;
+int Capped(int64_t bytes, uint32_t cap) {
+  if (cap != 0) bytes = std::min<int64_t>(bytes, cap);
+  return static_cast<int>(std::min<int64_t>(bytes, INT32_MAX));
+}
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// One listener with its services and limits; `port` receives the bound port.
+absl::StatusOr<std::unique_ptr<grpc::Server>> Serve(
+    const std::string& address, std::shared_ptr<grpc::ServerCredentials> creds,
+    int receive_bytes, int send_bytes, const std::vector<grpc::Service*>& services, int* port) {
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(address, std::move(creds), port);
+  builder.SetMaxReceiveMessageSize(receive_bytes);
+  builder.SetMaxSendMessageSize(send_bytes);
+  for (grpc::Service* s : services) builder.RegisterService(s);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || *port == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", address));
+  }
+  return server;
+}
 
 }  // namespace
-
-absl::Status ValidateConfig(const proto::AggregatorConfig& config) {
-  TANDEM_ASSIGN_OR_RETURN(Role role, ParseRole(config.role()));
-  if (config.listen_address().empty()) {
-    return absl::InvalidArgumentError("listen_address is required");
-  }
-  if (config.state_path().empty()) return absl::InvalidArgumentError("state_path is required");
-  if (role == Role::kLeader && config.peer().address().empty()) {
-    return absl::InvalidArgumentError("the leader needs peer.address (its helper)");
-  }
-  const proto::TlsConfig& tls = config.tls();
-  if (!tls.insecure_plaintext()) {
-    if (tls.cert_chain_path().empty() || tls.private_key_path().empty()) {
-      return absl::InvalidArgumentError(
-          "tls.cert_chain_path and tls.private_key_path are required (or tls.insecure_plaintext)");
-    }
-    if ((tls.require_client_cert() || role == Role::kLeader) && tls.root_ca_path().empty()) {
-      return absl::InvalidArgumentError("tls.root_ca_path is required to verify peers");
-    }
-  }
-  return absl::OkStatus();
-}
 
 absl::StatusOr<std::unique_ptr<AggregatorDaemon>> AggregatorDaemon::Start(
     const proto::AggregatorConfig& config, Clock* clock, SecureRandom* noise_random,
     absl::Duration process_interval) {
   TANDEM_RETURN_IF_ERROR(ValidateConfig(config));
   TANDEM_ASSIGN_OR_RETURN(Role role, ParseRole(config.role()));
+  TANDEM_ASSIGN_OR_RETURN(PolicySet policies, PolicySet::FromConfig(config));
   std::error_code ec;
   std::filesystem::create_directories(config.state_path(), ec);
   if (ec) {
     return absl::FailedPreconditionError(
         absl::StrCat("cannot create state_path ", config.state_path(), ": ", ec.message()));
   }
-  const int max_bytes = static_cast<int>(
-      config.max_message_bytes() != 0 ? config.max_message_bytes() : kDefaultMaxMessageBytes);
+  const bool plaintext = config.tls().insecure_plaintext();
+  const uint32_t cap = config.max_message_bytes();
+  const int upload_bytes = Capped(UploadLimitBytes(policies.MaxSentValues()), cap);
+  const int share_bytes =
+      Capped(static_cast<int64_t>(policies.MaxDimension()) * 8 + (1 << 20), 0);
 
   auto daemon = std::unique_ptr<AggregatorDaemon>(new AggregatorDaemon());
+  AggregatorOptions options;
+  options.role = role;
+  options.max_dimension = std::min(options.max_dimension, policies.MaxDimension());
+  options.policies = std::move(policies);
+  if (!config.coordinator_public_key_path().empty()) {
+    TANDEM_ASSIGN_OR_RETURN(std::string pem, ReadFile(config.coordinator_public_key_path()));
+    TANDEM_ASSIGN_OR_RETURN(crypto::Ed25519VerifyingKey key,
+                            crypto::Ed25519VerifyingKey::FromPem(pem));
+    options.ticket_key = std::make_shared<const crypto::Ed25519VerifyingKey>(std::move(key));
+  } else {
+    TANDEM_LOG(WARNING) << "allow_unticketed_uploads: anyone who reaches the upload port can "
+                           "submit reports";
+  }
   if (role == Role::kLeader) {
-    TANDEM_ASSIGN_OR_RETURN(auto creds, MakeChannelCredentials(TlsFilesFrom(config.tls())));
+    // Presents the leader's certificate: the helper's peer listener checks it.
+    TANDEM_ASSIGN_OR_RETURN(auto creds,
+                            MakeChannelCredentials(TlsFilesFrom(config.tls(), false)));
     grpc::ChannelArguments args;
-    args.SetMaxReceiveMessageSize(max_bytes);
-    args.SetMaxSendMessageSize(max_bytes);
+    args.SetMaxReceiveMessageSize(kPeerReceiveBytes);
+    args.SetMaxSendMessageSize(kPeerReceiveBytes);
     if (!config.peer().server_name().empty()) {
       args.SetSslTargetNameOverride(config.peer().server_name());
     }
     daemon->peer_ = std::make_unique<GrpcPeerChannel>(
         grpc::CreateCustomChannel(config.peer().address(), creds, args), absl::Seconds(60));
   }
-  AggregatorOptions options;
-  options.role = role;
   sqlite::DatabaseOptions db_options;
   if (config.relaxed_durability()) db_options.synchronous = sqlite::Synchronous::kNormal;
-  TANDEM_ASSIGN_OR_RETURN(daemon->aggregator_,
-                          Aggregator::Create(options,
-                                             MakeSqliteStoreFactory(config.state_path(), db_options),
-                                             daemon->peer_.get(), clock, noise_random));
-  daemon->upload_ = std::make_unique<UploadService>(daemon->aggregator_.get());
-  daemon->peer_service_ = std::make_unique<PeerService>(daemon->aggregator_.get());
-  daemon->collector_ = std::make_unique<CollectorService>(daemon->aggregator_.get());
+  const uint32_t max_tasks = config.max_tasks() != 0 ? config.max_tasks() : kDefaultMaxTasks;
+  TANDEM_ASSIGN_OR_RETURN(
+      daemon->aggregator_,
+      Aggregator::Create(options, MakeSqliteStoreFactory(config.state_path(), db_options, max_tasks),
+                         daemon->peer_.get(), clock, noise_random));
 
-  TANDEM_ASSIGN_OR_RETURN(auto server_creds, MakeServerCredentials(TlsFilesFrom(config.tls())));
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort(config.listen_address(), server_creds, &daemon->port_);
-  builder.SetMaxReceiveMessageSize(max_bytes);
-  builder.SetMaxSendMessageSize(max_bytes);
-  builder.RegisterService(daemon->upload_.get());
-  builder.RegisterService(daemon->collector_.get());
-  if (role == Role::kHelper) builder.RegisterService(daemon->peer_service_.get());
-  daemon->server_ = builder.BuildAndStart();
-  if (daemon->server_ == nullptr || daemon->port_ == 0) {
-    return absl::UnavailableError(absl::StrCat("cannot listen on ", config.listen_address()));
+  auto identities = [](const auto& list) { return std::vector<std::string>(list.begin(), list.end()); };
+  daemon->collector_gate_ = std::make_unique<CallerGate>(
+      "collector", identities(config.coordinator_identities()), !plaintext, &daemon->refusals_);
+  daemon->peer_gate_ = std::make_unique<CallerGate>(
+      "peer", identities(config.leader_identities()), !plaintext, &daemon->refusals_);
+  daemon->upload_ = std::make_unique<UploadService>(daemon->aggregator_.get(), &daemon->refusals_);
+  daemon->peer_service_ =
+      std::make_unique<PeerService>(daemon->aggregator_.get(), daemon->peer_gate_.get());
+  daemon->collector_ = std::make_unique<CollectorService>(
+      daemon->aggregator_.get(), daemon->collector_gate_.get(), &daemon->refusals_);
+
+  // Internal APIs without their own address share the upload port
+  // (plaintext on loopback only: ValidateConfig).
+  const bool shared_collector = config.collector_listen_address().empty();
+  const bool shared_peer = role == Role::kHelper && config.peer_listen_address().empty();
+  std::vector<grpc::Service*> upload_services = {daemon->upload_.get()};
+  int upload_receive = upload_bytes;
+  if (shared_collector) upload_services.push_back(daemon->collector_.get());
+  if (shared_peer) {
+    upload_services.push_back(daemon->peer_service_.get());
+    upload_receive = std::max(upload_receive, kPeerReceiveBytes);
+  }
+  TANDEM_ASSIGN_OR_RETURN(auto upload_creds,
+                          MakeServerCredentials(TlsFilesFrom(config.tls(), false)));
+  TANDEM_ASSIGN_OR_RETURN(auto upload_server,
+                          Serve(config.listen_address(), upload_creds, upload_receive,
+                                shared_collector ? share_bytes : (1 << 20), upload_services,
+                                &daemon->port_));
+  daemon->servers_.push_back(std::move(upload_server));
+  daemon->collector_port_ = daemon->port_;
+  if (role == Role::kHelper) daemon->peer_port_ = daemon->port_;
+  if (!shared_collector || !shared_peer) {
+    TANDEM_ASSIGN_OR_RETURN(auto mutual, MakeServerCredentials(TlsFilesFrom(config.tls(), true)));
+    if (!shared_collector) {
+      TANDEM_ASSIGN_OR_RETURN(auto s, Serve(config.collector_listen_address(), mutual,
+                                            kCollectorReceiveBytes, share_bytes,
+                                            {daemon->collector_.get()}, &daemon->collector_port_));
+      daemon->servers_.push_back(std::move(s));
+    }
+    if (role == Role::kHelper && !shared_peer) {
+      TANDEM_ASSIGN_OR_RETURN(auto s, Serve(config.peer_listen_address(), mutual, kPeerReceiveBytes,
+                                            kPeerReceiveBytes, {daemon->peer_service_.get()},
+                                            &daemon->peer_port_));
+      daemon->servers_.push_back(std::move(s));
+    }
   }
   if (role == Role::kLeader) {
     daemon->loop_ = std::thread([d = daemon.get(), process_interval] { d->ProcessLoop(process_interval); });
   }
-  TANDEM_LOG(INFO) << "tandem-aggregator " << RoleName(role) << " serving on port "
-                   << daemon->port_ << (config.tls().insecure_plaintext() ? " (plaintext)" : " (TLS)");
+  TANDEM_LOG(INFO) << "tandem-aggregator " << RoleName(role) << " serving uploads on port "
+                   << daemon->port_ << ", collector on " << daemon->collector_port_
+                   << (role == Role::kHelper ? absl::StrCat(", peer on ", daemon->peer_port_) : "")
+                   << (plaintext ? " (plaintext, no identity checks)" : " (TLS, roles checked)")
+                   << "; upload receive limit " << upload_bytes << " bytes";
   return daemon;
 }
 
@@ -116,7 +182,9 @@ void AggregatorDaemon::Shutdown() {
   shut_down_ = true;
   if (!stop_.HasBeenNotified()) stop_.Notify();
   if (loop_.joinable()) loop_.join();
-  if (server_ != nullptr) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  for (auto& server : servers_) {
+    server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  }
 }
 
 AggregatorDaemon::~AggregatorDaemon() { Shutdown(); }

@@ -1,7 +1,19 @@
 // tandem-aggregator as a library: the Aggregator, its SQLite stores (one file
-// per task under state_path), the gRPC server with the upload, peer and
-// collector services, the TLS credentials and, for the leader, the
+// per task under state_path), three gRPC listeners with their own
+// credentials, receive limits and callers, and, for the leader, the
 // background loop that verifies pending reports with the helper.
+//
+// Listeners (ARCHITECTURE.md, trust model):
+//   upload     listen_address: public, server TLS (clients are anonymous);
+//              the upload ticket decides. Receive limit from the policy's
+//              max_sent_values (UploadLimitBytes), not a blanket 256 MiB.
+//   collector  collector_listen_address: mutual TLS, coordinator_identities
+//              only (PERMISSION_DENIED otherwise, counted).
+//   peer       peer_listen_address, helper only: mutual TLS,
+//              leader_identities only.
+// With tls.insecure_plaintext (loopback addresses only) an internal
+// listener whose address is empty shares the upload port, and no identity
+// is checked: local development only.
 #ifndef TANDEM_AGGREGATOR_SERVICE_DAEMON_H_
 #define TANDEM_AGGREGATOR_SERVICE_DAEMON_H_
 
@@ -14,6 +26,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "aggregator/core/aggregator.h"
+#include "aggregator/service/caller_gate.h"
 #include "aggregator/service/grpc_services.h"
 #include "base/clock.h"
 #include "base/random.h"
@@ -21,25 +34,38 @@
 
 namespace tandem::aggregator {
 
-// Checks a config before anything starts: role, listen address, state path,
-// the leader's peer, and TLS (plaintext only by explicit opt-in; otherwise
-// certificate, key and -- for mutual TLS or a leader -- root paths).
-// INVALID_ARGUMENT naming the field.
+// Checks a config before anything starts: role, listen addresses, state
+// path, the leader's peer, TLS (plaintext only by explicit opt-in and only
+// on loopback; otherwise certificate, key, roots, the internal listeners and
+// their identities), the ticket key (or the explicit opt-out) and the
+// policies. INVALID_ARGUMENT naming the field.
 absl::Status ValidateConfig(const proto::AggregatorConfig& config);
+
+// Receive limit of the upload listener for reports of up to
+// `max_sent_values` values: 8 bytes per value in the key shares, about 8.5
+// per value for the leader's norm-proof witness and proof share, plus key
+// overhead (crypto/dpf/key_validator.h MaxSerializedKeySetSize is below
+// this for every shape with k * B <= max_sent_values).
+int64_t UploadLimitBytes(uint64_t max_sent_values);
 
 class AggregatorDaemon {
  public:
-  // Validates `config` (INVALID_ARGUMENT), opens the state directory and
-  // starts serving. `clock` and `noise_random` are not owned and must
-  // outlive the daemon. UNAVAILABLE when the listen address cannot be bound.
+  // Validates `config` (INVALID_ARGUMENT), reads the ticket key, opens the
+  // state directory and starts serving. `clock` and `noise_random` are not
+  // owned and must outlive the daemon. UNAVAILABLE when a listen address
+  // cannot be bound.
   static absl::StatusOr<std::unique_ptr<AggregatorDaemon>> Start(
       const proto::AggregatorConfig& config, Clock* clock, SecureRandom* noise_random,
       absl::Duration process_interval = absl::Milliseconds(100));
   ~AggregatorDaemon();  // Shuts down.
 
-  // The bound port (useful with listen port 0).
+  // The bound ports (useful with port 0); an internal port equals port()
+  // when that API shares the upload listener; peer_port() is 0 on a leader.
   int port() const { return port_; }
+  int collector_port() const { return collector_port_; }
+  int peer_port() const { return peer_port_; }
   Aggregator& aggregator() { return *aggregator_; }
+  const RefusalCounters& refusals() const { return refusals_; }
   // Stops accepting calls, finishes in-flight ones, stops the loop. Idempotent.
   void Shutdown();
 
@@ -47,15 +73,20 @@ class AggregatorDaemon {
   AggregatorDaemon() = default;
   void ProcessLoop(absl::Duration interval);
 
+  RefusalCounters refusals_;
+  std::unique_ptr<CallerGate> collector_gate_;
+  std::unique_ptr<CallerGate> peer_gate_;
   std::unique_ptr<PeerChannel> peer_;
   std::unique_ptr<Aggregator> aggregator_;
   std::unique_ptr<UploadService> upload_;
   std::unique_ptr<PeerService> peer_service_;
   std::unique_ptr<CollectorService> collector_;
-  std::unique_ptr<grpc::Server> server_;
+  std::vector<std::unique_ptr<grpc::Server>> servers_;
   std::thread loop_;
   absl::Notification stop_;
   int port_ = 0;
+  int collector_port_ = 0;
+  int peer_port_ = 0;
   bool shut_down_ = false;
 };
 

@@ -1,26 +1,34 @@
-// gRPC adapters of an Aggregator: proto in, library call, status out.
-// Not owning: the Aggregator must outlive the services. Thread-safe.
+// gRPC adapters of an Aggregator: caller check, proto in, library call,
+// status out. Not owning: the Aggregator, gates and counters must outlive
+// the services. Thread-safe.
 #ifndef TANDEM_AGGREGATOR_SERVICE_GRPC_SERVICES_H_
 #define TANDEM_AGGREGATOR_SERVICE_GRPC_SERVICES_H_
 
 #include "aggregator/core/aggregator.h"
+#include "aggregator/service/caller_gate.h"
 #include "proto/aggregator.grpc.pb.h"
 
 namespace tandem::aggregator {
 
+// The public upload API: anyone may call; the ticket decides (refusals
+// with UNAUTHENTICATED are counted as "upload/ticket").
 class UploadService final : public proto::AggregatorUpload::Service {
  public:
-  explicit UploadService(Aggregator* aggregator) : aggregator_(aggregator) {}
+  UploadService(Aggregator* aggregator, RefusalCounters* counters)
+      : aggregator_(aggregator), counters_(counters) {}
   grpc::Status Upload(grpc::ServerContext* context, const proto::UploadRequest* request,
                       proto::UploadResponse* response) override;
 
  private:
   Aggregator* aggregator_;
+  RefusalCounters* counters_;
 };
 
+// The helper's peer API: the leader's identity only (`gate`).
 class PeerService final : public proto::AggregatorPeer::Service {
  public:
-  explicit PeerService(Aggregator* aggregator) : aggregator_(aggregator) {}
+  PeerService(Aggregator* aggregator, const CallerGate* gate)
+      : aggregator_(aggregator), gate_(gate) {}
   grpc::Status Verify(grpc::ServerContext* context, const proto::VerifyRequest* request,
                       proto::VerifyResponse* response) override;
   grpc::Status CommitAcceptedSet(grpc::ServerContext* context, const proto::AcceptedSet* request,
@@ -28,11 +36,15 @@ class PeerService final : public proto::AggregatorPeer::Service {
 
  private:
   Aggregator* aggregator_;
+  const CallerGate* gate_;
 };
 
+// The collector API: the coordinator's identity only (`gate`). Status also
+// reports the daemon's refusal counters.
 class CollectorService final : public proto::AggregatorCollector::Service {
  public:
-  explicit CollectorService(Aggregator* aggregator) : aggregator_(aggregator) {}
+  CollectorService(Aggregator* aggregator, const CallerGate* gate, const RefusalCounters* counters)
+      : aggregator_(aggregator), gate_(gate), counters_(counters) {}
   grpc::Status OpenRound(grpc::ServerContext* context, const proto::OpenRoundRequest* request,
                          proto::OpenRoundResponse* response) override;
   grpc::Status Finalize(grpc::ServerContext* context, const proto::FinalizeRequest* request,
@@ -42,6 +54,8 @@ class CollectorService final : public proto::AggregatorCollector::Service {
 
  private:
   Aggregator* aggregator_;
+  const CallerGate* gate_;
+  const RefusalCounters* counters_;
 };
 
 }  // namespace tandem::aggregator

@@ -42,6 +42,12 @@ absl::Status FaultInjectingReportStore::OpenRound(int64_t round_id, absl::string
 absl::Status FaultInjectingReportStore::CloseRound(int64_t round_id) {
   return Write([&] { return inner_->CloseRound(round_id); });
 }
+absl::Status FaultInjectingReportStore::ReleaseRound(int64_t round_id, absl::string_view bytes) {
+  return Write([&] { return inner_->ReleaseRound(round_id, bytes); });
+}
+absl::StatusOr<ReportCounts> FaultInjectingReportStore::CountReports(int64_t round_id) {
+  return inner_->CountReports(round_id);
+}
 absl::StatusOr<RoundRecord> FaultInjectingReportStore::GetRound(int64_t round_id) {
   return inner_->GetRound(round_id);
 }

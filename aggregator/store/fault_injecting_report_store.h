@@ -35,6 +35,7 @@ class FaultInjectingReportStore : public ReportStore {
 
   absl::Status OpenRound(int64_t round_id, absl::string_view parameters) override;
   absl::Status CloseRound(int64_t round_id) override;
+  absl::Status ReleaseRound(int64_t round_id, absl::string_view bytes) override;
   absl::StatusOr<RoundRecord> GetRound(int64_t round_id) override;
   absl::StatusOr<std::vector<RoundRecord>> ListRounds() override;
   absl::Status PutPending(int64_t round_id, absl::string_view report_id,
@@ -44,6 +45,7 @@ class FaultInjectingReportStore : public ReportStore {
   absl::Status MarkAccepted(absl::string_view report_id) override;
   absl::Status MarkRejected(absl::string_view report_id) override;
   absl::StatusOr<ReportRecord> GetReport(absl::string_view report_id) override;
+  absl::StatusOr<ReportCounts> CountReports(int64_t round_id) override;
   absl::StatusOr<std::vector<ReportRecord>> ListReports(int64_t round_id,
                                                         ReportFilter filter) override;
   absl::Status SaveAccumulator(int64_t round_id, absl::string_view bytes,

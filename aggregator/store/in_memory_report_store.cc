@@ -33,7 +33,7 @@ absl::Status InMemoryReportStore::OpenRound(int64_t round_id, absl::string_view 
   if (it->second.parameters != parameters) {
     return absl::AlreadyExistsError(absl::StrCat("round ", round_id, " exists with other parameters"));
   }
-  if (it->second.state == RoundState::kClosed) {
+  if (it->second.state != RoundState::kOpen) {
     return absl::FailedPreconditionError(absl::StrCat("round ", round_id, " is closed"));
   }
   return absl::OkStatus();
@@ -44,8 +44,34 @@ absl::Status InMemoryReportStore::CloseRound(int64_t round_id) {
   absl::MutexLock lock(&mu_);
   auto it = rounds_.find(round_id);
   if (it == rounds_.end()) return absl::NotFoundError(absl::StrCat("round ", round_id, " not found"));
-  it->second.state = RoundState::kClosed;
+  if (it->second.state == RoundState::kOpen) it->second.state = RoundState::kClosed;
   return absl::OkStatus();
+}
+
+absl::Status InMemoryReportStore::ReleaseRound(int64_t round_id, absl::string_view bytes) {
+  TANDEM_RETURN_IF_ERROR(ValidateRoundId(round_id));
+  TANDEM_RETURN_IF_ERROR(ValidateAccumulatorUpdate(bytes, {}));
+  absl::MutexLock lock(&mu_);
+  TANDEM_ASSIGN_OR_RETURN(RoundRecord * round, OpenRoundLocked(round_id));
+  AccumulatorSnapshot& snap = accumulators_[round_id];
+  snap.round_id = round_id;
+  snap.bytes = std::string(bytes);
+  ++snap.version;
+  round->state = RoundState::kReleased;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ReportCounts> InMemoryReportStore::CountReports(int64_t round_id) {
+  TANDEM_RETURN_IF_ERROR(ValidateRoundId(round_id));
+  absl::MutexLock lock(&mu_);
+  ReportCounts counts;
+  for (const auto& [id, r] : reports_) {
+    if (r.round_id != round_id) continue;
+    (r.state == ReportState::kPending    ? counts.pending
+     : r.state == ReportState::kAccepted ? counts.accepted
+                                         : counts.rejected) += 1;
+  }
+  return counts;
 }
 
 absl::StatusOr<RoundRecord> InMemoryReportStore::GetRound(int64_t round_id) {

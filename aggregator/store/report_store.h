@@ -50,7 +50,9 @@ inline constexpr size_t kMaxShareBytes = size_t{64} << 20;       // 64 MiB
 inline constexpr size_t kMaxParametersBytes = size_t{1} << 20;   // 1 MiB
 inline constexpr size_t kMaxAccumulatorBytes = size_t{1} << 30;  // 1 GiB
 
-enum class RoundState { kOpen = 0, kClosed = 1 };
+// kClosed: closed without release (abandoned); kReleased: closed with its
+// noised share saved by ReleaseRound (the rounds an accountant charges).
+enum class RoundState { kOpen = 0, kClosed = 1, kReleased = 2 };
 enum class ReportState { kPending = 0, kAccepted = 1, kRejected = 2 };
 // Selects reports for ListReports.
 enum class ReportFilter { kPending, kAcceptedUncounted, kCounted, kRejected, kAll };
@@ -68,6 +70,13 @@ struct ReportRecord {
   bool counted = false;      // Included in the round's accumulator snapshot.
   std::string share_digest;  // SHA-256 of the share (32 bytes).
   std::string share;         // Empty once counted (secret: never log).
+};
+
+// Report counts of one round by state (Status reads these, not the shares).
+struct ReportCounts {
+  int64_t pending = 0;
+  int64_t accepted = 0;
+  int64_t rejected = 0;
 };
 
 struct PendingReport {
@@ -90,9 +99,15 @@ class ReportStore {
   // identical parameters while open; ALREADY_EXISTS for different
   // parameters; FAILED_PRECONDITION when the round was closed.
   virtual absl::Status OpenRound(int64_t round_id, absl::string_view parameters) = 0;
-  // Closes the round (idempotent); later writes to it fail with
-  // FAILED_PRECONDITION. NOT_FOUND for an unknown round.
+  // Closes the round (idempotent; a released round stays released); later
+  // writes to it fail with FAILED_PRECONDITION. NOT_FOUND for an unknown round.
   virtual absl::Status CloseRound(int64_t round_id) = 0;
+  // The release, in one transaction: the accumulator bytes become `bytes`
+  // (the noised share; the counted reports stay as they are) and the round
+  // becomes kReleased. FAILED_PRECONDITION unless the round is open, so a
+  // crash leaves either an open round with its un-noised accumulator or the
+  // released share, never a noised open round.
+  virtual absl::Status ReleaseRound(int64_t round_id, absl::string_view bytes) = 0;
   virtual absl::StatusOr<RoundRecord> GetRound(int64_t round_id) = 0;
   // Every round of the store, ordered by round id (a restarted daemon finds
   // its latest round here).
@@ -113,6 +128,8 @@ class ReportStore {
   virtual absl::Status MarkAccepted(absl::string_view report_id) = 0;
   virtual absl::Status MarkRejected(absl::string_view report_id) = 0;
   virtual absl::StatusOr<ReportRecord> GetReport(absl::string_view report_id) = 0;
+  // Counts of the round's reports by state, without reading any share.
+  virtual absl::StatusOr<ReportCounts> CountReports(int64_t round_id) = 0;
   // Reports of one round matching `filter`, ordered by report id.
   virtual absl::StatusOr<std::vector<ReportRecord>> ListReports(int64_t round_id,
                                                                 ReportFilter filter) = 0;

@@ -121,7 +121,7 @@ absl::StatusOr<RoundRecord> SqliteReportStore::GetRoundLocked(int64_t round_id) 
   r.round_id = round_id;
   r.parameters = st.ColumnBlob(0);
   const int64_t state = st.ColumnInt64(1);
-  if (state != 0 && state != 1) return Corrupt("round state");
+  if (state < 0 || state > 2) return Corrupt("round state");
   if (r.parameters.size() > kMaxParametersBytes) return Corrupt("round parameters");
   r.state = static_cast<RoundState>(state);
   return r;
@@ -164,7 +164,7 @@ absl::Status SqliteReportStore::OpenRound(int64_t round_id, absl::string_view pa
     if (existing->parameters != parameters) {
       return absl::AlreadyExistsError(absl::StrCat("round ", round_id, " exists with other parameters"));
     }
-    if (existing->state == RoundState::kClosed) {
+    if (existing->state != RoundState::kOpen) {
       return absl::FailedPreconditionError(absl::StrCat("round ", round_id, " is closed"));
     }
     return absl::OkStatus();
@@ -182,10 +182,54 @@ absl::Status SqliteReportStore::CloseRound(int64_t round_id) {
   absl::MutexLock lock(&mu_);
   TANDEM_ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(db_.get()));
   TANDEM_RETURN_IF_ERROR(GetRoundLocked(round_id).status());
-  TANDEM_ASSIGN_OR_RETURN(Statement up, db_->Prepare("UPDATE rounds SET state = 1 WHERE round_id = ?1"));
+  TANDEM_ASSIGN_OR_RETURN(
+      Statement up, db_->Prepare("UPDATE rounds SET state = 1 WHERE round_id = ?1 AND state = 0"));
   TANDEM_RETURN_IF_ERROR(up.BindInt64(1, round_id));
   TANDEM_RETURN_IF_ERROR(up.StepDone());
   return tx.Commit();
+}
+
+absl::Status SqliteReportStore::ReleaseRound(int64_t round_id, absl::string_view bytes) {
+  TANDEM_RETURN_IF_ERROR(ValidateRoundId(round_id));
+  TANDEM_RETURN_IF_ERROR(ValidateAccumulatorUpdate(bytes, {}));
+  absl::MutexLock lock(&mu_);
+  // One transaction (one fsync): the noised share and the round's state.
+  TANDEM_ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(db_.get()));
+  TANDEM_RETURN_IF_ERROR(RequireOpenLocked(round_id));
+  TANDEM_ASSIGN_OR_RETURN(
+      Statement up,
+      db_->Prepare("INSERT INTO accumulators VALUES (?1, ?2, 0, 1) ON CONFLICT(round_id) DO UPDATE SET "
+                   "bytes = excluded.bytes, version = version + 1"));
+  TANDEM_RETURN_IF_ERROR(up.BindInt64(1, round_id));
+  TANDEM_RETURN_IF_ERROR(up.BindBlob(2, bytes));
+  TANDEM_RETURN_IF_ERROR(up.StepDone());
+  TANDEM_ASSIGN_OR_RETURN(Statement close,
+                          db_->Prepare("UPDATE rounds SET state = 2 WHERE round_id = ?1"));
+  TANDEM_RETURN_IF_ERROR(close.BindInt64(1, round_id));
+  TANDEM_RETURN_IF_ERROR(close.StepDone());
+  return tx.Commit();
+}
+
+absl::StatusOr<ReportCounts> SqliteReportStore::CountReports(int64_t round_id) {
+  TANDEM_RETURN_IF_ERROR(ValidateRoundId(round_id));
+  absl::MutexLock lock(&mu_);
+  // Served by the (round_id, state, counted) index; no share is read.
+  TANDEM_ASSIGN_OR_RETURN(
+      Statement st,
+      db_->Prepare("SELECT state, count(*) FROM reports WHERE round_id = ?1 GROUP BY state"));
+  TANDEM_RETURN_IF_ERROR(st.BindInt64(1, round_id));
+  ReportCounts counts;
+  while (true) {
+    TANDEM_ASSIGN_OR_RETURN(const bool row, st.Step());
+    if (!row) break;
+    const int64_t state = st.ColumnInt64(0);
+    const int64_t n = st.ColumnInt64(1);
+    if (state == 0) counts.pending = n;
+    else if (state == 1) counts.accepted = n;
+    else if (state == 2) counts.rejected = n;
+    else return Corrupt("report state");
+  }
+  return counts;
 }
 
 absl::StatusOr<RoundRecord> SqliteReportStore::GetRound(int64_t round_id) {

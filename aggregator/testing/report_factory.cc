@@ -1,11 +1,13 @@
 #include "aggregator/testing/report_factory.h"
 
 #include <cstring>
+#include <limits>
 
 #include "base/random.h"
 #include "base/status_macros.h"
 #include "crypto/dpf/sparse_dpf.h"
 #include "crypto/proof/norm_proof.h"
+#include "crypto/sign/upload_ticket.h"
 
 namespace tandem::aggregator::testing {
 
@@ -16,6 +18,10 @@ proto::RoundParameters MakeRoundParameters(const std::string& task_id, uint64_t 
   p.set_task_id(task_id);
   p.set_round_id(round_id);
   p.set_dimension(uint64_t{num_groups} * (uint64_t{1} << log_num_blocks) * block_size);
+  // The encoding the report values stand for (entries < 2^20 = 16 * 2^16):
+  // the servers measure a round's noise against it when there is no norm bound.
+  p.mutable_fixed_point()->set_fractional_bits(16);
+  p.mutable_fixed_point()->set_clip_l2_norm(16.0);
   p.mutable_group_parameters()->set_log_num_blocks(log_num_blocks);
   p.mutable_group_parameters()->set_block_size(block_size);
   p.mutable_group_parameters()->set_value_bits(64);
@@ -138,6 +144,31 @@ absl::StatusOr<std::vector<uint64_t>> SumShares(const proto::FinalizeResponse& l
 void AddInto(std::vector<uint64_t>& acc, const std::vector<uint64_t>& v) {
   if (acc.empty()) acc.assign(v.size(), 0);
   for (size_t i = 0; i < v.size(); ++i) acc[i] += v[i];
+}
+
+Policy PermissiveTestPolicy() {
+  Policy p;
+  p.min_noise_multiplier = 0;
+  p.min_batch_size = 1;
+  p.require_norm_proofs = false;
+  p.epsilon_budget = std::numeric_limits<double>::infinity();
+  return p;
+}
+
+PolicySet PermissiveTestPolicies() { return PolicySet::Uniform(PermissiveTestPolicy()); }
+
+absl::Status AttachTicket(TestReport& report, const proto::RoundParameters& params,
+                          const crypto::Ed25519SigningKey& key, int64_t expiry_unix_ms) {
+  proto::UploadTicket ticket;
+  ticket.set_task_id(params.task_id());
+  ticket.set_round_id(params.round_id());
+  ticket.set_ticket_id(report.to_leader.report_id());
+  ticket.set_expiry_unix_ms(expiry_unix_ms);
+  absl::StatusOr<proto::SignedUploadTicket> signed_ticket = crypto::SignUploadTicket(key, ticket);
+  if (!signed_ticket.ok()) return signed_ticket.status();
+  *report.to_leader.mutable_ticket() = *signed_ticket;
+  *report.to_helper.mutable_ticket() = *signed_ticket;
+  return absl::OkStatus();
 }
 
 }  // namespace tandem::aggregator::testing

@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "aggregator/core/policy.h"
+#include "crypto/sign/ed25519.h"
 #include "proto/aggregator.pb.h"
 
 namespace tandem::aggregator::testing {
@@ -45,6 +47,16 @@ absl::StatusOr<TestReport> MakeReport(const proto::RoundParameters& params, uint
 absl::StatusOr<TestReport> MakeReportWithValues(const proto::RoundParameters& params,
                                                 const std::vector<int64_t>& values,
                                                 uint64_t seed, bool cheat = false);
+
+// The policy of tests of the bare aggregation arithmetic (no noise floor,
+// batches of one, no proofs required, no budget); never a daemon default.
+Policy PermissiveTestPolicy();
+PolicySet PermissiveTestPolicies();
+
+// Signs an upload ticket for `report` (its report id, the round's task and
+// round, expiring at `expiry_unix_ms`) and attaches it to both requests.
+absl::Status AttachTicket(TestReport& report, const proto::RoundParameters& params,
+                          const crypto::Ed25519SigningKey& key, int64_t expiry_unix_ms);
 
 // Decodes a FinalizeResponse share into uint64 values (INVALID_ARGUMENT on a
 // malformed tensor).

@@ -21,4 +21,44 @@ absl::Status MakeTestCertificates(const std::string& dir) {
   return absl::OkStatus();
 }
 
+absl::Status MakeRoleCertificates(const std::string& dir) {
+  auto run = [](const std::string& cmd) -> absl::Status {
+    if (std::system(cmd.c_str()) != 0) return absl::InternalError("openssl failed: " + cmd);
+    return absl::OkStatus();
+  };
+  const std::string ec = " -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
+  for (const char* ca : {"ca", "rogue-ca"}) {
+    absl::Status s = run(absl::StrCat("cd ", dir, " && openssl req -x509", ec, " -keyout ", ca,
+                                      ".key -out ", ca, ".pem -days 2 -subj /CN=", ca,
+                                      " 2>/dev/null"));
+    if (!s.ok()) return s;
+  }
+  struct Party {
+    const char* file;
+    const char* name;
+    const char* ca;
+  };
+  for (const Party& p : {Party{"leader", "leader.tandem", "ca"}, Party{"helper", "helper.tandem", "ca"},
+                         Party{"coordinator", "coordinator.tandem", "ca"},
+                         Party{"outsider", "mallory.tandem", "ca"},
+                         Party{"rogue", "coordinator.tandem", "rogue-ca"}}) {
+    std::ofstream(absl::StrCat(dir, "/", p.file, ".cnf"))
+        << "subjectAltName=DNS:" << p.name << ",DNS:localhost,IP:127.0.0.1\n"
+        << "extendedKeyUsage=serverAuth,clientAuth\n";
+    absl::Status s = run(absl::StrCat(
+        "cd ", dir, " && openssl req", ec, " -keyout ", p.file, ".key -out ", p.file,
+        ".csr -subj /CN=", p.name, " 2>/dev/null && openssl x509 -req -in ", p.file, ".csr -CA ",
+        p.ca, ".pem -CAkey ", p.ca, ".key -CAcreateserial -out ", p.file, ".pem -days 2 -extfile ",
+        p.file, ".cnf 2>/dev/null"));
+    if (!s.ok()) return s;
+  }
+  for (const char* key : {"ticket", "other_ticket"}) {
+    absl::Status s = run(absl::StrCat("cd ", dir, " && openssl genpkey -algorithm ed25519 -out ",
+                                      key, ".key 2>/dev/null && openssl pkey -in ", key,
+                                      ".key -pubout -out ", key, ".pub 2>/dev/null"));
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace tandem::testing

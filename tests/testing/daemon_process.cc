@@ -10,8 +10,10 @@
 #include <cstring>
 #include <optional>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 
 namespace tandem::testing {
@@ -57,7 +59,7 @@ absl::StatusOr<std::unique_ptr<DaemonProcess>> DaemonProcess::Start(
   std::string seen;
   const absl::Time deadline = absl::Now() + timeout;
   int port = 0;
-  while (port == 0) {
+  while (port == 0) {  // the "listening on" line comes last
     const absl::Duration left = deadline - absl::Now();
     if (left <= absl::ZeroDuration()) break;
     pollfd p{out[0], POLLIN, 0};
@@ -80,7 +82,17 @@ absl::StatusOr<std::unique_ptr<DaemonProcess>> DaemonProcess::Start(
     return absl::UnavailableError(absl::StrCat(binary, " did not report a port; stdout: '", seen,
                                                "'"));
   }
-  return std::unique_ptr<DaemonProcess>(new DaemonProcess(pid, port));
+  auto daemon = std::unique_ptr<DaemonProcess>(new DaemonProcess(pid, port));
+  // Lines "NAME on PORT" printed before the "listening on" line.
+  for (absl::string_view line : absl::StrSplit(seen, '\n')) {
+    const size_t on = line.find(" on ");
+    int named = 0;
+    if (on != absl::string_view::npos && !absl::StartsWith(line, "listening") &&
+        absl::SimpleAtoi(line.substr(on + 4), &named)) {
+      daemon->named_ports_[std::string(line.substr(0, on))] = named;
+    }
+  }
+  return daemon;
 }
 
 DaemonProcess::~DaemonProcess() { Kill(); }
@@ -150,26 +162,61 @@ absl::StatusOr<int> ChildProcess::Wait(absl::Duration timeout) {
 
 std::string Loopback(int port) { return absl::StrCat("127.0.0.1:", port); }
 
+int DaemonProcess::named_port(const std::string& name) const {
+  auto it = named_ports_.find(name);
+  return it == named_ports_.end() ? 0 : it->second;
+}
+
 absl::StatusOr<AggregatorPair> StartAggregatorPair(const std::string& binary,
                                                    const std::string& state_dir,
-                                                   const std::string& tls_config) {
+                                                   const AggregatorPairOptions& options) {
   AggregatorPair pair;
-  const std::string security =
-      tls_config.empty() ? "--insecure_plaintext" : "--config=" + tls_config;
-  auto helper = DaemonProcess::Start(
-      binary,
-      {"--role=helper", "--listen=127.0.0.1:0", security, "--state_dir=" + state_dir + "/helper"},
-      state_dir + "/helper.log");
+  std::vector<std::string> common;
+  if (options.certs_dir.empty()) {
+    common.push_back("--insecure_plaintext");
+  } else {
+    common.push_back("--coordinator_identity=coordinator.tandem");
+    common.push_back("--tls_ca=" + options.certs_dir + "/ca.pem");
+    common.push_back("--collector_listen=127.0.0.1:0");
+  }
+  if (options.ticket_public_key.empty()) {
+    common.push_back("--allow_unticketed_uploads");
+  } else {
+    common.push_back("--coordinator_key=" + options.ticket_public_key);
+  }
+  common.push_back("--policy=" + (options.policy.empty() ? std::string(kPermissiveTestPolicy)
+                                                          : options.policy));
+  auto role_args = [&](const std::string& role) {
+    std::vector<std::string> a = common;
+    a.push_back("--role=" + role);
+    a.push_back("--listen=127.0.0.1:0");
+    a.push_back("--state_dir=" + state_dir + "/" + role);
+    if (!options.certs_dir.empty()) {
+      a.push_back("--tls_cert=" + options.certs_dir + "/" + role + ".pem");
+      a.push_back("--tls_key=" + options.certs_dir + "/" + role + ".key");
+    }
+    return a;
+  };
+  std::vector<std::string> helper_args = role_args("helper");
+  if (!options.certs_dir.empty()) {
+    helper_args.push_back("--peer_listen=127.0.0.1:0");
+    helper_args.push_back("--leader_identity=leader.tandem");
+  }
+  auto helper = DaemonProcess::Start(binary, helper_args, state_dir + "/helper.log");
   if (!helper.ok()) return helper.status();
   pair.helper = *std::move(helper);
-  auto leader = DaemonProcess::Start(
-      binary,
-      {"--role=leader", "--listen=127.0.0.1:0", security, "--state_dir=" + state_dir + "/leader",
-       "--peer=" + pair.helper_address()},
-      state_dir + "/leader.log");
+  std::vector<std::string> leader_args = role_args("leader");
+  leader_args.push_back("--peer=" + Loopback(pair.helper->named_port("peer")));
+  if (!options.certs_dir.empty()) leader_args.push_back("--peer_name=helper.tandem");
+  auto leader = DaemonProcess::Start(binary, leader_args, state_dir + "/leader.log");
   if (!leader.ok()) return leader.status();
   pair.leader = *std::move(leader);
   return pair;
+}
+
+absl::StatusOr<AggregatorPair> StartAggregatorPair(const std::string& binary,
+                                                   const std::string& state_dir) {
+  return StartAggregatorPair(binary, state_dir, AggregatorPairOptions{});
 }
 
 std::string MakeTempDir(const std::string& prefix) {

@@ -6,6 +6,7 @@
 
 #include <sys/types.h>
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,6 +26,9 @@ class DaemonProcess {
   ~DaemonProcess();  // SIGKILL if still running.
 
   int port() const { return port_; }
+  // The port of a "NAME on PORT" line printed before "listening on" (e.g.
+  // the aggregator's "collector" and "peer"); 0 when none was printed.
+  int named_port(const std::string& name) const;
   pid_t pid() const { return pid_; }
   // Sends SIGKILL and reaps the child (a crash, as far as the daemon knows).
   void Kill();
@@ -35,6 +39,7 @@ class DaemonProcess {
   DaemonProcess(pid_t pid, int port) : pid_(pid), port_(port) {}
   pid_t pid_;
   int port_;
+  std::map<std::string, int> named_ports_;
 };
 
 // A short-lived child (e.g. tandem-client) with stdout and stderr appended
@@ -58,18 +63,45 @@ class ChildProcess {
 // "127.0.0.1:PORT".
 std::string Loopback(int port);
 
+// The policy of aggregators in tests of the bare aggregation arithmetic: no
+// noise floor, batches of one, no proofs required, no budget. Never a
+// default of the daemon; tests of the privacy policy pass their own.
+inline constexpr char kPermissiveTestPolicy[] =
+    "min_noise_multiplier: 0 min_batch_size: 1 require_norm_proofs: false epsilon_budget: inf";
+
+struct AggregatorPairOptions {
+  // Empty: plaintext on loopback (every API on the upload port, no identity
+  // checks). Else a directory from MakeRoleCertificates: TLS, the collector
+  // on its own mutual-TLS port (coordinator.tandem only), the helper's peer
+  // API on its own (leader.tandem only).
+  std::string certs_dir;
+  // PEM Ed25519 public key of the coordinator; empty: --allow_unticketed_uploads.
+  std::string ticket_public_key;
+  // PrivacyPolicy textproto; empty: kPermissiveTestPolicy.
+  std::string policy;
+};
+
 // A helper and a leader tandem-aggregator on loopback (port 0), state and
-// logs under `state_dir`/{helper,leader}[.log]. Plaintext, or TLS from the
-// AggregatorConfig textproto `tls_config` (its tls block) when set.
+// logs under `state_dir`/{helper,leader}[.log].
 struct AggregatorPair {
   std::unique_ptr<DaemonProcess> leader;
   std::unique_ptr<DaemonProcess> helper;
-  std::string leader_address() const { return Loopback(leader->port()); }
+  std::string leader_address() const { return Loopback(leader->port()); }  // uploads
   std::string helper_address() const { return Loopback(helper->port()); }
+  std::string leader_collector_address() const {
+    return Loopback(leader->named_port("collector"));
+  }
+  std::string helper_collector_address() const {
+    return Loopback(helper->named_port("collector"));
+  }
+  std::string helper_peer_address() const { return Loopback(helper->named_port("peer")); }
 };
 absl::StatusOr<AggregatorPair> StartAggregatorPair(const std::string& binary,
                                                    const std::string& state_dir,
-                                                   const std::string& tls_config = "");
+                                                   const AggregatorPairOptions& options);
+// Plaintext, unticketed, kPermissiveTestPolicy.
+absl::StatusOr<AggregatorPair> StartAggregatorPair(const std::string& binary,
+                                                   const std::string& state_dir);
 
 // A fresh directory under /tmp, removed by the caller.
 std::string MakeTempDir(const std::string& prefix);

@@ -1,0 +1,99 @@
+// ValidateConfig and the receive limits of tandem-aggregator (daemon.h).
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "aggregator/core/policy.h"
+#include "aggregator/service/daemon.h"
+#include "base/status_macros.h"
+
+namespace tandem::aggregator {
+namespace {
+
+// The host part of host:port ("[::1]:7001" -> "::1").
+absl::string_view HostOf(absl::string_view address) {
+  if (absl::StartsWith(address, "[")) {
+    const size_t close = address.find(']');
+    return close == absl::string_view::npos ? address : address.substr(1, close - 1);
+  }
+  const size_t colon = address.rfind(':');
+  return colon == absl::string_view::npos ? address : address.substr(0, colon);
+}
+
+bool IsLoopback(absl::string_view address) {
+  const absl::string_view host = HostOf(address);
+  return host == "localhost" || host == "::1" || absl::StartsWith(host, "127.");
+}
+
+absl::Status RequireLoopback(absl::string_view field, absl::string_view address) {
+  if (address.empty() || IsLoopback(address)) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("tls.insecure_plaintext is refused for the non-loopback ", field, " '",
+                   address, "': plaintext is for local runs only"));
+}
+
+}  // namespace
+
+int64_t UploadLimitBytes(uint64_t max_sent_values) {
+  return static_cast<int64_t>(max_sent_values) * 17 + (int64_t{1} << 20);
+}
+
+absl::Status ValidateConfig(const proto::AggregatorConfig& config) {
+  TANDEM_ASSIGN_OR_RETURN(Role role, ParseRole(config.role()));
+  if (config.listen_address().empty()) {
+    return absl::InvalidArgumentError("listen_address is required");
+  }
+  if (config.state_path().empty()) return absl::InvalidArgumentError("state_path is required");
+  if (role == Role::kLeader && config.peer().address().empty()) {
+    return absl::InvalidArgumentError("the leader needs peer.address (its helper's peer listener)");
+  }
+  if (role == Role::kLeader && !config.peer_listen_address().empty()) {
+    return absl::InvalidArgumentError("peer_listen_address is for the helper only");
+  }
+  const proto::TlsConfig& tls = config.tls();
+  if (tls.insecure_plaintext()) {
+    TANDEM_RETURN_IF_ERROR(RequireLoopback("listen_address", config.listen_address()));
+    TANDEM_RETURN_IF_ERROR(
+        RequireLoopback("collector_listen_address", config.collector_listen_address()));
+    TANDEM_RETURN_IF_ERROR(RequireLoopback("peer_listen_address", config.peer_listen_address()));
+    TANDEM_RETURN_IF_ERROR(RequireLoopback("peer.address", config.peer().address()));
+  } else {
+    if (tls.cert_chain_path().empty() || tls.private_key_path().empty()) {
+      return absl::InvalidArgumentError(
+          "tls.cert_chain_path and tls.private_key_path are required (or tls.insecure_plaintext)");
+    }
+    if (tls.root_ca_path().empty()) {
+      return absl::InvalidArgumentError(
+          "tls.root_ca_path is required: the internal listeners verify their callers");
+    }
+    if (config.collector_listen_address().empty() ||
+        config.collector_listen_address() == config.listen_address()) {
+      return absl::InvalidArgumentError(
+          "collector_listen_address is required with TLS and must differ from listen_address");
+    }
+    if (config.coordinator_identities().empty()) {
+      return absl::InvalidArgumentError(
+          "coordinator_identities must name who may call the collector API");
+    }
+    if (role == Role::kHelper) {
+      if (config.peer_listen_address().empty() ||
+          config.peer_listen_address() == config.listen_address() ||
+          config.peer_listen_address() == config.collector_listen_address()) {
+        return absl::InvalidArgumentError(
+            "the helper needs its own peer_listen_address with TLS");
+      }
+      if (config.leader_identities().empty()) {
+        return absl::InvalidArgumentError("leader_identities must name who may call the peer API");
+      }
+    }
+  }
+  if (config.coordinator_public_key_path().empty() && !config.allow_unticketed_uploads()) {
+    return absl::InvalidArgumentError(
+        "coordinator_public_key_path is required (uploads need a coordinator ticket), or set "
+        "allow_unticketed_uploads explicitly");
+  }
+  return PolicySet::FromConfig(config).status();
+}
+
+}  // namespace tandem::aggregator
