@@ -21,6 +21,11 @@ absl::string_view HostOf(absl::string_view address) {
   return colon == absl::string_view::npos ? address : address.substr(0, colon);
 }
 
+// Two listen addresses that cannot both be bound (port 0 = any free port).
+bool SameListener(absl::string_view a, absl::string_view b) {
+  return a == b && !absl::EndsWith(a, ":0");
+}
+
 bool IsLoopback(absl::string_view address) {
   const absl::string_view host = HostOf(address);
   return host == "localhost" || host == "::1" || absl::StartsWith(host, "127.");
@@ -68,7 +73,7 @@ absl::Status ValidateConfig(const proto::AggregatorConfig& config) {
           "tls.root_ca_path is required: the internal listeners verify their callers");
     }
     if (config.collector_listen_address().empty() ||
-        config.collector_listen_address() == config.listen_address()) {
+        SameListener(config.collector_listen_address(), config.listen_address())) {
       return absl::InvalidArgumentError(
           "collector_listen_address is required with TLS and must differ from listen_address");
     }
@@ -78,8 +83,8 @@ absl::Status ValidateConfig(const proto::AggregatorConfig& config) {
     }
     if (role == Role::kHelper) {
       if (config.peer_listen_address().empty() ||
-          config.peer_listen_address() == config.listen_address() ||
-          config.peer_listen_address() == config.collector_listen_address()) {
+          SameListener(config.peer_listen_address(), config.listen_address()) ||
+          SameListener(config.peer_listen_address(), config.collector_listen_address())) {
         return absl::InvalidArgumentError(
             "the helper needs its own peer_listen_address with TLS");
       }

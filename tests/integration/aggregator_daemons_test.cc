@@ -15,7 +15,6 @@
 #include "gtest/gtest.h"
 #include "proto/aggregator.grpc.pb.h"
 #include "tests/testing/aggregator_endpoint.h"
-#include "tests/testing/certificates.h"
 #include "tests/testing/daemon_process.h"
 
 namespace tandem {
@@ -48,13 +47,12 @@ class AggregatorDaemonsTest : public ::testing::Test {
   }
 
   std::vector<std::string> Args(const std::string& role, const std::string& extra_peer) {
+    // The bare aggregation protocol (tickets, roles and the privacy policy
+    // are tested in adversarial_test.cc).
     std::vector<std::string> args = {"--role=" + role, "--listen=127.0.0.1:0",
-                                     "--state_dir=" + dir_ + "/" + role};
-    if (tls_) {
-      args.push_back("--config=" + dir_ + "/" + role + ".textproto");
-    } else {
-      args.push_back("--insecure_plaintext");
-    }
+                                     "--state_dir=" + dir_ + "/" + role, "--insecure_plaintext",
+                                     "--allow_unticketed_uploads",
+                                     std::string("--policy=") + testing::kPermissiveTestPolicy};
     if (!extra_peer.empty()) args.push_back("--peer=" + extra_peer);
     return args;
   }
@@ -75,34 +73,11 @@ class AggregatorDaemonsTest : public ::testing::Test {
 
   Endpoint Connect(int port) {
     std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
-    if (tls_) {
-      grpc::SslCredentialsOptions o;
-      o.pem_root_certs = Read(dir_ + "/ca.pem");
-      o.pem_cert_chain = Read(dir_ + "/party.pem");
-      o.pem_private_key = Read(dir_ + "/party.key");
-      creds = grpc::SslCredentials(o);
-    }
     grpc::ChannelArguments args;
     args.SetMaxReceiveMessageSize(64 << 20);
     auto channel = grpc::CreateCustomChannel(Loopback(port), creds, args);
     return {proto::AggregatorUpload::NewStub(channel),
             proto::AggregatorCollector::NewStub(channel)};
-  }
-
-  static std::string Read(const std::string& path) {
-    std::ifstream in(path);
-    return std::string(std::istreambuf_iterator<char>(in), {});
-  }
-
-  // A CA and one certificate for all parties; mutual TLS for both daemons.
-  void MakeCertificates() {
-    const std::string d = dir_;
-    TANDEM_ASSERT_OK(tandem::testing::MakeTestCertificates(d));
-    for (const char* role : {"leader", "helper"}) {
-      std::ofstream(d + "/" + role + ".textproto")
-          << "tls { cert_chain_path: \"" << d << "/party.pem\" private_key_path: \"" << d
-          << "/party.key\" root_ca_path: \"" << d << "/ca.pem\" require_client_cert: true }\n";
-    }
   }
 
   absl::Status Open(const Endpoint& ep) { return ep.Open(params_); }
@@ -127,7 +102,6 @@ class AggregatorDaemonsTest : public ::testing::Test {
   }
 
   std::string dir_;
-  bool tls_ = false;
   proto::RoundParameters params_;
   std::unique_ptr<DaemonProcess> leader_, helper_;
   Endpoint leader_ep_, helper_ep_;
@@ -216,28 +190,6 @@ TEST_F(AggregatorDaemonsTest, SigkillMidRoundLosesNoAcceptedReport) {
   replay.set_report_id(mid->to_leader.report_id());
   EXPECT_THAT(Upload(leader_ep_, replay), StatusIs(absl::StatusCode::kAlreadyExists));
   ExpectSum(expected, 8);  // report 9 reached the leader only: never counted
-}
-
-TEST_F(AggregatorDaemonsTest, MutualTlsEverywhere) {
-  tls_ = true;
-  MakeCertificates();
-  StartDaemons();
-  TANDEM_ASSERT_OK(Open(leader_ep_));
-  TANDEM_ASSERT_OK(Open(helper_ep_));
-  auto r = MakeReport(params_, 5);
-  ASSERT_THAT(r, IsOk());
-  TANDEM_ASSERT_OK(Upload(leader_ep_, r->to_leader));
-  TANDEM_ASSERT_OK(Upload(helper_ep_, r->to_helper));
-  // A plaintext client cannot talk to a TLS daemon.
-  auto plain = grpc::CreateChannel(Loopback(leader_->port()), grpc::InsecureChannelCredentials());
-  auto stub = proto::AggregatorCollector::NewStub(plain);
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-  proto::AggregatorStatusRequest req;
-  req.set_task_id(params_.task_id());
-  proto::AggregatorStatusResponse resp;
-  EXPECT_FALSE(stub->Status(&ctx, req, &resp).ok());
-  ExpectSum(r->dense, 1);
 }
 
 }  // namespace

@@ -60,7 +60,8 @@ class NormProofDaemonsTest : public ::testing::Test {
 
   std::vector<std::string> Args(const std::string& role) {
     return {"--role=" + role, "--listen=127.0.0.1:0", "--state_dir=" + dir_ + "/" + role,
-            "--insecure_plaintext"};
+            "--insecure_plaintext", "--allow_unticketed_uploads",
+            std::string("--policy=") + tandem::testing::kPermissiveTestPolicy};
   }
 
   absl::Status Open(const Endpoint& ep) { return ep.Open(params_); }

@@ -1,0 +1,457 @@
+// The trust boundaries of the aggregators, attacked as an outsider would:
+// a real leader/helper pair with TLS, roles checked by certificate identity,
+// upload tickets and the servers' own privacy policy, driven by real gRPC
+// clients that hold the wrong (or no) identity. Every attack asserts its
+// refusal code and that the counts, the aggregate and the spent budget did
+// not change.
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <memory>
+#include <string>
+
+#include <grpcpp/create_channel.h>
+#include <grpcpp/security/credentials.h>
+
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "aggregator/testing/report_factory.h"
+#include "base/grpc_status.h"
+#include "base/testing/status_matchers.h"
+#include "crypto/dp/accountant.h"
+#include "crypto/sign/upload_ticket.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "proto/aggregator.grpc.pb.h"
+#include "tests/testing/certificates.h"
+#include "tests/testing/daemon_process.h"
+
+namespace tandem {
+namespace {
+
+using aggregator::testing::MakeNormRoundParameters;
+using aggregator::testing::MakeReportWithValues;
+using aggregator::testing::TestReport;
+using ::tandem::testing::IsOk;
+using ::tandem::testing::StatusIs;
+
+constexpr char kPolicy[] = "min_batch_size: 3 epsilon_budget: 6";
+
+std::string Read(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// A gRPC caller: which TLS identity it presents (none for an anonymous
+// client) and which server name it expects.
+struct Caller {
+  std::shared_ptr<grpc::ChannelCredentials> creds;
+  std::shared_ptr<grpc::Channel> To(const std::string& address, const std::string& server) const {
+    grpc::ChannelArguments args;
+    args.SetSslTargetNameOverride(server);
+    args.SetMaxReceiveMessageSize(64 << 20);
+    args.SetMaxSendMessageSize(64 << 20);
+    return grpc::CreateCustomChannel(address, creds, args);
+  }
+};
+
+std::unique_ptr<grpc::ClientContext> Deadline() {
+  auto ctx = std::make_unique<grpc::ClientContext>();
+  ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  return ctx;
+}
+
+class AdversarialTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = tandem::testing::MakeTempDir("tandem-adversarial");
+    ASSERT_FALSE(dir_.empty());
+    TANDEM_ASSERT_OK(tandem::testing::MakeRoleCertificates(dir_));
+    tandem::testing::AggregatorPairOptions o;
+    o.certs_dir = dir_;
+    o.ticket_public_key = dir_ + "/ticket.pub";
+    o.policy = kPolicy;  // otherwise the private defaults
+    auto pair = tandem::testing::StartAggregatorPair(TANDEM_AGGREGATOR_BIN, dir_ + "/state", o);
+    ASSERT_THAT(pair, IsOk());
+    pair_ = *std::move(pair);
+    auto key = crypto::Ed25519SigningKey::FromPem(Read(dir_ + "/ticket.key"));
+    ASSERT_THAT(key, IsOk());
+    ticket_key_ = std::make_unique<crypto::Ed25519SigningKey>(*std::move(key));
+    auto other = crypto::Ed25519SigningKey::FromPem(Read(dir_ + "/other_ticket.key"));
+    ASSERT_THAT(other, IsOk());
+    other_key_ = std::make_unique<crypto::Ed25519SigningKey>(*std::move(other));
+    // z = sqrt(noise_variance) / sqrt(max_l2_squared) = 1 exactly.
+    params_ = MakeNormRoundParameters("adv-task", 1, /*log_num_blocks=*/3, /*block_size=*/8,
+                                      /*num_groups=*/2, /*block=*/400, /*total=*/1200);
+    params_.set_noise_variance(1200);
+    params_.mutable_dp()->set_min_batch_size(3);
+    params_.set_max_reports(50);
+  }
+  void TearDown() override {
+    pair_.leader.reset();
+    pair_.helper.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  Caller Anonymous() const {
+    grpc::SslCredentialsOptions o;
+    o.pem_root_certs = Read(dir_ + "/ca.pem");
+    return {grpc::SslCredentials(o)};
+  }
+  // `name`.pem/.key from MakeRoleCertificates, verifying servers with ca.pem.
+  Caller As(const std::string& name) const {
+    grpc::SslCredentialsOptions o;
+    o.pem_root_certs = Read(dir_ + "/ca.pem");
+    o.pem_cert_chain = Read(dir_ + "/" + name + ".pem");
+    o.pem_private_key = Read(dir_ + "/" + name + ".key");
+    return {grpc::SslCredentials(o)};
+  }
+
+  std::unique_ptr<proto::AggregatorCollector::Stub> Collector(const Caller& c, bool helper) {
+    return proto::AggregatorCollector::NewStub(
+        helper ? c.To(pair_.helper_collector_address(), "helper.tandem")
+               : c.To(pair_.leader_collector_address(), "leader.tandem"));
+  }
+  std::unique_ptr<proto::AggregatorUpload::Stub> Uploader(bool helper) {
+    return proto::AggregatorUpload::NewStub(
+        helper ? Anonymous().To(pair_.helper_address(), "helper.tandem")
+               : Anonymous().To(pair_.leader_address(), "leader.tandem"));
+  }
+
+  absl::Status Open(const proto::RoundParameters& p, bool helper) {
+    proto::OpenRoundRequest req;
+    *req.mutable_parameters() = p;
+    proto::OpenRoundResponse resp;
+    auto ctx = Deadline();
+    return FromGrpcStatus(Collector(As("coordinator"), helper)->OpenRound(ctx.get(), req, &resp));
+  }
+  absl::Status OpenBoth(const proto::RoundParameters& p) {
+    absl::Status a = Open(p, false);
+    absl::Status b = Open(p, true);
+    return a.ok() ? b : a;
+  }
+  absl::StatusOr<proto::FinalizeResponse> Finalize(bool helper, uint64_t round = 1) {
+    proto::FinalizeRequest req;
+    req.set_task_id(params_.task_id());
+    req.set_round_id(round);
+    proto::FinalizeResponse resp;
+    auto ctx = Deadline();
+    grpc::Status s = Collector(As("coordinator"), helper)->Finalize(ctx.get(), req, &resp);
+    if (!s.ok()) return FromGrpcStatus(s);
+    return resp;
+  }
+  absl::StatusOr<proto::AggregatorStatusResponse> Status(bool helper) {
+    proto::AggregatorStatusRequest req;
+    req.set_task_id(params_.task_id());
+    proto::AggregatorStatusResponse resp;
+    auto ctx = Deadline();
+    grpc::Status s = Collector(As("coordinator"), helper)->Status(ctx.get(), req, &resp);
+    if (!s.ok()) return FromGrpcStatus(s);
+    return resp;
+  }
+  absl::Status Upload(const proto::UploadRequest& req, bool helper) {
+    proto::UploadResponse resp;
+    auto ctx = Deadline();
+    return FromGrpcStatus(Uploader(helper)->Upload(ctx.get(), req, &resp));
+  }
+
+  proto::SignedUploadTicket Ticket(const std::string& id, uint64_t round, int64_t expiry_ms,
+                                   const crypto::Ed25519SigningKey& key) {
+    proto::UploadTicket t;
+    t.set_task_id(params_.task_id());
+    t.set_round_id(round);
+    t.set_ticket_id(id);
+    t.set_expiry_unix_ms(expiry_ms);
+    return crypto::SignUploadTicket(key, t).value();
+  }
+  int64_t InAMinute() const { return absl::ToUnixMillis(absl::Now() + absl::Minutes(1)); }
+
+  // An honest client's report (|x| <= 4 per value) with its ticket.
+  TestReport Honest(uint64_t seed) {
+    std::vector<int64_t> v(2 * 8);
+    for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<int64_t>((seed * 7 + i) % 9) - 4;
+    TestReport r = MakeReportWithValues(params_, v, seed).value();
+    const proto::SignedUploadTicket t =
+        Ticket(r.to_leader.report_id(), params_.round_id(), InAMinute(), *ticket_key_);
+    *r.to_leader.mutable_ticket() = t;
+    *r.to_helper.mutable_ticket() = t;
+    return r;
+  }
+
+  // Waits until both servers counted `n` reports (the leader's verification
+  // loop runs every 100 ms).
+  void WaitAccepted(uint64_t n) {
+    for (int i = 0; i < 100; ++i) {
+      auto a = Status(false);
+      auto b = Status(true);
+      if (a.ok() && b.ok() && a->accepted_reports() == n && b->accepted_reports() == n) return;
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+    ADD_FAILURE() << "reports were not accepted: " << Counts();
+  }
+
+  // pending/accepted/rejected/released rounds/epsilon of both servers.
+  std::string Counts() {
+    std::string out;
+    for (bool helper : {false, true}) {
+      auto s = Status(helper);
+      if (!s.ok()) return s.status().ToString();
+      out += absl::StrCat(s->pending_reports(), "/", s->accepted_reports(), "/",
+                          s->rejected_reports(), "/", s->released_rounds(), "/",
+                          s->epsilon_spent(), ";");
+    }
+    return out;
+  }
+
+  std::string dir_;
+  tandem::testing::AggregatorPair pair_;
+  std::unique_ptr<crypto::Ed25519SigningKey> ticket_key_, other_key_;
+  proto::RoundParameters params_;
+};
+
+// Every internal RPC, by every wrong caller, on every port that could
+// answer it.
+TEST_F(AdversarialTest, OutsidersCannotCallAnyInternalRpc) {
+  TANDEM_ASSERT_OK(OpenBoth(params_));
+  TestReport r = Honest(1);
+  TANDEM_ASSERT_OK(Upload(r.to_leader, false));
+  TANDEM_ASSERT_OK(Upload(r.to_helper, true));
+  WaitAccepted(1);
+  const std::string before = Counts();
+
+  struct Wrong {
+    const char* who;
+    Caller caller;
+    grpc::StatusCode code;
+  };
+  grpc::SslCredentialsOptions rogue;  // a certificate of another CA with the coordinator's name
+  rogue.pem_root_certs = Read(dir_ + "/ca.pem");
+  rogue.pem_cert_chain = Read(dir_ + "/rogue.pem");
+  rogue.pem_private_key = Read(dir_ + "/rogue.key");
+  const std::vector<Wrong> wrong = {
+      {"no certificate", Anonymous(), grpc::StatusCode::UNAVAILABLE},      // handshake refused
+      {"rogue CA", {grpc::SslCredentials(rogue)}, grpc::StatusCode::UNAVAILABLE},
+      {"outsider of the CA", As("outsider"), grpc::StatusCode::PERMISSION_DENIED},
+      {"the leader", As("leader"), grpc::StatusCode::PERMISSION_DENIED},
+      {"the helper", As("helper"), grpc::StatusCode::PERMISSION_DENIED},
+  };
+  proto::OpenRoundRequest open;
+  *open.mutable_parameters() = params_;
+  open.mutable_parameters()->set_round_id(2);
+  open.mutable_parameters()->set_noise_variance(0);
+  proto::FinalizeRequest fin;
+  fin.set_task_id(params_.task_id());
+  fin.set_round_id(1);
+  proto::AggregatorStatusRequest st;
+  st.set_task_id(params_.task_id());
+  for (const Wrong& w : wrong) {
+    for (bool helper : {false, true}) {
+      SCOPED_TRACE(absl::StrCat(w.who, helper ? " -> helper" : " -> leader"));
+      auto stub = Collector(w.caller, helper);
+      proto::OpenRoundResponse o;
+      proto::FinalizeResponse f;
+      proto::AggregatorStatusResponse s;
+      EXPECT_EQ(stub->OpenRound(Deadline().get(), open, &o).error_code(), w.code);
+      EXPECT_EQ(stub->Finalize(Deadline().get(), fin, &f).error_code(), w.code);
+      EXPECT_EQ(stub->Status(Deadline().get(), st, &s).error_code(), w.code);
+    }
+  }
+  // The helper's peer API: everyone but the leader, including the
+  // coordinator; Verify with a chosen query seed is what would leak the
+  // helper's FLP seed.
+  proto::VerifyRequest verify;
+  verify.set_task_id(params_.task_id());
+  verify.set_round_id(1);
+  verify.set_proof_query_seed(std::string(32, 'x'));
+  proto::ReportCheck* check = verify.add_checks();
+  check->set_report_id(r.to_helper.report_id());
+  check->set_proof_hash(std::string(32, '\0'));
+  proto::AcceptedSet commit;
+  commit.set_task_id(params_.task_id());
+  commit.set_round_id(1);
+  commit.add_report_ids(r.to_helper.report_id());
+  std::vector<Wrong> peers = wrong;
+  peers.erase(peers.begin() + 3);  // the leader may
+  peers.push_back({"the coordinator", As("coordinator"), grpc::StatusCode::PERMISSION_DENIED});
+  for (const Wrong& w : peers) {
+    SCOPED_TRACE(w.who);
+    auto stub = proto::AggregatorPeer::NewStub(w.caller.To(pair_.helper_peer_address(), "helper.tandem"));
+    proto::VerifyResponse v;
+    proto::AcceptedSetAck a;
+    EXPECT_EQ(stub->Verify(Deadline().get(), verify, &v).error_code(), w.code);
+    EXPECT_TRUE(v.proof_query_seed().empty());
+    EXPECT_EQ(stub->CommitAcceptedSet(Deadline().get(), commit, &a).error_code(), w.code);
+  }
+  // The public upload port serves no internal API at all, whoever asks.
+  for (bool helper : {false, true}) {
+    auto ch = As("coordinator").To(helper ? pair_.helper_address() : pair_.leader_address(),
+                                   helper ? "helper.tandem" : "leader.tandem");
+    proto::AggregatorStatusResponse s;
+    proto::VerifyResponse v;
+    EXPECT_EQ(proto::AggregatorCollector::NewStub(ch)->Status(Deadline().get(), st, &s).error_code(),
+              grpc::StatusCode::UNIMPLEMENTED);
+    EXPECT_EQ(proto::AggregatorPeer::NewStub(ch)->Verify(Deadline().get(), verify, &v).error_code(),
+              grpc::StatusCode::UNIMPLEMENTED);
+  }
+  EXPECT_EQ(Counts(), before);
+  auto leader = Status(false);
+  auto helper = Status(true);
+  ASSERT_THAT(leader, IsOk());
+  ASSERT_THAT(helper, IsOk());
+  // 3 refused identities x 3 RPCs on each collector; 3 x 2 on the peer API.
+  EXPECT_EQ(leader->refused_calls().at("collector/identity"), 9u);
+  EXPECT_EQ(helper->refused_calls().at("collector/identity"), 9u);
+  EXPECT_EQ(helper->refused_calls().at("peer/identity"), 6u);
+}
+
+TEST_F(AdversarialTest, CoordinatorCannotTurnPrivacyOff) {
+  proto::RoundParameters p = params_;
+  p.set_noise_variance(0);
+  EXPECT_THAT(OpenBoth(p), StatusIs(absl::StatusCode::kInvalidArgument));
+  p.set_noise_variance(1200 * 0.25);  // z = 0.5
+  EXPECT_THAT(OpenBoth(p), StatusIs(absl::StatusCode::kInvalidArgument));
+  p = params_;
+  p.mutable_dp()->set_min_batch_size(1);
+  EXPECT_THAT(OpenBoth(p), StatusIs(absl::StatusCode::kInvalidArgument));
+  p = params_;
+  p.clear_norm_bound();  // no proofs: a client could send anything
+  EXPECT_THAT(OpenBoth(p), StatusIs(absl::StatusCode::kInvalidArgument));
+  // None of them created the task.
+  EXPECT_THAT(Status(false).status(), StatusIs(absl::StatusCode::kNotFound));
+
+  TANDEM_ASSERT_OK(OpenBoth(params_));
+  for (uint64_t seed = 1; seed <= 2; ++seed) {
+    TestReport r = Honest(seed);
+    TANDEM_ASSERT_OK(Upload(r.to_leader, false));
+    TANDEM_ASSERT_OK(Upload(r.to_helper, true));
+  }
+  // Two accepted reports: below both servers' minimum batch of 3.
+  EXPECT_THAT(Finalize(false).status(), StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_THAT(Finalize(true).status(), StatusIs(absl::StatusCode::kFailedPrecondition));
+  TestReport third = Honest(3);
+  TANDEM_ASSERT_OK(Upload(third.to_leader, false));
+  TANDEM_ASSERT_OK(Upload(third.to_helper, true));
+  auto a = Finalize(false);
+  ASSERT_THAT(a, IsOk());
+  auto b = Finalize(true);
+  ASSERT_THAT(b, IsOk());
+  EXPECT_EQ(a->accepted_reports(), 3u);
+  EXPECT_EQ(b->accepted_reports(), 3u);
+
+  // Each server charged its own accountant one release at z = 1, q = 1.
+  auto accountant = dp::PrivacyAccountant::Create(
+      {dp::DefaultOrders(), 1e-5, std::numeric_limits<double>::max()});
+  ASSERT_THAT(accountant, IsOk());
+  TANDEM_ASSERT_OK(accountant->Charge(1.0, 1.0));
+  for (bool helper : {false, true}) {
+    auto s = Status(helper);
+    ASSERT_THAT(s, IsOk());
+    EXPECT_DOUBLE_EQ(s->epsilon_spent(), accountant->SpentEpsilon());
+    EXPECT_EQ(s->released_rounds(), 1u);
+    EXPECT_EQ(s->epsilon_budget(), 6.0);
+  }
+  // A second release would spend ~7.1 > 6: refused before anything opens.
+  const std::string before = Counts();
+  p = params_;
+  p.set_round_id(2);
+  EXPECT_THAT(Open(p, false), StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_THAT(Open(p, true), StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_EQ(Counts(), before);
+  // The released shares are what every retry returns (one noise draw).
+  auto again = Finalize(false);
+  ASSERT_THAT(again, IsOk());
+  EXPECT_EQ(again->aggregate_share().data(), a->aggregate_share().data());
+}
+
+TEST_F(AdversarialTest, UploadsNeedTheirOwnValidTicket) {
+  TANDEM_ASSERT_OK(OpenBoth(params_));
+  TestReport r = Honest(1);
+  const std::string id = r.to_leader.report_id();
+  auto with = [&](proto::SignedUploadTicket t) {
+    proto::UploadRequest req = r.to_leader;
+    *req.mutable_ticket() = std::move(t);
+    return req;
+  };
+  proto::UploadRequest none = r.to_leader;
+  none.clear_ticket();
+  proto::SignedUploadTicket tampered = r.to_leader.ticket();
+  tampered.mutable_ticket()->back() ^= 1;
+  std::string other_id = id;
+  other_id[0] ^= 1;
+  const std::vector<std::pair<const char*, proto::UploadRequest>> forged = {
+      {"no ticket", none},
+      {"signed by another key", with(Ticket(id, 1, InAMinute(), *other_key_))},
+      {"for another report", with(Ticket(other_id, 1, InAMinute(), *ticket_key_))},
+      {"for another round", with(Ticket(id, 2, InAMinute(), *ticket_key_))},
+      {"expired", with(Ticket(id, 1, absl::ToUnixMillis(absl::Now()) - 1000, *ticket_key_))},
+      {"tampered", with(tampered)},
+  };
+  for (const auto& [what, req] : forged) {
+    SCOPED_TRACE(what);
+    EXPECT_THAT(Upload(req, false), StatusIs(absl::StatusCode::kUnauthenticated));
+    proto::UploadRequest to_helper = req;
+    *to_helper.mutable_key_share() = r.to_helper.key_share();
+    *to_helper.mutable_norm_proof() = r.to_helper.norm_proof();
+    EXPECT_THAT(Upload(to_helper, true), StatusIs(absl::StatusCode::kUnauthenticated));
+  }
+  EXPECT_EQ(Counts(), "0/0/0/0/0;0/0/0/0/0;");
+  TANDEM_ASSERT_OK(Upload(r.to_leader, false));
+  TANDEM_ASSERT_OK(Upload(r.to_leader, false));  // an identical retry is fine
+  TANDEM_ASSERT_OK(Upload(r.to_helper, true));
+  // The ticket replayed with other shares: one report per ticket.
+  TestReport other = Honest(2);
+  proto::UploadRequest replay = other.to_leader;
+  replay.set_report_id(id);
+  *replay.mutable_ticket() = r.to_leader.ticket();
+  EXPECT_THAT(Upload(replay, false), StatusIs(absl::StatusCode::kAlreadyExists));
+  // A client with a valid ticket but no certificate cannot reach the peer
+  // API (handshake) and the upload port does not serve it.
+  proto::VerifyRequest verify;
+  verify.set_task_id(params_.task_id());
+  verify.set_round_id(1);
+  proto::VerifyResponse v;
+  auto peer = proto::AggregatorPeer::NewStub(Anonymous().To(pair_.helper_peer_address(), "helper.tandem"));
+  EXPECT_EQ(peer->Verify(Deadline().get(), verify, &v).error_code(), grpc::StatusCode::UNAVAILABLE);
+  auto via_upload = proto::AggregatorPeer::NewStub(Anonymous().To(pair_.helper_address(), "helper.tandem"));
+  EXPECT_EQ(via_upload->Verify(Deadline().get(), verify, &v).error_code(),
+            grpc::StatusCode::UNIMPLEMENTED);
+  WaitAccepted(1);  // exactly the one ticketed report
+  auto leader = Status(false);
+  ASSERT_THAT(leader, IsOk());
+  EXPECT_EQ(leader->refused_calls().at("upload/ticket"), 6u);
+}
+
+TEST_F(AdversarialTest, OversizedAndRepeatedMessagesAreRefusedBeforeTheMath) {
+  TANDEM_ASSERT_OK(OpenBoth(params_));
+  TestReport r = Honest(1);
+  // 8 MiB in one key: above the upload listener's limit (~5.5 MiB for the
+  // default max_sent_values), refused by gRPC before parsing.
+  proto::UploadRequest big = r.to_leader;
+  big.mutable_key_share()->mutable_keys(0)->set_seed(std::string(8 << 20, 'a'));
+  EXPECT_THAT(Upload(big, false), StatusIs(absl::StatusCode::kResourceExhausted));
+  // Repeated empty submessages, 2 bytes each on the wire: 4M of them are
+  // over the limit; 100k are within it and the validator refuses them.
+  proto::UploadRequest repeated = r.to_leader;
+  for (int i = 0; i < 100000; ++i) repeated.mutable_key_share()->add_keys();
+  EXPECT_THAT(Upload(repeated, false), StatusIs(absl::StatusCode::kInvalidArgument));
+  for (int i = 0; i < 4000000; ++i) repeated.mutable_key_share()->add_keys();
+  EXPECT_THAT(Upload(repeated, false), StatusIs(absl::StatusCode::kResourceExhausted));
+  // Even the leader cannot make the helper walk an unbounded Verify.
+  proto::VerifyRequest verify;
+  verify.set_task_id(params_.task_id());
+  verify.set_round_id(1);
+  verify.set_proof_query_seed(std::string(32, 's'));
+  for (int i = 0; i < 5000; ++i) verify.add_checks();
+  proto::VerifyResponse v;
+  auto peer = proto::AggregatorPeer::NewStub(As("leader").To(pair_.helper_peer_address(), "helper.tandem"));
+  EXPECT_EQ(peer->Verify(Deadline().get(), verify, &v).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(Counts(), "0/0/0/0/0;0/0/0/0/0;");
+  // The honest report still goes through.
+  TANDEM_ASSERT_OK(Upload(r.to_leader, false));
+  TANDEM_ASSERT_OK(Upload(r.to_helper, true));
+}
+
+}  // namespace
+}  // namespace tandem
