@@ -263,6 +263,54 @@ TEST_P(ReportStoreContractTest, PutPendingBatchAnswersPerReport) {
   EXPECT_THAT(store_->PutPendingBatch(9, batch), StatusIs(absl::StatusCode::kNotFound));
 }
 
+TEST_P(ReportStoreContractTest, ReleaseRoundSavesTheShareAndClosesInOneStep) {
+  for (const char* id : {"a", "b"}) ASSERT_THAT(store_->PutPending(1, id, "s"), IsOk());
+  const std::vector<std::string> a = {"a"};
+  ASSERT_THAT(store_->CommitBatch(1, "acc-a", a, {}), IsOk());
+  ASSERT_THAT(store_->ReleaseRound(1, "noised-a"), IsOk());
+  TANDEM_ASSERT_OK_AND_ASSIGN(RoundRecord round, store_->GetRound(1));
+  EXPECT_EQ(round.state, RoundState::kReleased);
+  TANDEM_ASSERT_OK_AND_ASSIGN(AccumulatorSnapshot snap, store_->LoadAccumulator(1));
+  EXPECT_EQ(snap.bytes, "noised-a");
+  EXPECT_EQ(snap.report_count, 1);  // the counted reports are unchanged
+  // Released once: no second release, no reopening, no more writes; a
+  // CloseRound leaves it released.
+  EXPECT_THAT(store_->ReleaseRound(1, "again"), StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_THAT(store_->OpenRound(1, "params-1"), StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_THAT(store_->PutPending(1, "c", "s"), StatusIs(absl::StatusCode::kFailedPrecondition));
+  ASSERT_THAT(store_->CloseRound(1), IsOk());
+  TANDEM_ASSERT_OK_AND_ASSIGN(round, store_->GetRound(1));
+  EXPECT_EQ(round.state, RoundState::kReleased);
+  TANDEM_ASSERT_OK_AND_ASSIGN(std::vector<RoundRecord> rounds, store_->ListRounds());
+  ASSERT_EQ(rounds.size(), 1u);
+  EXPECT_EQ(rounds[0].state, RoundState::kReleased);
+  // An abandoned round cannot be released afterwards.
+  ASSERT_THAT(store_->OpenRound(2, "params-2"), IsOk());
+  ASSERT_THAT(store_->CloseRound(2), IsOk());
+  EXPECT_THAT(store_->ReleaseRound(2, "x"), StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_THAT(store_->ReleaseRound(9, "x"), StatusIs(absl::StatusCode::kNotFound));
+}
+
+TEST_P(ReportStoreContractTest, CountReportsByStateWithoutShares) {
+  for (const char* id : {"a", "b", "c", "d", "e"}) {
+    ASSERT_THAT(store_->PutPending(1, id, "s"), IsOk());
+  }
+  ASSERT_THAT(store_->OpenRound(2, "params-2"), IsOk());
+  ASSERT_THAT(store_->PutPending(2, "other-round", "s"), IsOk());
+  const std::vector<std::string> count = {"a", "b"};
+  const std::vector<std::string> reject = {"c"};
+  ASSERT_THAT(store_->CommitBatch(1, "acc", count, reject), IsOk());
+  TANDEM_ASSERT_OK_AND_ASSIGN(ReportCounts c, store_->CountReports(1));
+  EXPECT_EQ(c.pending, 2);
+  EXPECT_EQ(c.accepted, 2);
+  EXPECT_EQ(c.rejected, 1);
+  TANDEM_ASSERT_OK_AND_ASSIGN(c, store_->CountReports(2));
+  EXPECT_EQ(c.pending, 1);
+  EXPECT_EQ(c.accepted + c.rejected, 0);
+  TANDEM_ASSERT_OK_AND_ASSIGN(c, store_->CountReports(7));  // no reports: zeros
+  EXPECT_EQ(c.pending + c.accepted + c.rejected, 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Implementations, ReportStoreContractTest,
     ::testing::Values(

@@ -1,0 +1,252 @@
+// The aggregator's own trust rules, on two in-process Aggregators over real
+// SQLite stores: upload tickets (and that both servers must hold the same
+// ticket), the per-task privacy budget kept across restarts, and the
+// policy's minimum batch. The SIGKILL tests of Finalize are in
+// finalize_crash_test.cc.
+#include <filesystem>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "aggregator/core/aggregator.h"
+#include "aggregator/core/sqlite_store_factory.h"
+#include "aggregator/testing/in_process_peer_channel.h"
+#include "aggregator/testing/report_factory.h"
+#include "base/clock.h"
+#include "base/random.h"
+#include "base/status_macros.h"
+#include "base/testing/status_matchers.h"
+#include "crypto/dp/accountant.h"
+#include "crypto/sign/upload_ticket.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace tandem::aggregator {
+namespace {
+
+using ::tandem::aggregator::testing::AttachTicket;
+using ::tandem::aggregator::testing::MakeReport;
+using ::tandem::aggregator::testing::MakeRoundParameters;
+using ::tandem::aggregator::testing::TestReport;
+using ::tandem::testing::IsOk;
+using ::tandem::testing::StatusIs;
+using ::testing::HasSubstr;
+
+class TrustTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/tandem-trust-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    auto key = crypto::Ed25519SigningKey::Generate(key_random_.get());
+    ASSERT_THAT(key, IsOk());
+    key_ = std::make_unique<crypto::Ed25519SigningKey>(*std::move(key));
+    auto verifying = key_->VerifyingKey();
+    ASSERT_THAT(verifying, IsOk());
+    verifying_ = std::make_shared<const crypto::Ed25519VerifyingKey>(*std::move(verifying));
+    policy_.min_batch_size = 3;
+    policy_.require_norm_proofs = false;  // the budget and tickets are what is tested
+    params_ = MakeRoundParameters("task", 1, /*log_num_blocks=*/2, /*block_size=*/4,
+                                  /*num_groups=*/2);
+    params_.mutable_dp()->set_min_batch_size(3);
+    SetNoiseMultiplier(params_, 2.0);
+  }
+  void TearDown() override {
+    leader_.reset();
+    helper_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  // sigma = z * clip * 2^fractional_bits (no norm bound in these rounds).
+  static void SetNoiseMultiplier(proto::RoundParameters& p, double z) {
+    const double sigma = z * p.fixed_point().clip_l2_norm() * 65536.0;
+    p.set_noise_variance(sigma * sigma);
+  }
+
+  void Start() {
+    leader_.reset();
+    helper_.reset();
+    std::filesystem::create_directories(dir_ + "/leader");
+    std::filesystem::create_directories(dir_ + "/helper");
+    AggregatorOptions o;
+    o.policies = PolicySet::Uniform(policy_);
+    o.ticket_key = verifying_;
+    o.role = Role::kHelper;
+    auto h = Aggregator::Create(o, MakeSqliteStoreFactory(dir_ + "/helper"), nullptr, &clock_,
+                                noise_.get());
+    ASSERT_THAT(h, IsOk());
+    helper_ = *std::move(h);
+    channel_.set_helper(helper_.get());
+    o.role = Role::kLeader;
+    auto l = Aggregator::Create(o, MakeSqliteStoreFactory(dir_ + "/leader"), &channel_, &clock_,
+                                noise_.get());
+    ASSERT_THAT(l, IsOk());
+    leader_ = *std::move(l);
+  }
+
+  absl::Status OpenBoth(const proto::RoundParameters& p) {
+    TANDEM_RETURN_IF_ERROR(leader_->OpenRound(p));
+    return helper_->OpenRound(p);
+  }
+  TestReport Ticketed(const proto::RoundParameters& p, uint64_t seed) {
+    TestReport r = MakeReport(p, seed).value();
+    EXPECT_THAT(AttachTicket(r, p, *key_, Expiry()), IsOk());
+    return r;
+  }
+  int64_t Expiry() const { return absl::ToUnixMillis(clock_.Now() + absl::Minutes(5)); }
+  absl::StatusOr<proto::FinalizeResponse> Finalize(Aggregator& a, uint64_t round) {
+    proto::FinalizeRequest req;
+    req.set_task_id("task");
+    req.set_round_id(round);
+    return a.Finalize(req);
+  }
+  // Runs round `round` with `n` ticketed reports to its release.
+  void ReleaseRound(uint64_t round, int n) {
+    proto::RoundParameters p = params_;
+    p.set_round_id(round);
+    TANDEM_ASSERT_OK(OpenBoth(p));
+    for (int i = 0; i < n; ++i) {
+      TestReport r = Ticketed(p, round * 100 + static_cast<uint64_t>(i));
+      TANDEM_ASSERT_OK(leader_->Upload(r.to_leader));
+      TANDEM_ASSERT_OK(helper_->Upload(r.to_helper));
+    }
+    auto a = Finalize(*leader_, round);
+    ASSERT_THAT(a, IsOk());
+    auto b = Finalize(*helper_, round);
+    ASSERT_THAT(b, IsOk());
+    EXPECT_EQ(a->accepted_reports(), static_cast<uint64_t>(n));
+    EXPECT_EQ(b->accepted_reports(), static_cast<uint64_t>(n));
+  }
+  proto::AggregatorStatusResponse StatusOf(Aggregator& a) {
+    proto::AggregatorStatusRequest req;
+    req.set_task_id("task");
+    return a.Status(req).value();
+  }
+
+  std::string dir_;
+  FakeClock clock_;
+  std::unique_ptr<DeterministicRandom> noise_ = DeterministicRandom::FromSeed(7);
+  std::unique_ptr<DeterministicRandom> key_random_ = DeterministicRandom::FromSeed(8);
+  std::unique_ptr<crypto::Ed25519SigningKey> key_;
+  std::shared_ptr<const crypto::Ed25519VerifyingKey> verifying_;
+  Policy policy_;
+  InProcessPeerChannel channel_;
+  std::unique_ptr<Aggregator> leader_, helper_;
+  proto::RoundParameters params_;
+};
+
+TEST_F(TrustTest, UploadsNeedAValidUnexpiredTicketForThisReport) {
+  Start();
+  TANDEM_ASSERT_OK(OpenBoth(params_));
+  TestReport r = MakeReport(params_, 1).value();
+  EXPECT_THAT(leader_->Upload(r.to_leader), StatusIs(absl::StatusCode::kUnauthenticated));
+  TANDEM_ASSERT_OK(AttachTicket(r, params_, *key_, Expiry()));
+  proto::UploadRequest renamed = r.to_leader;
+  renamed.set_report_id(std::string(16, 'z'));  // the ticket names another id
+  EXPECT_THAT(leader_->Upload(renamed),
+              StatusIs(absl::StatusCode::kUnauthenticated, HasSubstr("report")));
+  const absl::Time now = clock_.Now();
+  clock_.Advance(absl::Minutes(6));
+  EXPECT_THAT(leader_->Upload(r.to_leader),
+              StatusIs(absl::StatusCode::kUnauthenticated, HasSubstr("expired")));
+  clock_.SetTime(now);
+  TANDEM_ASSERT_OK(leader_->Upload(r.to_leader));
+  TANDEM_ASSERT_OK(helper_->Upload(r.to_helper));
+  EXPECT_EQ(StatusOf(*leader_).pending_reports(), 1u);
+}
+
+// Both tickets are genuine (the coordinator signed the same report id twice
+// with different expiries), but the servers got different ones: the hash
+// they compare binds the ticket, so neither counts the report.
+TEST_F(TrustTest, ServersHoldingDifferentTicketsRejectTheReport) {
+  Start();
+  TANDEM_ASSERT_OK(OpenBoth(params_));
+  for (uint64_t seed = 1; seed <= 3; ++seed) {
+    TestReport r = Ticketed(params_, seed);
+    TANDEM_ASSERT_OK(leader_->Upload(r.to_leader));
+    TANDEM_ASSERT_OK(helper_->Upload(r.to_helper));
+  }
+  TestReport split = Ticketed(params_, 4);
+  proto::UploadTicket other;
+  other.set_task_id("task");
+  other.set_round_id(1);
+  other.set_ticket_id(split.to_helper.report_id());
+  other.set_expiry_unix_ms(Expiry() + 1);
+  *split.to_helper.mutable_ticket() = crypto::SignUploadTicket(*key_, other).value();
+  TANDEM_ASSERT_OK(leader_->Upload(split.to_leader));
+  TANDEM_ASSERT_OK(helper_->Upload(split.to_helper));
+  TANDEM_ASSERT_OK(leader_->ProcessPending("task").status());
+  for (Aggregator* a : {leader_.get(), helper_.get()}) {
+    const proto::AggregatorStatusResponse s = StatusOf(*a);
+    EXPECT_EQ(s.accepted_reports(), 3u);
+    EXPECT_EQ(s.rejected_reports(), 1u);
+  }
+}
+
+TEST_F(TrustTest, BudgetIsChargedPerReleaseKeptAcrossRestartsAndEnforced) {
+  // z = 2, q = 1 at delta 1e-5: ~2.2 for one release, ~3.2 for two, ~4.0
+  // for three; a budget of 3.8 fits two.
+  policy_.epsilon_budget = 3.8;
+  Start();
+  ReleaseRound(1, 3);
+  ReleaseRound(2, 3);
+  auto accountant =
+      dp::PrivacyAccountant::Create({dp::DefaultOrders(), 1e-5, std::numeric_limits<double>::max()});
+  ASSERT_THAT(accountant, IsOk());
+  TANDEM_ASSERT_OK(accountant->Charge(1.0, 2.0, 2));
+  const double spent = accountant->SpentEpsilon();
+  ASSERT_LT(spent, 3.8);
+  EXPECT_DOUBLE_EQ(StatusOf(*helper_).epsilon_spent(), spent);
+  proto::RoundParameters third = params_;
+  third.set_round_id(3);
+  EXPECT_THAT(leader_->OpenRound(third),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("budget")));
+  // A restart rebuilds the ledger from the released rounds in the store.
+  Start();
+  for (Aggregator* a : {leader_.get(), helper_.get()}) {
+    const proto::AggregatorStatusResponse s = StatusOf(*a);
+    EXPECT_DOUBLE_EQ(s.epsilon_spent(), spent);
+    EXPECT_EQ(s.released_rounds(), 2u);
+    EXPECT_EQ(s.epsilon_budget(), 3.8);
+  }
+  EXPECT_THAT(helper_->OpenRound(third), StatusIs(absl::StatusCode::kFailedPrecondition));
+  // More noise fits: z = 8 costs little.
+  SetNoiseMultiplier(third, 8.0);
+  TANDEM_EXPECT_OK(OpenBoth(third));
+}
+
+TEST_F(TrustTest, AbandonedRoundsAreNotChargedAndNeverReleased) {
+  Start();
+  TANDEM_ASSERT_OK(OpenBoth(params_));
+  for (uint64_t seed = 1; seed <= 3; ++seed) {
+    TestReport r = Ticketed(params_, seed);
+    TANDEM_ASSERT_OK(leader_->Upload(r.to_leader));
+    TANDEM_ASSERT_OK(helper_->Upload(r.to_helper));
+  }
+  proto::RoundParameters next = params_;
+  next.set_round_id(2);
+  TANDEM_ASSERT_OK(OpenBoth(next));  // round 1 abandoned
+  EXPECT_EQ(StatusOf(*leader_).epsilon_spent(), 0.0);
+  EXPECT_EQ(StatusOf(*leader_).released_rounds(), 0u);
+  EXPECT_THAT(Finalize(*leader_, 1).status(), StatusIs(absl::StatusCode::kNotFound));
+  Start();  // after a restart too: nothing of round 1 can be released
+  EXPECT_EQ(StatusOf(*leader_).released_rounds(), 0u);
+}
+
+TEST_F(TrustTest, ServerMinimumBatchWinsOverTheRounds) {
+  policy_.min_batch_size = 5;
+  Start();
+  EXPECT_THAT(leader_->OpenRound(params_),  // asks for 3
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("min_batch_size")));
+  params_.mutable_dp()->set_min_batch_size(5);
+  TANDEM_ASSERT_OK(OpenBoth(params_));
+  for (uint64_t seed = 1; seed <= 4; ++seed) {
+    TestReport r = Ticketed(params_, seed);
+    TANDEM_ASSERT_OK(leader_->Upload(r.to_leader));
+    TANDEM_ASSERT_OK(helper_->Upload(r.to_helper));
+  }
+  EXPECT_THAT(Finalize(*leader_, 1).status(), StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_EQ(StatusOf(*leader_).released_rounds(), 0u);
+}
+
+}  // namespace
+}  // namespace tandem::aggregator
