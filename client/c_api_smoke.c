@@ -34,6 +34,21 @@ int main(void) {
   printf("c abi: %zu + %zu bytes\n", a.size, b.size);
   tandem_buffer_free(&a);
   tandem_buffer_free(&b);
+  /* Ticketed encode: bytes that are no ticket are an error code, not a crash. */
+  const uint8_t junk[3] = {0xff, 0xff, 0xff};
+  rc = tandem_report_encoder_encode_ticketed(enc, update, 128, junk, sizeof(junk), id, &a, &b, err,
+                                             sizeof(err));
+  if (rc != 3) {
+    fprintf(stderr, "encode_ticketed: want 3, got %d\n", rc);
+    return 1;
+  }
+  /* The trust settings are plain C (used with tandem_client_transport). */
+  tandem_participant_trust trust;
+  memset(&trust, 0, sizeof(trust));
+  trust.struct_size = sizeof(trust);
+  trust.leader_name = "leader.tandem";
+  trust.helper_name = "helper.tandem";
+  (void)trust;
   tandem_report_encoder_destroy(enc);
   return 0;
 }

@@ -4,17 +4,21 @@ processes, without Docker: each service's command runs from the build tree,
 with the compose network mapped onto 127.0.0.1. Service host names become
 127.0.0.1, every port is shifted by --port-offset (so that runs and tests do
 not collide), mounted config files are copied with the same rewriting, and
-volumes become folders under a temporary directory. The last service runs
-in the foreground (extra arguments after `--` are appended to it), as
-`deploy.replicas` copies when set (each with its own --client_id and
---shard, as distinct host names would give); the other services are stopped
-when it exits. Exit code: the foreground's (the worst replica's).
+volumes become folders under a temporary directory. Mounts from ./certs
+(the TLS material of deploy/make-certs.sh) come from a fresh run of that
+script in the temporary directory, or from --certs DIR (made there when
+missing). The last service runs in the foreground (extra arguments after
+`--` are appended to it), as `deploy.replicas` copies when set (each with
+its own --client_id and --shard, as distinct host names would give); the
+other services are stopped when it exits. Exit code: the foreground's (the
+worst replica's).
 
   deploy/compose_local.py --build build -- --rounds=2
   deploy/compose_local.py --services helper,leader,coordinator,client
 """
 import argparse
 import os
+import threading
 import re
 import shutil
 import signal
@@ -26,6 +30,7 @@ import time
 import yaml
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+CERTS = "./certs/"  # compose mount sources made by deploy/make-certs.sh
 BINARIES = {  # compose command -> path in the build tree
     "tandem-aggregator": "aggregator/service/tandem-aggregator",
     "tandem-sim": "tests/sim/tandem-sim",
@@ -48,15 +53,33 @@ def rewrite(text, services, offset, mounts):
     return text
 
 
-def wait_for_port_line(proc, timeout=30):
+def wait_for_port_line(proc, log, timeout=30):
+    """Waits for "listening on PORT" (aggregators print their "collector on"
+    and "peer on" lines before it), then copies the rest of stdout to `log`
+    so that the pipe never fills."""
     deadline = time.time() + timeout
     while time.time() < deadline:
         line = proc.stdout.readline()
         if not line:
             break
+        log.write(line)
+        log.flush()
         if line.startswith("listening on"):
+            def drain():
+                for rest in proc.stdout:
+                    log.write(rest)
+                log.flush()
+            threading.Thread(target=drain, daemon=True).start()
             return True
     return False
+
+
+def make_certs(certs_dir):
+    """Runs deploy/make-certs.sh (idempotent) into certs_dir."""
+    r = subprocess.run([os.path.join(HERE, "make-certs.sh"), certs_dir],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if r.returncode != 0:
+        sys.exit("compose-local: make-certs.sh failed:\n" + r.stdout)
 
 
 def main():
@@ -64,6 +87,8 @@ def main():
     ap.add_argument("--build", default="build", help="CMake build directory")
     ap.add_argument("--compose", default=os.path.join(HERE, "docker-compose.yml"))
     ap.add_argument("--port-offset", type=int, default=20000)
+    ap.add_argument("--certs", default="",
+                    help="TLS material for the ./certs mounts (default: made afresh)")
     ap.add_argument("--services", default="helper,leader,sim",
                     help="services to run, in start order (the last runs in the foreground)")
     ap.add_argument("--extra", action="append", default=[], metavar="SERVICE=ARG",
@@ -77,12 +102,21 @@ def main():
     work = tempfile.mkdtemp(prefix="tandem-compose-")
     started = []
     try:
+        certs_dir = os.path.abspath(args.certs or os.path.join(work, "certs"))
+        make_certs(certs_dir)
         order = args.services.split(",")
         for i, name in enumerate(order):
             svc = services[name]
             mounts = {}
             for vol in svc.get("volumes", []):
                 src, dst = vol.split(":")[0], vol.split(":")[1]
+                if src.startswith(CERTS):  # certificates and keys, used as they are
+                    mounts[dst] = os.path.join(certs_dir, src[len(CERTS):])
+                    # The folder they are mounted in (e.g. tandem-sim's
+                    # --certs_dir) is the certificates folder here.
+                    if os.path.basename(dst) == os.path.basename(src):
+                        mounts.setdefault(os.path.dirname(dst), certs_dir)
+                    continue
                 if src.startswith("."):  # a file or folder of the repository
                     local = os.path.normpath(os.path.join(os.path.dirname(args.compose), src))
                     if os.path.isfile(local):
@@ -96,7 +130,7 @@ def main():
             for vol in svc.get("volumes", []):
                 src, dst = vol.split(":")[0], vol.split(":")[1]
                 local = os.path.normpath(os.path.join(os.path.dirname(args.compose), src))
-                if src.startswith(".") and os.path.isfile(local):
+                if src.startswith(".") and not src.startswith(CERTS) and os.path.isfile(local):
                     with open(local) as f:
                         text = rewrite(f.read(), services, args.port_offset, mounts)
                     with open(mounts[dst], "w") as f:
@@ -118,14 +152,26 @@ def main():
                                      os.path.join(work, "%s-%d" % (name, r)))
                            for c in command]
                     log = open(os.path.join(work, "%s-%d.log" % (name, r)), "w")
-                    procs.append(subprocess.Popen(cmd + extra + args.sim_args,
-                                                  stdout=log, stderr=log))
-                return max(p.wait() for p in procs)
+                    procs.append((subprocess.Popen(cmd + extra + args.sim_args,
+                                                   stdout=log, stderr=log), log.name))
+                worst = 0
+                for p, log_name in procs:
+                    rc = p.wait()
+                    if rc != 0:
+                        with open(log_name) as f:
+                            print("compose-local: %s exited %d:\n%s" % (
+                                os.path.basename(log_name), rc, f.read()[-2000:]),
+                                file=sys.stderr)
+                        worst = max(worst, rc if rc > 0 else 128 - rc)  # -N: signal N
+                return worst
             log = open(os.path.join(work, name + ".log"), "w")
             proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, text=True)
             started.append(proc)
-            if not wait_for_port_line(proc):
-                print("compose-local: %s did not start (log %s)" % (name, log.name),
+            if not wait_for_port_line(proc, log):
+                log.close()
+                with open(log.name) as f:
+                    tail = f.read()[-4000:]
+                print("compose-local: %s did not start (log %s):\n%s" % (name, log.name, tail),
                       file=sys.stderr)
                 return 1
             print("compose-local: started", name, flush=True)

@@ -19,10 +19,23 @@ ReportParameters ReportParametersFromRound(const proto::RoundParameters& round) 
 }
 
 absl::StatusOr<ReportBuilder> ReportBuilder::Create(const ReportParameters& p) {
-  const uint64_t expected = uint64_t{p.num_groups} * (uint64_t{1} << p.log_num_blocks) *
-                            uint64_t{p.block_size};
-  if (p.log_num_blocks > 24 || expected != p.dimension) {
-    return absl::InvalidArgumentError("dimension must be num_groups * 2^log_num_blocks * block_size");
+  if (p.dimension == 0 || p.dimension > p.max_dimension) {
+    return absl::InvalidArgumentError(absl::StrCat("dimension ", p.dimension,
+                                                   " is outside [1, ", p.max_dimension, "]"));
+  }
+  if (p.num_groups == 0 || p.block_size == 0 || p.log_num_blocks > 24) {
+    return absl::InvalidArgumentError(
+        "num_groups and block_size must be >= 1 and log_num_blocks <= 24");
+  }
+  // Each factor is at most D (<= max_dimension), so no product below overflows
+  // before it is compared with D.
+  const uint64_t blocks = uint64_t{1} << p.log_num_blocks;
+  if (p.num_groups > p.dimension || p.block_size > p.dimension ||
+      uint64_t{p.num_groups} * p.block_size > p.dimension || blocks > p.dimension ||
+      uint64_t{p.num_groups} * p.block_size * blocks != p.dimension) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "dimension ", p.dimension, " must be num_groups * 2^log_num_blocks * block_size = ",
+        p.num_groups, " * 2^", p.log_num_blocks, " * ", p.block_size));
   }
   TANDEM_ASSIGN_OR_RETURN(crypto::SparseDpf dpf,
                           crypto::SparseDpf::Create(p.dimension, static_cast<int>(p.block_size),
@@ -44,7 +57,17 @@ absl::StatusOr<ReportBuilder> ReportBuilder::Create(const ReportParameters& p) {
 
 absl::StatusOr<BuiltReport> ReportBuilder::Build(absl::Span<const float> update,
                                                  SecureRandom* rng) const {
+  return Build(update, rng, absl::string_view());
+}
+
+absl::StatusOr<BuiltReport> ReportBuilder::Build(absl::Span<const float> update,
+                                                 SecureRandom* rng,
+                                                 absl::string_view report_id) const {
   if (rng == nullptr) return absl::InvalidArgumentError("rng is required");
+  if (!report_id.empty() && report_id.size() != 16) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("report id must be 16 bytes, got ", report_id.size()));
+  }
   const uint64_t dim = dpf_.dimension();
   if (update.size() > dim) {
     return absl::InvalidArgumentError(
@@ -78,9 +101,13 @@ absl::StatusOr<BuiltReport> ReportBuilder::Build(absl::Span<const float> update,
               values.begin() + static_cast<size_t>(g) * b);
   }
   TANDEM_ASSIGN_OR_RETURN(auto keys, dpf_.GenerateKeys(indices, values, rng));
-  report.report_id.assign(16, '\0');
-  TANDEM_RETURN_IF_ERROR(rng->Fill(
-      absl::MakeSpan(reinterpret_cast<uint8_t*>(report.report_id.data()), 16)));
+  if (!report_id.empty()) {
+    report.report_id = std::string(report_id);
+  } else {
+    report.report_id.assign(16, '\0');
+    TANDEM_RETURN_IF_ERROR(rng->Fill(
+        absl::MakeSpan(reinterpret_cast<uint8_t*>(report.report_id.data()), 16)));
+  }
   if (proof_.has_value()) {
     TANDEM_ASSIGN_OR_RETURN(auto shares,
                             proof_->Prove(report.report_id, keys.first, keys.second, rng));
@@ -112,6 +139,14 @@ UploadRequests MakeUploadRequests(BuiltReport report, const std::string& task_id
   if (report.helper_proof.has_value()) {
     *out.to_helper.mutable_norm_proof() = *std::move(report.helper_proof);
   }
+  return out;
+}
+
+UploadRequests MakeUploadRequests(BuiltReport report, const std::string& task_id,
+                                  uint64_t round_id, const proto::SignedUploadTicket& ticket) {
+  UploadRequests out = MakeUploadRequests(std::move(report), task_id, round_id);
+  *out.to_leader.mutable_ticket() = ticket;
+  *out.to_helper.mutable_ticket() = ticket;
   return out;
 }
 

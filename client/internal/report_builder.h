@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "base/random.h"
 #include "crypto/dpf/sparse_dpf.h"
@@ -46,6 +47,9 @@ struct ReportParameters {
   int frac_bits = 16;           // fixed-point fraction bits
   double clip_l2_norm = 1.0;    // C
   uint64_t max_summands = 1;    // reports per round the sum must hold without wrap
+  // Largest D accepted (the client's bound on what a coordinator may ask:
+  // the builder allocates O(D)). Matches the aggregators' default policy.
+  uint64_t max_dimension = uint64_t{1} << 24;
   // Norm proofs (the round's norm_bound); unset = no proof, as before.
   std::optional<proto::NormBoundParameters> norm_bound;
 };
@@ -55,7 +59,7 @@ struct ReportParameters {
 ReportParameters ReportParametersFromRound(const proto::RoundParameters& round);
 
 struct BuiltReport {
-  std::string report_id;            // 16 random bytes (idempotency key)
+  std::string report_id;            // 16 bytes: the upload ticket's id, or random (idempotency key)
   proto::SparseKeySet leader_share;
   proto::SparseKeySet helper_share;
   double clip_factor = 1.0;         // min(1, C / ||update||)
@@ -68,14 +72,20 @@ struct BuiltReport {
 
 class ReportBuilder {
  public:
-  // INVALID_ARGUMENT for inconsistent parameters (see SparseDpf::Create,
-  // FixedPointCodec::Create and NormProofSystem::Create).
+  // INVALID_ARGUMENT for inconsistent parameters or D above max_dimension
+  // (see SparseDpf::Create, FixedPointCodec::Create and
+  // NormProofSystem::Create); checked before anything of size D is allocated.
   static absl::StatusOr<ReportBuilder> Create(const ReportParameters& p);
 
   // `update` has at most D entries (the rest is zero). INVALID_ARGUMENT for
   // a longer update, non-finite values, or (norm-bound rounds) encoded
   // blocks over the round's bound; `rng` errors propagate.
   absl::StatusOr<BuiltReport> Build(absl::Span<const float> update, SecureRandom* rng) const;
+  // As above, under the given report id (16 bytes: the upload ticket's
+  // ticket_id, which norm proofs then bind); empty = 16 random bytes.
+  // INVALID_ARGUMENT for another length.
+  absl::StatusOr<BuiltReport> Build(absl::Span<const float> update, SecureRandom* rng,
+                                    absl::string_view report_id) const;
 
   const crypto::SparseDpf& dpf() const { return dpf_; }
   const crypto::FixedPointCodec& codec() const { return codec_; }
@@ -98,6 +108,11 @@ struct UploadRequests {
 };
 UploadRequests MakeUploadRequests(BuiltReport report, const std::string& task_id,
                                   uint64_t round_id);
+// As above, with the assignment's upload ticket in both requests (field 6;
+// the aggregators refuse a ticketed deployment's uploads without it). The
+// report should have been built under the ticket's id (Build(..., id)).
+UploadRequests MakeUploadRequests(BuiltReport report, const std::string& task_id,
+                                  uint64_t round_id, const proto::SignedUploadTicket& ticket);
 
 }  // namespace tandem::client
 

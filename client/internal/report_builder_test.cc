@@ -5,6 +5,7 @@
 
 #include "base/random.h"
 #include "base/testing/status_matchers.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace tandem::client {
@@ -186,6 +187,58 @@ TEST(ReportBuilder, NormBoundRoundsCarryProofsTheServersAccept) {
   auto r = plain.Build(big, rng.get());
   ASSERT_THAT(r.status(), IsOk());
   EXPECT_FALSE(r->leader_proof.has_value());
+}
+
+TEST(ReportBuilder, ReportsGoUnderTheTicketIdAndCarryTheTicket) {
+  ReportParameters p = Params();
+  const uint64_t bound = crypto::proof::L2SquaredBoundForClip(p.clip_l2_norm, p.frac_bits, 8);
+  proto::NormBoundParameters nb;
+  nb.set_max_block_l2_squared(bound);
+  nb.set_max_l2_squared(bound);
+  p.norm_bound = nb;
+  TANDEM_ASSERT_OK_AND_ASSIGN(ReportBuilder builder, ReportBuilder::Create(p));
+  proto::BlockDpfParameters g;
+  g.set_log_num_blocks(p.log_num_blocks);
+  g.set_block_size(p.block_size);
+  g.set_value_bits(64);
+  auto sys = crypto::proof::NormProofSystem::Create(g, p.num_groups, nb).value();
+  auto rng = DeterministicRandom::FromSeed(23);
+  const std::string id = "0123456789abcdef";
+  std::vector<float> update(p.dimension, 0.01f);
+  TANDEM_ASSERT_OK_AND_ASSIGN(BuiltReport r, builder.Build(update, rng.get(), id));
+  EXPECT_EQ(r.report_id, id);
+  EXPECT_TRUE(ServersAccept(builder, sys, r));  // the proofs bind the ticket id
+  EXPECT_THAT(builder.Build(update, rng.get(), "short").status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  proto::SignedUploadTicket ticket;
+  ticket.set_ticket("ticket bytes");
+  ticket.set_signature(std::string(64, 's'));
+  const UploadRequests u = MakeUploadRequests(std::move(r), "t", 9, ticket);
+  for (const proto::UploadRequest* req : {&u.to_leader, &u.to_helper}) {
+    EXPECT_EQ(req->report_id(), id);
+    EXPECT_EQ(req->round_id(), 9u);
+    EXPECT_EQ(req->ticket().SerializeAsString(), ticket.SerializeAsString());
+  }
+  EXPECT_TRUE(u.to_leader.has_norm_proof() && u.to_helper.has_norm_proof());
+}
+
+TEST(ReportBuilder, RefusesDimensionsBeyondItsBoundBeforeAllocating) {
+  ReportParameters p;
+  p.num_groups = 4096;
+  p.block_size = 1 << 20;
+  p.log_num_blocks = 24;
+  p.dimension = uint64_t{1} << 56;  // 2^12 * 2^20 * 2^24: consistent, absurd
+  EXPECT_THAT(ReportBuilder::Create(p),
+              StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("outside")));
+  // Factors whose 64-bit product wraps to D are not a match.
+  p.dimension = 64;
+  p.num_groups = 1u << 31;
+  p.block_size = 1u << 31;
+  p.log_num_blocks = 2;
+  EXPECT_THAT(ReportBuilder::Create(p), StatusIs(absl::StatusCode::kInvalidArgument));
+  p = Params();
+  p.max_dimension = 32;
+  EXPECT_THAT(ReportBuilder::Create(p), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 TEST(ReportBuilder, RoundNormBoundReachesTheParameters) {

@@ -4,11 +4,15 @@
 
 #include "base/random.h"
 #include "base/status_macros.h"
+#include "client/internal/assignment_checks.h"
 #include "client/internal/report_builder.h"
 #include "proto/aggregator.pb.h"
 
 namespace tandem::client {
 namespace {
+
+// A signed ticket is ~130 bytes; anything near this is not one.
+constexpr size_t kMaxTicketBytes = 64 << 10;
 
 class ReportEncoderImpl : public ReportEncoder {
  public:
@@ -17,10 +21,32 @@ class ReportEncoderImpl : public ReportEncoder {
 
   absl::StatusOr<EncodedReport> Encode(absl::Span<const float> update) const override {
     TANDEM_ASSIGN_OR_RETURN(BuiltReport built, builder_.Build(update, random_));
+    return Serialize(std::move(built), nullptr);
+  }
+
+  absl::StatusOr<EncodedReport> EncodeWithTicket(absl::Span<const float> update,
+                                                 absl::string_view signed_ticket) const override {
+    proto::SignedUploadTicket ticket;
+    if (signed_ticket.size() > kMaxTicketBytes ||
+        !ticket.ParseFromArray(signed_ticket.data(), static_cast<int>(signed_ticket.size()))) {
+      return absl::InvalidArgumentError("the signed upload ticket is too large or does not parse");
+    }
+    TANDEM_ASSIGN_OR_RETURN(proto::UploadTicket t,
+                            ParseUploadTicketFor(ticket, spec_.task_id, spec_.round_id));
+    TANDEM_ASSIGN_OR_RETURN(BuiltReport built, builder_.Build(update, random_, t.ticket_id()));
+    return Serialize(std::move(built), &ticket);
+  }
+
+ private:
+  absl::StatusOr<EncodedReport> Serialize(BuiltReport built,
+                                          const proto::SignedUploadTicket* ticket) const {
     EncodedReport out;
     out.report_id = built.report_id;
     out.clip_factor = built.clip_factor;
-    const UploadRequests r = MakeUploadRequests(std::move(built), spec_.task_id, spec_.round_id);
+    const UploadRequests r =
+        ticket != nullptr
+            ? MakeUploadRequests(std::move(built), spec_.task_id, spec_.round_id, *ticket)
+            : MakeUploadRequests(std::move(built), spec_.task_id, spec_.round_id);
     if (!r.to_leader.SerializeToString(&out.to_leader) ||
         !r.to_helper.SerializeToString(&out.to_helper)) {
       return absl::InternalError("serialization failed");
@@ -28,7 +54,6 @@ class ReportEncoderImpl : public ReportEncoder {
     return out;
   }
 
- private:
   RoundSpec spec_;
   ReportBuilder builder_;
   SecureRandom* random_;  // not owned
@@ -49,6 +74,7 @@ absl::StatusOr<std::unique_ptr<ReportEncoder>> ReportEncoder::Create(const Round
   p.frac_bits = spec.frac_bits;
   p.clip_l2_norm = spec.clip_l2_norm;
   p.max_summands = spec.max_summands;
+  p.max_dimension = spec.max_dimension;
   TANDEM_ASSIGN_OR_RETURN(ReportBuilder builder, ReportBuilder::Create(p));
   return std::unique_ptr<ReportEncoder>(new ReportEncoderImpl(
       spec, std::move(builder), random != nullptr ? random : OpenSslRandom::Default()));

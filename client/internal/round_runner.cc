@@ -8,8 +8,10 @@
 #include "absl/strings/str_cat.h"
 #include "base/clock.h"
 #include "base/ids.h"
+#include "base/logging.h"
 #include "base/random.h"
 #include "base/status_macros.h"
+#include "client/internal/assignment_checks.h"
 #include "client/internal/report_builder.h"
 #include "ml/coido/coido.h"
 #include "ml/fedluar/fedluar.h"
@@ -74,6 +76,7 @@ absl::StatusOr<std::unique_ptr<RoundRunner>> RoundRunner::Create(
   if (options.threads < 1 || options.upload_attempts < 1 || options.rpc_timeout_ms < 1) {
     return absl::InvalidArgumentError("threads, upload_attempts and rpc_timeout_ms must be >= 1");
   }
+  TANDEM_RETURN_IF_ERROR(ValidateTrustOptions(options));
   return std::unique_ptr<RoundRunner>(new RoundRunner(options, env, std::move(transport)));
 }
 
@@ -106,7 +109,7 @@ absl::StatusOr<RoundResult> RoundRunner::ParticipateOnce() {
       return result;
     case proto::CheckInResponse::OUTCOME_RETRY_LATER:
       result.outcome = RoundOutcome::kNotSelected;
-      result.retry_after_ms = std::max<int64_t>(resp.retry_after_ms(), 10);
+      result.retry_after_ms = std::clamp<int64_t>(resp.retry_after_ms(), 10, kMaxRetryAfterMs);
       return result;
     case proto::CheckInResponse::OUTCOME_TASK:
       return Contribute(resp);
@@ -123,8 +126,18 @@ absl::StatusOr<RoundResult> RoundRunner::Contribute(const proto::CheckInResponse
   if (rp.task_id() != task.task_id() || rp.round_id() != task.round_id()) {
     return absl::InvalidArgumentError("assignment and its round parameters disagree");
   }
+  // Who gets the shares and under which ticket: checked before anything else.
+  TANDEM_ASSIGN_OR_RETURN(std::optional<proto::UploadTicket> ticket, CheckAssignmentTicket(task));
+  TANDEM_ASSIGN_OR_RETURN(UploadEndpoints endpoints,
+                          ResolveUploadEndpoints(options_, task.leader(), task.helper()));
+  if (!endpoints.pinned && !warned_unpinned_.exchange(true)) {
+    TANDEM_LOG(WARNING) << "client " << options_.client_id
+                        << ": no aggregator pins configured (leader/helper address or TLS "
+                           "name); trusting the coordinator's upload endpoints "
+                        << task.leader().address() << " and " << task.helper().address();
+  }
   // A report stored for this very round was maybe not delivered: resend it
-  // as is (same report id), never a second report.
+  // as is (same report id and ticket), never a second report.
   if (env_.storage != nullptr) {
     TANDEM_ASSIGN_OR_RETURN(std::optional<std::string> pending, env_.storage->Get(kPendingKey));
     if (pending.has_value()) {
@@ -133,49 +146,54 @@ absl::StatusOr<RoundResult> RoundRunner::Contribute(const proto::CheckInResponse
       if (DecodePending(*pending, &round, &a, &b) && round == task.round_id() &&
           a.task_id() == task.task_id()) {
         result.resent = true;
-        TANDEM_RETURN_IF_ERROR(Deliver(task, a.report_id(), a, b, &result));
+        TANDEM_RETURN_IF_ERROR(Deliver(task, endpoints, a.report_id(), a, b, &result));
         return result;
       }
       TANDEM_RETURN_IF_ERROR(env_.storage->Delete(kPendingKey));  // an older round's
     }
   }
-  TANDEM_ASSIGN_OR_RETURN(std::vector<float> packed, TrainUpdate(task, &result));
+  // Every size the coordinator sent, before allocating or training.
+  TANDEM_RETURN_IF_ERROR(CheckRoundBounds(task, options_));
+  TANDEM_ASSIGN_OR_RETURN(const uint64_t params, CheckTrainingBounds(task.training(), options_));
+  ReportParameters report_params = ReportParametersFromRound(rp);
+  report_params.max_dimension = options_.max_dimension;
+  TANDEM_ASSIGN_OR_RETURN(ReportBuilder builder, ReportBuilder::Create(report_params));
+  TANDEM_ASSIGN_OR_RETURN(std::vector<float> packed, TrainUpdate(task, params, &result));
   TANDEM_RETURN_IF_ERROR(CheckCancelled());
-  TANDEM_ASSIGN_OR_RETURN(ReportBuilder builder,
-                          ReportBuilder::Create(ReportParametersFromRound(rp)));
-  TANDEM_ASSIGN_OR_RETURN(BuiltReport report, builder.Build(packed, env_.random));
+  // The report id is the ticket id (norm proofs bind it); random without one.
+  const absl::string_view id =
+      ticket.has_value() ? absl::string_view(ticket->ticket_id()) : absl::string_view();
+  TANDEM_ASSIGN_OR_RETURN(BuiltReport report, builder.Build(packed, env_.random, id));
   result.clip_factor = report.clip_factor;
   const std::string report_id = report.report_id;
-  const auto [a, b] = MakeUploadRequests(std::move(report), rp.task_id(), rp.round_id());
+  const auto [a, b] =
+      ticket.has_value()
+          ? MakeUploadRequests(std::move(report), rp.task_id(), rp.round_id(), task.ticket())
+          : MakeUploadRequests(std::move(report), rp.task_id(), rp.round_id());
   if (env_.storage != nullptr) {
     TANDEM_RETURN_IF_ERROR(env_.storage->Put(
         kPendingKey, EncodePending(task.round_id(), a.SerializeAsString(), b.SerializeAsString())));
   }
-  TANDEM_RETURN_IF_ERROR(Deliver(task, report_id, a, b, &result));
+  TANDEM_RETURN_IF_ERROR(Deliver(task, endpoints, report_id, a, b, &result));
   return result;
 }
 
 absl::StatusOr<std::vector<float>> RoundRunner::TrainUpdate(const proto::CheckInResponse& task,
-                                                            RoundResult* result) {
+                                                            uint64_t params, RoundResult* result) {
   const proto::TrainingConfig& tc = task.training();
+  const std::vector<int64_t> hidden(tc.model().hidden().begin(), tc.model().hidden().end());
+  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<ml::Model> model,
+                          ml::MakeMlp(tc.model().input_dim(), hidden, tc.model().num_classes()));
+  TANDEM_RETURN_IF_ERROR(CheckRecycledLayers(tc, ml::TensorSlices(*model).size()));
   proto::DownloadModelRequest dreq;
   dreq.set_task_id(task.task_id());
   dreq.set_model_version(task.model_version());
   TANDEM_ASSIGN_OR_RETURN(std::string blob, transport_->DownloadModel(dreq));
   result->bytes_down = blob.size();
-  proto::Model model_proto;
-  if (!model_proto.ParseFromString(blob) || model_proto.layers_size() != 1 ||
-      model_proto.layers(0).dtype() != proto::DTYPE_FLOAT32 ||
-      model_proto.layers(0).data().size() % sizeof(float) != 0) {
-    return absl::DataLossError("downloaded model is not one float32 tensor");
-  }
-  const std::string& raw = model_proto.layers(0).data();
-  std::vector<float> global(raw.size() / sizeof(float));
-  std::memcpy(global.data(), raw.data(), raw.size());
-
-  const std::vector<int64_t> hidden(tc.model().hidden().begin(), tc.model().hidden().end());
-  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<ml::Model> model,
-                          ml::MakeMlp(tc.model().input_dim(), hidden, tc.model().num_classes()));
+  TANDEM_ASSIGN_OR_RETURN(std::vector<float> global,
+                          ParseModelBlob(blob, params, options_.max_model_bytes));
+  blob.clear();
+  blob.shrink_to_fit();
   TANDEM_RETURN_IF_ERROR(model->SetParams(global));
   TANDEM_ASSIGN_OR_RETURN(LocalData local, env_.data->Load());
   TANDEM_ASSIGN_OR_RETURN(ml::Dataset data, DatasetFromLocalData(local));
@@ -228,12 +246,13 @@ absl::StatusOr<std::vector<float>> RoundRunner::TrainUpdate(const proto::CheckIn
   return ml::PackTensors(ml::TensorSlices(*model), recycled, update);
 }
 
-absl::Status RoundRunner::Deliver(const proto::CheckInResponse& task, const std::string& report_id,
+absl::Status RoundRunner::Deliver(const proto::CheckInResponse& task,
+                                  const UploadEndpoints& endpoints, const std::string& report_id,
                                   const proto::UploadRequest& a, const proto::UploadRequest& b,
                                   RoundResult* result) {
   TANDEM_RETURN_IF_ERROR(CheckCancelled());
   result->bytes_up = a.ByteSizeLong() + b.ByteSizeLong();
-  TANDEM_RETURN_IF_ERROR(transport_->Upload(task.leader(), task.helper(), a, b));
+  TANDEM_RETURN_IF_ERROR(transport_->Upload(endpoints.leader, endpoints.helper, a, b));
   proto::UploadDoneRequest done;
   done.set_client_id(options_.client_id);
   done.set_task_id(task.task_id());
@@ -241,6 +260,8 @@ absl::Status RoundRunner::Deliver(const proto::CheckInResponse& task, const std:
   done.set_report_id(report_id);
   done.set_num_examples(result->examples);
   done.set_bytes_uploaded(result->bytes_up);
+  // The ticket the report went out with (a resent report's own, stored).
+  if (a.has_ticket()) *done.mutable_ticket() = a.ticket();
   TANDEM_RETURN_IF_ERROR(transport_->UploadDone(done));
   if (env_.storage != nullptr) TANDEM_RETURN_IF_ERROR(env_.storage->Delete(kPendingKey));
   return absl::OkStatus();

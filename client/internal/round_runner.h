@@ -1,7 +1,9 @@
 // Internal: the Participant's round logic (see the public participant.h):
-// check-in, download, CoIDO selection, local training, FedLUAR packing,
-// PREAMBLE report, upload, UploadDone, with the pending report kept in the
-// StateStore until the coordinator has it.
+// check-in, the assignment's checks (client/internal/assignment_checks.h:
+// pinned aggregators, upload ticket, bounds on every size), download, CoIDO
+// selection, local training, FedLUAR packing, PREAMBLE report under the
+// ticket's id, upload, UploadDone, with the pending report (ticket included)
+// kept in the StateStore until the coordinator has it.
 // Thread safety: as Participant. Owns the transport; the environment's
 // pointers are not owned.
 #ifndef TANDEM_CLIENT_INTERNAL_ROUND_RUNNER_H_
@@ -10,6 +12,7 @@
 #include <atomic>
 #include <memory>
 
+#include "client/internal/assignment_checks.h"
 #include "client/internal/round_transport.h"
 #include "ml/data/dataset.h"
 #include "tandem/client/participant.h"
@@ -30,11 +33,12 @@ class RoundRunner : public Participant {
   RoundRunner(ParticipantOptions options, Environment env, std::unique_ptr<RoundTransport> t)
       : options_(std::move(options)), env_(env), transport_(std::move(t)) {}
   absl::StatusOr<RoundResult> Contribute(const proto::CheckInResponse& task);
+  // The packed update of a model of `params` parameters (checked bounds).
   absl::StatusOr<std::vector<float>> TrainUpdate(const proto::CheckInResponse& task,
-                                                 RoundResult* result);
-  absl::Status Deliver(const proto::CheckInResponse& task, const std::string& report_id,
-                       const proto::UploadRequest& a, const proto::UploadRequest& b,
-                       RoundResult* result);
+                                                 uint64_t params, RoundResult* result);
+  absl::Status Deliver(const proto::CheckInResponse& task, const UploadEndpoints& endpoints,
+                       const std::string& report_id, const proto::UploadRequest& a,
+                       const proto::UploadRequest& b, RoundResult* result);
   absl::Status CheckCancelled() const;
 
   const ParticipantOptions options_;
@@ -42,6 +46,7 @@ class RoundRunner : public Participant {
   std::unique_ptr<RoundTransport> transport_;
   std::atomic<bool> cancelled_{false};
   std::atomic<bool> running_{false};
+  std::atomic<bool> warned_unpinned_{false};  // the no-pins warning is logged once
 };
 
 // LocalData -> ml::Dataset. INVALID_ARGUMENT for inconsistent sizes, labels

@@ -30,9 +30,10 @@ class ScriptedTransport : public RoundTransport {
     done.push_back(r);
     return absl::OkStatus();
   }
-  absl::Status Upload(const proto::Endpoint&, const proto::Endpoint&,
+  absl::Status Upload(const proto::Endpoint& leader, const proto::Endpoint& helper,
                       const proto::UploadRequest& a, const proto::UploadRequest& b) override {
     uploads.push_back({a, b});
+    endpoints.push_back({leader, helper});
     return upload_status;
   }
   void Cancel() override { cancelled = true; }
@@ -45,6 +46,7 @@ class ScriptedTransport : public RoundTransport {
   bool cancelled = false;
   std::vector<proto::UploadDoneRequest> done;
   std::vector<std::pair<proto::UploadRequest, proto::UploadRequest>> uploads;
+  std::vector<std::pair<proto::Endpoint, proto::Endpoint>> endpoints;
 };
 
 class FixedData : public DataSource {
@@ -91,6 +93,29 @@ proto::CheckInResponse Task(uint64_t round) {
   return t;
 }
 
+// A coordinator-signed ticket as the client sees it (the signature is the
+// aggregators' to verify; 64 placeholder bytes here).
+proto::SignedUploadTicket Ticket(const std::string& task, uint64_t round, const std::string& id) {
+  proto::UploadTicket t;
+  t.set_task_id(task);
+  t.set_round_id(round);
+  t.set_ticket_id(id);
+  t.set_expiry_unix_ms(1700000000000);
+  proto::SignedUploadTicket s;
+  s.set_ticket(t.SerializeAsString());
+  s.set_signature(std::string(64, 's'));
+  return s;
+}
+
+const std::string kTicketId = "ticket-id-16byte";
+static_assert(sizeof("ticket-id-16byte") == 17);
+
+proto::CheckInResponse TicketedTask(uint64_t round, const std::string& id = kTicketId) {
+  proto::CheckInResponse t = Task(round);
+  *t.mutable_ticket() = Ticket("t", round, id);
+  return t;
+}
+
 std::string ModelBlob(size_t n) {
   proto::Model m;
   proto::Tensor* t = m.add_layers();
@@ -103,11 +128,11 @@ std::string ModelBlob(size_t n) {
 
 class RoundRunnerTest : public ::testing::Test {
  protected:
-  absl::StatusOr<std::unique_ptr<RoundRunner>> Make(StateStore* store = nullptr) {
+  absl::StatusOr<std::unique_ptr<RoundRunner>> Make(StateStore* store = nullptr,
+                                                    ParticipantOptions o = {}) {
     auto t = std::make_unique<ScriptedTransport>();
     transport_ = t.get();
     Environment env{&data_, store, &clock_, random_.get()};
-    ParticipantOptions o;
     o.client_id = "c1";
     o.seed = 3;
     return RoundRunner::Create(o, env, std::move(t));
@@ -196,6 +221,188 @@ TEST_F(RoundRunnerTest, AFailedUploadIsResentAsTheSameReportWithoutRetraining) {
   EXPECT_FALSE(next.resent);
   EXPECT_EQ(transport_->downloads, 2);
   EXPECT_NE(transport_->uploads[2].first.report_id(), transport_->uploads[0].first.report_id());
+}
+
+TEST_F(RoundRunnerTest, UploadsUnderTheTicketIdAndSendsTheTicketEverywhere) {
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto r, Make());
+  transport_->check_in = TicketedTask(4);
+  transport_->model_blob = ModelBlob(26);
+  TANDEM_ASSERT_OK_AND_ASSIGN(RoundResult res, r->ParticipateOnce());
+  EXPECT_EQ(res.outcome, RoundOutcome::kContributed);
+  ASSERT_EQ(transport_->uploads.size(), 1u);
+  const std::string want = transport_->check_in.ticket().SerializeAsString();
+  const auto& [a, b] = transport_->uploads[0];
+  EXPECT_EQ(a.report_id(), kTicketId);
+  EXPECT_EQ(b.report_id(), kTicketId);
+  EXPECT_EQ(a.ticket().SerializeAsString(), want);
+  EXPECT_EQ(b.ticket().SerializeAsString(), want);
+  ASSERT_EQ(transport_->done.size(), 1u);
+  EXPECT_EQ(transport_->done[0].report_id(), kTicketId);
+  EXPECT_EQ(transport_->done[0].ticket().SerializeAsString(), want);
+}
+
+TEST_F(RoundRunnerTest, AStoredReportIsResentWithItsOwnTicket) {
+  const auto dir = std::filesystem::path(::testing::TempDir()) / "round_runner_ticket_state";
+  std::filesystem::remove_all(dir);
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto store, MakeFileStateStore(dir.string()));
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto r, Make(store.get()));
+  transport_->check_in = TicketedTask(7);
+  const std::string first_ticket = transport_->check_in.ticket().SerializeAsString();
+  transport_->model_blob = ModelBlob(26);
+  transport_->upload_status = absl::UnavailableError("leader down");
+  EXPECT_THAT(r->ParticipateOnce().status(), StatusIs(absl::StatusCode::kUnavailable));
+  ASSERT_EQ(transport_->uploads.size(), 1u);
+  const std::string a0 = transport_->uploads[0].first.SerializeAsString();
+  const std::string b0 = transport_->uploads[0].second.SerializeAsString();
+  // The app "crashes": a fresh runner over the same store checks in again
+  // and gets a re-issued ticket for the same round.
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto again, Make(store.get()));
+  transport_->check_in = TicketedTask(7, "another-ticket16");
+  transport_->model_blob = ModelBlob(26);
+  TANDEM_ASSERT_OK_AND_ASSIGN(RoundResult res, again->ParticipateOnce());
+  EXPECT_TRUE(res.resent);
+  EXPECT_EQ(transport_->downloads, 0);  // no second training
+  ASSERT_EQ(transport_->uploads.size(), 1u);
+  EXPECT_EQ(transport_->uploads[0].first.SerializeAsString(), a0);   // byte for byte
+  EXPECT_EQ(transport_->uploads[0].second.SerializeAsString(), b0);
+  EXPECT_EQ(transport_->uploads[0].first.ticket().SerializeAsString(), first_ticket);
+  ASSERT_EQ(transport_->done.size(), 1u);
+  EXPECT_EQ(transport_->done[0].report_id(), kTicketId);
+  EXPECT_EQ(transport_->done[0].ticket().SerializeAsString(), first_ticket);
+}
+
+TEST_F(RoundRunnerTest, BadTicketsAreRefusedBeforeTrainingOrUploading) {
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto r, Make());
+  transport_->model_blob = ModelBlob(26);
+  transport_->check_in = TicketedTask(4, "short-id");
+  EXPECT_THAT(r->ParticipateOnce().status(), StatusIs(absl::StatusCode::kInvalidArgument));
+  transport_->check_in = TicketedTask(4);
+  transport_->check_in.mutable_ticket()->set_ticket("\xff\xff not a ticket");
+  EXPECT_THAT(r->ParticipateOnce().status(), StatusIs(absl::StatusCode::kInvalidArgument));
+  transport_->check_in = TicketedTask(4);
+  *transport_->check_in.mutable_ticket() = Ticket("t", 5, kTicketId);  // another round
+  EXPECT_THAT(r->ParticipateOnce().status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition, ::testing::HasSubstr("round 5")));
+  *transport_->check_in.mutable_ticket() = Ticket("other", 4, kTicketId);  // another task
+  EXPECT_THAT(r->ParticipateOnce().status(), StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_EQ(transport_->downloads, 0);
+  EXPECT_TRUE(transport_->uploads.empty());
+  EXPECT_TRUE(transport_->done.empty());
+}
+
+ParticipantOptions Pinned() {
+  ParticipantOptions o;
+  o.leader_address = "leader:1";
+  o.leader_name = "leader.tandem";
+  o.helper_address = "helper:1";
+  o.helper_name = "helper.tandem";
+  return o;
+}
+
+TEST_F(RoundRunnerTest, PinnedAggregatorsAreUsedWithTheirTlsNames) {
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto r, Make(nullptr, Pinned()));
+  transport_->check_in = TicketedTask(4);
+  transport_->model_blob = ModelBlob(26);
+  TANDEM_ASSERT_OK(r->ParticipateOnce().status());
+  ASSERT_EQ(transport_->endpoints.size(), 1u);
+  EXPECT_EQ(transport_->endpoints[0].first.address(), "leader:1");
+  EXPECT_EQ(transport_->endpoints[0].first.server_name(), "leader.tandem");
+  EXPECT_EQ(transport_->endpoints[0].second.address(), "helper:1");
+  EXPECT_EQ(transport_->endpoints[0].second.server_name(), "helper.tandem");
+}
+
+TEST_F(RoundRunnerTest, ACheckInNamingOtherAggregatorsThanThePinnedIsRefused) {
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto r, Make(nullptr, Pinned()));
+  transport_->model_blob = ModelBlob(26);
+  transport_->check_in = TicketedTask(4);
+  transport_->check_in.mutable_helper()->set_address("mallory:1");
+  EXPECT_THAT(r->ParticipateOnce().status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition, ::testing::HasSubstr("mallory:1")));
+  transport_->check_in = TicketedTask(4);
+  transport_->check_in.mutable_leader()->set_server_name("mallory.tandem");
+  EXPECT_THAT(r->ParticipateOnce().status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition, ::testing::HasSubstr("identity")));
+  EXPECT_EQ(transport_->downloads, 0);
+  EXPECT_TRUE(transport_->uploads.empty());
+}
+
+TEST_F(RoundRunnerTest, OneServerForBothRolesIsRefusedPinnedOrNot) {
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto r, Make());  // no pins
+  transport_->model_blob = ModelBlob(26);
+  transport_->check_in = TicketedTask(4);
+  transport_->check_in.mutable_helper()->set_address("LEADER:1");
+  EXPECT_THAT(r->ParticipateOnce().status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition, ::testing::HasSubstr("both")));
+  transport_->check_in = TicketedTask(4);
+  transport_->check_in.mutable_leader()->set_server_name("agg.tandem");
+  transport_->check_in.mutable_helper()->set_server_name("agg.tandem");
+  EXPECT_THAT(r->ParticipateOnce().status(), StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_EQ(transport_->downloads, 0);
+  EXPECT_TRUE(transport_->uploads.empty());
+  // Pins that name one server twice are refused at creation.
+  ParticipantOptions same = Pinned();
+  same.helper_address = "localhost:5";
+  same.leader_address = "127.0.0.1:5";
+  EXPECT_THAT(Make(nullptr, same).status(), StatusIs(absl::StatusCode::kInvalidArgument));
+  ParticipantOptions half;
+  half.leader_address = "leader:1";
+  EXPECT_THAT(Make(nullptr, half).status(), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+TEST_F(RoundRunnerTest, OversizedAssignmentsAreRefusedBeforeDownloadOrAllocation) {
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto r, Make());
+  transport_->model_blob = ModelBlob(26);
+  // D = 4096 groups x 2^20 blocks x 2^10: 2^42 coordinates (32 TiB encoded).
+  transport_->check_in = TicketedTask(4);
+  proto::RoundParameters* rp = transport_->check_in.mutable_round_parameters();
+  rp->set_dimension(uint64_t{1} << 42);
+  rp->set_num_groups(4096);
+  rp->mutable_group_parameters()->set_log_num_blocks(20);
+  rp->mutable_group_parameters()->set_block_size(1024);
+  EXPECT_THAT(r->ParticipateOnce().status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("max_dimension")));
+  // A product that does not match D.
+  transport_->check_in = TicketedTask(4);
+  transport_->check_in.mutable_round_parameters()->set_dimension(64);
+  EXPECT_THAT(r->ParticipateOnce().status(), StatusIs(absl::StatusCode::kInvalidArgument));
+  // A model too large for max_model_bytes (2^24 x 2^24 weights), absurd
+  // training settings and out-of-range recycled layers.
+  transport_->check_in = TicketedTask(4);
+  transport_->check_in.mutable_training()->mutable_model()->set_hidden(0, int64_t{1} << 24);
+  transport_->check_in.mutable_training()->mutable_model()->add_hidden(int64_t{1} << 24);
+  EXPECT_THAT(r->ParticipateOnce().status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("max_model_bytes")));
+  transport_->check_in = TicketedTask(4);
+  transport_->check_in.mutable_training()->set_local_steps(4000000000u);
+  EXPECT_THAT(r->ParticipateOnce().status(), StatusIs(absl::StatusCode::kInvalidArgument));
+  transport_->check_in = TicketedTask(4);
+  transport_->check_in.mutable_training()->set_batch_size(1u << 30);
+  EXPECT_THAT(r->ParticipateOnce().status(), StatusIs(absl::StatusCode::kInvalidArgument));
+  transport_->check_in = TicketedTask(4);
+  transport_->check_in.mutable_training()->set_learning_rate(std::nan(""));
+  EXPECT_THAT(r->ParticipateOnce().status(), StatusIs(absl::StatusCode::kInvalidArgument));
+  transport_->check_in = TicketedTask(4);
+  transport_->check_in.mutable_training()->add_recycled_layers(4);  // the MLP has 4 tensors
+  EXPECT_THAT(r->ParticipateOnce().status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("recycled")));
+  EXPECT_EQ(transport_->downloads, 0);
+  // A downloaded model over max_model_bytes is refused as such.
+  ParticipantOptions small;
+  small.max_model_bytes = 128;  // the 26-parameter model needs 104 bytes of values
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto r2, Make(nullptr, small));
+  transport_->check_in = TicketedTask(4);
+  transport_->model_blob = ModelBlob(26) + std::string(100, '\0');
+  EXPECT_THAT(r2->ParticipateOnce().status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("max_model_bytes")));
+  EXPECT_TRUE(transport_->uploads.empty());
+}
+
+TEST_F(RoundRunnerTest, RetryAfterIsClamped) {
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto r, Make());
+  transport_->check_in.set_outcome(proto::CheckInResponse::OUTCOME_RETRY_LATER);
+  transport_->check_in.set_retry_after_ms(int64_t{1} << 62);
+  TANDEM_ASSERT_OK_AND_ASSIGN(RoundResult wait, r->ParticipateOnce());
+  EXPECT_EQ(wait.retry_after_ms, kMaxRetryAfterMs);
 }
 
 TEST(FileStateStore, PutGetDeleteAndKeyValidation) {

@@ -4,6 +4,10 @@
 // part in rounds until the task is done.
 //   tandem-client --coordinator=127.0.0.1:7000 --client_id=c7 --shard=7 \
 //     --num_shards=20 --dataset=digits --state_dir=/tmp/c7 --insecure_plaintext
+// With TLS, pin the two aggregators (the coordinator's answer is checked
+// against them and the certificates must carry the names):
+//   --tls_ca=ca.pem --leader=10.0.0.2:7100 --leader_name=leader.tandem
+//   --helper=10.0.0.3:7100 --helper_name=helper.tandem
 // Exit status: 0 when the task is done (or --max_rounds contributed), 1 on
 // bad flags/data or after --max_errors consecutive failures.
 #include <unistd.h>
@@ -41,6 +45,19 @@ ABSL_FLAG(int, max_rounds, 0, "stop after contributing this many rounds (0 = unt
 ABSL_FLAG(int, max_errors, 20, "consecutive failures before giving up");
 ABSL_FLAG(int, threads, 1, "local training threads");
 ABSL_FLAG(uint64_t, seed, 0, "local training seed (0 = random)");
+ABSL_FLAG(std::string, leader, "",
+          "pinned leader upload address host:port (with --helper); a check-in naming another "
+          "is refused. Empty = trust the coordinator's");
+ABSL_FLAG(std::string, leader_name, "",
+          "pinned TLS identity of the leader (with --helper_name): uploads verify the leader's "
+          "certificate against it");
+ABSL_FLAG(std::string, helper, "", "pinned helper upload address host:port (with --leader)");
+ABSL_FLAG(std::string, helper_name, "",
+          "pinned TLS identity of the helper (with --leader_name)");
+ABSL_FLAG(uint64_t, max_model_bytes, uint64_t{256} << 20,
+          "largest model download accepted from the coordinator");
+ABSL_FLAG(uint64_t, max_dimension, uint64_t{1} << 24,
+          "largest round dimension D accepted from the coordinator");
 
 namespace {
 
@@ -126,6 +143,12 @@ int main(int argc, char** argv) {
   o.tls_root_ca = absl::GetFlag(FLAGS_tls_ca);
   o.threads = absl::GetFlag(FLAGS_threads);
   o.seed = absl::GetFlag(FLAGS_seed);
+  o.leader_address = absl::GetFlag(FLAGS_leader);
+  o.leader_name = absl::GetFlag(FLAGS_leader_name);
+  o.helper_address = absl::GetFlag(FLAGS_helper);
+  o.helper_name = absl::GetFlag(FLAGS_helper_name);
+  o.max_model_bytes = absl::GetFlag(FLAGS_max_model_bytes);
+  o.max_dimension = absl::GetFlag(FLAGS_max_dimension);
   tandem::client::Environment env;
   env.data = &data;
   env.storage = store.get();

@@ -8,27 +8,30 @@
 #include "base/grpc_status.h"
 
 namespace tandem::client {
-namespace {
-
-constexpr uint64_t kMaxModelBytes = uint64_t{1} << 30;
-
-}  // namespace
 
 GrpcRoundTransport::GrpcRoundTransport(const std::string& coordinator,
                                        std::shared_ptr<grpc::ChannelCredentials> credentials,
-                                       Clock* clock, RetryPolicy policy)
-    : credentials_(std::move(credentials)), clock_(clock), policy_(policy) {
+                                       Clock* clock, RetryPolicy policy, uint64_t max_model_bytes)
+    : credentials_(std::move(credentials)),
+      clock_(clock),
+      policy_(policy),
+      max_model_bytes_(max_model_bytes) {
   coordinator_ = proto::Coordinator::NewStub(ChannelTo(coordinator));
 }
 
-std::shared_ptr<grpc::Channel> GrpcRoundTransport::ChannelTo(const std::string& address) {
+std::shared_ptr<grpc::Channel> GrpcRoundTransport::ChannelTo(const std::string& address,
+                                                             const std::string& server_name) {
   absl::MutexLock lock(&mu_);
-  auto it = channels_.find(address);
+  const auto key = std::make_pair(address, server_name);
+  auto it = channels_.find(key);
   if (it != channels_.end()) return it->second;
   grpc::ChannelArguments args;
   args.SetMaxSendMessageSize(64 << 20);  // key shares grow with D
+  // The pinned identity: the server certificate must name it (ignored by
+  // plaintext channels).
+  if (!server_name.empty()) args.SetSslTargetNameOverride(server_name);
   auto channel = grpc::CreateCustomChannel(address, credentials_, args);
-  channels_[address] = channel;
+  channels_[key] = channel;
   return channel;
 }
 
@@ -74,11 +77,18 @@ absl::StatusOr<std::string> GrpcRoundTransport::DownloadModel(
   auto reader = coordinator_->DownloadModel(&ctx, request);
   std::string data, digest;
   uint64_t total = 0;
-  bool bad = false;
+  bool bad = false, too_large = false;
   for (proto::ModelChunk chunk; reader->Read(&chunk);) {
     if (data.empty()) total = chunk.total_bytes();
-    if (chunk.offset() != data.size() || chunk.total_bytes() != total || total > kMaxModelBytes ||
-        data.size() + chunk.data().size() > total || chunk.model_version() != request.model_version()) {
+    // The announced size is bounded before any of it is buffered.
+    if (total > max_model_bytes_) {
+      too_large = true;
+      ctx.TryCancel();
+      break;
+    }
+    if (chunk.offset() != data.size() || chunk.total_bytes() != total ||
+        data.size() + chunk.data().size() > total ||
+        chunk.model_version() != request.model_version()) {
       bad = true;
       ctx.TryCancel();
       break;
@@ -88,6 +98,11 @@ absl::StatusOr<std::string> GrpcRoundTransport::DownloadModel(
   }
   const absl::Status s = FromGrpcStatus(reader->Finish());
   Untrack(&ctx);
+  if (too_large) {
+    return absl::InvalidArgumentError(absl::StrCat("the coordinator announced a model of ", total,
+                                                   " bytes, more than max_model_bytes ",
+                                                   max_model_bytes_));
+  }
   if (bad) return absl::DataLossError("model chunks out of order or larger than announced");
   if (!s.ok()) return s;
   unsigned char want[EVP_MAX_MD_SIZE];
@@ -128,7 +143,8 @@ absl::Status GrpcRoundTransport::Upload(const proto::Endpoint& leader,
     absl::MutexLock lock(&mu_);
     if (cancelled_) return absl::CancelledError("cancelled");
   }
-  GrpcUploader uploader(ChannelTo(leader.address()), ChannelTo(helper.address()), clock_, policy_);
+  GrpcUploader uploader(ChannelTo(leader.address(), leader.server_name()),
+                        ChannelTo(helper.address(), helper.server_name()), clock_, policy_);
   return uploader.Upload(to_leader, to_helper);
 }
 

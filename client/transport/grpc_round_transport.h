@@ -1,5 +1,7 @@
 // RoundTransport over gRPC: the Coordinator service and the two
-// aggregators' upload services (channels cached per announced endpoint).
+// aggregators' upload services (channels cached per endpoint address and TLS
+// name; a non-empty Endpoint.server_name is the SSL target name override, so
+// the server certificate must carry that identity).
 // Thread-safe; Cancel() cancels calls in flight and makes later ones fail
 // with CANCELLED.
 #ifndef TANDEM_CLIENT_TRANSPORT_GRPC_ROUND_TRANSPORT_H_
@@ -24,10 +26,12 @@ namespace tandem::client {
 
 class GrpcRoundTransport : public RoundTransport {
  public:
-  // `clock` is not owned. Credentials apply to every channel.
+  // `clock` is not owned. Credentials apply to every channel. A model
+  // download announcing more than `max_model_bytes` is refused
+  // (INVALID_ARGUMENT) before anything is buffered.
   GrpcRoundTransport(const std::string& coordinator,
                      std::shared_ptr<grpc::ChannelCredentials> credentials, Clock* clock,
-                     RetryPolicy policy);
+                     RetryPolicy policy, uint64_t max_model_bytes = uint64_t{256} << 20);
 
   absl::StatusOr<proto::CheckInResponse> CheckIn(const proto::CheckInRequest& request) override;
   absl::StatusOr<std::string> DownloadModel(const proto::DownloadModelRequest& request) override;
@@ -42,16 +46,21 @@ class GrpcRoundTransport : public RoundTransport {
   bool Track(grpc::ClientContext* ctx);
   void Untrack(grpc::ClientContext* ctx);
   void SetDeadline(grpc::ClientContext* ctx) const;
-  std::shared_ptr<grpc::Channel> ChannelTo(const std::string& address);
+  // `server_name` empty = the address's host is the TLS name.
+  std::shared_ptr<grpc::Channel> ChannelTo(const std::string& address,
+                                           const std::string& server_name = "");
 
   std::shared_ptr<grpc::ChannelCredentials> credentials_;
   Clock* clock_;
   RetryPolicy policy_;
+  uint64_t max_model_bytes_;
   std::unique_ptr<proto::Coordinator::Stub> coordinator_;
   absl::Mutex mu_;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   std::set<grpc::ClientContext*> in_flight_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, std::shared_ptr<grpc::Channel>> channels_ ABSL_GUARDED_BY(mu_);
+  // Keyed by (address, TLS name).
+  std::map<std::pair<std::string, std::string>, std::shared_ptr<grpc::Channel>> channels_
+      ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace tandem::client

@@ -26,7 +26,7 @@ absl::StatusOr<std::unique_ptr<Participant>> Participant::Create(const Participa
   policy.max_attempts = options.upload_attempts;
   policy.call_deadline = absl::Milliseconds(options.rpc_timeout_ms);
   auto transport = std::make_unique<GrpcRoundTransport>(options.coordinator, std::move(creds),
-                                                        e.clock, policy);
+                                                        e.clock, policy, options.max_model_bytes);
   TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<RoundRunner> runner,
                           RoundRunner::Create(options, e, std::move(transport)));
   return std::unique_ptr<Participant>(std::move(runner));

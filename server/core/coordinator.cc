@@ -1,5 +1,6 @@
 #include "server/core/coordinator.h"
 
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
@@ -10,6 +11,7 @@
 #include "base/ids.h"
 #include "base/logging.h"
 #include "base/status_macros.h"
+#include "crypto/sign/upload_ticket.h"
 #include "ml/fedluar/federated_sim.h"
 #include "ml/model/model_zoo.h"
 
@@ -18,6 +20,8 @@ namespace {
 
 constexpr char kSamplingKeyMeta[] = "sampling_key";
 constexpr char kConfigMeta[] = "config";
+constexpr char kTicketTag[] = "tandem.ticket.v1";
+constexpr size_t kTicketIdBytes = 16;
 
 // The parts of the configuration a stored task must agree with.
 std::string Fingerprint(const CoordinatorOptions& o) {
@@ -34,6 +38,14 @@ std::string Fingerprint(const CoordinatorOptions& o) {
 
 }  // namespace
 
+FederatedTaskOptions PrivateTaskDefaults() {
+  FederatedTaskOptions t;
+  t.secure_sum.noise_multiplier = 1.0;
+  t.secure_sum.norm_proofs = true;
+  t.secure_sum.min_batch_size = 10;
+  return t;
+}
+
 const char* Coordinator::PhaseName(Phase p) {
   switch (p) {
     case Phase::kIdle: return "idle";
@@ -45,20 +57,23 @@ const char* Coordinator::PhaseName(Phase p) {
   return "unknown";
 }
 
-Coordinator::Coordinator(CoordinatorOptions options, ml::Dataset eval, AggregatorClient* leader,
-                         AggregatorClient* helper, std::unique_ptr<CoordinatorStore> store,
-                         const Clock* clock)
+Coordinator::Coordinator(CoordinatorOptions options, crypto::Ed25519SigningKey ticket_key,
+                         crypto::Ed25519VerifyingKey ticket_verifier, ml::Dataset eval,
+                         AggregatorClient* leader, AggregatorClient* helper,
+                         std::unique_ptr<CoordinatorStore> store, const Clock* clock)
     : options_(std::move(options)),
       eval_(std::move(eval)),
       leader_(leader),
       helper_(helper),
       store_(std::move(store)),
-      clock_(clock) {}
+      clock_(clock),
+      ticket_key_(std::move(ticket_key)),
+      ticket_verifier_(std::move(ticket_verifier)) {}
 
 absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(
-    CoordinatorOptions options, ml::Dataset eval_data, AggregatorClient* leader,
-    AggregatorClient* helper, std::unique_ptr<CoordinatorStore> store, const Clock* clock,
-    SecureRandom* random) {
+    CoordinatorOptions options, crypto::Ed25519SigningKey ticket_key, ml::Dataset eval_data,
+    AggregatorClient* leader, AggregatorClient* helper, std::unique_ptr<CoordinatorStore> store,
+    const Clock* clock, SecureRandom* random) {
   if (leader == nullptr || helper == nullptr || store == nullptr || clock == nullptr ||
       random == nullptr) {
     return absl::InvalidArgumentError("coordinator: aggregators, store, clock and random required");
@@ -77,6 +92,23 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(
   if (options.min_reports > options.task.secure_sum.max_reports) {
     return absl::InvalidArgumentError("min_reports exceeds max_reports");
   }
+  if (options.task.secure_sum.min_batch_size < 1 ||
+      options.min_reports < options.task.secure_sum.min_batch_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "min_batch_size must be >= 1 and the quorum min_reports (", options.min_reports,
+        ") >= min_batch_size (", options.task.secure_sum.min_batch_size,
+        "): the aggregators release no smaller batch"));
+  }
+  if (!options.leader.address().empty() && options.leader.address() == options.helper.address()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "leader and helper are announced at the same address ", options.leader.address(),
+        ": one server would receive both shares of every report"));
+  }
+  if (!options.leader.server_name().empty() &&
+      options.leader.server_name() == options.helper.server_name()) {
+    return absl::InvalidArgumentError(absl::StrCat("leader and helper have the same TLS name ",
+                                                   options.leader.server_name()));
+  }
   if (options.model.input_dim() < 1 || options.model.num_classes() < 2) {
     return absl::InvalidArgumentError("model needs input_dim >= 1 and num_classes >= 2");
   }
@@ -86,7 +118,10 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(
     return absl::InvalidArgumentError("evaluation data does not match the model");
   }
   options.task.secure_sum.task_id = options.task_id;
-  std::unique_ptr<Coordinator> c(new Coordinator(std::move(options), std::move(eval_data), leader,
+  TANDEM_ASSIGN_OR_RETURN(crypto::Ed25519VerifyingKey verifier,
+                          ticket_key.VerifyingKey());
+  std::unique_ptr<Coordinator> c(new Coordinator(std::move(options), std::move(ticket_key),
+                                                 std::move(verifier), std::move(eval_data), leader,
                                                  helper, std::move(store), clock));
   const std::vector<int64_t> hidden(c->options_.model.hidden().begin(),
                                     c->options_.model.hidden().end());
@@ -126,20 +161,71 @@ bool Coordinator::EnrollmentOver(int64_t now_ms) const {
 
 int64_t Coordinator::NowMs() const { return absl::ToUnixMillis(clock_->Now()); }
 
-bool Coordinator::Sampled(uint64_t aggregation_round, const std::string& client_id) const {
-  std::string msg(8, '\0');
-  for (int i = 0; i < 8; ++i) msg[i] = static_cast<char>(aggregation_round >> (8 * i));
+bool Coordinator::Prf(absl::string_view tag, uint64_t aggregation_round,
+                      const std::string& client_id, std::array<uint8_t, 32>* out) const {
+  std::string msg(tag);
+  for (int i = 0; i < 8; ++i) msg.push_back(static_cast<char>(aggregation_round >> (8 * i)));
   msg += client_id;
   unsigned char mac[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
   if (HMAC(EVP_sha256(), sampling_key_.data(), static_cast<int>(sampling_key_.size()),
-           reinterpret_cast<const unsigned char*>(msg.data()), msg.size(), mac, &len) == nullptr) {
-    return false;  // never assign on an OpenSSL failure
+           reinterpret_cast<const unsigned char*>(msg.data()), msg.size(), mac, &len) == nullptr ||
+      len != out->size()) {
+    return false;
   }
+  std::memcpy(out->data(), mac, out->size());
+  return true;
+}
+
+bool Coordinator::Sampled(uint64_t aggregation_round, const std::string& client_id) const {
+  std::array<uint8_t, 32> mac;
+  // No tag: the draw predates the tickets and is kept, so that a stored
+  // round resumes with the same cohort.
+  if (!Prf("", aggregation_round, client_id, &mac)) return false;  // never assign on failure
   uint64_t u = 0;
   for (int i = 0; i < 8; ++i) u |= static_cast<uint64_t>(mac[i]) << (8 * i);
   // u / 2^64 < q, computed in long double to keep q = 1 exact.
   return static_cast<long double>(u) < options_.task.sample_rate * 18446744073709551616.0L;
+}
+
+absl::StatusOr<std::string> Coordinator::TicketId(uint64_t aggregation_round,
+                                                  const std::string& client_id) const {
+  std::array<uint8_t, 32> mac;
+  if (!Prf(kTicketTag, aggregation_round, client_id, &mac)) {
+    return absl::InternalError("HMAC-SHA256 of the ticket id failed");
+  }
+  return std::string(reinterpret_cast<const char*>(mac.data()), kTicketIdBytes);
+}
+
+absl::StatusOr<proto::SignedUploadTicket> Coordinator::IssueTicket(
+    uint64_t aggregation_round, int64_t deadline_unix_ms, const std::string& client_id) const {
+  proto::UploadTicket t;
+  t.set_task_id(options_.task_id);
+  t.set_round_id(aggregation_round);
+  TANDEM_ASSIGN_OR_RETURN(*t.mutable_ticket_id(), TicketId(aggregation_round, client_id));
+  t.set_expiry_unix_ms(deadline_unix_ms);
+  return crypto::SignUploadTicket(ticket_key_, t);
+}
+
+absl::Status Coordinator::CheckUploadTicket(const proto::UploadDoneRequest& request) const {
+  if (!request.has_ticket()) {
+    return absl::UnauthenticatedError("UploadDone needs the assignment's upload ticket");
+  }
+  TANDEM_ASSIGN_OR_RETURN(proto::UploadTicket t,
+                          crypto::VerifyUploadTicket(ticket_verifier_, request.ticket()));
+  TANDEM_ASSIGN_OR_RETURN(std::string expected, TicketId(request.round_id(), request.client_id()));
+  // The signature shows the coordinator issued it; the id, that it issued it
+  // to this client for this round. Expiry is not checked here: UploadDone is
+  // taken while the round is collecting (the aggregators refuse late uploads).
+  if (t.task_id() != options_.task_id || t.round_id() != request.round_id() ||
+      t.ticket_id().size() != expected.size() ||
+      CRYPTO_memcmp(t.ticket_id().data(), expected.data(), expected.size()) != 0 ||
+      request.report_id() != t.ticket_id()) {
+    return absl::UnauthenticatedError(absl::StrCat(
+        "the upload ticket is not client ", request.client_id(), "'s for aggregation round ",
+        request.round_id(), " (or the report id is not its ticket id)"));
+  }
+  return absl::OkStatus();
 }
 
 void Coordinator::PublishModel() {
@@ -180,7 +266,10 @@ absl::Status Coordinator::Restore() {
   TANDEM_ASSIGN_OR_RETURN(std::vector<AssignmentRecord> assigned,
                           store_->LoadAssignments(aggregation_round_));
   for (AssignmentRecord& a : assigned) {
-    assigned_[a.client_id] = {a.done, std::move(a.report_id), a.bytes_up};
+    // The same ticket as before the restart (deterministic).
+    TANDEM_ASSIGN_OR_RETURN(proto::SignedUploadTicket ticket,
+                            IssueTicket(aggregation_round_, deadline_ms_, a.client_id));
+    assigned_[a.client_id] = {a.done, std::move(a.report_id), a.bytes_up, std::move(ticket)};
   }
   phase_ = Phase::kOpening;
   TANDEM_LOG(INFO) << "coordinator: resuming aggregation round " << aggregation_round_ << " ("
@@ -272,6 +361,17 @@ absl::Status Coordinator::TryOpen() {
   }
   const SecureSum& sum = *plan_->sum;
   if (absl::Status s = sum.Open(*leader_, *helper_, round, deadline); !s.ok()) {
+    // The aggregators own the privacy policy: a round their policy or
+    // budget refuses (or a caller identity they refuse) will never open, so
+    // the task stops with their reason instead of retrying forever.
+    if (absl::IsInvalidArgument(s) || absl::IsFailedPrecondition(s) ||
+        absl::IsPermissionDenied(s) || absl::IsUnauthenticated(s)) {
+      absl::MutexLock lock(&mu_);
+      phase_ = Phase::kDone;
+      done_reason_ = absl::StrCat("the aggregators refused round ", round, ": ", s.ToString());
+      TANDEM_LOG(WARNING) << "coordinator: " << done_reason_;
+      return absl::OkStatus();
+    }
     if (NowMs() >= deadline) return Abandon(absl::StrCat("aggregators did not open: ", s.message()));
     TANDEM_LOG(WARNING) << "coordinator: opening aggregation round " << round
                         << " failed (will retry): " << s;

@@ -19,6 +19,21 @@
 // Poisson analysis does not cover: set target_reports = 0 and max_reports
 // above q * population for the guarantee to apply as stated.
 //
+// Upload tickets: every assignment comes with a ticket signed by the
+// coordinator's Ed25519 key (proto::SignedUploadTicket over task, aggregation
+// round, ticket id and expiry = the round's deadline). Both aggregators know
+// the public key and accept one report per ticket; the ticket id is the
+// report id. ticket_id = the first 16 bytes of HMAC-SHA256(sampling key,
+// "tandem.ticket.v1" || aggregation round (8 bytes, little endian) || client
+// id): unpredictable without the key, and, Ed25519 being deterministic, a
+// repeated check-in and a restarted coordinator hand out the same ticket
+// without storing it. UploadDone needs the client's own ticket.
+//
+// Privacy defaults (CoordinatorOptions, and the daemon's flags): noise
+// multiplier 1.0 (discrete Gaussian sigma = 1.0 x the L2 sensitivity, per
+// aggregator), norm proofs on, minimum batch 10 and a quorum of 10. The
+// aggregators enforce their own policy on top (aggregator/core/policy.h).
+//
 // Stragglers: a round closes at its deadline with whatever was uploaded;
 // clients that never report are dropped (the aggregators count only reports
 // both verified). Restart: everything is rebuilt from the store; an open round
@@ -28,7 +43,8 @@
 // Thread safety: CheckIn, ModelBlob, UploadDone, AddBytesDown, Status and
 // MetricsText are thread-safe and never block on aggregator RPCs; Tick must
 // be called from one thread at a time.
-// Error codes: INVALID_ARGUMENT for malformed requests, NOT_FOUND for an
+// Error codes: INVALID_ARGUMENT for malformed requests, UNAUTHENTICATED for
+// an UploadDone without this client's valid ticket, NOT_FOUND for an
 // unknown task or model version, FAILED_PRECONDITION for requests that do
 // not fit the round's state (no assignment, round closed).
 #ifndef TANDEM_SERVER_CORE_COORDINATOR_H_
@@ -47,6 +63,7 @@
 #include "absl/time/time.h"
 #include "base/clock.h"
 #include "base/random.h"
+#include "crypto/sign/ed25519.h"
 #include "ml/data/dataset.h"
 #include "ml/model/model.h"
 #include "ml/train/trainer.h"
@@ -57,16 +74,24 @@
 
 namespace tandem::server {
 
+// FederatedTaskOptions with the coordinator's private defaults:
+// secure_sum.noise_multiplier = 1.0, secure_sum.norm_proofs = true,
+// secure_sum.min_batch_size = 10 (the rest as FederatedTaskOptions).
+FederatedTaskOptions PrivateTaskDefaults();
+
 struct CoordinatorOptions {
   std::string task_id = "default";  // [A-Za-z0-9._-]{1,64}
   // Model, FedLUAR, optimizer, q, privacy budget; task.secure_sum carries the
-  // PREAMBLE/DP parameters (its task_id is set to task_id).
-  FederatedTaskOptions task;
+  // PREAMBLE/DP parameters (its task_id is set to task_id), by default the
+  // private ones (PrivateTaskDefaults: z = 1.0, norm proofs, min batch 10).
+  FederatedTaskOptions task = PrivateTaskDefaults();
   proto::ModelSpec model;           // MLP the clients train
   uint64_t init_seed = 1;           // initial weights
   uint64_t rounds = 5;              // released rounds to run
   uint32_t target_reports = 0;      // close early at this many uploads (0 = at the deadline)
-  uint32_t min_reports = 1;         // quorum at the deadline
+  // Quorum at the deadline; must be >= task.secure_sum.min_batch_size (the
+  // aggregators refuse to release fewer).
+  uint32_t min_reports = 10;
   absl::Duration round_timeout = absl::Seconds(30);
   // Check-ins are assigned only during the first enrollment_window of a
   // round (0 = the whole round); once it is over and every assigned client
@@ -76,7 +101,9 @@ struct CoordinatorOptions {
   absl::Duration enrollment_window = absl::ZeroDuration();
   absl::Duration retry_after = absl::Milliseconds(500);
   proto::TrainingConfig training;   // client settings (model/fixed point/recycled set filled in)
-  proto::Endpoint leader;           // announced to clients
+  // The aggregators' upload endpoints announced to clients (address, TLS
+  // and the TLS identity in server_name); two different aggregators.
+  proto::Endpoint leader;
   proto::Endpoint helper;
   int eval_threads = 1;
 };
@@ -84,18 +111,26 @@ struct CoordinatorOptions {
 class Coordinator {
  public:
   // Validates the options, restores the task from `store` (checkpoint and
-  // open round) or starts it fresh. Pointers are not owned and must outlive
-  // the coordinator. INVALID_ARGUMENT for bad options, FAILED_PRECONDITION
-  // when the store holds a task with another configuration.
+  // open round) or starts it fresh. `ticket_key` signs the upload tickets
+  // (the aggregators hold its public key). Pointers are not owned and must
+  // outlive the coordinator. INVALID_ARGUMENT for bad options,
+  // FAILED_PRECONDITION when the store holds a task with another
+  // configuration.
   static absl::StatusOr<std::unique_ptr<Coordinator>> Create(
-      CoordinatorOptions options, ml::Dataset eval_data, AggregatorClient* leader,
+      CoordinatorOptions options, crypto::Ed25519SigningKey ticket_key,
+      ml::Dataset eval_data, AggregatorClient* leader,
       AggregatorClient* helper, std::unique_ptr<CoordinatorStore> store, const Clock* clock,
       SecureRandom* random);
 
+  // An assignment (OUTCOME_TASK, with this client's upload ticket), or
+  // RETRY_LATER / DONE.
   absl::StatusOr<proto::CheckInResponse> CheckIn(const proto::CheckInRequest& request);
   // The serialized proto::Model of `version` (only the current one is kept).
   absl::StatusOr<std::shared_ptr<const std::string>> ModelBlob(const std::string& task_id,
                                                                uint64_t version);
+  // UNAUTHENTICATED unless request.ticket is the one this client was given
+  // for request.round_id (signature, task, round, ticket id) and report_id
+  // is its ticket id.
   absl::Status UploadDone(const proto::UploadDoneRequest& request);
   void AddBytesDown(uint64_t bytes);
   proto::CoordinatorStatusResponse Status();
@@ -114,11 +149,13 @@ class Coordinator {
     bool done = false;
     std::string report_id;
     uint64_t bytes_up = 0;
+    proto::SignedUploadTicket ticket;  // what CheckIn hands out
   };
 
-  Coordinator(CoordinatorOptions options, ml::Dataset eval, AggregatorClient* leader,
-              AggregatorClient* helper, std::unique_ptr<CoordinatorStore> store,
-              const Clock* clock);
+  Coordinator(CoordinatorOptions options, crypto::Ed25519SigningKey ticket_key,
+              crypto::Ed25519VerifyingKey ticket_verifier, ml::Dataset eval,
+              AggregatorClient* leader, AggregatorClient* helper,
+              std::unique_ptr<CoordinatorStore> store, const Clock* clock);
   absl::Status Restore();
   absl::Status StartRound();
   absl::Status TryOpen();
@@ -126,7 +163,19 @@ class Coordinator {
   absl::Status Abandon(const std::string& why);
   absl::Status Evaluate(double* accuracy, double* loss);
   void PublishModel() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // HMAC-SHA256 under the sampling key of `tag` || round (8 bytes LE) ||
+  // client id; false on an OpenSSL failure.
+  bool Prf(absl::string_view tag, uint64_t aggregation_round, const std::string& client_id,
+           std::array<uint8_t, 32>* out) const;
   bool Sampled(uint64_t aggregation_round, const std::string& client_id) const;
+  // The 16-byte ticket id of (round, client); INTERNAL on an OpenSSL failure.
+  absl::StatusOr<std::string> TicketId(uint64_t aggregation_round,
+                                       const std::string& client_id) const;
+  absl::StatusOr<proto::SignedUploadTicket> IssueTicket(uint64_t aggregation_round,
+                                                        int64_t deadline_unix_ms,
+                                                        const std::string& client_id) const;
+  // The UNAUTHENTICATED checks of UploadDone (no state needed).
+  absl::Status CheckUploadTicket(const proto::UploadDoneRequest& request) const;
   // Status() without the round history.
   proto::CoordinatorStatusResponse StatusLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int64_t NowMs() const;
@@ -140,6 +189,8 @@ class Coordinator {
   std::unique_ptr<CoordinatorStore> store_;
   const Clock* const clock_;
   std::array<uint8_t, 32> sampling_key_{};
+  const crypto::Ed25519SigningKey ticket_key_;
+  const crypto::Ed25519VerifyingKey ticket_verifier_;  // its public half
 
   // Touched by Tick() only (one thread).
   std::unique_ptr<FederatedTask> task_;
@@ -165,6 +216,7 @@ class Coordinator {
   uint64_t abandoned_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t bytes_up_total_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t bytes_down_total_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t unauthenticated_ ABSL_GUARDED_BY(mu_) = 0;  // UploadDone without a valid ticket
 };
 
 }  // namespace tandem::server

@@ -38,7 +38,9 @@ absl::StatusOr<proto::CheckInResponse> Coordinator::CheckIn(const proto::CheckIn
       return retry;
     }
     ++checkins_["task"];
-    return assignment_;
+    proto::CheckInResponse r = assignment_;
+    *r.mutable_ticket() = it->second.ticket;
+    return r;
   }
   if (EnrollmentOver(NowMs())) {
     ++checkins_["wait"];
@@ -49,11 +51,17 @@ absl::StatusOr<proto::CheckInResponse> Coordinator::CheckIn(const proto::CheckIn
     ++checkins_["not_sampled"];
     return retry;
   }
-  // Durable before the client learns of it, so that a restart keeps it.
+  TANDEM_ASSIGN_OR_RETURN(proto::SignedUploadTicket ticket,
+                          IssueTicket(aggregation_round_, deadline_ms_, request.client_id()));
+  // Durable before the client learns of it, so that a restart keeps it (the
+  // ticket is recomputed from it).
   TANDEM_RETURN_IF_ERROR(store_->PutAssignment(aggregation_round_, request.client_id()));
-  assigned_[request.client_id()] = Assignment{};
+  Assignment& a = assigned_[request.client_id()];
+  a.ticket = std::move(ticket);
   ++checkins_["task"];
-  return assignment_;
+  proto::CheckInResponse r = assignment_;
+  *r.mutable_ticket() = a.ticket;
+  return r;
 }
 
 absl::StatusOr<std::shared_ptr<const std::string>> Coordinator::ModelBlob(
@@ -79,6 +87,12 @@ absl::Status Coordinator::UploadDone(const proto::UploadDoneRequest& request) {
   if (request.task_id() != options_.task_id) {
     return absl::NotFoundError(absl::StrCat("no task '", request.task_id(), "' here"));
   }
+  // Before any state is looked at: a caller without the ticket learns nothing.
+  if (absl::Status s = CheckUploadTicket(request); !s.ok()) {
+    absl::MutexLock lock(&mu_);
+    ++unauthenticated_;
+    return s;
+  }
   absl::MutexLock lock(&mu_);
   if (phase_ != Phase::kCollecting || request.round_id() != aggregation_round_) {
     return absl::FailedPreconditionError(
@@ -95,7 +109,9 @@ absl::Status Coordinator::UploadDone(const proto::UploadDoneRequest& request) {
   }
   TANDEM_RETURN_IF_ERROR(store_->MarkDone(aggregation_round_, request.client_id(),
                                           request.report_id(), request.bytes_uploaded()));
-  it->second = {true, request.report_id(), request.bytes_uploaded()};
+  it->second.done = true;
+  it->second.report_id = request.report_id();
+  it->second.bytes_up = request.bytes_uploaded();
   bytes_up_total_ += request.bytes_uploaded();
   return absl::OkStatus();
 }
@@ -174,6 +190,8 @@ std::string Coordinator::MetricsText() {
           bytes_up_total_);
   counter("tandem_coordinator_download_bytes_total", "Model bytes streamed to clients.",
           bytes_down_total_);
+  counter("tandem_coordinator_unauthenticated_upload_done_total",
+          "UploadDone calls refused for a missing or wrong upload ticket.", unauthenticated_);
   out += "# HELP tandem_coordinator_checkins_total Check-ins by outcome.\n"
          "# TYPE tandem_coordinator_checkins_total counter\n";
   for (const char* o : {"task", "not_sampled", "wait", "done"}) {

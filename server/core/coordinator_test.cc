@@ -3,10 +3,18 @@
 // view of them); tests/integration/coordinator_test.cc runs the real daemons.
 #include "server/core/coordinator.h"
 
-#include <filesystem>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "base/testing/status_matchers.h"
+#include "crypto/sign/upload_ticket.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/testing/scripted_aggregator.h"
@@ -42,7 +50,14 @@ CoordinatorOptions Options() {
   o.task.secure_sum.block_size = 8;
   o.task.secure_sum.clip_l2_norm = 1.0;
   o.task.secure_sum.max_reports = 100;
+  // These tests are about the state machine: a quorum of 2 (the private
+  // defaults, z = 1 and norm proofs, stay on).
+  o.task.secure_sum.min_batch_size = 1;
   return o;
+}
+
+crypto::Ed25519SigningKey TicketKey(char fill = 'k') {
+  return *crypto::Ed25519SigningKey::FromSeed(std::string(32, fill));
 }
 
 class CoordinatorTest : public ::testing::Test {
@@ -55,21 +70,37 @@ class CoordinatorTest : public ::testing::Test {
   }
   absl::StatusOr<std::unique_ptr<Coordinator>> Make(CoordinatorOptions o = Options()) {
     TANDEM_ASSIGN_OR_RETURN(auto store, CoordinatorStore::Open((dir_ / "c.db").string()));
-    return Coordinator::Create(std::move(o), EvalData(), &leader_, &helper_, std::move(store),
-                               &clock_, random_.get());
+    return Coordinator::Create(std::move(o), TicketKey(), EvalData(), &leader_, &helper_,
+                               std::move(store), &clock_, random_.get());
   }
   static proto::CheckInRequest In(const std::string& id) {
     proto::CheckInRequest r;
     r.set_client_id(id);
     return r;
   }
-  static proto::UploadDoneRequest Done(const std::string& id, uint64_t round, char tag = 'r') {
+  // Coordinator::CheckIn, remembering the ticket of an assignment.
+  absl::StatusOr<proto::CheckInResponse> CheckIn(Coordinator& c, const proto::CheckInRequest& r) {
+    absl::StatusOr<proto::CheckInResponse> out = c.CheckIn(r);
+    if (out.ok() && out->outcome() == proto::CheckInResponse::OUTCOME_TASK) {
+      tickets_[r.client_id()] = out->ticket();
+    }
+    return out;
+  }
+  // The client's UploadDone with the ticket it was given; the report id is
+  // the ticket id unless `tag` asks for another.
+  proto::UploadDoneRequest Done(const std::string& id, uint64_t round, char tag = 0) {
     proto::UploadDoneRequest r;
     r.set_client_id(id);
     r.set_task_id("t1");
     r.set_round_id(round);
-    r.set_report_id(std::string(16, tag));
     r.set_bytes_uploaded(1000);
+    auto it = tickets_.find(id);
+    if (it != tickets_.end()) {
+      *r.mutable_ticket() = it->second;
+      proto::UploadTicket t;
+      if (t.ParseFromString(it->second.ticket())) r.set_report_id(t.ticket_id());
+    }
+    if (tag != 0 || r.report_id().empty()) r.set_report_id(std::string(16, tag ? tag : 'r'));
     return r;
   }
   void TickUntil(Coordinator& c, const std::string& phase) {
@@ -81,12 +112,13 @@ class CoordinatorTest : public ::testing::Test {
   FakeClock clock_;
   std::unique_ptr<DeterministicRandom> random_ = DeterministicRandom::FromSeed(7);
   ScriptedAggregator leader_{true}, helper_{false};
+  std::map<std::string, proto::SignedUploadTicket> tickets_;
 };
 
 TEST_F(CoordinatorTest, RoundReleasesAtTheDeadlineWithTheUploadsItHas) {
   TANDEM_ASSERT_OK_AND_ASSIGN(auto c, Make());
   EXPECT_EQ(c->Status().phase(), "idle");
-  TANDEM_ASSERT_OK_AND_ASSIGN(auto early, c->CheckIn(In("a")));
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto early, CheckIn(*c, In("a")));
   EXPECT_EQ(early.outcome(), proto::CheckInResponse::OUTCOME_RETRY_LATER);
   TickUntil(*c, "collecting");
   ASSERT_EQ(leader_.opened.size(), 1u);
@@ -94,16 +126,16 @@ TEST_F(CoordinatorTest, RoundReleasesAtTheDeadlineWithTheUploadsItHas) {
   EXPECT_EQ(leader_.opened[0].SerializeAsString(), helper_.opened[0].SerializeAsString());
   EXPECT_EQ(leader_.opened[0].task_id(), "t1");
 
-  TANDEM_ASSERT_OK_AND_ASSIGN(auto a, c->CheckIn(In("a")));
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto a, CheckIn(*c, In("a")));
   ASSERT_EQ(a.outcome(), proto::CheckInResponse::OUTCOME_TASK);
   EXPECT_EQ(a.round_id(), 1u);
   EXPECT_EQ(a.model_version(), 0u);
   EXPECT_EQ(a.round_parameters().SerializeAsString(), leader_.opened[0].SerializeAsString());
   EXPECT_EQ(a.training().model().input_dim(), 4);
-  TANDEM_ASSERT_OK_AND_ASSIGN(auto again, c->CheckIn(In("a")));
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto again, CheckIn(*c, In("a")));
   EXPECT_EQ(again.SerializeAsString(), a.SerializeAsString());  // same assignment
-  TANDEM_ASSERT_OK(c->CheckIn(In("b")).status());
-  TANDEM_ASSERT_OK(c->CheckIn(In("straggler")).status());
+  TANDEM_ASSERT_OK(CheckIn(*c, In("b")).status());
+  TANDEM_ASSERT_OK(CheckIn(*c, In("straggler")).status());
   TANDEM_ASSERT_OK_AND_ASSIGN(auto blob, c->ModelBlob("t1", 0));
   proto::Model m;
   ASSERT_TRUE(m.ParseFromString(*blob));
@@ -137,7 +169,7 @@ TEST_F(CoordinatorTest, MissedQuorumAbandonsAndTargetClosesEarly) {
   o.target_reports = 3;
   TANDEM_ASSERT_OK_AND_ASSIGN(auto c, Make(o));
   TickUntil(*c, "collecting");
-  TANDEM_ASSERT_OK(c->CheckIn(In("a")).status());
+  TANDEM_ASSERT_OK(CheckIn(*c, In("a")).status());
   TANDEM_ASSERT_OK(c->UploadDone(Done("a", 1)));
   clock_.Advance(absl::Seconds(11));
   TANDEM_ASSERT_OK(c->Tick());  // 1 < min_reports = 2
@@ -146,7 +178,7 @@ TEST_F(CoordinatorTest, MissedQuorumAbandonsAndTargetClosesEarly) {
   TickUntil(*c, "collecting");
   EXPECT_EQ(c->Status().aggregation_round(), 2u);  // a fresh id on the aggregators
   for (const char* id : {"a", "b", "c"}) {
-    TANDEM_ASSERT_OK(c->CheckIn(In(id)).status());
+    TANDEM_ASSERT_OK(CheckIn(*c, In(id)).status());
     TANDEM_ASSERT_OK(c->UploadDone(Done(id, 2)));
   }
   leader_.accepted = helper_.accepted = 3;
@@ -161,9 +193,9 @@ TEST_F(CoordinatorTest, EnrollmentWindowClosesAssignmentAndTheRoundOnceAllUpload
   o.enrollment_window = absl::Seconds(2);
   TANDEM_ASSERT_OK_AND_ASSIGN(auto c, Make(o));
   TickUntil(*c, "collecting");
-  for (const char* id : {"a", "b"}) TANDEM_ASSERT_OK(c->CheckIn(In(id)).status());
+  for (const char* id : {"a", "b"}) TANDEM_ASSERT_OK(CheckIn(*c, In(id)).status());
   clock_.Advance(absl::Seconds(3));
-  TANDEM_ASSERT_OK_AND_ASSIGN(auto late, c->CheckIn(In("late")));
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto late, CheckIn(*c, In("late")));
   EXPECT_EQ(late.outcome(), proto::CheckInResponse::OUTCOME_RETRY_LATER);
   TANDEM_ASSERT_OK(c->UploadDone(Done("a", 1)));
   TANDEM_ASSERT_OK(c->Tick());
@@ -180,26 +212,28 @@ TEST_F(CoordinatorTest, EnrollmentWindowClosesAssignmentAndTheRoundOnceAllUpload
 TEST_F(CoordinatorTest, MalformedAndOutOfPlaceRequestsGetClearErrors) {
   TANDEM_ASSERT_OK_AND_ASSIGN(auto c, Make());
   TickUntil(*c, "collecting");
-  EXPECT_THAT(c->CheckIn(In("")).status(), StatusIs(absl::StatusCode::kInvalidArgument));
-  EXPECT_THAT(c->CheckIn(In("bad id!")).status(), StatusIs(absl::StatusCode::kInvalidArgument));
-  EXPECT_THAT(c->CheckIn(In(std::string(65, 'a'))).status(),
+  EXPECT_THAT(CheckIn(*c, In("")).status(), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(CheckIn(*c, In("bad id!")).status(), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(CheckIn(*c, In(std::string(65, 'a'))).status(),
               StatusIs(absl::StatusCode::kInvalidArgument));
   proto::CheckInRequest other = In("a");
   other.set_task_id("nope");
   EXPECT_THAT(c->CheckIn(other).status(), StatusIs(absl::StatusCode::kNotFound));
-  TANDEM_ASSERT_OK(c->CheckIn(In("a")).status());
+  TANDEM_ASSERT_OK(CheckIn(*c, In("a")).status());
   proto::UploadDoneRequest short_id = Done("a", 1);
   short_id.set_report_id("short");
   EXPECT_THAT(c->UploadDone(short_id), StatusIs(absl::StatusCode::kInvalidArgument));
-  EXPECT_THAT(c->UploadDone(Done("a", 9)), StatusIs(absl::StatusCode::kFailedPrecondition));
+  // a's ticket is for round 1, and a client never assigned has none.
+  EXPECT_THAT(c->UploadDone(Done("a", 9)), StatusIs(absl::StatusCode::kUnauthenticated));
   EXPECT_THAT(c->UploadDone(Done("never-assigned", 1)),
-              StatusIs(absl::StatusCode::kFailedPrecondition));
+              StatusIs(absl::StatusCode::kUnauthenticated));
   TANDEM_ASSERT_OK(c->UploadDone(Done("a", 1)));
   TANDEM_ASSERT_OK(c->UploadDone(Done("a", 1)));  // an idempotent retry
-  EXPECT_THAT(c->UploadDone(Done("a", 1, 'z')), StatusIs(absl::StatusCode::kAlreadyExists));
+  // Another report id than the ticket's: not this ticket's report.
+  EXPECT_THAT(c->UploadDone(Done("a", 1, 'z')), StatusIs(absl::StatusCode::kUnauthenticated));
   EXPECT_THAT(c->ModelBlob("t1", 5).status(), StatusIs(absl::StatusCode::kNotFound));
   // A done client waits for the next round.
-  TANDEM_ASSERT_OK_AND_ASSIGN(auto r, c->CheckIn(In("a")));
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto r, CheckIn(*c, In("a")));
   EXPECT_EQ(r.outcome(), proto::CheckInResponse::OUTCOME_RETRY_LATER);
 }
 
@@ -212,8 +246,8 @@ TEST_F(CoordinatorTest, SamplingIsPoissonWithRateQAndStable) {
   int assigned = 0;
   constexpr int kClients = 3000;
   for (int i = 0; i < kClients; ++i) {
-    TANDEM_ASSERT_OK_AND_ASSIGN(auto r, c->CheckIn(In("c" + std::to_string(i))));
-    TANDEM_ASSERT_OK_AND_ASSIGN(auto again, c->CheckIn(In("c" + std::to_string(i))));
+    TANDEM_ASSERT_OK_AND_ASSIGN(auto r, CheckIn(*c, In(absl::StrCat("c", i))));
+    TANDEM_ASSERT_OK_AND_ASSIGN(auto again, CheckIn(*c, In(absl::StrCat("c", i))));
     EXPECT_EQ(r.outcome(), again.outcome());  // no re-rolling
     assigned += r.outcome() == proto::CheckInResponse::OUTCOME_TASK;
   }
@@ -227,7 +261,7 @@ TEST_F(CoordinatorTest, RestartResumesTheOpenRoundFromTheCheckpoint) {
     TANDEM_ASSERT_OK_AND_ASSIGN(auto c, Make());
     TickUntil(*c, "collecting");
     for (const char* id : {"a", "b"}) {
-      TANDEM_ASSERT_OK(c->CheckIn(In(id)).status());
+      TANDEM_ASSERT_OK(CheckIn(*c, In(id)).status());
       TANDEM_ASSERT_OK(c->UploadDone(Done(id, 1)));
     }
     clock_.Advance(absl::Seconds(11));
@@ -238,8 +272,8 @@ TEST_F(CoordinatorTest, RestartResumesTheOpenRoundFromTheCheckpoint) {
     TANDEM_ASSERT_OK_AND_ASSIGN(auto b, c->ModelBlob("t1", 1));
     blob_v1 = *b;
     TickUntil(*c, "collecting");
-    TANDEM_ASSERT_OK(c->CheckIn(In("a")).status());
-    TANDEM_ASSERT_OK(c->CheckIn(In("b")).status());
+    TANDEM_ASSERT_OK(CheckIn(*c, In("a")).status());
+    TANDEM_ASSERT_OK(CheckIn(*c, In("b")).status());
     TANDEM_ASSERT_OK(c->UploadDone(Done("a", 2)));
   }  // "crash"
   TANDEM_ASSERT_OK_AND_ASSIGN(auto c, Make());
@@ -258,8 +292,30 @@ TEST_F(CoordinatorTest, RestartResumesTheOpenRoundFromTheCheckpoint) {
   EXPECT_EQ(c->Status().completed_rounds(), 2u);
   EXPECT_EQ(c->Status().history_size(), 2);
   TickUntil(*c, "done");
-  TANDEM_ASSERT_OK_AND_ASSIGN(auto r, c->CheckIn(In("a")));
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto r, CheckIn(*c, In("a")));
   EXPECT_EQ(r.outcome(), proto::CheckInResponse::OUTCOME_DONE);
+}
+
+// The aggregators' own policy or budget refuses the round: the task stops
+// with their reason rather than retrying until every deadline.
+TEST_F(CoordinatorTest, AggregatorPolicyRefusalStopsTheTask) {
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto c, Make());
+  helper_.refuse_open =
+      absl::FailedPreconditionError("releasing this round would spend epsilon 7.1, above 6");
+  for (int i = 0; i < 5 && !c->done(); ++i) TANDEM_ASSERT_OK(c->Tick());
+  ASSERT_TRUE(c->done());
+  EXPECT_NE(c->Status().done_reason().find("epsilon 7.1"), std::string::npos)
+      << c->Status().done_reason();
+  EXPECT_EQ(c->Status().completed_rounds(), 0u);
+  // A transient failure is retried instead.
+  helper_.refuse_open = absl::OkStatus();
+  helper_.fail_open = true;
+  c.reset();
+  std::filesystem::remove_all(dir_);
+  std::filesystem::create_directories(dir_);
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto d, Make());
+  for (int i = 0; i < 5; ++i) TANDEM_ASSERT_OK(d->Tick());
+  EXPECT_FALSE(d->done());
 }
 
 TEST_F(CoordinatorTest, PrivacyBudgetStopsTheTaskAndConfigMismatchIsRefused) {
@@ -276,9 +332,9 @@ TEST_F(CoordinatorTest, PrivacyBudgetStopsTheTaskAndConfigMismatchIsRefused) {
     if (c->Status().phase() == "collecting") {
       // Find one sampled client and let it upload.
       for (int k = 0; k < 50; ++k) {
-        auto r = c->CheckIn(In("c" + std::to_string(k)));
+        auto r = CheckIn(*c, In(absl::StrCat("c", k)));
         if (r.ok() && r->outcome() == proto::CheckInResponse::OUTCOME_TASK) {
-          TANDEM_ASSERT_OK(c->UploadDone(Done("c" + std::to_string(k), r->round_id())));
+          TANDEM_ASSERT_OK(c->UploadDone(Done(absl::StrCat("c", k), r->round_id())));
           break;
         }
       }
@@ -296,6 +352,137 @@ TEST_F(CoordinatorTest, PrivacyBudgetStopsTheTaskAndConfigMismatchIsRefused) {
   CoordinatorOptions other = o;
   other.task.secure_sum.clip_l2_norm = 5.0;
   EXPECT_THAT(Make(other).status(), StatusIs(absl::StatusCode::kFailedPrecondition));
+}
+
+TEST_F(CoordinatorTest, TicketsArePerClientSignedAndStableAcrossCheckInsAndRestarts) {
+  TANDEM_ASSERT_OK_AND_ASSIGN(const crypto::Ed25519VerifyingKey verifier,
+                              TicketKey().VerifyingKey());
+  std::map<std::string, proto::UploadTicket> issued;
+  int64_t deadline = 0;
+  {
+    TANDEM_ASSERT_OK_AND_ASSIGN(auto c, Make());
+    TickUntil(*c, "collecting");
+    for (const char* id : {"a", "b"}) {
+      TANDEM_ASSERT_OK_AND_ASSIGN(auto r, CheckIn(*c, In(id)));
+      ASSERT_EQ(r.outcome(), proto::CheckInResponse::OUTCOME_TASK);
+      deadline = r.deadline_unix_ms();
+      TANDEM_ASSERT_OK_AND_ASSIGN(proto::UploadTicket t,
+                                  crypto::VerifyUploadTicket(verifier, r.ticket()));
+      EXPECT_EQ(t.task_id(), "t1");
+      EXPECT_EQ(t.round_id(), 1u);
+      EXPECT_EQ(t.expiry_unix_ms(), deadline);  // the round's deadline
+      ASSERT_EQ(t.ticket_id().size(), 16u);
+      TANDEM_EXPECT_OK(crypto::CheckTicketFor(t, "t1", 1, t.ticket_id(),
+                                              absl::ToUnixMillis(clock_.Now())));
+      // Another coordinator's key does not verify it.
+      TANDEM_ASSERT_OK_AND_ASSIGN(auto other, TicketKey('x').VerifyingKey());
+      EXPECT_THAT(crypto::VerifyUploadTicket(other, r.ticket()).status(),
+                  StatusIs(absl::StatusCode::kUnauthenticated));
+      TANDEM_ASSERT_OK_AND_ASSIGN(auto again, CheckIn(*c, In(id)));
+      EXPECT_EQ(again.ticket().SerializeAsString(), r.ticket().SerializeAsString());
+      issued[id] = t;
+    }
+    EXPECT_NE(issued["a"].ticket_id(), issued["b"].ticket_id());
+    TANDEM_ASSERT_OK(c->UploadDone(Done("a", 1)));
+  }  // "crash"
+  {
+    // ticket_id = HMAC-SHA256(sampling key, "tandem.ticket.v1" || round || client)[:16].
+    TANDEM_ASSERT_OK_AND_ASSIGN(auto store, CoordinatorStore::Open((dir_ / "c.db").string()));
+    TANDEM_ASSERT_OK_AND_ASSIGN(std::optional<std::string> key, store->GetMeta("sampling_key"));
+    ASSERT_TRUE(key.has_value());
+    for (const char* id : {"a", "b"}) {
+      std::string msg = std::string("tandem.ticket.v1") + std::string("\x01\0\0\0\0\0\0\0", 8) + id;
+      unsigned char mac[32];
+      unsigned int len = 0;
+      ASSERT_NE(HMAC(EVP_sha256(), key->data(), static_cast<int>(key->size()),
+                     reinterpret_cast<const unsigned char*>(msg.data()), msg.size(), mac, &len),
+                nullptr);
+      EXPECT_EQ(issued[id].ticket_id(), std::string(reinterpret_cast<char*>(mac), 16)) << id;
+    }
+  }
+  const std::map<std::string, proto::SignedUploadTicket> before = tickets_;
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto c, Make());
+  TickUntil(*c, "collecting");
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto b, CheckIn(*c, In("b")));
+  EXPECT_EQ(b.ticket().SerializeAsString(), before.at("b").SerializeAsString());  // same bytes
+  EXPECT_EQ(b.deadline_unix_ms(), deadline);
+  TANDEM_ASSERT_OK(c->UploadDone(Done("a", 1)));  // the retry of a pre-restart UploadDone
+  TANDEM_ASSERT_OK(c->UploadDone(Done("b", 1)));
+  EXPECT_EQ(c->Status().uploads_done(), 2u);
+}
+
+TEST_F(CoordinatorTest, UploadDoneRefusesMissingForeignAndTamperedTickets) {
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto c, Make());
+  TickUntil(*c, "collecting");
+  for (const char* id : {"a", "b"}) TANDEM_ASSERT_OK(CheckIn(*c, In(id)).status());
+  const auto unauthenticated = StatusIs(absl::StatusCode::kUnauthenticated);
+  proto::UploadDoneRequest none = Done("a", 1);
+  none.clear_ticket();
+  EXPECT_THAT(c->UploadDone(none), unauthenticated);
+  proto::UploadDoneRequest foreign = Done("b", 1);  // b's ticket and report id, sent as a
+  foreign.set_client_id("a");
+  EXPECT_THAT(c->UploadDone(foreign), unauthenticated);
+  proto::UploadDoneRequest bytes = Done("a", 1);
+  bytes.mutable_ticket()->mutable_ticket()->back() ^= 1;
+  EXPECT_THAT(c->UploadDone(bytes), unauthenticated);
+  proto::UploadDoneRequest sig = Done("a", 1);
+  (*sig.mutable_ticket()->mutable_signature())[5] ^= 0x20;
+  EXPECT_THAT(c->UploadDone(sig), unauthenticated);
+  // The right ticket content, signed by someone else.
+  proto::UploadDoneRequest forged = Done("a", 1);
+  proto::UploadTicket t;
+  ASSERT_TRUE(t.ParseFromString(forged.ticket().ticket()));
+  TANDEM_ASSERT_OK_AND_ASSIGN(*forged.mutable_ticket(), crypto::SignUploadTicket(TicketKey('x'), t));
+  EXPECT_THAT(c->UploadDone(forged), unauthenticated);
+  // A ticket the outsider made up for a, with its own key and id.
+  t.set_ticket_id(std::string(16, 'o'));
+  proto::UploadDoneRequest made_up = Done("a", 1, 'o');
+  TANDEM_ASSERT_OK_AND_ASSIGN(*made_up.mutable_ticket(),
+                              crypto::SignUploadTicket(TicketKey('x'), t));
+  EXPECT_THAT(c->UploadDone(made_up), unauthenticated);
+  EXPECT_EQ(c->Status().uploads_done(), 0u);  // nothing counted, every refusal is
+  EXPECT_NE(c->MetricsText().find(
+                "tandem_coordinator_unauthenticated_upload_done_total{task=\"t1\"} 6"),
+            std::string::npos);
+  TANDEM_ASSERT_OK(c->UploadDone(Done("a", 1)));
+  TANDEM_ASSERT_OK(c->UploadDone(Done("b", 1)));
+  EXPECT_EQ(c->Status().uploads_done(), 2u);
+}
+
+TEST_F(CoordinatorTest, DefaultsArePrivateAndOneServerForBothRolesIsRefused) {
+  const CoordinatorOptions defaults;
+  EXPECT_EQ(defaults.task.secure_sum.noise_multiplier, 1.0);
+  EXPECT_TRUE(defaults.task.secure_sum.norm_proofs);
+  EXPECT_EQ(defaults.task.secure_sum.min_batch_size, 10u);
+  EXPECT_GE(defaults.min_reports, defaults.task.secure_sum.min_batch_size);
+  CoordinatorOptions o = Options();
+  o.task.secure_sum.min_batch_size = defaults.task.secure_sum.min_batch_size;
+  o.min_reports = defaults.min_reports;
+  o.leader.set_address("leader:7001");
+  o.helper.set_address("helper:7002");
+  {
+    TANDEM_ASSERT_OK_AND_ASSIGN(auto c, Make(o));
+    TickUntil(*c, "collecting");
+    const proto::RoundParameters& p = leader_.opened.at(0);
+    EXPECT_EQ(p.dp().min_batch_size(), 10u);
+    ASSERT_TRUE(p.has_norm_bound());
+    EXPECT_EQ(std::sqrt(p.noise_variance()) /
+                  std::sqrt(static_cast<double>(p.norm_bound().max_l2_squared())),
+              1.0);
+    TANDEM_ASSERT_OK_AND_ASSIGN(auto a, CheckIn(*c, In("a")));
+    EXPECT_EQ(a.leader().address(), "leader:7001");
+    EXPECT_EQ(a.helper().address(), "helper:7002");
+  }
+  CoordinatorOptions small = o;
+  small.min_reports = 9;  // a quorum the aggregators would never release
+  EXPECT_THAT(Make(small).status(), StatusIs(absl::StatusCode::kInvalidArgument));
+  CoordinatorOptions same = o;
+  same.helper.set_address("leader:7001");
+  EXPECT_THAT(Make(same).status(), StatusIs(absl::StatusCode::kInvalidArgument));
+  same = o;
+  same.leader.set_server_name("aggregator.tandem");
+  same.helper.set_server_name("aggregator.tandem");
+  EXPECT_THAT(Make(same).status(), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 }  // namespace

@@ -1,7 +1,9 @@
 #include "server/core/secure_sum.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
@@ -55,10 +57,35 @@ proto::RoundParameters SecureSum::RoundParameters(uint64_t round_id,
     p.mutable_norm_bound()->set_max_block_l2_squared(bound);
   }
   if (config_.noise_multiplier > 0) {
-    // sigma in integer units of the fixed-point encoding, at least 1.
-    const double sigma =
-        config_.noise_multiplier * config_.clip_l2_norm * std::ldexp(1.0, config_.frac_bits);
-    p.set_noise_variance(std::max(1.0, sigma * sigma));
+    // sigma in integer units of the fixed-point encoding, at least 1. The
+    // aggregators read the multiplier back as sigma / Delta, with Delta the
+    // L2 sensitivity they can check: sqrt(max_l2_squared) in norm-proof
+    // rounds (slightly above C * 2^f: the bound includes the rounding), the
+    // announced C * 2^f otherwise (aggregator/core/policy.h). sigma is
+    // z * Delta, so that each server sees exactly z.
+    const double delta =
+        p.has_norm_bound()
+            ? std::sqrt(static_cast<double>(p.norm_bound().max_l2_squared()))
+            : p.fixed_point().clip_l2_norm() *
+                  std::ldexp(1.0, static_cast<int>(p.fixed_point().fractional_bits()));
+    const double sigma = config_.noise_multiplier * delta;
+    double variance = std::max(1.0, sigma * sigma);
+    // Rounding could leave sqrt(variance) / Delta one ulp off z: take the
+    // smallest double near sigma^2 for which the servers' reading is >= z
+    // (a server whose floor is z would refuse less), which reads exactly z
+    // wherever such a double exists. (The coordinator's own accountant
+    // charges z against C: the real sigma is no smaller, so its epsilon is
+    // an upper bound.)
+    const double z = config_.noise_multiplier;
+    for (int i = 0; i < 64 && std::sqrt(variance) / delta < z; ++i) {
+      variance = std::nextafter(variance, std::numeric_limits<double>::infinity());
+    }
+    for (int i = 0; i < 64; ++i) {
+      const double lower = std::nextafter(variance, 0.0);
+      if (lower < 1.0 || std::sqrt(lower) / delta < z) break;
+      variance = lower;
+    }
+    p.set_noise_variance(variance);
   }
   return p;
 }

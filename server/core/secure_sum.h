@@ -31,10 +31,20 @@ struct SecureSumConfig {
   uint32_t log_blocks_per_group = 1;
   int frac_bits = 16;
   double clip_l2_norm = 1.0;     // C
-  // Discrete Gaussian noise per aggregator: sigma = noise_multiplier * C in
-  // update units (0 = off). Each server adds its own (DAP convention).
+  // Discrete Gaussian noise per aggregator, sigma = noise_multiplier * Delta
+  // with Delta the report's L2 sensitivity as the aggregators check it:
+  // sqrt(norm_bound.max_l2_squared) in norm-proof rounds, C * 2^frac_bits
+  // otherwise (RoundParameters.noise_variance = sigma^2; each server reads
+  // back exactly this multiplier, aggregator/core/policy.h). Each server adds
+  // its own (DAP convention). 0 = off, which the aggregators' default policy
+  // refuses. These library defaults are the bare protocol's; the
+  // coordinator's own defaults are the private ones (CoordinatorOptions:
+  // noise multiplier 1.0, min batch 10, norm proofs on).
   double noise_multiplier = 0.0;
   uint32_t max_reports = 1000;   // per round; also the fixed-point headroom
+  // RoundParameters.dp.min_batch_size: Finalize is refused with fewer
+  // accepted reports (the aggregators also refuse a round asking for less
+  // than their policy's minimum).
   uint32_t min_batch_size = 1;
   // Malicious-client defence: every report carries a zero-knowledge proof
   // that each sent block and the whole report are within the clipping

@@ -1,23 +1,105 @@
 #include "server/service/coordinator_daemon.h"
 
-#include <grpcpp/create_channel.h>
 #include <grpcpp/server_builder.h>
 
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "base/logging.h"
 #include "base/status_macros.h"
+#include "crypto/sign/ed25519.h"
 
 namespace tandem::server {
+namespace {
+
+// The ticket signing key from its PEM file (secret: never logged).
+absl::StatusOr<crypto::Ed25519SigningKey> ReadTicketKey(const std::string& path) {
+  if (path.empty()) {
+    return absl::InvalidArgumentError(
+        "the upload-ticket signing key is required (--ticket_key=PATH: an Ed25519 PKCS#8 PEM "
+        "from `openssl genpkey -algorithm ed25519 -out ticket.key`; the aggregators get "
+        "`openssl pkey -in ticket.key -pubout`)");
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read the ticket key at ", path));
+  std::stringstream buf;
+  buf << in.rdbuf();
+  absl::StatusOr<crypto::Ed25519SigningKey> key = crypto::Ed25519SigningKey::FromPem(buf.str());
+  if (!key.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("the ticket key at ", path,
+                                                   " is not an Ed25519 PKCS#8 PEM: ",
+                                                   key.status().message()));
+  }
+  std::error_code ec;
+  const std::filesystem::perms p = std::filesystem::status(path, ec).permissions();
+  if (!ec && (p & (std::filesystem::perms::group_read | std::filesystem::perms::others_read)) !=
+                 std::filesystem::perms::none) {
+    TANDEM_LOG(WARNING) << "coordinator: the ticket key " << path
+                        << " is readable by group/others (chmod 600 it)";
+  }
+  return key;
+}
+
+// The aggregators' addresses and names, and the endpoints clients get.
+absl::Status ResolveEndpoints(const CoordinatorDaemonOptions& o, CoordinatorOptions* co) {
+  if (o.leader_address.empty() || o.helper_address.empty()) {
+    return absl::InvalidArgumentError("leader and helper aggregator addresses are required");
+  }
+  if (absl::AsciiStrToLower(o.leader_address) == absl::AsciiStrToLower(o.helper_address)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "leader and helper are the same address ", o.leader_address,
+        ": the two aggregators must be different servers"));
+  }
+  const bool tls = !o.tls.insecure_plaintext;
+  if (tls) {
+    if (o.leader_name.empty() || o.helper_name.empty()) {
+      return absl::InvalidArgumentError(
+          "the aggregators' TLS identities (--leader_name, --helper_name) are required with TLS");
+    }
+    if (absl::AsciiStrToLower(o.leader_name) == absl::AsciiStrToLower(o.helper_name)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "leader and helper have the same TLS name ", o.leader_name,
+          ": the two aggregators must be different identities"));
+    }
+    if (co->leader.address().empty() || co->helper.address().empty()) {
+      return absl::InvalidArgumentError(
+          "with TLS the aggregators' upload addresses (--announce_leader, --announce_helper) "
+          "are required: --leader/--helper are their collector listeners, which clients "
+          "cannot call");
+    }
+    co->leader.set_server_name(o.leader_name);
+    co->helper.set_server_name(o.helper_name);
+  } else {
+    // Plaintext (loopback): the aggregators may serve every API on one port.
+    if (co->leader.address().empty()) co->leader.set_address(o.leader_address);
+    if (co->helper.address().empty()) co->helper.set_address(o.helper_address);
+    co->leader.clear_server_name();
+    co->helper.clear_server_name();
+  }
+  co->leader.set_tls(tls);
+  co->helper.set_tls(tls);
+  if (absl::AsciiStrToLower(co->leader.address()) ==
+      absl::AsciiStrToLower(co->helper.address())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "leader and helper are announced at the same upload address ", co->leader.address(),
+        ": one server would receive both shares of every report"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<CoordinatorDaemon>> CoordinatorDaemon::Start(
     CoordinatorDaemonOptions options, ml::Dataset eval_data, const Clock* clock,
     SecureRandom* random) {
-  if (options.leader_address.empty() || options.helper_address.empty()) {
-    return absl::InvalidArgumentError("leader and helper aggregator addresses are required");
-  }
+  CoordinatorOptions& co = options.coordinator;
+  TANDEM_RETURN_IF_ERROR(ResolveEndpoints(options, &co));
   if (options.state_dir.empty()) return absl::InvalidArgumentError("state_dir is required");
+  TANDEM_ASSIGN_OR_RETURN(crypto::Ed25519SigningKey ticket_key,
+                          ReadTicketKey(options.ticket_key_path));
   std::error_code ec;
   std::filesystem::create_directories(options.state_dir, ec);
   if (ec) {
@@ -28,25 +110,20 @@ absl::StatusOr<std::unique_ptr<CoordinatorDaemon>> CoordinatorDaemon::Start(
     return absl::InvalidArgumentError("chunk_bytes must be in [1 KiB, 1 MiB]");
   }
   std::unique_ptr<CoordinatorDaemon> d(new CoordinatorDaemon());
-  TANDEM_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ChannelCredentials> channel_creds,
-                          MakeChannelCredentials(options.tls));
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(64 << 20);  // released shares: 8 bytes x D
-  d->leader_ = std::make_unique<GrpcAggregatorClient>(
-      grpc::CreateCustomChannel(options.leader_address, channel_creds, args));
-  d->helper_ = std::make_unique<GrpcAggregatorClient>(
-      grpc::CreateCustomChannel(options.helper_address, channel_creds, args));
-  // Unless configured otherwise, clients reach the aggregators where we do.
-  CoordinatorOptions& co = options.coordinator;
-  if (co.leader.address().empty()) co.leader.set_address(options.leader_address);
-  if (co.helper.address().empty()) co.helper.set_address(options.helper_address);
-  co.leader.set_tls(!options.tls.insecure_plaintext);
-  co.helper.set_tls(!options.tls.insecure_plaintext);
+  TANDEM_ASSIGN_OR_RETURN(
+      std::shared_ptr<grpc::Channel> leader_channel,
+      MakeCollectorChannel(options.leader_address, options.tls, options.leader_name));
+  TANDEM_ASSIGN_OR_RETURN(
+      std::shared_ptr<grpc::Channel> helper_channel,
+      MakeCollectorChannel(options.helper_address, options.tls, options.helper_name));
+  d->leader_ = std::make_unique<GrpcAggregatorClient>(std::move(leader_channel));
+  d->helper_ = std::make_unique<GrpcAggregatorClient>(std::move(helper_channel));
   TANDEM_ASSIGN_OR_RETURN(
       std::unique_ptr<CoordinatorStore> store,
       CoordinatorStore::Open((std::filesystem::path(options.state_dir) / "coordinator.db").string()));
   TANDEM_ASSIGN_OR_RETURN(d->coordinator_,
-                          Coordinator::Create(std::move(co), std::move(eval_data), d->leader_.get(),
+                          Coordinator::Create(std::move(co), std::move(ticket_key),
+                                              std::move(eval_data), d->leader_.get(),
                                               d->helper_.get(), std::move(store), clock, random));
   d->service_ = std::make_unique<CoordinatorService>(d->coordinator_.get(), options.chunk_bytes);
   TANDEM_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> server_creds,

@@ -2,6 +2,13 @@
 // store, gRPC clients of both aggregators, the Coordinator gRPC service, the
 // round driver thread and the /metrics endpoint. The main is a thin flag
 // parser over Start().
+//
+// Trust boundaries: the coordinator calls the aggregators' collector
+// listeners over mutual TLS with its own certificate and pins each
+// aggregator's TLS identity (leader_name / helper_name); clients are told the
+// aggregators' upload endpoints (coordinator.leader / .helper, with the same
+// names as Endpoint.server_name). Upload tickets are signed with the key at
+// ticket_key_path, which Start reads and hands to the core.
 // Thread safety: Start/Shutdown from one thread; the rest is internal.
 #ifndef TANDEM_SERVER_SERVICE_COORDINATOR_DAEMON_H_
 #define TANDEM_SERVER_SERVICE_COORDINATOR_DAEMON_H_
@@ -23,11 +30,28 @@
 namespace tandem::server {
 
 struct CoordinatorDaemonOptions {
-  CoordinatorOptions coordinator;   // leader/helper endpoints are announced to clients
+  // coordinator.leader / .helper: the upload endpoints announced to clients.
+  // Their addresses are required with TLS (the upload listener is not the
+  // collector listener); in plaintext they default to leader/helper_address.
+  // tls and server_name are filled in by Start.
+  CoordinatorOptions coordinator;
   std::string listen_address = "127.0.0.1:0";
-  std::string leader_address;       // how the coordinator reaches the aggregators
+  // The aggregators' collector listeners (mutual TLS): how the coordinator
+  // reaches them. Two different addresses.
+  std::string leader_address;
   std::string helper_address;
-  TlsFiles tls;                     // server side and the aggregator channels
+  // The aggregators' TLS identities (DNS SANs of their certificates), pinned
+  // on the collector channels and announced to clients. Two different names;
+  // unused in plaintext.
+  std::string leader_name = "leader.tandem";
+  std::string helper_name = "helper.tandem";
+  // Server side (clients present no certificate) and the client certificate
+  // of the collector channels; TLS unless tls.insecure_plaintext.
+  TlsFiles tls;
+  // Required: the Ed25519 signing key of the upload tickets, an unencrypted
+  // PKCS#8 PEM (`openssl genpkey -algorithm ed25519 -out ticket.key`); the
+  // aggregators get its public key (`openssl pkey -in ticket.key -pubout`).
+  std::string ticket_key_path;
   std::string state_dir;            // holds coordinator.db
   int metrics_port = -1;            // -1 = no /metrics endpoint, 0 = any port
   absl::Duration tick = absl::Milliseconds(50);
@@ -36,8 +60,10 @@ struct CoordinatorDaemonOptions {
 
 class CoordinatorDaemon {
  public:
-  // INVALID_ARGUMENT for missing addresses/state_dir or bad options;
-  // UNAVAILABLE when the port cannot be bound; store errors as they come.
+  // INVALID_ARGUMENT for missing addresses/state_dir/ticket key, one
+  // address or TLS name for both aggregators, or bad options; NOT_FOUND for
+  // an unreadable ticket key; UNAVAILABLE when the port cannot be bound;
+  // store errors as they come.
   static absl::StatusOr<std::unique_ptr<CoordinatorDaemon>> Start(
       CoordinatorDaemonOptions options, ml::Dataset eval_data, const Clock* clock,
       SecureRandom* random);

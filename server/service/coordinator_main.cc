@@ -1,7 +1,14 @@
 // tandem-coordinator: runs the rounds of one federated task over the two
 // aggregation servers.
-//   tandem-coordinator --leader=127.0.0.1:7001 --helper=127.0.0.1:7002 \
-//     --state_dir=/tmp/coord --dataset=digits --rounds=5 --insecure_plaintext
+//   tandem-coordinator --leader=leader:7101 --helper=helper:7102
+//     --announce_leader=leader:7001 --announce_helper=helper:7002
+//     --tls_cert=coordinator.pem --tls_key=coordinator.key --tls_ca=ca.pem
+//     --ticket_key=ticket.key --state_dir=/tmp/coord --dataset=digits --rounds=5
+// --leader/--helper are the aggregators' collector listeners (mutual TLS with
+// this coordinator's certificate, identities pinned by --leader_name /
+// --helper_name); --announce_* are their upload listeners, which clients get.
+// Defaults are the private ones: TLS, noise multiplier 1.0, norm proofs, min
+// batch 10 (quorum 10). Local runs: --insecure_plaintext (loopback only).
 // Prints "listening on PORT" (and "metrics on PORT") once serving; SIGINT /
 // SIGTERM shut it down. Restarted with the same --state_dir it resumes the
 // task from its checkpoint.
@@ -19,14 +26,29 @@
 #include "server/service/coordinator_daemon.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:0", "listen address host:port (port 0 = any)");
-ABSL_FLAG(std::string, leader, "", "leader aggregator host:port");
-ABSL_FLAG(std::string, helper, "", "helper aggregator host:port");
-ABSL_FLAG(std::string, announce_leader, "", "leader address given to clients (default --leader)");
-ABSL_FLAG(std::string, announce_helper, "", "helper address given to clients (default --helper)");
+ABSL_FLAG(std::string, leader, "",
+          "leader aggregator's collector listener host:port (mutual TLS); must differ from "
+          "--helper");
+ABSL_FLAG(std::string, helper, "", "helper aggregator's collector listener host:port");
+ABSL_FLAG(std::string, leader_name, "leader.tandem",
+          "the leader's TLS identity (DNS SAN its certificate must carry; pinned on the "
+          "collector channel and announced to clients); must differ from --helper_name");
+ABSL_FLAG(std::string, helper_name, "helper.tandem", "the helper's TLS identity");
+ABSL_FLAG(std::string, announce_leader, "",
+          "leader upload address given to clients (required with TLS; plaintext default "
+          "--leader)");
+ABSL_FLAG(std::string, announce_helper, "",
+          "helper upload address given to clients (required with TLS; plaintext default "
+          "--helper)");
 ABSL_FLAG(std::string, state_dir, "", "directory of coordinator.db");
+ABSL_FLAG(std::string, ticket_key, "",
+          "required: Ed25519 upload-ticket signing key, PKCS#8 PEM (openssl genpkey -algorithm "
+          "ed25519); the aggregators get its public key (openssl pkey -pubout)");
 ABSL_FLAG(bool, insecure_plaintext, false, "no TLS (local runs only)");
-ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain of this coordinator");
-ABSL_FLAG(std::string, tls_key, "", "PEM private key");
+ABSL_FLAG(std::string, tls_cert, "",
+          "PEM certificate chain of this coordinator (its server certificate and its client "
+          "certificate towards the aggregators; required with TLS)");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert");
 ABSL_FLAG(std::string, tls_ca, "", "PEM roots verifying the aggregators");
 ABSL_FLAG(int, metrics_port, -1, "serve Prometheus /metrics on this port (0 = any, -1 = off)");
 ABSL_FLAG(std::string, task_id, "default", "task id");
@@ -37,7 +59,11 @@ ABSL_FLAG(std::string, hidden, "32", "MLP hidden widths, comma separated");
 ABSL_FLAG(uint64_t, init_seed, 1, "seed of the initial weights");
 ABSL_FLAG(uint64_t, rounds, 5, "rounds to release");
 ABSL_FLAG(double, sample_rate, 0.5, "q: probability that a checking-in client is assigned");
-ABSL_FLAG(uint32_t, min_reports, 1, "quorum: fewest uploads that release a round");
+ABSL_FLAG(uint32_t, min_reports, 10,
+          "quorum: fewest uploads that release a round (>= --min_batch_size)");
+ABSL_FLAG(uint32_t, min_batch_size, 10,
+          "fewest accepted reports the aggregators may release (RoundParameters.dp; each "
+          "aggregator's policy may require more)");
 ABSL_FLAG(uint32_t, target_reports, 0, "close a round early at this many uploads (0 = deadline)");
 ABSL_FLAG(uint32_t, max_reports, 1000, "most reports per round");
 ABSL_FLAG(double, round_timeout_s, 30, "seconds from opening to the upload deadline");
@@ -51,9 +77,12 @@ ABSL_FLAG(uint64_t, fedluar_seed, 1, "FedLUAR draw seed");
 ABSL_FLAG(uint32_t, block_size, 64, "PREAMBLE block size B");
 ABSL_FLAG(uint32_t, log_blocks_per_group, 1, "PREAMBLE d (a client sends 1 of 2^d blocks)");
 ABSL_FLAG(double, clip, 2.0, "L2 clipping bound C");
-ABSL_FLAG(double, noise_multiplier, 0.0, "discrete Gaussian sigma / C per aggregator (0 = off)");
-ABSL_FLAG(bool, norm_proofs, false,
-          "clients prove each report's L2 bound in zero knowledge; both aggregators check it");
+ABSL_FLAG(double, noise_multiplier, 1.0,
+          "z: discrete Gaussian sigma / L2 sensitivity, added by each aggregator (default 1.0; "
+          "0 = off, refused by aggregators with the default policy)");
+ABSL_FLAG(bool, norm_proofs, true,
+          "clients prove each report's L2 bound in zero knowledge; both aggregators check it "
+          "(--nonorm_proofs to disable)");
 ABSL_FLAG(double, delta, 1e-5, "delta of the reported epsilon");
 ABSL_FLAG(double, epsilon_budget, 0, "stop before a round would exceed this epsilon (0 = none)");
 ABSL_FLAG(uint32_t, local_steps, 20, "client mini-batch steps per round");
@@ -78,6 +107,9 @@ absl::StatusOr<std::unique_ptr<tandem::server::CoordinatorDaemon>> Run() {
   d.helper_address = absl::GetFlag(FLAGS_helper);
   d.state_dir = absl::GetFlag(FLAGS_state_dir);
   d.metrics_port = absl::GetFlag(FLAGS_metrics_port);
+  d.leader_name = absl::GetFlag(FLAGS_leader_name);
+  d.helper_name = absl::GetFlag(FLAGS_helper_name);
+  d.ticket_key_path = absl::GetFlag(FLAGS_ticket_key);
   d.tls = {absl::GetFlag(FLAGS_insecure_plaintext), absl::GetFlag(FLAGS_tls_cert),
            absl::GetFlag(FLAGS_tls_key), absl::GetFlag(FLAGS_tls_ca), false};
   tandem::server::CoordinatorOptions& c = d.coordinator;
@@ -102,6 +134,7 @@ absl::StatusOr<std::unique_ptr<tandem::server::CoordinatorDaemon>> Run() {
   c.task.secure_sum.clip_l2_norm = absl::GetFlag(FLAGS_clip);
   c.task.secure_sum.noise_multiplier = absl::GetFlag(FLAGS_noise_multiplier);
   c.task.secure_sum.max_reports = absl::GetFlag(FLAGS_max_reports);
+  c.task.secure_sum.min_batch_size = absl::GetFlag(FLAGS_min_batch_size);
   c.task.secure_sum.norm_proofs = absl::GetFlag(FLAGS_norm_proofs);
   c.training.set_local_steps(absl::GetFlag(FLAGS_local_steps));
   c.training.set_batch_size(absl::GetFlag(FLAGS_batch_size));

@@ -1,6 +1,7 @@
 // The Coordinator gRPC service over loopback: chunked download of a model
 // larger than gRPC's 4 MB default message limit, status codes of malformed
-// requests on the wire, and the /metrics endpoint.
+// requests on the wire (an UploadDone without a ticket is UNAUTHENTICATED),
+// and the /metrics endpoint.
 #include "server/service/coordinator_service.h"
 
 #include <arpa/inet.h>
@@ -65,7 +66,8 @@ TEST(CoordinatorService, StreamsAModelLargerThanOneMessageAndValidatesRequests) 
   FakeClock clock;
   auto random = DeterministicRandom::FromSeed(1);
   TANDEM_ASSERT_OK_AND_ASSIGN(auto store, CoordinatorStore::Open((dir / "c.db").string()));
-  TANDEM_ASSERT_OK_AND_ASSIGN(auto c, Coordinator::Create(o, eval, &leader, &helper,
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto ticket_key, crypto::Ed25519SigningKey::Generate(random.get()));
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto c, Coordinator::Create(o, ticket_key, eval, &leader, &helper,
                                                           std::move(store), &clock, random.get()));
   CoordinatorService service(c.get());
   int port = 0;
@@ -118,6 +120,17 @@ TEST(CoordinatorService, StreamsAModelLargerThanOneMessageAndValidatesRequests) 
     bad.set_report_id("xx");
     proto::UploadDoneResponse r;
     EXPECT_EQ(stub->UploadDone(&cc, bad, &r).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  }
+  {
+    grpc::ClientContext cc;
+    proto::UploadDoneRequest unticketed;
+    unticketed.set_client_id("a");
+    unticketed.set_task_id("big");
+    unticketed.set_round_id(1);
+    unticketed.set_report_id(std::string(16, 'r'));
+    proto::UploadDoneResponse r;
+    EXPECT_EQ(stub->UploadDone(&cc, unticketed, &r).error_code(),
+              grpc::StatusCode::UNAUTHENTICATED);
   }
   {
     grpc::ClientContext cc;

@@ -16,6 +16,9 @@ ABSL_FLAG(std::string, coordinator, "", "coordinator host:port");
 ABSL_FLAG(std::string, task_id, "", "task (empty = the coordinator's)");
 ABSL_FLAG(bool, insecure_plaintext, false, "no TLS (local runs only)");
 ABSL_FLAG(std::string, tls_ca, "", "PEM roots verifying the coordinator");
+ABSL_FLAG(std::string, server_name, "",
+          "TLS name the coordinator's certificate must carry, e.g. coordinator.tandem "
+          "(default: the host of --coordinator)");
 ABSL_FLAG(bool, json, false, "print the raw status as JSON");
 
 int main(int argc, char** argv) {
@@ -30,8 +33,12 @@ int main(int argc, char** argv) {
                  creds.ok() ? "--coordinator is required" : creds.status().ToString().c_str());
     return 2;
   }
+  grpc::ChannelArguments args;
+  if (!tls.insecure_plaintext && !absl::GetFlag(FLAGS_server_name).empty()) {
+    args.SetSslTargetNameOverride(absl::GetFlag(FLAGS_server_name));
+  }
   auto stub = tandem::proto::Coordinator::NewStub(
-      grpc::CreateChannel(absl::GetFlag(FLAGS_coordinator), *creds));
+      grpc::CreateCustomChannel(absl::GetFlag(FLAGS_coordinator), *creds, args));
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   tandem::proto::CoordinatorStatusRequest req;

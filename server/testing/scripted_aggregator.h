@@ -19,6 +19,7 @@ class ScriptedAggregator : public AggregatorClient {
   explicit ScriptedAggregator(bool leader) : leader_(leader) {}
   absl::Status OpenRound(const proto::RoundParameters& p) override {
     if (fail_open) return absl::UnavailableError("down");
+    if (!refuse_open.ok()) return refuse_open;
     opened.push_back(p);
     return absl::OkStatus();
   }
@@ -39,6 +40,7 @@ class ScriptedAggregator : public AggregatorClient {
   uint64_t accepted = 0;
   uint64_t share_value = 0;
   bool fail_open = false;
+  absl::Status refuse_open;  // a policy refusal OpenRound answers with, when not OK
 
  private:
   bool leader_;

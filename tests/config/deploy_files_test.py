@@ -1,15 +1,25 @@
 #!/usr/bin/python3
 """Deploy files cannot go stale: docker-compose.yml and deploy/k8s/*.yaml
 parse, name binaries the build produces, mount files that exist, wire the
-leader to the helper's address, keep leader and helper in separate k8s
+leader to the helper's peer listener, keep leader and helper in separate k8s
 namespaces, point coordinator and clients at services that exist, pass only
 flags the binaries define (`--helpfull` of the built binary), and every
 aggregator config they carry passes `tandem-aggregator --check_config`.
+Trust boundaries (issue 17): every aggregator serves TLS with a coordinator
+key, identities and distinct upload/collector(/peer) listeners; the
+coordinator (and the sim playing it) calls the collector listeners with its
+certificate, pins the aggregators and signs tickets; clients pin both
+aggregators; deploy/make-certs.sh, run in a temporary directory, makes every
+file the deploy files reference, the identities they name, bundles that
+verify exactly the parties each listener expects, and CAs that cannot issue
+another party's name.
   deploy_files_test.py SOURCE_DIR AGGREGATOR_BINARY BUILD_DIR
 Prints 'N passed, M failed'."""
+import atexit
 import glob
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -22,6 +32,7 @@ BUILT = {"tandem-coordinator": "server/tandem-coordinator",
          "tandem-aggregator": "aggregator/service/tandem-aggregator",
          "tandem-worker": "ml/worker/tandem-worker",
          "tandem-sim": "tests/sim/tandem-sim"}
+TLS_DIR = "/etc/tandem/tls/"  # where compose and k8s put the make-certs.sh files
 _flags = {}
 passed, failed = 0, 0
 
@@ -45,14 +56,6 @@ def built_binaries():
     return names
 
 
-def check_config_text(text, what):
-    with tempfile.NamedTemporaryFile("w", suffix=".textproto", delete=False) as f:
-        f.write(text)
-    r = subprocess.run([AGG, "--config=" + f.name, "--check_config"], capture_output=True, text=True)
-    os.unlink(f.name)
-    check(r.returncode == 0 and "config ok" in r.stdout, "%s: %s" % (what, r.stdout.strip()))
-
-
 def defined_flags(binary):
     """The flags a built binary declares (absl --helpfull)."""
     if binary not in _flags:
@@ -71,88 +74,461 @@ def check_flags(command, what):
         check(m is not None and m.group(1) in known, "%s: %s is a flag of %s" % (what, arg, command[0]))
 
 
+def flags_of(command):
+    """--name=value (or a bare --name: "true") of a command, by name."""
+    out = {}
+    for arg in command[1:]:
+        m = re.match(r"--([a-z_0-9]+)(?:=(.*))?$", arg)
+        if m:
+            out[m.group(1)] = m.group(2) if m.group(2) is not None else "true"
+    return out
+
+
+# --- AggregatorConfig textprotos (the subset the deploy files use) ----------
+
+def _strip(text):
+    return "\n".join(line.split("#", 1)[0] for line in text.splitlines())
+
+
+def _block(text, name):
+    m = re.search(r"(?:^|\s)%s\s*\{([^}]*)\}" % name, text)
+    return m.group(1) if m else ""
+
+
+def _values(text, name):
+    return re.findall(r"(?:^|[\s{])%s:\s*(\"[^\"]*\"|[^\s}]+)" % name, text)
+
+
+def _one(text, name):
+    v = _values(text, name)
+    return v[0].strip('"') if v else ""
+
+
+def aggregator_settings(text, command):
+    """What an aggregator runs with: its config, then its flags over it (as
+    aggregator_main.cc applies them)."""
+    t = _strip(text)
+    top = re.sub(r"\w+\s*\{[^}]*\}", "", t)  # top-level fields only
+    tls, peer, policy = _block(t, "tls"), _block(t, "peer"), _block(t, "default_policy")
+    s = {"role": _one(top, "role"), "listen": _one(top, "listen_address"),
+         "collector_listen": _one(top, "collector_listen_address"),
+         "peer_listen": _one(top, "peer_listen_address"),
+         "coordinator_identities": [v.strip('"') for v in _values(top, "coordinator_identities")],
+         "leader_identities": [v.strip('"') for v in _values(top, "leader_identities")],
+         "coordinator_key": _one(top, "coordinator_public_key_path"),
+         "unticketed": _one(top, "allow_unticketed_uploads") == "true",
+         "plaintext": _one(tls, "insecure_plaintext") == "true",
+         "cert": _one(tls, "cert_chain_path"), "key": _one(tls, "private_key_path"),
+         "roots": _one(tls, "root_ca_path"),
+         "peer": _one(peer, "address"), "peer_name": _one(peer, "server_name"),
+         "policy": {k: _one(policy, k) for k in ("min_noise_multiplier", "min_batch_size",
+                                                 "epsilon_budget", "sampling_rate",
+                                                 "require_norm_proofs")}}
+    f = flags_of(command)
+    for flag, key in (("role", "role"), ("listen", "listen"), ("peer", "peer"),
+                      ("collector_listen", "collector_listen"), ("peer_listen", "peer_listen"),
+                      ("coordinator_key", "coordinator_key"), ("peer_name", "peer_name")):
+        if flag in f:
+            s[key] = f[flag]
+    for flag, key in (("coordinator_identity", "coordinator_identities"),
+                      ("leader_identity", "leader_identities")):
+        if flag in f:
+            s[key] = [v for v in f[flag].split(",") if v]
+    s["plaintext"] = s["plaintext"] or f.get("insecure_plaintext") == "true"
+    s["unticketed"] = s["unticketed"] or f.get("allow_unticketed_uploads") == "true"
+    return s
+
+
+def port(address):
+    return address.rsplit(":", 1)[-1] if ":" in address else ""
+
+
+def check_config_text(text, what, certs):
+    """--check_config, with the TLS paths pointing at make-certs.sh's files
+    (a validator that loads them finds them)."""
+    with tempfile.NamedTemporaryFile("w", suffix=".textproto", delete=False) as f:
+        f.write(text.replace(TLS_DIR, certs + "/"))
+    r = subprocess.run([AGG, "--config=" + f.name, "--check_config"],
+                       capture_output=True, text=True)
+    os.unlink(f.name)
+    check(r.returncode == 0 and "config ok" in r.stdout,
+          "%s: %s" % (what, (r.stdout + r.stderr).strip()))
+
+
+def check_aggregator(s, what):
+    """TLS and roles of one aggregator (issue 17)."""
+    check(s["role"] in ("leader", "helper"), "%s: role %r" % (what, s["role"]))
+    check(not s["plaintext"], "%s runs with TLS (no insecure_plaintext)" % what)
+    check(not s["unticketed"], "%s requires upload tickets" % what)
+    check(all(s[k].startswith(TLS_DIR) for k in ("cert", "key", "roots")),
+          "%s: certificate, key and roots under %s" % (what, TLS_DIR))
+    check(s["coordinator_key"].startswith(TLS_DIR), "%s has the coordinator's ticket key" % what)
+    check(bool(s["coordinator_identities"]), "%s names the coordinator's identity" % what)
+    ports = [port(s["listen"]), port(s["collector_listen"])]
+    if s["role"] == "helper":
+        ports.append(port(s["peer_listen"]))
+        check(bool(s["leader_identities"]), "%s names the leader's identity" % what)
+    else:
+        check(bool(s["peer_name"]), "%s pins the helper's identity (peer.server_name)" % what)
+    check(all(ports) and len(set(ports)) == len(ports),
+          "%s: distinct upload/collector/peer ports %s" % (what, ports))
+    p = s["policy"]  # the shipped files never weaken the private defaults
+    check((not p["min_noise_multiplier"] or float(p["min_noise_multiplier"]) >= 1) and
+          (not p["min_batch_size"] or int(p["min_batch_size"]) >= 10) and
+          (not p["epsilon_budget"] or float(p["epsilon_budget"]) <= 10) and
+          (not p["sampling_rate"] or float(p["sampling_rate"]) >= 1) and
+          p["require_norm_proofs"] != "false",
+          "%s: policy no weaker than the defaults %s" % (what, p))
+
+
+def check_coordinator(f, leader, helper, addr, what):
+    """A coordinator (or the sim playing it): TLS with its own certificate,
+    pinned aggregators, collector listeners, a ticket key."""
+    check("insecure_plaintext" not in f, "%s runs with TLS" % what)
+    for k in ("tls_cert", "tls_key", "tls_ca", "ticket_key"):
+        check(f.get(k, "").startswith(TLS_DIR), "%s has --%s under %s" % (what, k, TLS_DIR))
+    check(f.get("leader") == addr(leader, "collector_listen"),
+          "%s calls the leader's collector listener: %s" % (what, f.get("leader")))
+    check(f.get("helper") == addr(helper, "collector_listen"),
+          "%s calls the helper's collector listener: %s" % (what, f.get("helper")))
+    check(f.get("announce_leader") == addr(leader, "listen") and
+          f.get("announce_helper") == addr(helper, "listen"),
+          "%s names the upload listeners to clients" % what)
+    check(f.get("leader_name") in helper["leader_identities"],
+          "%s pins the leader as the helper knows it" % what)
+    check(f.get("helper_name") == leader["peer_name"],
+          "%s pins the helper as the leader knows it" % what)
+
+
+def check_client(f, coordinator, what):
+    check("insecure_plaintext" not in f, "%s runs with TLS" % what)
+    check(f.get("tls_ca", "").startswith(TLS_DIR), "%s has --tls_ca" % what)
+    for role in ("leader", "helper"):
+        name = f.get(role + "_name")
+        check(bool(f.get(role)) and f.get(role) == coordinator.get("announce_" + role) and
+              bool(name) and name == coordinator.get(role + "_name"),
+              "%s pins the %s (address and identity) as the coordinator knows it" % (what, role))
+    check(f.get("leader") != f.get("helper") and f.get("leader_name") != f.get("helper_name"),
+          "%s: leader and helper differ" % what)
+
+
+def tls_paths(values):
+    """The paths under TLS_DIR among values (settings or --flag=value)."""
+    out = set()
+    for v in values:
+        if isinstance(v, str):
+            v = v.split("=", 1)[1] if v.startswith("--") and "=" in v else v
+            if v.startswith(TLS_DIR):
+                out.add(v)
+    return out
+
+
+def openssl(*args):
+    return subprocess.run(["openssl"] + list(args), capture_output=True, text=True)
+
+
+def verifies(bundle, cert, name):
+    r = openssl("verify", "-CAfile", bundle, "-purpose", "any", "-verify_hostname", name, cert)
+    return r.returncode == 0
+
+
+def sans(cert):
+    r = openssl("x509", "-in", cert, "-noout", "-ext", "subjectAltName")
+    return set(re.findall(r"DNS:([^,\s]+)", r.stdout))
+
+
+# --- make-certs.sh in a temporary directory ---------------------------------
+work = tempfile.mkdtemp(prefix="deploy-files-test-")
+atexit.register(shutil.rmtree, work, True)
+CERTS = os.path.join(work, "certs")
+MAKE = os.path.join(SRC, "deploy", "make-certs.sh")
+r = subprocess.run([MAKE, CERTS], capture_output=True, text=True)
+check(r.returncode == 0, "make-certs.sh runs: %s" % (r.stdout + r.stderr).strip()[-500:])
+made = set(os.listdir(CERTS)) if os.path.isdir(CERTS) else set()
+with open(os.path.join(SRC, "deploy", ".gitignore")) as f:
+    check("/certs/" in f.read().split(), "deploy/certs is git-ignored")
+
 binaries = built_binaries()
 check({"tandem-aggregator", "tandem-sim", "tandem-worker"} <= binaries, "binaries found in CMake")
 
-# docker-compose.yml
+# --- docker-compose.yml -----------------------------------------------------
 compose_path = os.path.join(SRC, "deploy", "docker-compose.yml")
 with open(compose_path) as f:
     compose = yaml.safe_load(f)
 services = compose["services"]
-check({"leader", "helper", "sim"} <= set(services), "compose services")
-listen = {}
+check({"leader", "helper", "coordinator", "client", "sim"} <= set(services), "compose services")
+aggs = {}
+referenced = set()  # basenames the deploy files expect from make-certs.sh
 for name, svc in services.items():
     check(svc["command"][0] in binaries, "compose %s runs a built binary" % name)
     check_flags(svc["command"], "compose " + name)
+    mounted = {}
     for vol in svc.get("volumes", []):
-        src = vol.split(":")[0]
-        if src.startswith("."):
+        src, dst = vol.split(":")[0], vol.split(":")[1]
+        if src.startswith("./certs/"):
+            check(os.path.basename(src) == os.path.basename(dst) and dst.startswith(TLS_DIR),
+                  "compose %s mounts %s at %s%s" % (name, src, TLS_DIR, os.path.basename(src)))
+            referenced.add(os.path.basename(src))
+            mounted[dst] = src
+        elif src.startswith("."):
             local = os.path.normpath(os.path.join(SRC, "deploy", src))
-            if vol.split(":")[1].endswith(".textproto"):
+            if dst.endswith(".textproto"):
                 check(os.path.isfile(local), "compose %s mounts %s" % (name, src))
                 with open(local) as f:
                     text = f.read()
-                check_config_text(text, "compose " + src)
-                m = re.search(r'listen_address: "[^:]+:(\d+)"', text)
-                if m:
-                    listen[name] = m.group(1)
-                peer = re.search(r'peer \{ address: "([^"]+)"', text)
-                if peer:
-                    compose_peer = peer.group(1)
+                check_config_text(text, "compose " + src, CERTS)
+                aggs[name] = aggregator_settings(text, svc["command"])
+                aggs[name]["text"] = text
         elif not src.startswith("/"):
             check(src in compose.get("volumes", {}), "compose volume %s declared" % src)
-check(compose_peer == "helper:" + listen.get("helper", "?"), "leader's peer is the helper service")
-sim_cmd = " ".join(services["sim"]["command"])
-check("--leader=leader:" + listen["leader"] in sim_cmd and
-      "--helper=helper:" + listen["helper"] in sim_cmd, "sim talks to both aggregators")
+    used = tls_paths(svc["command"])
+    sim_certs = flags_of(svc["command"]).get("certs_dir", "") if name == "sim" else ""
+    if sim_certs:  # tandem-sim reads its files from one folder
+        used |= {m for m in mounted if os.path.dirname(m) == sim_certs}
+    if name in aggs:
+        used |= tls_paths(aggs[name].values())
+    check(used <= set(mounted), "compose %s mounts every TLS file it names: missing %s"
+          % (name, sorted(used - set(mounted))))
+    check(set(mounted) <= used, "compose %s mounts no TLS file it does not use: %s"
+          % (name, sorted(set(mounted) - used)))
+for name in ("leader", "helper"):
+    check(name in aggs and aggs[name]["role"] == name, "compose %s runs role %s" % (name, name))
+    check_aggregator(aggs.get(name, aggregator_settings("", ["x"])), "compose " + name)
+leader, helper = aggs.get("leader"), aggs.get("helper")
 
-coord_cmd = " ".join(services["coordinator"]["command"])
-check("--leader=leader:" + listen["leader"] in coord_cmd and
-      "--helper=helper:" + listen["helper"] in coord_cmd, "coordinator talks to both aggregators")
-coord_port = re.search(r"--listen=0\.0\.0\.0:(\d+)", coord_cmd).group(1)
-check("--coordinator=coordinator:" + coord_port in services["client"]["command"],
+
+def compose_addr(agg, key):
+    return "%s:%s" % (agg["role"], port(agg[key]))
+
+
+check(leader["peer"] == compose_addr(helper, "peer_listen"),
+      "leader's peer is the helper's peer listener: %s" % leader["peer"])
+coord = flags_of(services["coordinator"]["command"])
+check_coordinator(coord, leader, helper, compose_addr, "compose coordinator")
+# The simulator plays the coordinator and the clients: the collector
+# listeners with the coordinator's certificate, uploads to the upload
+# listeners, tickets signed with the coordinator's key, all from --certs_dir.
+sim = flags_of(services["sim"]["command"])
+check("insecure_plaintext" not in sim, "compose sim runs with TLS")
+check(sim.get("certs_dir") == TLS_DIR.rstrip("/"), "compose sim reads its TLS files from %s" % TLS_DIR)
+sim_files = {os.path.basename(v.split(":")[1]) for v in services["sim"].get("volumes", [])
+             if v.startswith("./certs/")}
+check({"coordinator.pem", "coordinator.key", "ticket.key", "coordinator-roots.pem"} <= sim_files,
+      "compose sim mounts the coordinator's certificate, key, roots and ticket key: %s"
+      % sorted(sim_files))
+check(sim.get("leader_collector") == compose_addr(leader, "collector_listen") and
+      sim.get("helper_collector") == compose_addr(helper, "collector_listen"),
+      "compose sim calls the collector listeners")
+check(sim.get("leader") == compose_addr(leader, "listen") and
+      sim.get("helper") == compose_addr(helper, "listen"),
+      "compose sim uploads to the upload listeners")
+coord_port = port(coord.get("listen", ""))
+check(flags_of(services["client"]["command"]).get("coordinator") == "coordinator:" + coord_port,
       "clients talk to the coordinator")
-check(services["client"].get("deploy", {}).get("replicas", 1) > 1, "client replicas")
+check_client(flags_of(services["client"]["command"]), coord, "compose client")
+check(services["client"].get("deploy", {}).get("replicas", 1) >= 10,
+      "client replicas fill a batch of the default policy (10)")
+compose_parties = {"leader": leader["cert"], "helper": helper["cert"],
+                   "coordinator": coord.get("tls_cert", "")}
 
-# k8s
+# --- k8s --------------------------------------------------------------------
 namespaces, services_k8s, peers, targets = {}, {}, [], []
+k8s_aggs, k8s_coord, k8s_client, secrets_used = {}, {}, {}, {}
+configmaps = {}
+docs_all = []
 for path in sorted(glob.glob(os.path.join(SRC, "deploy", "k8s", "*.yaml"))):
     with open(path) as f:
         docs = [d for d in yaml.safe_load_all(f) if d]
     check(len(docs) > 0, path + " has documents")
-    for d in docs:
-        kind = d.get("kind")
-        check(bool(d.get("apiVersion")) and bool(kind) and d.get("metadata", {}).get("name"),
-              "%s: apiVersion/kind/name" % path)
-        if kind == "Namespace":
-            continue
-        ns = d["metadata"].get("namespace")
-        check(bool(ns), "%s %s has a namespace" % (kind, d["metadata"]["name"]))
-        if kind == "ConfigMap":
-            for key, text in d.get("data", {}).items():
-                if key.endswith(".textproto"):
-                    check_config_text(text, "k8s %s/%s" % (ns, key))
-                    role = re.search(r'role: "(\w+)"', text).group(1)
-                    namespaces[role] = ns
-                    peer = re.search(r'peer \{ address: "([^"]+)"', text)
-                    if peer:
-                        peers.append(peer.group(1))
-        if kind == "Service":
-            port = d["spec"]["ports"][0]["port"]
-            services_k8s["%s.%s.svc:%d" % (d["metadata"]["name"], ns, port)] = True
-        if kind in ("StatefulSet", "Deployment", "Job"):
-            for c in d["spec"]["template"]["spec"]["containers"]:
-                check(c["command"][0] in binaries, "k8s %s runs a built binary" % c["name"])
-                check_flags(c["command"], "k8s " + c["name"])
-                for arg in c["command"]:
-                    m = re.match(r"--(?:leader|helper|coordinator)=(.+)", arg)
-                    if m:
-                        targets.append(m.group(1))
+    docs_all += docs
+for d in docs_all:
+    kind = d.get("kind")
+    check(bool(d.get("apiVersion")) and bool(kind) and d.get("metadata", {}).get("name"),
+          "%s: apiVersion/kind/name" % d.get("metadata", {}).get("name"))
+    if kind == "Namespace":
+        continue
+    ns = d["metadata"].get("namespace")
+    check(bool(ns), "%s %s has a namespace" % (kind, d["metadata"]["name"]))
+    if kind == "ConfigMap":
+        for key, text in d.get("data", {}).items():
+            if key.endswith(".textproto"):
+                check_config_text(text, "k8s %s/%s" % (ns, key), CERTS)
+                configmaps[(ns, d["metadata"]["name"], key)] = text
+    if kind == "Service":
+        for p in d["spec"]["ports"]:
+            services_k8s["%s.%s.svc:%d" % (d["metadata"]["name"], ns, p["port"])] = ns
+for d in docs_all:
+    if d.get("kind") not in ("StatefulSet", "Deployment", "Job"):
+        continue
+    ns = d["metadata"]["namespace"]
+    pod = d["spec"]["template"]["spec"]
+    volumes = {v["name"]: v for v in pod.get("volumes", [])}
+    for c in pod["containers"]:
+        what = "k8s %s/%s" % (ns, c["name"])
+        check(c["command"][0] in binaries, "%s runs a built binary" % what)
+        check_flags(c["command"], what)
+        for arg in c["command"]:
+            m = re.match(r"--(?:leader|helper|coordinator|announce_leader|announce_helper)=(.+)",
+                         arg)
+            if m:
+                targets.append(m.group(1))
+        used = tls_paths(c["command"])
+        for m in c.get("volumeMounts", []):
+            v = volumes.get(m["name"], {})
+            if "configMap" in v and m.get("subPath"):
+                text = configmaps.get((ns, v["configMap"]["name"], m["subPath"]))
+                check(text is not None, "%s mounts ConfigMap key %s" % (what, m["subPath"]))
+                if text is not None and c["command"][0] == "tandem-aggregator":
+                    s = aggregator_settings(text, c["command"])
+                    k8s_aggs[s["role"]] = s
+                    namespaces[s["role"]] = ns
+                    if s["peer"]:
+                        peers.append(s["peer"])
+                    used |= tls_paths(s.values())
+        for m in c.get("volumeMounts", []):
+            v = volumes.get(m["name"], {})
+            if "secret" in v:
+                check(m["mountPath"].rstrip("/") + "/" == TLS_DIR, "%s mounts its Secret at %s"
+                      % (what, TLS_DIR))
+                secrets_used.setdefault((ns, v["secret"]["secretName"]), set()).update(
+                    os.path.basename(u) for u in used)
+        if c["command"][0] == "tandem-coordinator":
+            k8s_coord = flags_of(c["command"])
+        if c["command"][0] == "tandem-client":
+            k8s_client = flags_of(c["command"])
+        if used:
+            check(any("secret" in volumes.get(m["name"], {}) for m in c.get("volumeMounts", [])),
+                  "%s mounts a Secret for %s" % (what, sorted(used)))
 check(namespaces.get("leader") and namespaces.get("helper") and
       namespaces["leader"] != namespaces["helper"], "leader and helper in separate namespaces")
 check(all(p in services_k8s for p in peers) and peers, "leader's peer is the helper Service")
-check(all(t in services_k8s for t in targets) and len(targets) >= 3,
+check(all(t in services_k8s for t in targets) and len(targets) >= 7,
       "coordinator and clients reach existing Services: %s" % targets)
+for role in ("leader", "helper"):
+    check(role in k8s_aggs, "k8s runs the %s" % role)
+    check_aggregator(k8s_aggs.get(role, aggregator_settings("", ["x"])), "k8s " + role)
+k8s_leader = k8s_aggs.get("leader", aggregator_settings("", ["x"]))
+k8s_helper = k8s_aggs.get("helper", aggregator_settings("", ["x"]))
+svc_of = {role: "tandem-%s.%s.svc" % (role, namespaces.get(role, "?"))
+          for role in ("leader", "helper")}
+
+
+def k8s_addr(agg, key):
+    return "%s:%s" % (svc_of.get(agg["role"], "?"), port(agg[key]))
+
+
+check(k8s_leader["peer"] == k8s_addr(k8s_helper, "peer_listen"),
+      "k8s leader's peer is the helper's peer listener")
+check_coordinator(k8s_coord, k8s_leader, k8s_helper, k8s_addr, "k8s coordinator")
+check_client(k8s_client, k8s_coord, "k8s client")
+
+# The Secrets: made by the README's kubectl commands from make-certs.sh files.
+with open(os.path.join(SRC, "deploy", "k8s", "README.md")) as f:
+    readme = f.read().replace("\\\n", " ")
+created = {}
+for line in readme.splitlines():
+    m = re.search(r"kubectl -n (\S+) create secret generic (\S+)(.*)", line)
+    if m:
+        files = re.findall(r"--from-file=(\S+)", m.group(3))
+        created[(m.group(1), m.group(2))] = {os.path.basename(p) for p in files}
+        check(all(p.startswith("deploy/certs/") for p in files),
+              "secret %s from deploy/certs" % m.group(2))
+        referenced |= {os.path.basename(p) for p in files}
+for key, used in secrets_used.items():
+    check(key in created, "README creates Secret %s/%s" % key)
+    check(used == created.get(key, set()), "Secret %s/%s holds exactly %s (README: %s)"
+          % (key + (sorted(used), sorted(created.get(key, set())))))
+k8s_parties = {"leader": k8s_leader["cert"], "helper": k8s_helper["cert"],
+               "coordinator": k8s_coord.get("tls_cert", "")}
+
+# --- make-certs.sh output against what the deploy files expect --------------
+check(referenced <= made, "make-certs.sh makes every file the deploy files use: missing %s"
+      % sorted(referenced - made))
+
+
+def cert(path):
+    return os.path.join(CERTS, os.path.basename(path))
+
+
+def read(path):
+    return open(path).read() if os.path.isfile(path) else None
+
+
+for where, agg_l, agg_h, co, cl, parties in (
+        ("compose", leader, helper, coord, flags_of(services["client"]["command"]),
+         compose_parties),
+        ("k8s", k8s_leader, k8s_helper, k8s_coord, k8s_client, k8s_parties)):
+    pem = {r: cert(p) for r, p in parties.items()}
+    if not all(os.path.isfile(p) for p in pem.values()):
+        check(False, "%s: party certificates exist: %s" % (where, pem))
+        continue
+    # Identities the configs name are SANs of the right certificates, and
+    # the bundles verify exactly the parties each side expects.
+    for agg in (agg_l, agg_h):
+        ids = agg["coordinator_identities"]
+        check(bool(ids) and set(ids) <= sans(pem["coordinator"]),
+              "%s %s: coordinator identities %s are SANs of its certificate"
+              % (where, agg["role"], ids))
+        check(all(verifies(cert(agg["roots"]), pem["coordinator"], i) for i in ids),
+              "%s %s's roots verify the coordinator" % (where, agg["role"]))
+        check(not verifies(cert(agg["roots"]), pem[agg["role"]], agg["role"] + ".tandem"),
+              "%s %s's roots do not trust its own CA" % (where, agg["role"]))
+    check(all(verifies(cert(agg_h["roots"]), pem["leader"], i) for i in agg_h["leader_identities"])
+          and set(agg_h["leader_identities"]) <= sans(pem["leader"]),
+          "%s helper's roots verify the leader as %s" % (where, agg_h["leader_identities"]))
+    check(verifies(cert(agg_l["roots"]), pem["helper"], agg_l["peer_name"]),
+          "%s leader's roots verify the helper as %s" % (where, agg_l["peer_name"]))
+    for role in ("leader", "helper"):
+        check(verifies(cert(co.get("tls_ca", "")), pem[role], co.get(role + "_name", "?")),
+              "%s coordinator's roots verify the %s as %s" % (where, role, co.get(role + "_name")))
+        check(verifies(cert(cl.get("tls_ca", "")), pem[role], cl.get(role + "_name", "?")),
+              "%s clients' roots verify the %s as %s" % (where, role, cl.get(role + "_name")))
+    check(verifies(cert(cl.get("tls_ca", "")), pem["coordinator"], "coordinator.tandem"),
+          "%s clients' roots verify the coordinator" % where)
+    # One ticket key pair: the coordinator signs with what the aggregators check.
+    pub = openssl("pkey", "-in", cert(co.get("ticket_key", "")), "-pubout").stdout
+    check(bool(pub) and all(read(cert(a["coordinator_key"])) == pub for a in (agg_l, agg_h)),
+          "%s aggregators hold the public key of the coordinator's ticket key" % where)
+
+# Keys: EC P-256 for TLS, Ed25519 for tickets, private to their owner.
+for role in ("leader", "helper", "coordinator"):
+    k = os.path.join(CERTS, role + ".key")
+    text = openssl("pkey", "-in", k, "-noout", "-text").stdout
+    check("prime256v1" in text or "P-256" in text, "%s.key is EC P-256" % role)
+    check(os.stat(k).st_mode & 0o077 == 0, "%s.key is private to its owner" % role)
+check("ED25519" in openssl("pkey", "-in", os.path.join(CERTS, "ticket.key"), "-noout",
+                           "-text").stdout.upper(), "ticket.key is Ed25519")
+
+# A CA cannot issue another party's name: a leader.tandem certificate from
+# the helper's CA, or a coordinator.tandem one from the leader's, is refused
+# by every bundle that trusts the issuing CA.
+for issuer, name, bundles in (
+        ("helper", "leader.tandem", ("client-roots.pem", "coordinator-roots.pem")),
+        ("leader", "coordinator.tandem", ("helper-roots.pem",)),
+        ("coordinator", "helper.tandem", ("client-roots.pem", "leader-roots.pem"))):
+    key, csr, forged = (os.path.join(work, "forged." + e) for e in ("key", "csr", "pem"))
+    ext = os.path.join(work, "forged.ext")
+    with open(ext, "w") as f:
+        f.write("subjectAltName = DNS:%s\nextendedKeyUsage = serverAuth, clientAuth\n" % name)
+    openssl("genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", key)
+    openssl("req", "-new", "-key", key, "-subj", "/CN=" + name, "-out", csr)
+    r = openssl("x509", "-req", "-in", csr, "-CA", os.path.join(CERTS, issuer + "-ca.pem"),
+                "-CAkey", os.path.join(CERTS, issuer + "-ca.key"), "-set_serial", "7",
+                "-days", "1", "-extfile", ext, "-out", forged)
+    check(r.returncode == 0, "forged a %s certificate with the %s CA" % (name, issuer))
+    for b in bundles:
+        check(not verifies(os.path.join(CERTS, b), forged, name),
+              "%s refuses %s issued by the %s CA" % (b, name, issuer))
+
+# Idempotent: a second run keeps every file; --force makes new ones.
+before = {n: open(os.path.join(CERTS, n), "rb").read() for n in made}
+r = subprocess.run([MAKE, CERTS], capture_output=True, text=True)
+after = {n: open(os.path.join(CERTS, n), "rb").read() for n in os.listdir(CERTS)}
+check(r.returncode == 0 and before == after and "0 file(s) made" in r.stdout,
+      "make-certs.sh keeps existing files: %s" % r.stdout.strip()[-300:])
+r = subprocess.run([MAKE, "--force", CERTS], capture_output=True, text=True)
+check(r.returncode == 0 and open(os.path.join(CERTS, "leader.key"), "rb").read() !=
+      before.get("leader.key"), "make-certs.sh --force makes new keys")
 
 # The image holds every binary the compose and k8s files run.
 with open(os.path.join(SRC, "deploy", "Dockerfile")) as f:
@@ -160,11 +536,9 @@ with open(os.path.join(SRC, "deploy", "Dockerfile")) as f:
 image_bins = set(re.findall(r"/(tandem-[a-z-]+)\b", " ".join(
     l for l in dockerfile.splitlines() if l.startswith("COPY --from=build"))))
 used = {svc["command"][0] for svc in services.values()}
-for path in glob.glob(os.path.join(SRC, "deploy", "k8s", "*.yaml")):
-    with open(path) as f:
-        for d in yaml.safe_load_all(f):
-            if d and d.get("kind") in ("StatefulSet", "Deployment", "Job"):
-                used.update(c["command"][0] for c in d["spec"]["template"]["spec"]["containers"])
+for d in docs_all:
+    if d.get("kind") in ("StatefulSet", "Deployment", "Job"):
+        used.update(c["command"][0] for c in d["spec"]["template"]["spec"]["containers"])
 check(used <= image_bins, "the image copies every binary the deploy files run: missing %s"
       % sorted(used - image_bins))
 

@@ -46,11 +46,21 @@ int FreePort() {
   return ntohs(a.sin_port);
 }
 
+// Every party as a deployment runs it: TLS everywhere, the aggregators'
+// collector and peer APIs on their own mutual-TLS ports checked by
+// identity, coordinator-signed upload tickets, norm proofs, clients that
+// pin both aggregators. DP is off (an explicit policy of both servers) so
+// that the accuracy can be compared with plain FedAvg.
 class FederationTest : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = MakeTempDir("tandem_federation");
-    auto pair = StartAggregatorPair(TANDEM_AGGREGATOR_BIN, dir_);
+    ASSERT_TRUE(MakeRoleCertificates(dir_).ok());
+    AggregatorPairOptions o;
+    o.certs_dir = dir_;
+    o.ticket_public_key = dir_ + "/ticket.pub";
+    o.policy = "min_noise_multiplier: 0 min_batch_size: 1 epsilon_budget: inf";
+    auto pair = StartAggregatorPair(TANDEM_AGGREGATOR_BIN, dir_ + "/aggregators", o);
     ASSERT_TRUE(pair.ok()) << pair.status();
     pair_ = *std::move(pair);
     port_ = FreePort();
@@ -62,33 +72,17 @@ class FederationTest : public ::testing::Test {
     pair_.helper.reset();
     std::filesystem::remove_all(dir_);
   }
-  std::vector<std::string> Security() const {
-    if (!tls_) return {"--insecure_plaintext"};
-    return {"--tls_cert=" + dir_ + "/party.pem", "--tls_key=" + dir_ + "/party.key",
-            "--tls_ca=" + dir_ + "/ca.pem"};
-  }
-  // TLS (server authentication) for every connection.
-  void UseTls() {
-    const std::string d = dir_;
-    ASSERT_TRUE(MakeTestCertificates(d).ok());
-    std::ofstream(d + "/tls.textproto")
-        << "tls { cert_chain_path: \"" << d << "/party.pem\" private_key_path: \"" << d
-        << "/party.key\" root_ca_path: \"" << d << "/ca.pem\" }\n";
-    pair_.leader.reset();
-    pair_.helper.reset();
-    auto pair = StartAggregatorPair(TANDEM_AGGREGATOR_BIN, dir_ + "/tls", d + "/tls.textproto");
-    ASSERT_TRUE(pair.ok()) << pair.status();
-    pair_ = *std::move(pair);
-    tls_ = true;
-  }
   std::vector<std::string> CoordinatorArgs(const std::vector<std::string>& extra) {
     std::vector<std::string> a = {
-        absl::StrCat("--listen=127.0.0.1:", port_), "--leader=" + pair_.leader_address(),
-        "--helper=" + pair_.helper_address(), "--state_dir=" + dir_ + "/coordinator",
-        "--dataset=digits", "--hidden=32", "--sample_rate=1",
-        "--block_size=64", "--log_blocks_per_group=1", "--clip=4", "--local_steps=20",
-        "--client_lr=0.05", "--metrics_port=0"};
-    for (const std::string& f : Security()) a.push_back(f);
+        absl::StrCat("--listen=127.0.0.1:", port_), "--leader=" + pair_.leader_collector_address(),
+        "--helper=" + pair_.helper_collector_address(),
+        "--announce_leader=" + pair_.leader_address(),
+        "--announce_helper=" + pair_.helper_address(), "--tls_cert=" + dir_ + "/coordinator.pem",
+        "--tls_key=" + dir_ + "/coordinator.key", "--tls_ca=" + dir_ + "/ca.pem",
+        "--ticket_key=" + dir_ + "/ticket.key", "--state_dir=" + dir_ + "/coordinator",
+        "--dataset=digits", "--hidden=32", "--sample_rate=1", "--noise_multiplier=0",
+        "--min_batch_size=1", "--block_size=64", "--log_blocks_per_group=1",
+        "--clip=4", "--local_steps=20", "--client_lr=0.05", "--metrics_port=0"};
     a.insert(a.end(), extra.begin(), extra.end());
     return a;
   }
@@ -97,23 +91,21 @@ class FederationTest : public ::testing::Test {
                                   dir_ + "/coordinator.log");
     ASSERT_TRUE(c.ok()) << c.status();
     coordinator_ = *std::move(c);
-    std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
-    if (tls_) {
-      std::ifstream in(dir_ + "/ca.pem");
-      grpc::SslCredentialsOptions o;
-      o.pem_root_certs.assign(std::istreambuf_iterator<char>(in), {});
-      creds = grpc::SslCredentials(o);
-    }
+    std::ifstream in(dir_ + "/ca.pem");
+    grpc::SslCredentialsOptions o;
+    o.pem_root_certs.assign(std::istreambuf_iterator<char>(in), {});
     stub_ = proto::Coordinator::NewStub(
-        grpc::CreateChannel(absl::StrCat("127.0.0.1:", port_), creds));
+        grpc::CreateChannel(absl::StrCat("127.0.0.1:", port_), grpc::SslCredentials(o)));
   }
   void StartClient(int shard, int num_shards) {
     const std::string id = absl::StrCat("client", shard);
     std::vector<std::string> args = {
         absl::StrCat("--coordinator=127.0.0.1:", port_), "--client_id=" + id, "--dataset=digits",
         absl::StrCat("--shard=", shard), absl::StrCat("--num_shards=", num_shards),
-        "--state_dir=" + dir_ + "/" + id, "--max_errors=200", absl::StrCat("--seed=", shard + 1)};
-    args.push_back(tls_ ? "--tls_ca=" + dir_ + "/ca.pem" : "--insecure_plaintext");
+        "--state_dir=" + dir_ + "/" + id, "--max_errors=200", absl::StrCat("--seed=", shard + 1),
+        "--tls_ca=" + dir_ + "/ca.pem", "--leader=" + pair_.leader_address(),
+        "--leader_name=leader.tandem", "--helper=" + pair_.helper_address(),
+        "--helper_name=helper.tandem"};
     auto p = ChildProcess::Spawn(TANDEM_CLIENT_BIN, args, dir_ + "/" + id + ".log");
     ASSERT_TRUE(p.ok()) << p.status();
     clients_.push_back(*std::move(p));
@@ -143,7 +135,6 @@ class FederationTest : public ::testing::Test {
   }
 
   std::string dir_;
-  bool tls_ = false;
   AggregatorPair pair_;
   int port_ = 0;
   std::unique_ptr<DaemonProcess> coordinator_;
@@ -152,8 +143,9 @@ class FederationTest : public ::testing::Test {
 };
 
 // The C ABI participant, as an app would drive it, until the task is done.
-void RunCParticipant(int port, const std::string& state_dir, int shard, int num_shards,
-                     int* contributions, int* rc) {
+void RunCParticipant(int port, const std::string& certs, const AggregatorPair* pair,
+                     const std::string& state_dir, int shard, int num_shards, int* contributions,
+                     int* rc) {
   auto data = ml::LoadNamedDataset("digits", 1);
   auto parts = ml::PartitionDirichlet(data->first.labels, data->first.num_classes, num_shards, 0.5,
                                       1, 10);
@@ -164,7 +156,8 @@ void RunCParticipant(int port, const std::string& state_dir, int shard, int num_
   o.coordinator = address.c_str();
   o.client_id = "c-abi-client";
   o.state_dir = state_dir.c_str();
-  o.insecure_plaintext = 1;
+  const std::string ca = certs + "/ca.pem";
+  o.tls_root_ca = ca.c_str();
   o.features = mine->features.data();
   o.rows = mine->features.rows();
   o.cols = mine->features.cols();
@@ -172,7 +165,14 @@ void RunCParticipant(int port, const std::string& state_dir, int shard, int num_
   o.num_classes = mine->num_classes;
   tandem_participant* p = nullptr;
   char err[256];
-  *rc = tandem_participant_create(&o, &p, err, sizeof(err));
+  const std::string leader = pair->leader_address(), helper = pair->helper_address();
+  tandem_participant_trust trust{};
+  trust.struct_size = sizeof(trust);
+  trust.leader_address = leader.c_str();
+  trust.leader_name = "leader.tandem";
+  trust.helper_address = helper.c_str();
+  trust.helper_name = "helper.tandem";
+  *rc = tandem_participant_create_with_trust(&o, &trust, &p, err, sizeof(err));
   if (*rc != 0) return;
   for (int i = 0; i < 2000; ++i) {
     tandem_round_result r{};
@@ -192,7 +192,7 @@ TEST_F(FederationTest, PrivateRoundsMatchPlainFedAvgAndBadRequestsAreRefused) {
       {absl::StrCat("--rounds=", kRounds), absl::StrCat("--target_reports=", kClients),
        absl::StrCat("--min_reports=", kClients), "--round_timeout_s=60"}));
   int c_contributions = 0, c_rc = -1;
-  std::thread c_client(RunCParticipant, port_, dir_ + "/c-abi-client", 0, kClients,
+  std::thread c_client(RunCParticipant, port_, dir_, &pair_, dir_ + "/c-abi-client", 0, kClients,
                        &c_contributions, &c_rc);
   for (int k = 1; k < kClients; ++k) ASSERT_NO_FATAL_FAILURE(StartClient(k, kClients));
 
@@ -244,7 +244,7 @@ TEST_F(FederationTest, PrivateRoundsMatchPlainFedAvgAndBadRequestsAreRefused) {
     const std::string log = dir_ + "/status.txt";
     auto st = ChildProcess::Spawn(TANDEM_STATUS_BIN,
                                   {absl::StrCat("--coordinator=127.0.0.1:", port_),
-                                   "--insecure_plaintext"},
+                                   "--tls_ca=" + dir_ + "/ca.pem"},
                                   log);
     ASSERT_TRUE(st.ok());
     ASSERT_EQ(*(*st)->Wait(absl::Seconds(20)), 0);
@@ -339,24 +339,51 @@ TEST_F(FederationTest, CoordinatorKilledMidTaskResumesFromItsCheckpoint) {
   EXPECT_GE(s.history(3).accuracy(), s.history(0).accuracy() - 0.02);
 }
 
-// TLS on every connection: clients verify the coordinator and the
-// aggregators, the coordinator verifies the aggregators, the leader the
-// helper; plaintext is refused.
-TEST_F(FederationTest, TlsEverywhere) {
-  ASSERT_NO_FATAL_FAILURE(UseTls());
-  ASSERT_NO_FATAL_FAILURE(StartCoordinator(
-      {"--rounds=1", "--target_reports=2", "--min_reports=2", "--round_timeout_s=60"}));
-  for (int k = 0; k < 2; ++k) ASSERT_NO_FATAL_FAILURE(StartClient(k, 2));
-  for (auto& c : clients_) {
-    absl::StatusOr<int> rc = c->Wait(absl::Seconds(120));
+// The private defaults of the daemons, with nothing but the deployment's
+// certificates and keys: noise z = 1, norm proofs, batches of 10. Ten
+// clients release a round with epsilon charged on both sides; plaintext
+// callers are refused.
+TEST_F(FederationTest, PrivateDefaultsReleaseWithNoiseProofsAndBudget) {
+  pair_.leader.reset();
+  pair_.helper.reset();
+  AggregatorPairOptions o;
+  o.certs_dir = dir_;
+  o.ticket_public_key = dir_ + "/ticket.pub";
+  o.policy = "";  // no --policy: the daemons' defaults
+  auto pair = StartAggregatorPair(TANDEM_AGGREGATOR_BIN, dir_ + "/private", o);
+  ASSERT_TRUE(pair.ok()) << pair.status();
+  pair_ = *std::move(pair);
+  const std::vector<std::string> base = CoordinatorArgs({});
+  std::vector<std::string> args;
+  for (const std::string& a : base) {
+    // Drop the DP-off settings of the other tests: back to the defaults.
+    if (a == "--noise_multiplier=0" || a == "--min_batch_size=1") continue;
+    args.push_back(a);
+  }
+  for (const char* a : {"--rounds=1", "--target_reports=10", "--round_timeout_s=90"}) {
+    args.push_back(a);
+  }
+  auto c = DaemonProcess::Start(TANDEM_COORDINATOR_BIN, args, dir_ + "/coordinator.log");
+  ASSERT_TRUE(c.ok()) << c.status();
+  coordinator_ = *std::move(c);
+  {
+    std::ifstream in(dir_ + "/ca.pem");
+    grpc::SslCredentialsOptions so;
+    so.pem_root_certs.assign(std::istreambuf_iterator<char>(in), {});
+    stub_ = proto::Coordinator::NewStub(
+        grpc::CreateChannel(absl::StrCat("127.0.0.1:", port_), grpc::SslCredentials(so)));
+  }
+  for (int k = 0; k < 10; ++k) ASSERT_NO_FATAL_FAILURE(StartClient(k, 10));
+  for (auto& cl : clients_) {
+    absl::StatusOr<int> rc = cl->Wait(absl::Seconds(240));
     ASSERT_TRUE(rc.ok()) << rc.status();
     EXPECT_EQ(*rc, 0);
   }
   const proto::CoordinatorStatusResponse s =
-      WaitFor([](const auto& s) { return s.phase() == "done"; }, absl::Seconds(30));
-  EXPECT_EQ(s.completed_rounds(), 1u);
-  ASSERT_EQ(s.history_size(), 1);
-  EXPECT_EQ(s.history(0).accepted_reports(), 2u);
+      WaitFor([](const auto& s) { return s.phase() == "done"; }, absl::Seconds(60));
+  ASSERT_EQ(s.completed_rounds(), 1u) << s.DebugString();
+  EXPECT_EQ(s.history(0).accepted_reports(), 10u);
+  EXPECT_GT(s.epsilon_spent(), 0.0);
   auto plain = proto::Coordinator::NewStub(grpc::CreateChannel(
       absl::StrCat("127.0.0.1:", port_), grpc::InsecureChannelCredentials()));
   grpc::ClientContext ctx;

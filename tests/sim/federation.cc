@@ -2,6 +2,9 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <filesystem>
+#include <fstream>
+#include <optional>
 #include <random>
 
 #include "absl/strings/str_cat.h"
@@ -11,6 +14,7 @@
 #include "base/status_macros.h"
 #include "client/internal/report_builder.h"
 #include "client/transport/grpc_uploader.h"
+#include "crypto/sign/upload_ticket.h"
 #include "ml/coido/coido.h"
 #include "ml/data/partition.h"
 #include "ml/fedluar/federated_sim.h"
@@ -24,11 +28,30 @@
 namespace tandem::sim {
 namespace {
 
-std::shared_ptr<grpc::Channel> Channel(const std::string& target) {
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// A channel to `target`: plaintext without certificates, else TLS verifying
+// `server_name` against ca.pem, presenting the coordinator's certificate
+// when `as_coordinator` (the collector listeners require it).
+std::shared_ptr<grpc::Channel> Channel(const std::string& target, const std::string& certs_dir,
+                                       const std::string& server_name, bool as_coordinator) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(256 << 20);
   args.SetMaxSendMessageSize(256 << 20);
-  return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+  if (certs_dir.empty()) {
+    return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+  }
+  grpc::SslCredentialsOptions o;
+  o.pem_root_certs = ReadFile(RootsFile(certs_dir, "coordinator"));
+  if (as_coordinator) {
+    o.pem_cert_chain = ReadFile(certs_dir + "/coordinator.pem");
+    o.pem_private_key = ReadFile(certs_dir + "/coordinator.key");
+  }
+  args.SetSslTargetNameOverride(server_name);
+  return grpc::CreateCustomChannel(target, grpc::SslCredentials(o), args);
 }
 
 // The clients' private uploads of one round through the two aggregators
@@ -38,10 +61,23 @@ absl::StatusOr<std::vector<float>> PrivateMean(const FederationOptions& o,
                                                const server::SecureSum& sum, uint64_t round,
                                                const std::vector<std::vector<float>>& updates,
                                                const AggregatorEndpoints& ep, RoundRecord* rec) {
-  auto leader_channel = Channel(ep.leader);
-  auto helper_channel = Channel(ep.helper);
-  server::GrpcAggregatorClient leader(leader_channel), helper(helper_channel);
+  // The coordinator's side: the collector listeners, as coordinator.tandem.
+  server::GrpcAggregatorClient leader(
+      Channel(ep.leader_collector.empty() ? ep.leader : ep.leader_collector, ep.certs_dir,
+              "leader.tandem", /*as_coordinator=*/true));
+  server::GrpcAggregatorClient helper(
+      Channel(ep.helper_collector.empty() ? ep.helper : ep.helper_collector, ep.certs_dir,
+              "helper.tandem", /*as_coordinator=*/true));
   TANDEM_RETURN_IF_ERROR(sum.Open(leader, helper, round));
+  // The coordinator signs one upload ticket per report (its id is the
+  // report id), as tandem-coordinator does at check-in.
+  std::optional<crypto::Ed25519SigningKey> ticket_key;
+  if (!ep.certs_dir.empty()) {
+    TANDEM_ASSIGN_OR_RETURN(ticket_key,
+                            crypto::Ed25519SigningKey::FromPem(ReadFile(ep.certs_dir + "/ticket.key")));
+  }
+  auto leader_channel = Channel(ep.leader, ep.certs_dir, "leader.tandem", false);
+  auto helper_channel = Channel(ep.helper, ep.certs_dir, "helper.tandem", false);
 
   // What a client learns of the round: its announced parameters.
   const client::ReportParameters rp =
@@ -55,8 +91,21 @@ absl::StatusOr<std::vector<float>> PrivateMean(const FederationOptions& o,
     rng = seeded.get();
   }
   for (const std::vector<float>& u : updates) {
-    TANDEM_ASSIGN_OR_RETURN(client::BuiltReport report, builder.Build(u, rng));
-    const auto [a, b] = client::MakeUploadRequests(std::move(report), sum.config().task_id, round);
+    proto::UploadTicket ticket;
+    ticket.set_task_id(sum.config().task_id);
+    ticket.set_round_id(round);
+    ticket.mutable_ticket_id()->resize(16);
+    TANDEM_RETURN_IF_ERROR(rng->Fill(absl::MakeSpan(
+        reinterpret_cast<uint8_t*>(ticket.mutable_ticket_id()->data()), 16)));
+    ticket.set_expiry_unix_ms(absl::ToUnixMillis(absl::Now() + absl::Minutes(30)));
+    proto::SignedUploadTicket signed_ticket;
+    if (ticket_key.has_value()) {
+      TANDEM_ASSIGN_OR_RETURN(signed_ticket, crypto::SignUploadTicket(*ticket_key, ticket));
+    }
+    TANDEM_ASSIGN_OR_RETURN(client::BuiltReport report,
+                            builder.Build(u, rng, ticket.ticket_id()));
+    const auto [a, b] = client::MakeUploadRequests(std::move(report), sum.config().task_id, round,
+                                                   signed_ticket);
     rec->bytes_up += a.ByteSizeLong() + b.ByteSizeLong();
     rec->dense_bytes_up += 2 * u.size() * sizeof(uint64_t);  // dense 2-server shares
     TANDEM_RETURN_IF_ERROR(uploader.Upload(a, b));
@@ -67,6 +116,12 @@ absl::StatusOr<std::vector<float>> PrivateMean(const FederationOptions& o,
 }
 
 }  // namespace
+
+std::string RootsFile(const std::string& certs_dir, const std::string& party) {
+  const std::string bundle = certs_dir + "/" + party + "-roots.pem";
+  std::error_code ec;
+  return std::filesystem::exists(bundle, ec) ? bundle : certs_dir + "/ca.pem";
+}
 
 absl::StatusOr<std::vector<RoundRecord>> RunFederation(
     const FederationOptions& o, const ml::Dataset& train, const ml::Dataset& test,
@@ -102,6 +157,8 @@ absl::StatusOr<std::vector<RoundRecord>> RunFederation(
   to.secure_sum.clip_l2_norm = o.clip_l2_norm;
   to.secure_sum.noise_multiplier = o.private_aggregation ? o.noise_multiplier : 0.0;
   to.secure_sum.max_reports = static_cast<uint32_t>(std::max(1, o.clients));
+  to.secure_sum.norm_proofs = o.private_aggregation && o.norm_proofs;
+  to.secure_sum.min_batch_size = o.min_batch_size;
   to.server_lr = o.server_lr;
   to.num_recycled = o.fedluar ? o.num_recycled : 0;
   to.seed = o.seed;

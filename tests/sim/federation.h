@@ -42,6 +42,10 @@ struct FederationOptions {
   double noise_multiplier = 0.3; // sigma / C per aggregator (0 = no noise)
   double delta = 1e-5;
   double epsilon_budget = 0;     // rounds stop once the next would exceed it (0 = none)
+  // Every report carries a norm-bound proof that both aggregators check (the
+  // private default of tandem-coordinator and of the aggregators' policy).
+  bool norm_proofs = false;
+  uint32_t min_batch_size = 1;   // no aggregate of fewer reports is released
   double dirichlet_alpha = 0.5;  // label skew of the client split
   uint64_t seed = 1;
   // Seed of the clients' cryptographic randomness (block choice, DPF keys,
@@ -65,11 +69,24 @@ struct RoundRecord {
   double seconds = 0;
 };
 
-// Endpoints of a running aggregator pair ("127.0.0.1:port").
+// A running aggregator pair as its coordinator reaches it.
 struct AggregatorEndpoints {
-  std::string leader;
+  std::string leader;  // upload listeners ("host:port")
   std::string helper;
+  // Collector listeners; empty: the upload address (plaintext, shared port).
+  std::string leader_collector;
+  std::string helper_collector;
+  // TLS and tickets: coordinator.{pem,key} and ticket.key, with the roots
+  // either in one ca.pem (tests/testing/certificates.h MakeRoleCertificates)
+  // or per party, <party>-roots.pem (deploy/make-certs.sh); servers named
+  // leader.tandem / helper.tandem. Empty: plaintext, and aggregators that
+  // accept unticketed uploads.
+  std::string certs_dir;
 };
+
+// The roots `party` ("coordinator", "client") verifies servers with in
+// `certs_dir`: <party>-roots.pem when present, else ca.pem.
+std::string RootsFile(const std::string& certs_dir, const std::string& party);
 
 // Runs one variant and calls `progress` after each round.
 absl::StatusOr<std::vector<RoundRecord>> RunFederation(

@@ -3,6 +3,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -26,19 +27,35 @@ absl::StatusOr<std::vector<RoundRecord>> RunProcessFederation(
   if (!o.private_aggregation) {
     return absl::InvalidArgumentError("process mode always aggregates privately");
   }
+  if (aggregators.certs_dir.empty() || aggregators.leader_collector.empty() ||
+      aggregators.helper_collector.empty()) {
+    return absl::InvalidArgumentError(
+        "process mode runs with TLS, roles and tickets: it needs the certificates directory and "
+        "both collector addresses");
+  }
+  const std::string& certs = aggregators.certs_dir;
   const std::string dir = absl::StrCat(p.work_dir, "/", o.name);
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   std::vector<std::string> hidden;
   for (int64_t h : o.hidden) hidden.push_back(absl::StrCat(h));
   std::vector<std::string> args = {
-      "--listen=127.0.0.1:0", "--leader=" + aggregators.leader, "--helper=" + aggregators.helper,
-      "--state_dir=" + dir + "/coordinator", "--insecure_plaintext",
+      // The collector listeners with the coordinator's certificate; the
+      // upload listeners and TLS names announced to clients.
+      "--listen=127.0.0.1:0", "--leader=" + aggregators.leader_collector,
+      "--helper=" + aggregators.helper_collector, "--announce_leader=" + aggregators.leader,
+      "--announce_helper=" + aggregators.helper, "--leader_name=leader.tandem",
+      "--helper_name=helper.tandem", "--tls_cert=" + certs + "/coordinator.pem",
+      "--tls_key=" + certs + "/coordinator.key", "--tls_ca=" + RootsFile(certs, "coordinator"),
+      "--ticket_key=" + certs + "/ticket.key", "--state_dir=" + dir + "/coordinator",
+      o.norm_proofs ? "--norm_proofs" : "--nonorm_proofs",
+      absl::StrCat("--min_batch_size=", o.min_batch_size),
       "--task_id=" + o.name, "--dataset=" + p.dataset,
       absl::StrCat("--eval_items=", p.eval_items), absl::StrCat("--data_seed=", o.seed),
       "--hidden=" + absl::StrJoin(hidden, ","), absl::StrCat("--init_seed=", o.seed),
       absl::StrCat("--rounds=", o.rounds), absl::StrCat("--sample_rate=", o.sample_rate),
-      "--min_reports=1", absl::StrCat("--max_reports=", std::max(1, o.clients)),
+      absl::StrCat("--min_reports=", o.min_batch_size),
+      absl::StrCat("--max_reports=", std::max(1, o.clients)),
       absl::StrCat("--enrollment_s=", p.enrollment_s),
       absl::StrCat("--round_timeout_s=", p.round_timeout_s),
       absl::StrCat("--num_recycled=", o.fedluar ? o.num_recycled : 0),
@@ -59,7 +76,10 @@ absl::StatusOr<std::vector<RoundRecord>> RunProcessFederation(
         std::unique_ptr<ChildProcess> c,
         ChildProcess::Spawn(p.client_bin,
                             {"--coordinator=" + address, "--client_id=" + id,
-                             "--task_id=" + o.name, "--insecure_plaintext",
+                             "--task_id=" + o.name, "--tls_ca=" + RootsFile(certs, "client"),
+                             // Pinned: the client checks what the coordinator announces.
+                             "--leader=" + aggregators.leader, "--leader_name=leader.tandem",
+                             "--helper=" + aggregators.helper, "--helper_name=helper.tandem",
                              "--dataset=" + p.dataset, absl::StrCat("--data_seed=", o.seed),
                              absl::StrCat("--train_items=", p.train_items),
                              absl::StrCat("--num_shards=", o.clients), absl::StrCat("--shard=", k),
@@ -70,8 +90,12 @@ absl::StatusOr<std::vector<RoundRecord>> RunProcessFederation(
     clients.push_back(std::move(c));
   }
 
-  auto stub = proto::Coordinator::NewStub(
-      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  grpc::SslCredentialsOptions roots;
+  {
+    std::ifstream in(RootsFile(certs, "client"));
+    roots.pem_root_certs.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  auto stub = proto::Coordinator::NewStub(grpc::CreateChannel(address, grpc::SslCredentials(roots)));
   // Dense 2-server secret sharing of the full update: 2 x 8 bytes x params
   // of the model the coordinator builds (ml/model_zoo).
   TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<ml::Model> model,

@@ -10,6 +10,7 @@
 #include "ml/data/dataset.h"
 #include "tests/sim/federation.h"
 #include "tests/sim/report.h"
+#include "tests/testing/certificates.h"
 #include "tests/testing/daemon_process.h"
 
 namespace tandem::sim {
@@ -23,7 +24,14 @@ TEST(Simulator, PrivateFederationOnDigitsLearnsAndReports) {
   auto split = ml::TrainTestSplit(*all, 0.25, 3);
   ASSERT_THAT(split, IsOk());
   const std::string dir = tandem::testing::MakeTempDir("tandem-simtest");
-  auto pair = tandem::testing::StartAggregatorPair(TANDEM_AGGREGATOR_BIN, dir);
+  // As tandem-sim starts them: TLS, roles, tickets, a policy for this run.
+  ASSERT_THAT(tandem::testing::MakeRoleCertificates(dir), IsOk());
+  tandem::testing::AggregatorPairOptions po;
+  po.certs_dir = dir;
+  po.ticket_public_key = dir + "/ticket.pub";
+  po.policy = "min_noise_multiplier: 0.05 min_batch_size: 1 require_norm_proofs: false "
+              "sampling_rate: 0.75 epsilon_budget: inf";
+  auto pair = tandem::testing::StartAggregatorPair(TANDEM_AGGREGATOR_BIN, dir + "/state", po);
   ASSERT_THAT(pair, IsOk());
 
   FederationOptions o;
@@ -39,7 +47,9 @@ TEST(Simulator, PrivateFederationOnDigitsLearnsAndReports) {
   o.clip_l2_norm = 2.0;
   int calls = 0;
   auto records = RunFederation(o, split->first, split->second,
-                               {pair->leader_address(), pair->helper_address()},
+                               {pair->leader_address(), pair->helper_address(),
+                                pair->leader_collector_address(),
+                                pair->helper_collector_address(), dir},
                                [&](const RoundRecord&) { ++calls; });
   ASSERT_THAT(records, IsOk());
   ASSERT_EQ(records->size(), 6u);

@@ -14,6 +14,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "base/logging.h"
@@ -21,6 +22,7 @@
 #include "tests/sim/federation.h"
 #include "tests/sim/process_federation.h"
 #include "tests/sim/report.h"
+#include "tests/testing/certificates.h"
 #include "tests/testing/daemon_process.h"
 
 ABSL_FLAG(std::string, mode, "inprocess",
@@ -52,8 +54,19 @@ ABSL_FLAG(uint64_t, seed, 1, "seed of data split, init and sampling");
 ABSL_FLAG(std::string, report_dir, "reports/latest", "where the report is written");
 ABSL_FLAG(std::string, aggregator_bin, "", "tandem-aggregator binary (default: build tree)");
 ABSL_FLAG(std::string, leader, "",
-          "use a running leader aggregator (host:port, plaintext) instead of starting one");
+          "use a running leader aggregator (its upload listener host:port) instead of starting one");
 ABSL_FLAG(std::string, helper, "", "use a running helper aggregator (with --leader)");
+ABSL_FLAG(std::string, leader_collector, "",
+          "the running leader's collector listener host:port (with --leader and --certs_dir)");
+ABSL_FLAG(std::string, helper_collector, "", "the running helper's collector listener host:port");
+ABSL_FLAG(std::string, certs_dir, "",
+          "TLS and ticket material for running aggregators: ca.pem, coordinator.{pem,key}, "
+          "ticket.key (servers named leader.tandem / helper.tandem); empty with --leader: "
+          "plaintext, unticketed aggregators");
+ABSL_FLAG(bool, norm_proofs, true,
+          "every report carries a norm-bound proof both aggregators check");
+ABSL_FLAG(uint32_t, min_batch_size, 1,
+          "no aggregate of fewer reports is released (the daemons' own default is 10)");
 
 namespace {
 
@@ -68,6 +81,20 @@ std::string SelfDir() {
 std::string BinDir() {
   if (!absl::GetFlag(FLAGS_bin_dir).empty()) return absl::GetFlag(FLAGS_bin_dir);
   return SelfDir() + "/../..";
+}
+
+// The aggregators' policy for this run: its noise as the floor (0 = a run
+// without DP, an explicit choice of the simulator's operator), its minimum
+// batch, norm proofs as asked, the simulator's Poisson rate as the trusted
+// sampling rate, and its budget (none when 0).
+std::string SimPolicy() {
+  const double z = absl::GetFlag(FLAGS_noise_multiplier);
+  const double budget = absl::GetFlag(FLAGS_epsilon_budget);
+  return absl::StrCat("min_noise_multiplier: ", z,
+                      " min_batch_size: ", absl::GetFlag(FLAGS_min_batch_size),
+                      " require_norm_proofs: ", absl::GetFlag(FLAGS_norm_proofs) ? "true" : "false",
+                      " sampling_rate: ", absl::GetFlag(FLAGS_sample_rate), " epsilon_budget: ",
+                      z > 0 && budget > 0 ? absl::StrCat(budget) : std::string("inf"));
 }
 
 }  // namespace
@@ -89,8 +116,10 @@ int main(int argc, char** argv) {
 
   // Either aggregators already running elsewhere (--leader/--helper, e.g.
   // the docker-compose topology) or a pair started here on loopback.
-  tandem::sim::AggregatorEndpoints endpoints{absl::GetFlag(FLAGS_leader),
-                                             absl::GetFlag(FLAGS_helper)};
+  tandem::sim::AggregatorEndpoints endpoints{
+      absl::GetFlag(FLAGS_leader), absl::GetFlag(FLAGS_helper),
+      absl::GetFlag(FLAGS_leader_collector), absl::GetFlag(FLAGS_helper_collector),
+      absl::GetFlag(FLAGS_certs_dir)};
   std::string state;
   absl::StatusOr<tandem::testing::AggregatorPair> pair;
   if (endpoints.leader.empty() != endpoints.helper.empty()) {
@@ -100,13 +129,27 @@ int main(int argc, char** argv) {
   if (endpoints.leader.empty()) {
     std::string bin = absl::GetFlag(FLAGS_aggregator_bin);
     if (bin.empty()) bin = BinDir() + "/aggregator/service/tandem-aggregator";
+    // The pair as a deployment runs it: TLS, the collector and peer APIs on
+    // their own mutual-TLS ports checked by identity, coordinator-signed
+    // upload tickets, and a privacy policy that matches this run (the
+    // simulator is the operator of both servers here).
     state = tandem::testing::MakeTempDir("tandem-sim");
-    pair = tandem::testing::StartAggregatorPair(bin, state);
+    if (absl::Status s = tandem::testing::MakeRoleCertificates(state); !s.ok()) {
+      std::fprintf(stderr, "cannot make certificates: %s\n", s.ToString().c_str());
+      return 1;
+    }
+    tandem::testing::AggregatorPairOptions po;
+    po.certs_dir = state;
+    po.ticket_public_key = state + "/ticket.pub";
+    po.policy = SimPolicy();
+    std::printf("aggregator policy: %s\n", po.policy.c_str());
+    pair = tandem::testing::StartAggregatorPair(bin, state, po);
     if (!pair.ok()) {
       std::fprintf(stderr, "cannot start the aggregators: %s\n", pair.status().ToString().c_str());
       return 1;
     }
-    endpoints = {pair->leader_address(), pair->helper_address()};
+    endpoints = {pair->leader_address(), pair->helper_address(),
+                 pair->leader_collector_address(), pair->helper_collector_address(), state};
   }
   std::printf("tandem-sim: %s, %lld train / %lld test samples, %d clients (alpha %.2f), q=%.2f\n"
               "aggregators: leader %s, helper %s (%s)\n",
@@ -140,6 +183,8 @@ int main(int argc, char** argv) {
   base.noise_multiplier = absl::GetFlag(FLAGS_noise_multiplier);
   base.seed = absl::GetFlag(FLAGS_seed);
   base.epsilon_budget = absl::GetFlag(FLAGS_epsilon_budget);
+  base.norm_proofs = absl::GetFlag(FLAGS_norm_proofs);
+  base.min_batch_size = absl::GetFlag(FLAGS_min_batch_size);
   if (absl::GetFlag(FLAGS_baseline)) {
     tandem::sim::FederationOptions o = base;
     o.name = "fedavg-clear";

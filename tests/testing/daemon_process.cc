@@ -184,8 +184,7 @@ absl::StatusOr<AggregatorPair> StartAggregatorPair(const std::string& binary,
   } else {
     common.push_back("--coordinator_key=" + options.ticket_public_key);
   }
-  common.push_back("--policy=" + (options.policy.empty() ? std::string(kPermissiveTestPolicy)
-                                                          : options.policy));
+  if (!options.policy.empty()) common.push_back("--policy=" + options.policy);
   auto role_args = [&](const std::string& role) {
     std::vector<std::string> a = common;
     a.push_back("--role=" + role);

@@ -77,8 +77,9 @@ struct AggregatorPairOptions {
   std::string certs_dir;
   // PEM Ed25519 public key of the coordinator; empty: --allow_unticketed_uploads.
   std::string ticket_public_key;
-  // PrivacyPolicy textproto; empty: kPermissiveTestPolicy.
-  std::string policy;
+  // PrivacyPolicy textproto passed as --policy; empty: no --policy, the
+  // daemons' private defaults.
+  std::string policy = kPermissiveTestPolicy;
 };
 
 // A helper and a leader tandem-aggregator on loopback (port 0), state and

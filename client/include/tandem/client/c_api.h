@@ -1,9 +1,14 @@
 /* tandem client SDK, C ABI (for apps in C, Swift, Kotlin/JNI, Rust FFI...).
  *
  * Return values are absl/gRPC status codes: 0 = OK, 1 = CANCELLED,
- * 3 = INVALID_ARGUMENT, 13 = INTERNAL, 14 = UNAVAILABLE, ... On error a
+ * 3 = INVALID_ARGUMENT, 8 = RESOURCE_EXHAUSTED (out of memory),
+ * 9 = FAILED_PRECONDITION, 13 = INTERNAL, 14 = UNAVAILABLE, ... On error a
  * message is written to `error` (NUL-terminated, truncated to error_len)
- * when error is not NULL.
+ * when error is not NULL. No C++ exception ever leaves a function of this
+ * header: the library's out-of-memory and other exceptions become
+ * RESOURCE_EXHAUSTED / INTERNAL.
+ * ABI: additive only. Existing structs never change; new settings come as
+ * new structs (with a leading struct_size) and new functions.
  * Ownership: objects and buffers returned by the library are freed with the
  * matching tandem_*_free / _destroy call. Thread safety: one encoder may be
  * used from several threads at once; buffers are not shared. */
@@ -48,6 +53,20 @@ int tandem_report_encoder_encode(const tandem_report_encoder* encoder, const flo
                                  tandem_buffer* to_helper, char* error, size_t error_len);
 void tandem_buffer_free(tandem_buffer* buffer);
 
+/* As tandem_report_encoder_encode, for deployments with upload tickets (the
+ * aggregators refuse uploads without one): `ticket` holds `ticket_len`
+ * bytes, the serialized SignedUploadTicket of the client's assignment
+ * (CheckInResponse.ticket). The report goes under the ticket's 16-byte id
+ * (written to report_id) and both requests carry the ticket.
+ * INVALID_ARGUMENT for a ticket that does not parse or whose id is not 16
+ * bytes; FAILED_PRECONDITION for a ticket of another task or round than the
+ * encoder's spec. */
+int tandem_report_encoder_encode_ticketed(const tandem_report_encoder* encoder,
+                                          const float* update, size_t n, const uint8_t* ticket,
+                                          size_t ticket_len, uint8_t report_id[16],
+                                          tandem_buffer* to_leader, tandem_buffer* to_helper,
+                                          char* error, size_t error_len);
+
 /* Participant (tandem/client/participant.h): takes part in the rounds of a
  * federated task. The data arrays are copied at create. Link
  * tandem_client_transport for these. */
@@ -82,8 +101,32 @@ typedef struct {
   uint64_t bytes_down;
 } tandem_round_result;
 
+/* The aggregators the participant trusts and the bounds on what the
+ * coordinator may ask (tandem/client/participant.h, ParticipantOptions).
+ * Set struct_size = sizeof(tandem_participant_trust); later versions only
+ * append fields, and the library reads only the first struct_size bytes.
+ * Strings are NUL-terminated; NULL or "" = not set. Addresses and names are
+ * pinned in pairs (both leader and helper, or neither). */
+typedef struct {
+  size_t struct_size;
+  const char* leader_address;  /* host:port of the leader's upload listener */
+  const char* leader_name;     /* TLS identity the leader's certificate carries */
+  const char* helper_address;  /* host:port of the helper's upload listener */
+  const char* helper_name;     /* TLS identity the helper's certificate carries */
+  uint64_t max_model_bytes;    /* model download bound; 0 = 256 MiB */
+  uint64_t max_dimension;      /* round dimension D bound; 0 = 2^24 */
+} tandem_participant_trust;
+
 int tandem_participant_create(const tandem_participant_options* options,
                               tandem_participant** out, char* error, size_t error_len);
+/* As tandem_participant_create, with pinned aggregators and bounds (`trust`
+ * may be NULL: nothing pinned, default bounds). A check-in naming other
+ * aggregators than the pinned ones, or one server for both roles, makes
+ * participate_once return 9 (FAILED_PRECONDITION) without uploading. */
+int tandem_participant_create_with_trust(const tandem_participant_options* options,
+                                         const tandem_participant_trust* trust,
+                                         tandem_participant** out, char* error,
+                                         size_t error_len);
 /* One check-in (and, when assigned, one contribution). */
 int tandem_participant_participate_once(tandem_participant* participant,
                                         tandem_round_result* result, char* error,

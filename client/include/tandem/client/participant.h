@@ -15,18 +15,23 @@
 // CoIDO when the round asks for it, train locally, drop the tensors FedLUAR
 // recycles this round, clip to the round's L2 bound, encode in fixed point,
 // sample one block per group, make the PREAMBLE block-DPF key shares, upload
-// them to both aggregators (retries, one idempotent report id) and report the
-// upload to the coordinator. The report is stored (StateStore) before the
-// first upload, so that an app killed mid-upload resends the same report
-// (never a second one) when it comes back within the round.
+// them to both aggregators (retries; the report id is the assignment's upload
+// ticket id, and the coordinator-signed ticket goes with both uploads) and
+// report the upload (with the ticket) to the coordinator. The report, ticket
+// included, is stored (StateStore) before the first upload, so that an app
+// killed mid-upload resends the same report (never a second one) when it
+// comes back within the round.
 //
 // No Eigen, gRPC, CUDA or protobuf types cross this header.
 // Thread safety: ParticipateOnce runs one round at a time (a second
 // concurrent call gets FAILED_PRECONDITION); Cancel may be called from any
 // thread and makes the running call return CANCELLED at its next step.
-// Error codes: INVALID_ARGUMENT (bad options or local data), UNAVAILABLE /
-// DEADLINE_EXCEEDED (network, after retries), FAILED_PRECONDITION (round
-// closed meanwhile), CANCELLED, and the servers' codes.
+// Error codes: INVALID_ARGUMENT (bad options or local data, or an assignment
+// outside the client's bounds: sizes, training settings, a malformed upload
+// ticket), UNAVAILABLE / DEADLINE_EXCEEDED (network, after retries),
+// FAILED_PRECONDITION (round closed meanwhile; an assignment naming other
+// aggregators than the pinned ones, one server for both roles, or a ticket
+// for another task/round), CANCELLED, and the servers' codes.
 #ifndef TANDEM_CLIENT_INCLUDE_TANDEM_CLIENT_PARTICIPANT_H_
 #define TANDEM_CLIENT_INCLUDE_TANDEM_CLIENT_PARTICIPANT_H_
 
@@ -107,6 +112,30 @@ struct ParticipantOptions {
   int upload_attempts = 5;            // per aggregator, with backoff
   int64_t rpc_timeout_ms = 30000;
   uint64_t seed = 0;                  // local training shuffles (0 = random)
+
+  // Aggregator pinning. The two aggregators are the client's privacy: each
+  // sees one share, so a coordinator that named one server for both roles
+  // (or its own) would learn every update. Pins come from the app's own
+  // configuration, never from the coordinator.
+  //  - leader_address / helper_address (host:port, both or neither): a
+  //    CheckIn naming other upload endpoints is refused (FAILED_PRECONDITION).
+  //  - leader_name / helper_name (TLS identities, both or neither): the
+  //    uploads verify the server certificate against these names (SSL target
+  //    name override), whatever address they go to; a CheckIn naming another
+  //    server_name is refused (FAILED_PRECONDITION). Ignored with
+  //    insecure_plaintext (no certificates).
+  // Without pins the coordinator's endpoints are trusted (a warning is
+  // logged once). Always refused, pinned or not: one host:port, or one TLS
+  // name, for both roles.
+  std::string leader_address;
+  std::string leader_name;
+  std::string helper_address;
+  std::string helper_name;
+
+  // Bounds on what the coordinator may make this client allocate or run
+  // (INVALID_ARGUMENT beyond them, checked before allocating).
+  uint64_t max_model_bytes = uint64_t{256} << 20;  // serialized model download
+  uint64_t max_dimension = uint64_t{1} << 24;      // D of a round (the report is O(D))
 };
 
 enum class RoundOutcome {

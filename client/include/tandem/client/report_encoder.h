@@ -19,6 +19,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 
 namespace tandem {
@@ -37,10 +38,11 @@ struct RoundSpec {
   int frac_bits = 16;            // fixed-point fraction bits
   double clip_l2_norm = 1.0;     // C
   uint64_t max_summands = 1;     // reports per round (fixed-point headroom)
+  uint64_t max_dimension = uint64_t{1} << 24;  // D refused above this (INVALID_ARGUMENT)
 };
 
 struct EncodedReport {
-  std::string report_id;   // 16 bytes, the idempotency key of both uploads
+  std::string report_id;   // 16 bytes (the ticket's id), the idempotency key of both uploads
   std::string to_leader;   // serialized tandem.proto.UploadRequest
   std::string to_helper;   // serialized tandem.proto.UploadRequest
   double clip_factor = 1;  // min(1, C / ||update||)
@@ -57,6 +59,15 @@ class ReportEncoder {
   // `update` has at most D floats (zero-padded). INVALID_ARGUMENT for a
   // longer update or non-finite values; INTERNAL when randomness fails.
   virtual absl::StatusOr<EncodedReport> Encode(absl::Span<const float> update) const = 0;
+
+  // As Encode, under an upload ticket: `signed_ticket` is the serialized
+  // SignedUploadTicket of the assignment (CheckInResponse.ticket). The report
+  // id is the ticket's id and both requests carry the ticket.
+  // INVALID_ARGUMENT for a ticket that does not parse or whose id is not 16
+  // bytes; FAILED_PRECONDITION for a ticket of another task/round than the
+  // spec's.
+  virtual absl::StatusOr<EncodedReport> EncodeWithTicket(absl::Span<const float> update,
+                                                         absl::string_view signed_ticket) const = 0;
 };
 
 }  // namespace tandem::client

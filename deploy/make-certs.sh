@@ -1,0 +1,234 @@
+#!/usr/bin/env bash
+# Makes the TLS material of a tandem deployment with the openssl CLI
+# (Debian 12's openssl 3.0 or later):
+#
+#   three CAs, one per trust domain (operator), each name-constrained to the
+#   names of its own party, so that a bundle trusting several CAs still lets
+#   no operator issue a certificate for another party's name:
+#     leader-ca.{pem,key}        leader operator
+#     helper-ca.{pem,key}        helper operator
+#     coordinator-ca.{pem,key}   coordinator operator
+#   one certificate per party, issued by its operator's CA, usable as TLS
+#   server and client certificate (EC P-256, SHA-256):
+#     leader.{pem,key}  helper.{pem,key}  coordinator.{pem,key}
+#     SANs: <role>.tandem (the identity the configs name, listed first), the
+#     docker-compose service name <role>, the k8s Service names of deploy/k8s
+#     (tandem-<role>[.tandem-<role>[.svc[.cluster.local]]]), localhost and
+#     127.0.0.1 (one-host runs)
+#   the coordinator's Ed25519 upload ticket key:
+#     ticket.key (PKCS#8, the coordinator's --ticket_key)
+#     ticket.pub (SubjectPublicKeyInfo, the aggregators' coordinator key)
+#   the trust bundles (PEM roots) of each party:
+#     leader-roots.pem       coordinator CA (collector listener) + helper CA (its peer)
+#     helper-roots.pem       coordinator CA (collector listener) + leader CA (peer listener)
+#     coordinator-roots.pem  leader CA + helper CA (the aggregators it calls)
+#     client-roots.pem       leader CA + helper CA + coordinator CA (clients)
+#
+# Usage: deploy/make-certs.sh [--force] [--days N] [--ca-days N] [--key-mode MODE] [DIR]
+#   DIR         output directory (default deploy/certs, git-ignored)
+#   --force     remake everything (new CAs, new keys); without it, existing
+#               files are kept and only missing ones are made (a certificate
+#               whose CA is remade is reissued); a half-present pair, or a
+#               certificate that does not chain to its CA or match its key, is
+#               an error
+#   --days      validity of the party certificates (default 825)
+#   --ca-days   validity of the CAs (default 3650)
+#   --key-mode  mode of the parties' private keys and ticket.key (default
+#               0600; the CA keys stay 0600). Docker bind mounts
+#               keep host ownership: the image's user (uid 10001) can read a
+#               key only if it owns it (after this script: sudo chown 10001
+#               DIR/{leader,helper,coordinator,ticket}.key; rerun this script
+#               with sudo then) or if the mode lets it (0644: a throwaway
+#               one-host demo)
+#
+# One host plays the three operators here. In a real deployment each
+# operator keeps its CA key to itself and gives the others only its CA
+# certificate (the coordinator gives the aggregators only ticket.pub).
+set -euo pipefail
+
+usage() { sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; }
+
+force=0
+days=825
+ca_days=3650
+key_mode=0600
+dir=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --force) force=1 ;;
+    --days) days="${2:?--days takes a value}"; shift ;;
+    --days=*) days="${1#*=}" ;;
+    --ca-days) ca_days="${2:?--ca-days takes a value}"; shift ;;
+    --ca-days=*) ca_days="${1#*=}" ;;
+    --key-mode) key_mode="${2:?--key-mode takes a value}"; shift ;;
+    --key-mode=*) key_mode="${1#*=}" ;;
+    -h|--help) usage; exit 0 ;;
+    -*) echo "make-certs: unknown option $1" >&2; usage >&2; exit 2 ;;
+    *) [ -z "$dir" ] || { echo "make-certs: one directory only" >&2; exit 2; }; dir="$1" ;;
+  esac
+  shift
+done
+[ -n "$dir" ] || dir="$(cd "$(dirname "$0")" && pwd)/certs"
+case "$days$ca_days" in
+  *[!0-9]*) echo "make-certs: --days/--ca-days take a number" >&2; exit 2 ;;
+esac
+case "$key_mode" in [0-7][0-7][0-7]|[0-7][0-7][0-7][0-7]) ;; *)
+  echo "make-certs: --key-mode takes an octal mode" >&2; exit 2 ;; esac
+command -v openssl >/dev/null || { echo "make-certs: openssl not found" >&2; exit 1; }
+
+mkdir -p "$dir"
+dir="$(cd "$dir" && pwd)"
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+
+ROLES=(leader helper coordinator)
+made=()    # files written by this run
+remade=()  # roles whose CA was made by this run
+
+note() { printf 'make-certs: %-6s %s\n' "$1" "$2"; }
+
+# The names a role's certificate carries and its CA may issue.
+dns_names() {
+  local r="$1"
+  echo "$r.tandem $r tandem-$r tandem-$r.tandem-$r tandem-$r.tandem-$r.svc" \
+       "tandem-$r.tandem-$r.svc.cluster.local localhost"
+}
+
+new_ec_key() {  # new_ec_key PATH MODE
+  (umask 077 && openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 \
+     -pkeyopt ec_param_enc:named_curve -out "$1" 2>/dev/null)
+  chmod "$2" "$1"
+}
+
+# Both files of a pair exist (0), neither does (1); one alone is an error.
+pair_state() {  # pair_state A B
+  if [ -e "$1" ] && [ -e "$2" ]; then return 0; fi
+  if [ ! -e "$1" ] && [ ! -e "$2" ]; then return 1; fi
+  echo "make-certs: $(basename "$1") and $(basename "$2") go together but only one exists;" \
+       "remove it or rerun with --force" >&2
+  exit 1
+}
+
+same_public_key() {  # same_public_key CERT KEY
+  [ -r "$2" ] || { echo "make-certs: cannot read $2 (owned by another user?)" >&2; exit 1; }
+  [ "$(openssl x509 -in "$1" -noout -pubkey)" = "$(openssl pkey -in "$2" -pubout)" ]
+}
+
+make_ca() {  # make_ca ROLE
+  local r="$1" pem="$dir/$1-ca.pem" key="$dir/$1-ca.key" constraints="" n
+  if [ $force -eq 0 ] && pair_state "$pem" "$key"; then
+    same_public_key "$pem" "$key" || {
+      echo "make-certs: $r-ca.pem does not match $r-ca.key; rerun with --force" >&2; exit 1; }
+    note kept "$r-ca.pem $r-ca.key"
+    return
+  fi
+  for n in $(dns_names "$r"); do constraints+="permitted;DNS:$n, "; done
+  constraints+="permitted;IP:127.0.0.1/255.255.255.255"
+  cat >"$tmp/$r-ca.cnf" <<EOF
+[req]
+distinguished_name = dn
+prompt = no
+[dn]
+O = tandem $r operator
+CN = tandem $r operator CA
+[ca_ext]
+basicConstraints = critical, CA:TRUE, pathlen:0
+keyUsage = critical, keyCertSign, cRLSign
+subjectKeyIdentifier = hash
+nameConstraints = critical, $constraints
+EOF
+  new_ec_key "$key" 0600  # no daemon reads a CA key
+  openssl req -x509 -new -key "$key" -config "$tmp/$r-ca.cnf" -extensions ca_ext \
+    -days "$ca_days" -sha256 -set_serial "0x$(openssl rand -hex 16)" -out "$pem" 2>/dev/null
+  chmod 0644 "$pem"
+  made+=("$r-ca.pem" "$r-ca.key")
+  remade+=("$r")
+  note made "$r-ca.pem $r-ca.key (CA of the $r operator, names: $(dns_names "$r") 127.0.0.1)"
+}
+
+ca_remade() {  # ca_remade ROLE
+  local r
+  for r in "${remade[@]}"; do [ "$r" = "$1" ] && return 0; done
+  return 1
+}
+
+make_party() {  # make_party ROLE
+  local r="$1" pem="$dir/$1.pem" key="$dir/$1.key" sans="" n
+  if [ $force -eq 0 ] && ! ca_remade "$r" && pair_state "$pem" "$key"; then
+    openssl verify -CAfile "$dir/$r-ca.pem" "$pem" >/dev/null 2>&1 || {
+      echo "make-certs: $r.pem does not chain to $r-ca.pem; rerun with --force" >&2; exit 1; }
+    same_public_key "$pem" "$key" || {
+      echo "make-certs: $r.pem does not match $r.key; rerun with --force" >&2; exit 1; }
+    note kept "$r.pem $r.key"
+    return
+  fi
+  for n in $(dns_names "$r"); do sans+="DNS:$n,"; done
+  sans+="IP:127.0.0.1"
+  cat >"$tmp/$r.ext" <<EOF
+basicConstraints = critical, CA:FALSE
+keyUsage = critical, digitalSignature
+extendedKeyUsage = serverAuth, clientAuth
+subjectKeyIdentifier = hash
+authorityKeyIdentifier = keyid
+subjectAltName = $sans
+EOF
+  new_ec_key "$key" "$key_mode"
+  openssl req -new -key "$key" -subj "/O=tandem $r operator/CN=$r.tandem" \
+    -out "$tmp/$r.csr" 2>/dev/null
+  openssl x509 -req -in "$tmp/$r.csr" -CA "$dir/$r-ca.pem" -CAkey "$dir/$r-ca.key" \
+    -set_serial "0x$(openssl rand -hex 16)" -days "$days" -sha256 -extfile "$tmp/$r.ext" \
+    -out "$pem" 2>/dev/null
+  chmod 0644 "$pem"
+  openssl verify -CAfile "$dir/$r-ca.pem" "$pem" >/dev/null
+  made+=("$r.pem" "$r.key")
+  note made "$r.pem $r.key (identity $r.tandem, issued by $r-ca, ${sans//,/ })"
+}
+
+make_ticket_key() {
+  local key="$dir/ticket.key" pub="$dir/ticket.pub"
+  if [ $force -eq 0 ] && pair_state "$key" "$pub"; then
+    [ -r "$key" ] || { echo "make-certs: cannot read $key (owned by another user?)" >&2; exit 1; }
+    [ "$(openssl pkey -in "$key" -pubout)" = "$(cat "$pub")" ] || {
+      echo "make-certs: ticket.pub is not the public key of ticket.key; rerun with --force" >&2
+      exit 1; }
+    note kept "ticket.key ticket.pub"
+    return
+  fi
+  (umask 077 && openssl genpkey -algorithm ed25519 -out "$key" 2>/dev/null)
+  chmod "$key_mode" "$key"
+  openssl pkey -in "$key" -pubout -out "$pub"
+  chmod 0644 "$pub"
+  made+=(ticket.key ticket.pub)
+  note made "ticket.key ticket.pub (Ed25519 upload ticket key of the coordinator)"
+}
+
+make_bundle() {  # make_bundle NAME CA_ROLE...
+  local name="$1" r content=""
+  shift
+  for r in "$@"; do content+="$(cat "$dir/$r-ca.pem")"$'\n'; done
+  if [ -e "$dir/$name" ] && [ "$(cat "$dir/$name")"$'\n' = "$content" ]; then
+    note kept "$name"
+    return
+  fi
+  if [ -e "$dir/$name" ] && [ $force -eq 0 ]; then
+    local stale=0
+    for r in "$@"; do ca_remade "$r" && stale=1; done
+    [ $stale -eq 1 ] || {
+      echo "make-certs: $name differs from the CAs it should hold; rerun with --force" >&2
+      exit 1; }
+  fi
+  printf '%s' "$content" >"$dir/$name"
+  chmod 0644 "$dir/$name"
+  made+=("$name")
+  note made "$name (roots: ${*/%/-ca})"
+}
+
+for r in "${ROLES[@]}"; do make_ca "$r"; done
+for r in "${ROLES[@]}"; do make_party "$r"; done
+make_ticket_key
+make_bundle leader-roots.pem coordinator helper
+make_bundle helper-roots.pem coordinator leader
+make_bundle coordinator-roots.pem leader helper
+make_bundle client-roots.pem leader helper coordinator
+
+echo "make-certs: ${#made[@]} file(s) made in $dir"
