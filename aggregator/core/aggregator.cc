@@ -16,22 +16,11 @@
 #include "base/status_macros.h"
 #include "crypto/dp/discrete_gaussian.h"
 #include "crypto/sign/upload_ticket.h"
-#include "openssl/sha.h"
 
 namespace tandem::aggregator {
 namespace {
 
 constexpr int64_t kMaxRoundId = int64_t{1} << 62;
-constexpr char kCheckHashTag[] = "tandem.report_check.v1";
-
-// The accountant's own budget is unbounded: the policy's is compared in
-// OpenRound (so a budget lowered in the config still lets the history load).
-absl::StatusOr<dp::PrivacyAccountant> MakeAccountant(const Policy& policy) {
-  dp::AccountantOptions o;
-  o.delta = policy.delta;
-  o.epsilon_budget = std::numeric_limits<double>::max();
-  return dp::PrivacyAccountant::Create(o);
-}
 
 }  // namespace
 
@@ -43,21 +32,6 @@ absl::StatusOr<Role> ParseRole(absl::string_view name) {
 
 const char* RoleName(Role role) { return role == Role::kLeader ? "leader" : "helper"; }
 
-std::string BoundCheckHash(absl::string_view report_id, absl::string_view ticket_digest,
-                           const crypto::ProofDigest& digest) {
-  SHA256_CTX ctx;
-  SHA256_Init(&ctx);
-  SHA256_Update(&ctx, kCheckHashTag, sizeof(kCheckHashTag));  // with its NUL
-  const uint8_t lengths[2] = {static_cast<uint8_t>(report_id.size()),
-                              static_cast<uint8_t>(ticket_digest.size())};
-  SHA256_Update(&ctx, lengths, sizeof(lengths));
-  SHA256_Update(&ctx, report_id.data(), report_id.size());
-  SHA256_Update(&ctx, ticket_digest.data(), ticket_digest.size());
-  SHA256_Update(&ctx, digest.data(), digest.size());
-  std::string out(SHA256_DIGEST_LENGTH, '\0');
-  SHA256_Final(reinterpret_cast<unsigned char*>(out.data()), &ctx);
-  return out;
-}
 
 std::string EncodeAccumulator(const std::vector<uint64_t>& values) {
   std::string out(values.size() * sizeof(uint64_t), '\0');
@@ -476,23 +450,6 @@ absl::StatusOr<proto::FinalizeResponse> Aggregator::Finalize(
   share->add_shape(static_cast<int64_t>(task->accumulator.size()));
   share->set_data(EncodeAccumulator(task->accumulator));
   return response;
-}
-
-absl::StatusOr<double> Aggregator::EpsilonWith(const Task& task,
-                                               const proto::RoundParameters& p) const {
-  TANDEM_ASSIGN_OR_RETURN(const double z, NoiseMultiplierOf(p));
-  if (z == 0 || task.released_without_noise) return std::numeric_limits<double>::infinity();
-  return task.accountant->EpsilonIfCharged(task.policy.sampling_rate, z, 1);
-}
-
-absl::Status Aggregator::ChargeRelease(Task& task, const proto::RoundParameters& p) {
-  TANDEM_ASSIGN_OR_RETURN(const double z, NoiseMultiplierOf(p));
-  ++task.released_rounds;
-  if (z == 0) {
-    task.released_without_noise = true;
-    return absl::OkStatus();
-  }
-  return task.accountant->Charge(task.policy.sampling_rate, z, 1);
 }
 
 absl::StatusOr<proto::AggregatorStatusResponse> Aggregator::Status(

@@ -3,6 +3,8 @@
 // into the accumulator, on all cores (oneTBB). The leader and the helper do
 // the same work, so this is the per-server rate a deployment sees; the
 // physical bound is the AES work of the expansion (bench/README.md).
+// BM_IngestTicketed adds what the trust boundary costs per upload: the
+// coordinator's Ed25519 ticket verified and checked against the report.
 //   build/aggregator/core/aggregator_benchmark --benchmark_filter=Ingest
 #include <benchmark/benchmark.h>
 
@@ -12,12 +14,13 @@
 #include "aggregator/testing/report_factory.h"
 #include "crypto/dpf/key_validator.h"
 #include "crypto/dpf/sparse_dpf.h"
+#include "crypto/sign/upload_ticket.h"
 
 namespace tandem::aggregator {
 namespace {
 
 // D = k * 2^d * B with B = 2^10, k = 16.
-void BM_Ingest(benchmark::State& state) {
+void Ingest(benchmark::State& state, bool ticketed) {
   const uint32_t log_d = static_cast<uint32_t>(state.range(0));
   const uint32_t block = 1024, groups = 16;
   const uint32_t log_blocks = log_d - 10 - 4;
@@ -30,19 +33,32 @@ void BM_Ingest(benchmark::State& state) {
   }
   constexpr int kReports = 16;
   std::vector<proto::SparseKeySet> shares;
+  std::vector<proto::UploadRequest> uploads;
+  auto key = crypto::Ed25519SigningKey::FromSeed(std::string(32, 's'));
+  auto verifying = key->VerifyingKey();
   for (int i = 0; i < kReports; ++i) {
     auto r = testing::MakeReport(params, 1000 + i);
-    if (!r.ok()) {
+    if (!r.ok() || !testing::AttachTicket(*r, params, *key, int64_t{1} << 50).ok()) {
       state.SkipWithError("report");
       return;
     }
     shares.push_back(r->to_leader.key_share());
+    uploads.push_back(r->to_leader);
   }
   std::vector<const proto::SparseKeySet*> ptrs;
   for (const auto& s : shares) ptrs.push_back(&s);
   const crypto::ExpectedKeySetShape shape = dpf->Shape(0);
   std::vector<uint64_t> acc(params.dimension(), 0);
   for (auto _ : state) {
+    if (ticketed) {
+      for (const proto::UploadRequest& u : uploads) {
+        auto t = crypto::VerifyUploadTicket(*verifying, u.ticket());
+        if (!t.ok() || !crypto::CheckTicketFor(*t, u.task_id(), u.round_id(), u.report_id(), 1)
+                            .ok()) {
+          state.SkipWithError("ticket");
+        }
+      }
+    }
     for (const auto& s : shares) {
       if (!crypto::ValidateSparseKeySet(s, shape).ok()) state.SkipWithError("validate");
     }
@@ -55,7 +71,10 @@ void BM_Ingest(benchmark::State& state) {
   state.counters["D"] = static_cast<double>(params.dimension());
   state.counters["upload_bytes"] = static_cast<double>(shares[0].ByteSizeLong());
 }
+void BM_Ingest(benchmark::State& state) { Ingest(state, false); }
+void BM_IngestTicketed(benchmark::State& state) { Ingest(state, true); }
 BENCHMARK(BM_Ingest)->Arg(17)->Arg(20)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_IngestTicketed)->Arg(17)->Arg(20)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 }  // namespace tandem::aggregator

@@ -94,6 +94,11 @@ absl::StatusOr<std::vector<uint64_t>> DecodeAccumulator(absl::string_view bytes,
 std::string BoundCheckHash(absl::string_view report_id, absl::string_view ticket_digest,
                            const crypto::ProofDigest& digest);
 
+// A task's accountant at the policy's delta. Its own budget is unbounded:
+// the policy's is compared in OpenRound (so a budget lowered in the config
+// still lets the released history load).
+absl::StatusOr<dp::PrivacyAccountant> MakeAccountant(const Policy& policy);
+
 // Checks RoundParameters and builds the round's DPF. INVALID_ARGUMENT.
 absl::StatusOr<crypto::SparseDpf> DpfForRound(const proto::RoundParameters& p,
                                               const AggregatorOptions& options);
