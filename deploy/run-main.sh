@@ -17,8 +17,15 @@ deploy/install-deps.sh
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$JOBS" --target tandem-sim tandem-aggregator tandem-coordinator tandem-client
 
+# Every connection with TLS and roles: a CA per trust domain, the leader,
+# helper and coordinator identities and the coordinator's ticket key, made
+# once (idempotent) by the deploy script the compose and k8s files use.
+deploy/make-certs.sh build/certs >/dev/null
 echo "== 1/2: the federation as processes (coordinator, 2 aggregators, 20 clients)"
+# DP off to compare accuracy with clear FedAvg: the aggregators get the
+# explicit policy min_noise_multiplier: 0 (the simulator prints it).
 build/tests/sim/tandem-sim --mode=processes --clients=20 --sample_rate=0.5 --rounds=5 \
-  --train_items=20000 --noise_multiplier=0 --report_dir=reports/latest/federation "$@"
+  --train_items=20000 --noise_multiplier=0 --certs_dir=build/certs \
+  --report_dir=reports/latest/federation "$@"
 echo "== 2/2: PREAMBLE + DP with 1000 simulated clients"
-build/tests/sim/tandem-sim --mode=inprocess --report_dir=reports/latest/dp "$@"
+build/tests/sim/tandem-sim --mode=inprocess --certs_dir=build/certs --report_dir=reports/latest/dp "$@"

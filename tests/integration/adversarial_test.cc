@@ -13,6 +13,8 @@
 
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/credentials.h>
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/server_builder.h>
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -24,6 +26,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/aggregator.grpc.pb.h"
+#include "proto/coordinator.grpc.pb.h"
 #include "tests/testing/certificates.h"
 #include "tests/testing/daemon_process.h"
 
@@ -451,6 +454,97 @@ TEST_F(AdversarialTest, OversizedAndRepeatedMessagesAreRefusedBeforeTheMath) {
   // The honest report still goes through.
   TANDEM_ASSERT_OK(Upload(r.to_leader, false));
   TANDEM_ASSERT_OK(Upload(r.to_helper, true));
+}
+
+// A coordinator that tries to route both shares of every client to one
+// place: it announces `leader` and `helper` as given (the same server, or a
+// server of its own choosing) with a genuine-looking round and ticket.
+class RoutingCoordinator final : public proto::Coordinator::Service {
+ public:
+  RoutingCoordinator(proto::CheckInResponse task) : task_(std::move(task)) {}
+  grpc::Status CheckIn(grpc::ServerContext*, const proto::CheckInRequest*,
+                       proto::CheckInResponse* response) override {
+    *response = task_;
+    ++checkins;
+    return grpc::Status::OK;
+  }
+  std::atomic<int> checkins{0};
+
+ private:
+  const proto::CheckInResponse task_;
+};
+
+TEST_F(AdversarialTest, ClientsRefuseACoordinatorThatRoutesBothSharesToOneServer) {
+  TANDEM_ASSERT_OK(OpenBoth(params_));
+  proto::CheckInResponse task;
+  task.set_outcome(proto::CheckInResponse::OUTCOME_TASK);
+  task.set_task_id(params_.task_id());
+  task.set_round_id(1);
+  task.set_model_version(0);
+  *task.mutable_round_parameters() = params_;
+  *task.mutable_group_parameters() = params_.group_parameters();
+  task.set_num_groups(params_.num_groups());
+  task.set_dimension(params_.dimension());
+  task.mutable_training()->set_local_steps(1);
+  task.mutable_training()->set_batch_size(8);
+  task.mutable_training()->set_learning_rate(0.1);
+  task.mutable_training()->mutable_model()->set_input_dim(64);
+  task.mutable_training()->mutable_model()->set_num_classes(10);
+  *task.mutable_ticket() = Honest(1).to_leader.ticket();
+  struct Case {
+    const char* what;
+    std::string helper_address, helper_name;
+    bool pinned;
+    const char* expect;
+  };
+  const std::vector<Case> cases = {
+      // Unpinned clients still refuse one server for both roles.
+      {"one server for both roles", pair_.leader_address(), "leader.tandem", false,
+       "both leader and helper"},
+      // Pinned clients refuse a helper other than the one they know.
+      {"another helper", pair_.leader_address(), "mallory.tandem", true, "pins"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    proto::CheckInResponse t = task;
+    t.mutable_leader()->set_address(pair_.leader_address());
+    t.mutable_leader()->set_server_name("leader.tandem");
+    t.mutable_leader()->set_tls(true);
+    t.mutable_helper()->set_address(c.helper_address);
+    t.mutable_helper()->set_server_name(c.helper_name);
+    t.mutable_helper()->set_tls(true);
+    RoutingCoordinator coordinator(t);
+    grpc::SslServerCredentialsOptions so;
+    so.pem_key_cert_pairs.push_back(
+        {Read(dir_ + "/coordinator.key"), Read(dir_ + "/coordinator.pem")});
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort("127.0.0.1:0", grpc::SslServerCredentials(so), &port);
+    builder.RegisterService(&coordinator);
+    std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+    ASSERT_NE(server, nullptr);
+    std::vector<std::string> args = {
+        absl::StrCat("--coordinator=127.0.0.1:", port), "--client_id=victim", "--dataset=digits",
+        "--tls_ca=" + dir_ + "/ca.pem", "--max_errors=2", "--state_dir=" + dir_ + "/victim"};
+    if (c.pinned) {
+      for (const std::string& a :
+           {"--leader=" + pair_.leader_address(), std::string("--leader_name=leader.tandem"),
+            "--helper=" + pair_.helper_address(), std::string("--helper_name=helper.tandem")}) {
+        args.push_back(a);
+      }
+    }
+    const std::string log = dir_ + "/victim.log";
+    auto client = tandem::testing::ChildProcess::Spawn(TANDEM_CLIENT_BIN, args, log);
+    ASSERT_THAT(client, IsOk());
+    auto rc = (*client)->Wait(absl::Seconds(60));
+    ASSERT_THAT(rc, IsOk());
+    EXPECT_NE(*rc, 0);
+    EXPECT_GE(coordinator.checkins.load(), 1);
+    EXPECT_THAT(Read(log), ::testing::HasSubstr(c.expect));
+    server->Shutdown();
+  }
+  // Nothing of the victim reached either aggregator.
+  EXPECT_EQ(Counts(), "0/0/0/0/0;0/0/0/0/0;");
 }
 
 }  // namespace

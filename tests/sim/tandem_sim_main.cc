@@ -60,9 +60,9 @@ ABSL_FLAG(std::string, leader_collector, "",
           "the running leader's collector listener host:port (with --leader and --certs_dir)");
 ABSL_FLAG(std::string, helper_collector, "", "the running helper's collector listener host:port");
 ABSL_FLAG(std::string, certs_dir, "",
-          "TLS and ticket material for running aggregators: ca.pem, coordinator.{pem,key}, "
-          "ticket.key (servers named leader.tandem / helper.tandem); empty with --leader: "
-          "plaintext, unticketed aggregators");
+          "TLS and ticket material (deploy/make-certs.sh output, or ca.pem + per-role files): "
+          "for the aggregators started here, or for running ones with --leader (then empty "
+          "means plaintext, unticketed aggregators); empty without --leader: made afresh");
 ABSL_FLAG(bool, norm_proofs, true,
           "every report carries a norm-bound proof both aggregators check");
 ABSL_FLAG(uint32_t, min_batch_size, 1,
@@ -133,14 +133,20 @@ int main(int argc, char** argv) {
     // their own mutual-TLS ports checked by identity, coordinator-signed
     // upload tickets, and a privacy policy that matches this run (the
     // simulator is the operator of both servers here).
+    // Certificates from --certs_dir (deploy/make-certs.sh, as run-main.sh
+    // does) or made here.
     state = tandem::testing::MakeTempDir("tandem-sim");
-    if (absl::Status s = tandem::testing::MakeRoleCertificates(state); !s.ok()) {
-      std::fprintf(stderr, "cannot make certificates: %s\n", s.ToString().c_str());
-      return 1;
+    std::string certs = absl::GetFlag(FLAGS_certs_dir);
+    if (certs.empty()) {
+      certs = state;
+      if (absl::Status s = tandem::testing::MakeRoleCertificates(certs); !s.ok()) {
+        std::fprintf(stderr, "cannot make certificates: %s\n", s.ToString().c_str());
+        return 1;
+      }
     }
     tandem::testing::AggregatorPairOptions po;
-    po.certs_dir = state;
-    po.ticket_public_key = state + "/ticket.pub";
+    po.certs_dir = certs;
+    po.ticket_public_key = certs + "/ticket.pub";
     po.policy = SimPolicy();
     std::printf("aggregator policy: %s\n", po.policy.c_str());
     pair = tandem::testing::StartAggregatorPair(bin, state, po);
@@ -149,7 +155,7 @@ int main(int argc, char** argv) {
       return 1;
     }
     endpoints = {pair->leader_address(), pair->helper_address(),
-                 pair->leader_collector_address(), pair->helper_collector_address(), state};
+                 pair->leader_collector_address(), pair->helper_collector_address(), certs};
   }
   std::printf("tandem-sim: %s, %lld train / %lld test samples, %d clients (alpha %.2f), q=%.2f\n"
               "aggregators: leader %s, helper %s (%s)\n",

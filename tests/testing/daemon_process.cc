@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <filesystem>
 #include <optional>
 
 #include "absl/strings/match.h"
@@ -176,7 +177,6 @@ absl::StatusOr<AggregatorPair> StartAggregatorPair(const std::string& binary,
     common.push_back("--insecure_plaintext");
   } else {
     common.push_back("--coordinator_identity=coordinator.tandem");
-    common.push_back("--tls_ca=" + options.certs_dir + "/ca.pem");
     common.push_back("--collector_listen=127.0.0.1:0");
   }
   if (options.ticket_public_key.empty()) {
@@ -191,6 +191,10 @@ absl::StatusOr<AggregatorPair> StartAggregatorPair(const std::string& binary,
     a.push_back("--listen=127.0.0.1:0");
     a.push_back("--state_dir=" + state_dir + "/" + role);
     if (!options.certs_dir.empty()) {
+      // deploy/make-certs.sh's per-party bundle, else the one test CA.
+      const std::string bundle = options.certs_dir + "/" + role + "-roots.pem";
+      a.push_back("--tls_ca=" + (std::filesystem::exists(bundle) ? bundle
+                                                                 : options.certs_dir + "/ca.pem"));
       a.push_back("--tls_cert=" + options.certs_dir + "/" + role + ".pem");
       a.push_back("--tls_key=" + options.certs_dir + "/" + role + ".key");
     }

@@ -71,7 +71,8 @@ inline constexpr char kPermissiveTestPolicy[] =
 
 struct AggregatorPairOptions {
   // Empty: plaintext on loopback (every API on the upload port, no identity
-  // checks). Else a directory from MakeRoleCertificates: TLS, the collector
+  // checks). Else a directory from MakeRoleCertificates or
+  // deploy/make-certs.sh (<role>-roots.pem used when present): TLS, the collector
   // on its own mutual-TLS port (coordinator.tandem only), the helper's peer
   // API on its own (leader.tandem only).
   std::string certs_dir;
