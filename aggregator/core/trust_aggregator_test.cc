@@ -92,6 +92,14 @@ class TrustTest : public ::testing::Test {
     EXPECT_THAT(AttachTicket(r, p, *key_, Expiry()), IsOk());
     return r;
   }
+  // Ticketed reports of seeds first..last, uploaded to both servers.
+  void UploadTicketed(const proto::RoundParameters& p, uint64_t first, uint64_t last) {
+    for (uint64_t seed = first; seed <= last; ++seed) {
+      TestReport r = Ticketed(p, seed);
+      TANDEM_ASSERT_OK(leader_->Upload(r.to_leader));
+      TANDEM_ASSERT_OK(helper_->Upload(r.to_helper));
+    }
+  }
   int64_t Expiry() const { return absl::ToUnixMillis(clock_.Now() + absl::Minutes(5)); }
   absl::StatusOr<proto::FinalizeResponse> Finalize(Aggregator& a, uint64_t round) {
     proto::FinalizeRequest req;
@@ -104,11 +112,7 @@ class TrustTest : public ::testing::Test {
     proto::RoundParameters p = params_;
     p.set_round_id(round);
     TANDEM_ASSERT_OK(OpenBoth(p));
-    for (int i = 0; i < n; ++i) {
-      TestReport r = Ticketed(p, round * 100 + static_cast<uint64_t>(i));
-      TANDEM_ASSERT_OK(leader_->Upload(r.to_leader));
-      TANDEM_ASSERT_OK(helper_->Upload(r.to_helper));
-    }
+    UploadTicketed(p, round * 100, round * 100 + static_cast<uint64_t>(n) - 1);
     auto a = Finalize(*leader_, round);
     ASSERT_THAT(a, IsOk());
     auto b = Finalize(*helper_, round);
@@ -160,11 +164,7 @@ TEST_F(TrustTest, UploadsNeedAValidUnexpiredTicketForThisReport) {
 TEST_F(TrustTest, ServersHoldingDifferentTicketsRejectTheReport) {
   Start();
   TANDEM_ASSERT_OK(OpenBoth(params_));
-  for (uint64_t seed = 1; seed <= 3; ++seed) {
-    TestReport r = Ticketed(params_, seed);
-    TANDEM_ASSERT_OK(leader_->Upload(r.to_leader));
-    TANDEM_ASSERT_OK(helper_->Upload(r.to_helper));
-  }
+  UploadTicketed(params_, 1, 3);
   TestReport split = Ticketed(params_, 4);
   proto::UploadTicket other;
   other.set_task_id("task");
@@ -217,11 +217,7 @@ TEST_F(TrustTest, BudgetIsChargedPerReleaseKeptAcrossRestartsAndEnforced) {
 TEST_F(TrustTest, AbandonedRoundsAreNotChargedAndNeverReleased) {
   Start();
   TANDEM_ASSERT_OK(OpenBoth(params_));
-  for (uint64_t seed = 1; seed <= 3; ++seed) {
-    TestReport r = Ticketed(params_, seed);
-    TANDEM_ASSERT_OK(leader_->Upload(r.to_leader));
-    TANDEM_ASSERT_OK(helper_->Upload(r.to_helper));
-  }
+  UploadTicketed(params_, 1, 3);
   proto::RoundParameters next = params_;
   next.set_round_id(2);
   TANDEM_ASSERT_OK(OpenBoth(next));  // round 1 abandoned
@@ -239,11 +235,7 @@ TEST_F(TrustTest, ServerMinimumBatchWinsOverTheRounds) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("min_batch_size")));
   params_.mutable_dp()->set_min_batch_size(5);
   TANDEM_ASSERT_OK(OpenBoth(params_));
-  for (uint64_t seed = 1; seed <= 4; ++seed) {
-    TestReport r = Ticketed(params_, seed);
-    TANDEM_ASSERT_OK(leader_->Upload(r.to_leader));
-    TANDEM_ASSERT_OK(helper_->Upload(r.to_helper));
-  }
+  UploadTicketed(params_, 1, 4);
   EXPECT_THAT(Finalize(*leader_, 1).status(), StatusIs(absl::StatusCode::kFailedPrecondition));
   EXPECT_EQ(StatusOf(*leader_).released_rounds(), 0u);
 }
