@@ -6,33 +6,19 @@
 #include "absl/strings/string_view.h"
 #include "aggregator/core/policy.h"
 #include "aggregator/service/daemon.h"
+#include "base/net_address.h"
 #include "base/status_macros.h"
 
 namespace tandem::aggregator {
 namespace {
-
-// The host part of host:port ("[::1]:7001" -> "::1").
-absl::string_view HostOf(absl::string_view address) {
-  if (absl::StartsWith(address, "[")) {
-    const size_t close = address.find(']');
-    return close == absl::string_view::npos ? address : address.substr(1, close - 1);
-  }
-  const size_t colon = address.rfind(':');
-  return colon == absl::string_view::npos ? address : address.substr(0, colon);
-}
 
 // Two listen addresses that cannot both be bound (port 0 = any free port).
 bool SameListener(absl::string_view a, absl::string_view b) {
   return a == b && !absl::EndsWith(a, ":0");
 }
 
-bool IsLoopback(absl::string_view address) {
-  const absl::string_view host = HostOf(address);
-  return host == "localhost" || host == "::1" || absl::StartsWith(host, "127.");
-}
-
 absl::Status RequireLoopback(absl::string_view field, absl::string_view address) {
-  if (address.empty() || IsLoopback(address)) return absl::OkStatus();
+  if (address.empty() || IsLoopbackAddress(address)) return absl::OkStatus();
   return absl::InvalidArgumentError(
       absl::StrCat("tls.insecure_plaintext is refused for the non-loopback ", field, " '",
                    address, "': plaintext is for local runs only"));

@@ -9,6 +9,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "base/logging.h"
+#include "base/net_address.h"
 #include "base/status_macros.h"
 #include "crypto/sign/ed25519.h"
 
@@ -73,6 +74,14 @@ absl::Status ResolveEndpoints(const CoordinatorDaemonOptions& o, CoordinatorOpti
     co->leader.set_server_name(o.leader_name);
     co->helper.set_server_name(o.helper_name);
   } else {
+    // Plaintext is for local runs only: loopback addresses everywhere.
+    for (const std::string* a : {&o.listen_address, &o.leader_address, &o.helper_address}) {
+      if (!IsLoopbackAddress(*a)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--insecure_plaintext is refused for the non-loopback address '", *a,
+            "': plaintext is for local runs only"));
+      }
+    }
     // Plaintext (loopback): the aggregators may serve every API on one port.
     if (co->leader.address().empty()) co->leader.set_address(o.leader_address);
     if (co->helper.address().empty()) co->helper.set_address(o.helper_address);

@@ -245,6 +245,17 @@ TEST_F(CoordinatorDaemonTest, StartRefusesNoTicketKeyAndOneServerForBothRoles) {
   o = Tls();
   o.tls.private_key_path.clear();
   EXPECT_THAT(StartStatus(o), StatusIs(absl::StatusCode::kInvalidArgument));
+  // Plaintext only on loopback: neither the listener nor the aggregators
+  // may be elsewhere.
+  for (auto change : {+[](CoordinatorDaemonOptions& d) { d.listen_address = "0.0.0.0:7000"; },
+                      +[](CoordinatorDaemonOptions& d) { d.leader_address = "10.1.2.3:7011"; },
+                      +[](CoordinatorDaemonOptions& d) { d.helper_address = "helper:7012"; }}) {
+    o = Plaintext();
+    change(o);
+    const absl::Status s = StartStatus(o);
+    EXPECT_THAT(s, StatusIs(absl::StatusCode::kInvalidArgument));
+    EXPECT_NE(s.message().find("non-loopback"), std::string::npos) << s;
+  }
 }
 
 TEST_F(CoordinatorDaemonTest, OverTlsOpensRoundsAsTheCoordinatorAndHandsOutTickets) {
