@@ -16,6 +16,8 @@ absl::string_view AesPathName(AesPath path) {
       return "aesni";
     case AesPath::kVaes:
       return "vaes";
+    case AesPath::kVaes256:
+      return "vaes256";
   }
   return "unknown";
 }
@@ -30,6 +32,11 @@ bool AesPathSupported(AesPath path) {
       return __builtin_cpu_supports("aes") && __builtin_cpu_supports("vaes") &&
              __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
              __builtin_cpu_supports("avx512vl");
+    case AesPath::kVaes256:
+      // __builtin_cpu_supports("avx2") already requires the OS to save ymm
+      // state (XGETBV), so no separate OS check is needed.
+      return __builtin_cpu_supports("aes") && __builtin_cpu_supports("vaes") &&
+             __builtin_cpu_supports("avx2");
   }
   return false;
 }
@@ -37,6 +44,7 @@ bool AesPathSupported(AesPath path) {
 AesPath BestAesPath() {
   static const AesPath best = [] {
     if (AesPathSupported(AesPath::kVaes)) return AesPath::kVaes;
+    if (AesPathSupported(AesPath::kVaes256)) return AesPath::kVaes256;
     if (AesPathSupported(AesPath::kAesNi)) return AesPath::kAesNi;
     return AesPath::kPortable;
   }();
@@ -45,7 +53,7 @@ AesPath BestAesPath() {
 
 std::vector<AesPath> SupportedAesPaths() {
   std::vector<AesPath> out;
-  for (AesPath p : {AesPath::kPortable, AesPath::kAesNi, AesPath::kVaes}) {
+  for (AesPath p : {AesPath::kPortable, AesPath::kAesNi, AesPath::kVaes256, AesPath::kVaes}) {
     if (AesPathSupported(p)) out.push_back(p);
   }
   return out;
@@ -62,6 +70,7 @@ absl::StatusOr<FixedKeyHash> FixedKeyHash::Create(absl::Span<const uint8_t> key,
   }
   const internal::AesKernels* kernels = &internal::PortableAesKernels();
   if (path == AesPath::kAesNi) kernels = &internal::AesNiKernels();
+  if (path == AesPath::kVaes256) kernels = &internal::Vaes256Kernels();
   if (path == AesPath::kVaes) kernels = &internal::VaesKernels();
   return FixedKeyHash(internal::ExpandAes128Key(key.data()), kernels, path);
 }

@@ -8,9 +8,10 @@
 // public and fixed; security comes from AES being modelled as a random
 // permutation, not from the key's secrecy.
 //
-// Three instruction-set paths compute bit-identical results and are chosen at
-// run time (__builtin_cpu_supports): VAES on zmm (AVX-512), AES-NI on xmm, and
-// a portable constant-time software AES. None branches or indexes tables on
+// Four instruction-set paths compute bit-identical results and are chosen at
+// run time (__builtin_cpu_supports): VAES on zmm (AVX-512), VAES on ymm (AVX2
+// CPUs without AVX-512, e.g. AMD Zen 3), AES-NI on xmm, and a portable
+// constant-time software AES. None branches or indexes tables on
 // data.
 //
 // FixedKeyHash is an immutable value type: thread-safe for concurrent const
@@ -33,13 +34,15 @@ namespace tandem::crypto {
 enum class AesPath {
   kPortable = 0,  // software AES, any CPU
   kAesNi = 1,     // AES-NI, xmm
-  kVaes = 2,      // VAES + AVX-512F/BW, zmm
+  kVaes = 2,      // VAES + AVX-512F/BW/VL, zmm
+  kVaes256 = 3,   // VAES + AVX2, ymm (no AVX-512 needed)
 };
 
 absl::string_view AesPathName(AesPath path);
 // True when this CPU (and OS) can run `path`. kPortable is always supported.
 bool AesPathSupported(AesPath path);
-// The fastest supported path: kVaes, else kAesNi, else kPortable.
+// The fastest supported path: kVaes, else kVaes256, else kAesNi, else
+// kPortable.
 AesPath BestAesPath();
 // Every supported path, slowest first.
 std::vector<AesPath> SupportedAesPaths();

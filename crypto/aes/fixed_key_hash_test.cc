@@ -5,6 +5,8 @@
 
 #include <openssl/evp.h>
 
+#include <algorithm>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -167,6 +169,96 @@ TEST_P(FixedKeyHashPathTest, LeafConvertFollowsItsDefinition) {
   EXPECT_EQ(r32.lo, 1u);  // 32-bit lanes wrap without carrying into the next lane
 }
 
+// Unaligned views for the kernels that accept unaligned memory (leaf outputs
+// and value corrections): 8 bytes past a 16-byte boundary, as the DPF does
+// when it converts into uint64_t outputs.
+struct UnalignedBlocks {
+  explicit UnalignedBlocks(const std::vector<Block>& init) : words(2 * init.size() + 2) {
+    if (!init.empty()) std::memcpy(words.data() + 1, init.data(), 16 * init.size());
+    n = init.size();
+  }
+  absl::Span<Block> span() { return absl::MakeSpan(reinterpret_cast<Block*>(words.data() + 1), n); }
+  std::vector<Block> ToVector() const {
+    std::vector<Block> out(n);
+    if (n > 0) std::memcpy(static_cast<void*>(out.data()), words.data() + 1, 16 * n);
+    return out;
+  }
+  std::vector<uint64_t> words;
+  size_t n = 0;
+};
+
+// Every kernel of GetParam() against the portable one: lengths 0..40 (all
+// tails of the 8- and 16-block loops) and a few large ones, buffers that start
+// one block past a 32-byte boundary, in place, counters that wrap, both
+// control bits, all lane widths and negate/add combinations.
+TEST_P(FixedKeyHashPathTest, EveryKernelMatchesPortableForAllLengths) {
+  TANDEM_ASSERT_OK_AND_ASSIGN(FixedKeyHash h, FixedKeyHash::FromName("paths", GetParam()));
+  TANDEM_ASSERT_OK_AND_ASSIGN(FixedKeyHash ref,
+                              FixedKeyHash::FromName("paths", AesPath::kPortable));
+  std::vector<size_t> lengths;
+  for (size_t n = 0; n <= 40; ++n) lengths.push_back(n);
+  for (size_t n : {63u, 64u, 65u, 100u, 257u, 1029u}) lengths.push_back(n);
+  for (size_t n : lengths) {
+    SCOPED_TRACE(n);
+    // Element 0 is padding so that the spans start at an odd block.
+    const std::vector<Block> buf = RandomBlocks(n + 1, 5000 + n);
+    const absl::Span<const Block> in = absl::MakeConstSpan(buf).subspan(1);
+    std::vector<Block> got(2 * n + 1), want(2 * n);
+    const absl::Span<Block> got_n = absl::MakeSpan(got).subspan(1, n);
+    const absl::Span<Block> want_n = absl::MakeSpan(want).subspan(0, n);
+
+    h.Encrypt(in, got_n);
+    ref.Encrypt(in, want_n);
+    ASSERT_TRUE(std::equal(got_n.begin(), got_n.end(), want_n.begin())) << "encrypt";
+    std::vector<Block> inplace(in.begin(), in.end());
+    h.Encrypt(inplace, absl::MakeSpan(inplace));
+    ASSERT_TRUE(std::equal(inplace.begin(), inplace.end(), want_n.begin())) << "encrypt in place";
+
+    h.Hash(in, got_n);
+    ref.Hash(in, want_n);
+    ASSERT_TRUE(std::equal(got_n.begin(), got_n.end(), want_n.begin())) << "mmo";
+    inplace.assign(in.begin(), in.end());
+    h.Hash(inplace, absl::MakeSpan(inplace));
+    ASSERT_TRUE(std::equal(inplace.begin(), inplace.end(), want_n.begin())) << "mmo in place";
+
+    for (uint64_t first : {uint64_t{7}, ~uint64_t{0} - 20}) {  // the second wraps
+      h.HashCounter(in.empty() ? Block{} : in[0], first, got_n);
+      ref.HashCounter(in.empty() ? Block{} : in[0], first, want_n);
+      ASSERT_TRUE(std::equal(got_n.begin(), got_n.end(), want_n.begin())) << "ctr " << first;
+    }
+
+    const Block cw = RandomBlocks(1, 6000 + n)[0];
+    const absl::Span<Block> got_2n = absl::MakeSpan(got).subspan(1, 2 * n);
+    h.ExpandLevel(in, cw, got_2n);
+    ref.ExpandLevel(in, cw, absl::MakeSpan(want));
+    ASSERT_TRUE(std::equal(got_2n.begin(), got_2n.end(), want.begin())) << "expand";
+
+    const std::vector<Block> prev = RandomBlocks(n, 7000 + n);
+    const std::vector<Block> vcs = RandomBlocks(n, 8000 + n);
+    UnalignedBlocks vc_unaligned(vcs);
+    for (int lane_bits : {32, 64}) {
+      for (bool negate : {false, true}) {
+        for (bool add : {false, true}) {
+          SCOPED_TRACE(::testing::Message() << lane_bits << " neg " << negate << " add " << add);
+          UnalignedBlocks out(prev);
+          std::vector<Block> expected = prev;
+          h.LeafConvert(in, cw, negate, lane_bits, add, out.span());
+          ref.LeafConvert(in, cw, negate, lane_bits, add, absl::MakeSpan(expected));
+          ASSERT_EQ(out.ToVector(), expected) << "leaf_convert";
+          for (const Block seed : {Block{0x1234, 7}, Block{0x1235, 7}}) {
+            UnalignedBlocks out_ctr(prev);
+            expected = prev;
+            h.LeafConvertCounter(seed, 3, vc_unaligned.span(), negate, lane_bits, add,
+                                 out_ctr.span());
+            ref.LeafConvertCounter(seed, 3, vcs, negate, lane_bits, add, absl::MakeSpan(expected));
+            ASSERT_EQ(out_ctr.ToVector(), expected) << "leaf_convert_counter " << seed.lo;
+          }
+        }
+      }
+    }
+  }
+}
+
 std::string PathName(const ::testing::TestParamInfo<AesPath>& info) {
   return std::string(AesPathName(info.param));
 }
@@ -204,6 +296,32 @@ TEST(FixedKeyHash, RejectsBadKeyLength) {
 TEST(FixedKeyHash, BestPathIsSupportedAndPortableAlwaysIs) {
   EXPECT_TRUE(AesPathSupported(AesPath::kPortable));
   EXPECT_TRUE(AesPathSupported(BestAesPath()));
+  // Supported paths are listed slowest first; the best is the fastest of them
+  // (vaes, then vaes256, then aesni, then portable).
+  const std::vector<AesPath> supported = SupportedAesPaths();
+  ASSERT_FALSE(supported.empty());
+  EXPECT_EQ(supported.front(), AesPath::kPortable);
+  EXPECT_EQ(BestAesPath(), supported.back());
+  if (AesPathSupported(AesPath::kVaes)) {
+    EXPECT_EQ(BestAesPath(), AesPath::kVaes);
+  } else if (AesPathSupported(AesPath::kVaes256)) {
+    EXPECT_EQ(BestAesPath(), AesPath::kVaes256);
+  }
+}
+
+TEST(FixedKeyHash, CreateSucceedsExactlyOnSupportedPaths) {
+  const uint8_t key[16] = {};
+  for (AesPath p : {AesPath::kPortable, AesPath::kAesNi, AesPath::kVaes256, AesPath::kVaes}) {
+    SCOPED_TRACE(AesPathName(p));
+    EXPECT_NE(AesPathName(p), "unknown");
+    if (AesPathSupported(p)) {
+      TANDEM_ASSERT_OK_AND_ASSIGN(FixedKeyHash h, FixedKeyHash::Create(key, p));
+      EXPECT_EQ(h.path(), p);
+    } else {
+      EXPECT_THAT(FixedKeyHash::Create(key, p), StatusIs(absl::StatusCode::kFailedPrecondition));
+    }
+  }
+  EXPECT_EQ(AesPathName(AesPath::kVaes256), "vaes256");
 }
 
 }  // namespace

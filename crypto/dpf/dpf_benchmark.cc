@@ -2,8 +2,10 @@
 //   BM_AesMmo/<path>              fixed-key MMO hash throughput
 //   BM_DpfKeyGen/<log n>          point DPF key generation
 //   BM_DpfFullDomain/<log n>      full-domain evaluation into a buffer, 64-bit
+//   BM_DpfFullDomainPath/<log n>/<path>  the same, forced onto one AES path
 //   BM_DpfFullDomainAdd/<log n>   full-domain evaluation added into a buffer
 //   BM_Sparse*                    PREAMBLE block DPF, D=2^20, B=2^10, k=16
+// <path> is the AesPath value: 0 portable, 1 aesni, 2 vaes (zmm), 3 vaes256 (ymm).
 #include <vector>
 
 #include "base/random.h"
@@ -32,7 +34,7 @@ void BM_AesMmo(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * n);
   state.SetLabel(std::string(AesPathName(path)));
 }
-BENCHMARK(BM_AesMmo)->Arg(0)->Arg(1)->Arg(2);
+BENCHMARK(BM_AesMmo)->Arg(0)->Arg(1)->Arg(2)->Arg(3);
 
 void BM_DpfKeyGen(benchmark::State& state) {
   auto dpf = Dpf::Create(state.range(0), 64).value();
@@ -45,8 +47,8 @@ void BM_DpfKeyGen(benchmark::State& state) {
 }
 BENCHMARK(BM_DpfKeyGen)->Arg(20);
 
-void BM_DpfFullDomain(benchmark::State& state) {
-  auto dpf = Dpf::Create(state.range(0), 64).value();
+void RunFullDomain(benchmark::State& state, AesPath path) {
+  auto dpf = Dpf::Create(state.range(0), 64, path).value();
   auto rng = DeterministicRandom::FromSeed(2);
   auto keys = dpf.GenerateKeys(dpf.domain_size() / 3, 42, rng.get()).value();
   std::vector<uint64_t> out(dpf.domain_size());
@@ -60,8 +62,27 @@ void BM_DpfFullDomain(benchmark::State& state) {
   }
   state.SetItemsProcessed(state.iterations() * dpf.domain_size());
   state.SetBytesProcessed(state.iterations() * dpf.domain_size() * 8);
+  state.SetLabel(std::string(AesPathName(path)));
 }
+
+void BM_DpfFullDomain(benchmark::State& state) { RunFullDomain(state, BestAesPath()); }
 BENCHMARK(BM_DpfFullDomain)->Arg(16)->Arg(20)->Unit(benchmark::kMicrosecond);
+
+// Forced path (the library default stays BestAesPath()): shows the AES-NI and
+// VAES-256 figures on an AVX-512 CPU.
+void BM_DpfFullDomainPath(benchmark::State& state) {
+  const auto path = static_cast<AesPath>(state.range(1));
+  if (!AesPathSupported(path)) {
+    state.SkipWithError("path not supported on this CPU");
+    return;
+  }
+  RunFullDomain(state, path);
+}
+BENCHMARK(BM_DpfFullDomainPath)
+    ->Args({20, 1})
+    ->Args({20, 3})
+    ->Args({20, 2})
+    ->Unit(benchmark::kMicrosecond);
 
 void BM_DpfFullDomainAdd(benchmark::State& state) {
   auto dpf = Dpf::Create(state.range(0), 64).value();

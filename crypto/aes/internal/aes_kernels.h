@@ -1,8 +1,9 @@
 // Internal: the per-instruction-set AES-128 kernels behind FixedKeyHash.
 //
-// Three implementations with bit-identical results (tested):
+// Four implementations with bit-identical results (tested):
 //   portable   constant-time software AES (SWAR GF(2^8) inversion, no tables)
 //   aesni      AES-NI on xmm registers, 8 blocks in flight
+//   vaes256    VAES on ymm registers (AVX2, no AVX-512), 16 blocks in flight
 //   vaes       VAES on zmm registers (AVX-512), 16 blocks in flight
 // All kernels are pure functions over caller buffers; thread-compatible.
 // Preconditions (REQUIRES) are checked by the callers, never here.
@@ -101,9 +102,11 @@ inline Block LeafLanes(Block conv, Block vc_masked, bool negate, int lane_bits, 
 }
 
 const AesKernels& PortableAesKernels();
-// REQUIRES: the CPU supports the instruction set (see aes_path.h).
+// REQUIRES: the CPU supports the instruction set (AesPathSupported in
+// fixed_key_hash.h).
 const AesKernels& AesNiKernels();
-const AesKernels& VaesKernels();
+const AesKernels& Vaes256Kernels();  // AES + VAES + AVX2
+const AesKernels& VaesKernels();     // AES + VAES + AVX-512F/BW/VL
 
 }  // namespace tandem::crypto::internal
 
