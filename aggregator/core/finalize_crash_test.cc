@@ -64,6 +64,15 @@ class KillingStore : public ReportStore {
     return Write([&] { return inner_->ReleaseRound(r, b); });
   }
   absl::StatusOr<RoundRecord> GetRound(int64_t r) override { return inner_->GetRound(r); }
+  absl::StatusOr<std::string> BindRoundSecret(int64_t r, absl::string_view s) override {
+    absl::StatusOr<std::string> out;
+    absl::Status st = Write([&] {
+      out = inner_->BindRoundSecret(r, s);
+      return out.status();
+    });
+    if (!st.ok()) return st;
+    return out;
+  }
   absl::StatusOr<std::vector<RoundRecord>> ListRounds() override { return inner_->ListRounds(); }
   absl::Status PutPending(int64_t r, absl::string_view id, absl::string_view s) override {
     return Write([&] { return inner_->PutPending(r, id, s); });

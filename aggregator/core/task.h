@@ -78,8 +78,8 @@ struct Aggregator::Task {
   // round's first exchange; the helper keeps the first one it is sent and
   // answers every later request of the round at that seed only, so a
   // leader cannot collect more than the Q points per report that the proof
-  // hides (crypto/proof/flp.h). In memory: a helper restart forgets it
-  // (see bench/proofs.md, limitations).
+  // hides (crypto/proof/flp.h). The helper's is durable
+  // (ReportStore::BindRoundSecret), so a restart does not forget it.
   std::string query_seed ABSL_GUARDED_BY(process_mu);
 };
 

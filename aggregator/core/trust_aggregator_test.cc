@@ -24,7 +24,9 @@ namespace tandem::aggregator {
 namespace {
 
 using ::tandem::aggregator::testing::AttachTicket;
+using ::tandem::aggregator::testing::MakeNormRoundParameters;
 using ::tandem::aggregator::testing::MakeReport;
+using ::tandem::aggregator::testing::MakeReportWithValues;
 using ::tandem::aggregator::testing::MakeRoundParameters;
 using ::tandem::aggregator::testing::TestReport;
 using ::tandem::testing::IsOk;
@@ -238,6 +240,51 @@ TEST_F(TrustTest, ServerMinimumBatchWinsOverTheRounds) {
   UploadTicketed(params_, 1, 4);
   EXPECT_THAT(Finalize(*leader_, 1).status(), StatusIs(absl::StatusCode::kFailedPrecondition));
   EXPECT_EQ(StatusOf(*leader_).released_rounds(), 0u);
+}
+
+// The helper keeps the round's first FLP query seed durably: after a
+// restart it still answers at that seed only, so a leader cannot collect a
+// second set of query points for a pending report (the proof hides the
+// report from one set only).
+TEST_F(TrustTest, HelperAnswersAtTheFirstQuerySeedAfterARestart) {
+  Start();
+  proto::RoundParameters p = MakeNormRoundParameters("task", 1, /*log_num_blocks=*/2,
+                                                     /*block_size=*/4, /*num_groups=*/2, 200, 500);
+  p.mutable_dp()->set_min_batch_size(3);
+  p.set_noise_variance(4.0 * 500);  // z = 2 against the proved bound
+  TANDEM_ASSERT_OK(OpenBoth(p));
+  auto proved = [&](uint64_t seed) {
+    std::vector<int64_t> v(8);
+    for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<int64_t>((seed + i) % 7) - 3;
+    TestReport r = MakeReportWithValues(p, v, seed).value();
+    EXPECT_THAT(AttachTicket(r, p, *key_, Expiry()), IsOk());
+    return r;
+  };
+  TestReport first = proved(1);
+  TANDEM_ASSERT_OK(leader_->Upload(first.to_leader));
+  TANDEM_ASSERT_OK(helper_->Upload(first.to_helper));
+  TANDEM_ASSERT_OK(leader_->ProcessPending("task").status());  // the helper binds the seed
+  TestReport second = proved(2);
+  TANDEM_ASSERT_OK(leader_->Upload(second.to_leader));
+  TANDEM_ASSERT_OK(helper_->Upload(second.to_helper));
+  Start();  // both restart; the leader would draw a new seed
+  proto::VerifyRequest ask;
+  ask.set_task_id("task");
+  ask.set_round_id(1);
+  ask.set_proof_query_seed(std::string(32, 'x'));
+  proto::ReportCheck* c = ask.add_checks();
+  c->set_report_id(second.to_helper.report_id());
+  c->set_proof_hash(std::string(32, '\0'));
+  c->set_state(proto::PEER_REPORT_PENDING);
+  absl::StatusOr<proto::VerifyResponse> answer = helper_->HandleVerify(ask);
+  ASSERT_THAT(answer, IsOk());
+  EXPECT_EQ(answer->checks_size(), 0);  // nothing evaluated at the new seed
+  ASSERT_EQ(answer->proof_query_seed().size(), 32u);
+  EXPECT_NE(answer->proof_query_seed(), ask.proof_query_seed());
+  // The restarted leader adopts the helper's seed and the report is counted.
+  TANDEM_ASSERT_OK(leader_->ProcessPending("task").status());
+  EXPECT_EQ(StatusOf(*leader_).accepted_reports(), 2u);
+  EXPECT_EQ(StatusOf(*helper_).accepted_reports(), 2u);
 }
 
 }  // namespace

@@ -299,7 +299,13 @@ absl::StatusOr<proto::VerifyResponse> Aggregator::HandleVerify(
     if (request.proof_query_seed().size() != crypto::proof::kQuerySeedBytes) {
       return absl::InvalidArgumentError("proof_query_seed must be 32 bytes in a norm-bound round");
     }
-    if (task->query_seed.empty()) task->query_seed = request.proof_query_seed();
+    if (task->query_seed.empty()) {
+      // The round's first seed, durably: after a restart the helper still
+      // answers at that seed only, so a leader never gets a second set of
+      // query points for a report (the proof is zero-knowledge for one).
+      TANDEM_ASSIGN_OR_RETURN(task->query_seed,
+                              task->store->BindRoundSecret(round_id, request.proof_query_seed()));
+    }
     if (task->query_seed != request.proof_query_seed()) {
       // Answer only at the round's first seed (see task.h); nothing evaluated.
       response.set_proof_query_seed(task->query_seed);

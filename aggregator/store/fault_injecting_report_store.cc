@@ -48,6 +48,16 @@ absl::Status FaultInjectingReportStore::ReleaseRound(int64_t round_id, absl::str
 absl::StatusOr<ReportCounts> FaultInjectingReportStore::CountReports(int64_t round_id) {
   return inner_->CountReports(round_id);
 }
+absl::StatusOr<std::string> FaultInjectingReportStore::BindRoundSecret(int64_t round_id,
+                                                                       absl::string_view secret) {
+  absl::StatusOr<std::string> out;
+  absl::Status s = Write([&] {
+    out = inner_->BindRoundSecret(round_id, secret);
+    return out.status();
+  });
+  if (!s.ok()) return s;
+  return out;
+}
 absl::StatusOr<RoundRecord> FaultInjectingReportStore::GetRound(int64_t round_id) {
   return inner_->GetRound(round_id);
 }

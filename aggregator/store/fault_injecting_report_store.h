@@ -37,6 +37,8 @@ class FaultInjectingReportStore : public ReportStore {
   absl::Status CloseRound(int64_t round_id) override;
   absl::Status ReleaseRound(int64_t round_id, absl::string_view bytes) override;
   absl::StatusOr<RoundRecord> GetRound(int64_t round_id) override;
+  absl::StatusOr<std::string> BindRoundSecret(int64_t round_id,
+                                              absl::string_view secret) override;
   absl::StatusOr<std::vector<RoundRecord>> ListRounds() override;
   absl::Status PutPending(int64_t round_id, absl::string_view report_id,
                           absl::string_view share) override;

@@ -74,6 +74,24 @@ absl::StatusOr<ReportCounts> InMemoryReportStore::CountReports(int64_t round_id)
   return counts;
 }
 
+absl::StatusOr<std::string> InMemoryReportStore::BindRoundSecret(int64_t round_id,
+                                                                 absl::string_view secret) {
+  TANDEM_RETURN_IF_ERROR(ValidateRoundId(round_id));
+  TANDEM_RETURN_IF_ERROR(ValidateRoundSecret(secret));
+  absl::MutexLock lock(&mu_);
+  auto round = rounds_.find(round_id);
+  if (round == rounds_.end()) {
+    return absl::NotFoundError(absl::StrCat("round ", round_id, " not found"));
+  }
+  auto it = secrets_.find(round_id);
+  if (it != secrets_.end()) return it->second;
+  if (round->second.state != RoundState::kOpen) {
+    return absl::FailedPreconditionError(absl::StrCat("round ", round_id, " is closed"));
+  }
+  secrets_[round_id] = std::string(secret);
+  return std::string(secret);
+}
+
 absl::StatusOr<RoundRecord> InMemoryReportStore::GetRound(int64_t round_id) {
   TANDEM_RETURN_IF_ERROR(ValidateRoundId(round_id));
   absl::MutexLock lock(&mu_);

@@ -21,6 +21,8 @@ class InMemoryReportStore : public ReportStore {
   absl::Status CloseRound(int64_t round_id) override;
   absl::Status ReleaseRound(int64_t round_id, absl::string_view bytes) override;
   absl::StatusOr<RoundRecord> GetRound(int64_t round_id) override;
+  absl::StatusOr<std::string> BindRoundSecret(int64_t round_id,
+                                              absl::string_view secret) override;
   absl::StatusOr<std::vector<RoundRecord>> ListRounds() override;
   absl::Status PutPending(int64_t round_id, absl::string_view report_id,
                           absl::string_view share) override;
@@ -50,6 +52,7 @@ class InMemoryReportStore : public ReportStore {
   std::map<int64_t, RoundRecord> rounds_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, ReportRecord, std::less<>> reports_ ABSL_GUARDED_BY(mu_);
   std::map<int64_t, AccumulatorSnapshot> accumulators_ ABSL_GUARDED_BY(mu_);
+  std::map<int64_t, std::string> secrets_ ABSL_GUARDED_BY(mu_);
 };
 
 // True when `r` matches `filter` (shared with the other implementations).

@@ -49,6 +49,13 @@ absl::Status ValidateParameters(absl::string_view parameters) {
   return absl::OkStatus();
 }
 
+absl::Status ValidateRoundSecret(absl::string_view secret) {
+  if (secret.empty() || secret.size() > 1024) {
+    return absl::InvalidArgumentError("a round secret must have 1 to 1024 bytes");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateAccumulatorUpdate(absl::string_view bytes,
                                        absl::Span<const std::string> newly_counted) {
   if (bytes.size() > kMaxAccumulatorBytes) {

@@ -109,6 +109,13 @@ class ReportStore {
   // released share, never a noised open round.
   virtual absl::Status ReleaseRound(int64_t round_id, absl::string_view bytes) = 0;
   virtual absl::StatusOr<RoundRecord> GetRound(int64_t round_id) = 0;
+  // The round's secret (the helper's FLP query seed, crypto/proof/flp.h):
+  // the first call stores `secret` durably and returns it; every later call
+  // returns that first secret, whatever it is given, also after a restart.
+  // INVALID_ARGUMENT for an empty or > 1 KiB secret; NOT_FOUND unknown
+  // round; FAILED_PRECONDITION for a round that is not open and has none.
+  virtual absl::StatusOr<std::string> BindRoundSecret(int64_t round_id,
+                                                      absl::string_view secret) = 0;
   // Every round of the store, ordered by round id (a restarted daemon finds
   // its latest round here).
   virtual absl::StatusOr<std::vector<RoundRecord>> ListRounds() = 0;
@@ -163,6 +170,7 @@ absl::Status ValidateRoundId(int64_t round_id);
 absl::Status ValidateReportId(absl::string_view report_id);
 absl::Status ValidateShare(absl::string_view share);
 absl::Status ValidateParameters(absl::string_view parameters);
+absl::Status ValidateRoundSecret(absl::string_view secret);
 absl::Status ValidateAccumulatorUpdate(absl::string_view bytes,
                                        absl::Span<const std::string> newly_counted);
 // CommitBatch arguments: valid ids, no id twice across both lists, bytes

@@ -291,6 +291,24 @@ TEST_P(ReportStoreContractTest, ReleaseRoundSavesTheShareAndClosesInOneStep) {
   EXPECT_THAT(store_->ReleaseRound(9, "x"), StatusIs(absl::StatusCode::kNotFound));
 }
 
+TEST_P(ReportStoreContractTest, TheFirstRoundSecretWins) {
+  TANDEM_ASSERT_OK_AND_ASSIGN(std::string s, store_->BindRoundSecret(1, "seed-a"));
+  EXPECT_EQ(s, "seed-a");
+  TANDEM_ASSERT_OK_AND_ASSIGN(s, store_->BindRoundSecret(1, "seed-b"));
+  EXPECT_EQ(s, "seed-a");
+  EXPECT_THAT(store_->BindRoundSecret(1, ""), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(store_->BindRoundSecret(1, std::string(1025, 'x')),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(store_->BindRoundSecret(9, "x"), StatusIs(absl::StatusCode::kNotFound));
+  // A closed round keeps its secret but gets no new one.
+  ASSERT_THAT(store_->OpenRound(2, "params-2"), IsOk());
+  ASSERT_THAT(store_->CloseRound(1), IsOk());
+  ASSERT_THAT(store_->CloseRound(2), IsOk());
+  TANDEM_ASSERT_OK_AND_ASSIGN(s, store_->BindRoundSecret(1, "seed-c"));
+  EXPECT_EQ(s, "seed-a");
+  EXPECT_THAT(store_->BindRoundSecret(2, "x"), StatusIs(absl::StatusCode::kFailedPrecondition));
+}
+
 TEST_P(ReportStoreContractTest, CountReportsByStateWithoutShares) {
   for (const char* id : {"a", "b", "c", "d", "e"}) {
     ASSERT_THAT(store_->PutPending(1, id, "s"), IsOk());

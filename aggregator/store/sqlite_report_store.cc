@@ -31,6 +31,13 @@ CREATE TABLE IF NOT EXISTS accumulators (
   version      INTEGER NOT NULL);
 )sql";
 
+// Version 2: the rounds' secrets (the helper's FLP query seed).
+constexpr absl::string_view kSchemaV2 = R"sql(
+CREATE TABLE IF NOT EXISTS round_secrets (
+  round_id INTEGER PRIMARY KEY REFERENCES rounds(round_id),
+  secret   BLOB NOT NULL);
+)sql";
+
 constexpr absl::string_view kReportColumns =
     "report_id, round_id, state, counted, share_digest, share";
 
@@ -103,8 +110,15 @@ absl::Status SqliteReportStore::Migrate() {
       return absl::FailedPreconditionError(absl::StrCat(
           "report store: schema version ", version, " is newer than this binary's ", kSchemaVersion));
     }
+    if (version < 2) {  // v1 -> v2: add the round secrets
+      TANDEM_RETURN_IF_ERROR(db_->Exec(kSchemaV2));
+      TANDEM_RETURN_IF_ERROR(db_->Exec(absl::StrCat(
+          "UPDATE schema_version SET version = ", kSchemaVersion,
+          " WHERE component = 'report_store'")));
+    }
   } else {
     TANDEM_RETURN_IF_ERROR(db_->Exec(kSchemaV1));
+    TANDEM_RETURN_IF_ERROR(db_->Exec(kSchemaV2));
     TANDEM_RETURN_IF_ERROR(db_->Exec(absl::StrCat(
         "INSERT INTO schema_version VALUES ('report_store', ", kSchemaVersion, ")")));
   }
@@ -230,6 +244,33 @@ absl::StatusOr<ReportCounts> SqliteReportStore::CountReports(int64_t round_id) {
     else return Corrupt("report state");
   }
   return counts;
+}
+
+absl::StatusOr<std::string> SqliteReportStore::BindRoundSecret(int64_t round_id,
+                                                               absl::string_view secret) {
+  TANDEM_RETURN_IF_ERROR(ValidateRoundId(round_id));
+  TANDEM_RETURN_IF_ERROR(ValidateRoundSecret(secret));
+  absl::MutexLock lock(&mu_);
+  TANDEM_ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(db_.get()));
+  TANDEM_ASSIGN_OR_RETURN(const RoundRecord round, GetRoundLocked(round_id));
+  TANDEM_ASSIGN_OR_RETURN(Statement get,
+                          db_->Prepare("SELECT secret FROM round_secrets WHERE round_id = ?1"));
+  TANDEM_RETURN_IF_ERROR(get.BindInt64(1, round_id));
+  TANDEM_ASSIGN_OR_RETURN(const bool row, get.Step());
+  if (row) {
+    std::string stored = get.ColumnBlob(0);
+    if (!ValidateRoundSecret(stored).ok()) return Corrupt("round secret");
+    return stored;
+  }
+  if (round.state != RoundState::kOpen) {
+    return absl::FailedPreconditionError(absl::StrCat("round ", round_id, " is closed"));
+  }
+  TANDEM_ASSIGN_OR_RETURN(Statement ins, db_->Prepare("INSERT INTO round_secrets VALUES (?1, ?2)"));
+  TANDEM_RETURN_IF_ERROR(ins.BindInt64(1, round_id));
+  TANDEM_RETURN_IF_ERROR(ins.BindBlob(2, secret));
+  TANDEM_RETURN_IF_ERROR(ins.StepDone());
+  TANDEM_RETURN_IF_ERROR(tx.Commit());
+  return std::string(secret);
 }
 
 absl::StatusOr<RoundRecord> SqliteReportStore::GetRound(int64_t round_id) {

@@ -29,7 +29,7 @@ namespace tandem::aggregator {
 
 class SqliteReportStore : public ReportStore {
  public:
-  static constexpr int64_t kSchemaVersion = 1;
+  static constexpr int64_t kSchemaVersion = 2;  // 2: round secrets
 
   // Opens or creates the store at `path`. Returns the sqlite::Database::Open
   // errors, DATA_LOSS for a file with a damaged schema_version table and
@@ -41,6 +41,8 @@ class SqliteReportStore : public ReportStore {
   absl::Status CloseRound(int64_t round_id) override;
   absl::Status ReleaseRound(int64_t round_id, absl::string_view bytes) override;
   absl::StatusOr<RoundRecord> GetRound(int64_t round_id) override;
+  absl::StatusOr<std::string> BindRoundSecret(int64_t round_id,
+                                              absl::string_view secret) override;
   absl::StatusOr<std::vector<RoundRecord>> ListRounds() override;
   absl::Status PutPending(int64_t round_id, absl::string_view report_id,
                           absl::string_view share) override;

@@ -73,6 +73,30 @@ TEST_F(SqliteReportStoreTest, RecordsSchemaVersion) {
   EXPECT_EQ(st.ColumnInt64(0), SqliteReportStore::kSchemaVersion);
 }
 
+TEST_F(SqliteReportStoreTest, RoundSecretSurvivesReopenAndVersionOneMigrates) {
+  {
+    TANDEM_ASSERT_OK_AND_ASSIGN(auto store, SqliteReportStore::Open(path_));
+    ASSERT_THAT(store->OpenRound(1, "p"), IsOk());
+    ASSERT_THAT(store->BindRoundSecret(1, "first"), ::tandem::testing::IsOkAndHolds("first"));
+  }
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto store, SqliteReportStore::Open(path_));
+  EXPECT_THAT(store->BindRoundSecret(1, "second"), ::tandem::testing::IsOkAndHolds("first"));
+  store.reset();
+  // A version-1 file (no secrets table) opens, migrates and works.
+  Tamper("DROP TABLE round_secrets");
+  Tamper("UPDATE schema_version SET version = 1");
+  TANDEM_ASSERT_OK_AND_ASSIGN(store, SqliteReportStore::Open(path_));
+  EXPECT_THAT(store->BindRoundSecret(1, "after-migration"),
+              ::tandem::testing::IsOkAndHolds("after-migration"));
+  store.reset();
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto db, sqlite::Database::Open(path_, {}));
+  TANDEM_ASSERT_OK_AND_ASSIGN(
+      sqlite::Statement st,
+      db->Prepare("SELECT version FROM schema_version WHERE component = 'report_store'"));
+  ASSERT_THAT(st.Step(), ::tandem::testing::IsOkAndHolds(true));
+  EXPECT_EQ(st.ColumnInt64(0), 2);
+}
+
 TEST_F(SqliteReportStoreTest, RefusesNewerSchema) {
   { TANDEM_ASSERT_OK_AND_ASSIGN(auto store, SqliteReportStore::Open(path_)); }
   Tamper("UPDATE schema_version SET version = 99");
