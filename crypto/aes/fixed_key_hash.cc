@@ -2,6 +2,8 @@
 
 #include <openssl/sha.h>
 
+#include <cstdlib>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "base/logging.h"
@@ -41,8 +43,22 @@ bool AesPathSupported(AesPath path) {
   return false;
 }
 
+absl::StatusOr<AesPath> AesPathFromName(absl::string_view name) {
+  for (AesPath p : {AesPath::kPortable, AesPath::kAesNi, AesPath::kVaes, AesPath::kVaes256}) {
+    if (name == AesPathName(p)) return p;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown AES path '", name, "' (portable, aesni, vaes256 or vaes)"));
+}
+
 AesPath BestAesPath() {
   static const AesPath best = [] {
+    if (const char* forced = std::getenv("TANDEM_AES_PATH"); forced != nullptr && *forced) {
+      absl::StatusOr<AesPath> p = AesPathFromName(forced);
+      if (p.ok() && AesPathSupported(*p)) return *p;
+      TANDEM_LOG(WARNING) << "TANDEM_AES_PATH=" << forced << " ignored: "
+                          << (p.ok() ? "not supported by this CPU" : p.status().ToString());
+    }
     if (AesPathSupported(AesPath::kVaes)) return AesPath::kVaes;
     if (AesPathSupported(AesPath::kVaes256)) return AesPath::kVaes256;
     if (AesPathSupported(AesPath::kAesNi)) return AesPath::kAesNi;

@@ -39,10 +39,16 @@ enum class AesPath {
 };
 
 absl::string_view AesPathName(AesPath path);
+// The path named `name` ("portable", "aesni", "vaes", "vaes256");
+// INVALID_ARGUMENT for another name.
+absl::StatusOr<AesPath> AesPathFromName(absl::string_view name);
 // True when this CPU (and OS) can run `path`. kPortable is always supported.
 bool AesPathSupported(AesPath path);
 // The fastest supported path: kVaes, else kVaes256, else kAesNi, else
-// kPortable.
+// kPortable. The environment variable TANDEM_AES_PATH (a name above), read
+// once per process, overrides it when that path is supported (to measure or
+// compare the paths on one machine, e.g. the AES-NI and VAES-256 figures on
+// an AVX-512 CPU); an unknown or unsupported name is logged and ignored.
 AesPath BestAesPath();
 // Every supported path, slowest first.
 std::vector<AesPath> SupportedAesPaths();

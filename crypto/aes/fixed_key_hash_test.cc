@@ -3,6 +3,11 @@
 // output across paths.
 #include "crypto/aes/fixed_key_hash.h"
 
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cstdlib>
+
 #include <openssl/evp.h>
 
 #include <algorithm>
@@ -301,12 +306,48 @@ TEST(FixedKeyHash, BestPathIsSupportedAndPortableAlwaysIs) {
   const std::vector<AesPath> supported = SupportedAesPaths();
   ASSERT_FALSE(supported.empty());
   EXPECT_EQ(supported.front(), AesPath::kPortable);
+  if (std::getenv("TANDEM_AES_PATH") != nullptr) return;  // forced by the environment
   EXPECT_EQ(BestAesPath(), supported.back());
   if (AesPathSupported(AesPath::kVaes)) {
     EXPECT_EQ(BestAesPath(), AesPath::kVaes);
   } else if (AesPathSupported(AesPath::kVaes256)) {
     EXPECT_EQ(BestAesPath(), AesPath::kVaes256);
   }
+}
+
+TEST(FixedKeyHash, PathNamesRoundTrip) {
+  for (AesPath p : {AesPath::kPortable, AesPath::kAesNi, AesPath::kVaes, AesPath::kVaes256}) {
+    absl::StatusOr<AesPath> back = AesPathFromName(AesPathName(p));
+    ASSERT_TRUE(back.ok()) << back.status();
+    EXPECT_EQ(*back, p);
+  }
+  EXPECT_EQ(AesPathFromName("avx9").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// TANDEM_AES_PATH picks a supported path for the process; an unknown name is
+// ignored. Each case runs in a fresh process (the choice is made once).
+TEST(FixedKeyHash, EnvironmentForcesTheDefaultPath) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  if (!AesPathSupported(AesPath::kAesNi)) GTEST_SKIP() << "no AES-NI on this CPU";
+  EXPECT_EXIT(
+      {
+        setenv("TANDEM_AES_PATH", "aesni", 1);
+        _exit(BestAesPath() == AesPath::kAesNi ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
+  EXPECT_EXIT(
+      {
+        setenv("TANDEM_AES_PATH", "portable", 1);
+        _exit(BestAesPath() == AesPath::kPortable ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
+  const AesPath fastest = SupportedAesPaths().back();
+  EXPECT_EXIT(
+      {
+        setenv("TANDEM_AES_PATH", "avx9", 1);
+        _exit(BestAesPath() == fastest ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
 }
 
 TEST(FixedKeyHash, CreateSucceedsExactlyOnSupportedPaths) {
