@@ -1,15 +1,20 @@
 // Sustained ingest of the whole two-server system on this machine: a leader
 // and a helper in one process (both on the same 2 cores, so this is the
-// system rate, not one server's), SQLite stores on local disk, real DPF
+// system rate, not one server's), stores on local disk (see args), real DPF
 // reports. Per iteration: 32 uploads to each server, then the leader's
 // verification pass (digests on both sides, exchange, expansion, one
 // accumulator snapshot per batch of 64).
 //   build/aggregator/core/aggregator_pair_benchmark
-//   args: log2 D, synchronous (1 = FULL fsync per commit, 0 = NORMAL)
+//   args: log2 D, synchronous (1 = FULL fsync per commit, 0 = NORMAL),
+//         store (0 = SQLite with shares as blobs, 1 = segment store: shares
+//         and accumulator snapshots in append-only segment files, SQLite as
+//         the index, 2 = in memory: no durability, the ceiling that storage
+//         leaves to the rest of the system)
 #include <benchmark/benchmark.h>
 #include <stdlib.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <thread>
@@ -18,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "aggregator/core/aggregator.h"
 #include "aggregator/core/sqlite_store_factory.h"
+#include "aggregator/store/in_memory_report_store.h"
 #include "aggregator/testing/in_process_peer_channel.h"
 #include "aggregator/testing/report_factory.h"
 #include "base/clock.h"
@@ -35,6 +41,16 @@ sqlite::DatabaseOptions Sync(bool full) {
 void BM_PairIngest(benchmark::State& state) {
   const uint32_t log_d = static_cast<uint32_t>(state.range(0));
   const bool full = state.range(1) != 0;
+  const int64_t store_kind = state.range(2);
+  const auto factory = [&](const std::string& d) -> StoreFactory {
+    if (store_kind == 2) {
+      return [](absl::string_view, bool) -> absl::StatusOr<std::unique_ptr<ReportStore>> {
+        return std::make_unique<InMemoryReportStore>();
+      };
+    }
+    return store_kind == 1 ? MakeSegmentStoreFactory(d, Sync(full))
+                           : MakeSqliteStoreFactory(d, Sync(full));
+  };
   char tmpl[] = "/tmp/tandem-pairbench-XXXXXX";
   if (mkdtemp(tmpl) == nullptr) {
     state.SkipWithError("mkdtemp");
@@ -49,11 +65,11 @@ void BM_PairIngest(benchmark::State& state) {
   AggregatorOptions ho;
   ho.policies = ::tandem::aggregator::testing::PermissiveTestPolicies();
   ho.role = Role::kHelper;
-  auto helper = Aggregator::Create(ho, MakeSqliteStoreFactory(dir + "/h", Sync(full)), nullptr, &clock, noise.get());
+  auto helper = Aggregator::Create(ho, factory(dir + "/h"), nullptr, &clock, noise.get());
   channel.set_helper(helper->get());
   AggregatorOptions lo;
   lo.policies = ::tandem::aggregator::testing::PermissiveTestPolicies();
-  auto leader = Aggregator::Create(lo, MakeSqliteStoreFactory(dir + "/l", Sync(full)), &channel, &clock, noise.get());
+  auto leader = Aggregator::Create(lo, factory(dir + "/l"), &channel, &clock, noise.get());
   proto::RoundParameters params =
       testing::MakeRoundParameters("bench", 1, log_d - 14, 1024, 16);  // B = 2^10, k = 16
   if (!(*leader)->OpenRound(params).ok() || !(*helper)->OpenRound(params).ok()) {
@@ -65,7 +81,9 @@ void BM_PairIngest(benchmark::State& state) {
   for (int i = 0; i < kPerIteration; ++i) pool.push_back(*testing::MakeReport(params, 500 + i));
   uint64_t next_id = 0;
   constexpr int kUploaders = 8;  // concurrent clients, as on a gRPC server
+  double upload_s = 0, process_s = 0;  // Wall time of the two phases.
   for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
     for (testing::TestReport& r : pool) {
       // Same key shares under a fresh report id: ids are labels, not inputs.
       std::string id(16, '\0');
@@ -88,20 +106,34 @@ void BM_PairIngest(benchmark::State& state) {
     }
     for (std::thread& t : uploaders) t.join();
     if (failures > 0) state.SkipWithError("upload");
+    const auto t1 = std::chrono::steady_clock::now();
     auto decided = (*leader)->ProcessPending("bench");
+    const auto t2 = std::chrono::steady_clock::now();
+    upload_s += std::chrono::duration<double>(t1 - t0).count();
+    process_s += std::chrono::duration<double>(t2 - t1).count();
     if (!decided.ok() || *decided != kPerIteration) state.SkipWithError("process");
   }
   state.SetItemsProcessed(state.iterations() * kPerIteration);
   state.counters["D"] = static_cast<double>(params.dimension());
+  // Per-iteration milliseconds of the upload and the verification phases.
+  state.counters["upload_ms"] = 1e3 * upload_s / static_cast<double>(state.iterations());
+  state.counters["process_ms"] = 1e3 * process_s / static_cast<double>(state.iterations());
   leader->reset();
   helper->reset();
   std::filesystem::remove_all(dir);
 }
 BENCHMARK(BM_PairIngest)
-    ->Args({17, 1})
-    ->Args({17, 0})
-    ->Args({20, 1})
-    ->Args({20, 0})
+    ->ArgNames({"log2D", "full", "store"})
+    ->Args({17, 1, 0})
+    ->Args({17, 0, 0})
+    ->Args({20, 1, 0})
+    ->Args({20, 0, 0})
+    ->Args({17, 1, 1})
+    ->Args({17, 0, 1})
+    ->Args({20, 1, 1})
+    ->Args({20, 0, 1})
+    ->Args({17, 0, 2})
+    ->Args({20, 0, 2})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

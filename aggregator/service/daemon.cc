@@ -108,10 +108,13 @@ absl::StatusOr<std::unique_ptr<AggregatorDaemon>> AggregatorDaemon::Start(
   sqlite::DatabaseOptions db_options;
   if (config.relaxed_durability()) db_options.synchronous = sqlite::Synchronous::kNormal;
   const uint32_t max_tasks = config.max_tasks() != 0 ? config.max_tasks() : kDefaultMaxTasks;
-  TANDEM_ASSIGN_OR_RETURN(
-      daemon->aggregator_,
-      Aggregator::Create(options, MakeSqliteStoreFactory(config.state_path(), db_options, max_tasks),
-                         daemon->peer_.get(), clock, noise_random));
+  StoreFactory stores =
+      config.segment_share_files()
+          ? MakeSegmentStoreFactory(config.state_path(), db_options, max_tasks)
+          : MakeSqliteStoreFactory(config.state_path(), db_options, max_tasks);
+  TANDEM_ASSIGN_OR_RETURN(daemon->aggregator_,
+                          Aggregator::Create(options, std::move(stores), daemon->peer_.get(), clock,
+                                             noise_random));
 
   auto identities = [](const auto& list) { return std::vector<std::string>(list.begin(), list.end()); };
   daemon->collector_gate_ = std::make_unique<CallerGate>(

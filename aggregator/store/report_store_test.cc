@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "aggregator/store/in_memory_report_store.h"
+#include "aggregator/store/segment_report_store.h"
 #include "aggregator/store/sqlite_report_store.h"
 #include "base/testing/status_matchers.h"
 #include "gmock/gmock.h"
@@ -337,6 +338,13 @@ INSTANTIATE_TEST_SUITE_P(
                      }},
         StoreFactory{"Sqlite", [](const std::string& dir) -> std::unique_ptr<ReportStore> {
                        auto s = SqliteReportStore::Open(dir + "/store.db");
+                       EXPECT_THAT(s.status(), IsOk());
+                       return s.ok() ? std::move(*s) : nullptr;
+                     }},
+        StoreFactory{"Segment", [](const std::string& dir) -> std::unique_ptr<ReportStore> {
+                       SegmentStoreOptions options;
+                       options.max_segment_bytes = 256;  // rotate often
+                       auto s = SegmentReportStore::Open(dir + "/segstore", options);
                        EXPECT_THAT(s.status(), IsOk());
                        return s.ok() ? std::move(*s) : nullptr;
                      }}),

@@ -54,6 +54,7 @@ class AggregatorDaemonsTest : public ::testing::Test {
                                      "--allow_unticketed_uploads",
                                      std::string("--policy=") + testing::kPermissiveTestPolicy};
     if (!extra_peer.empty()) args.push_back("--peer=" + extra_peer);
+    if (segment_files_) args.push_back("--segment_share_files");
     return args;
   }
 
@@ -103,6 +104,8 @@ class AggregatorDaemonsTest : public ::testing::Test {
 
   std::string dir_;
   proto::RoundParameters params_;
+  bool segment_files_ = false;
+  void SigkillMidRound();
   std::unique_ptr<DaemonProcess> leader_, helper_;
   Endpoint leader_ep_, helper_ep_;
 };
@@ -151,10 +154,22 @@ TEST_F(AggregatorDaemonsTest, MalformedRequestsGetInvalidArgumentAndChangeNothin
   ExpectSum(good->dense, 1);
 }
 
-TEST_F(AggregatorDaemonsTest, SigkillMidRoundLosesNoAcceptedReport) {
+TEST_F(AggregatorDaemonsTest, SigkillMidRoundLosesNoAcceptedReport) { SigkillMidRound(); }
+
+// The same with shares in segment files (AggregatorConfig.segment_share_files).
+TEST_F(AggregatorDaemonsTest, SigkillMidRoundLosesNoAcceptedReportWithSegmentFiles) {
+  segment_files_ = true;
+  SigkillMidRound();
+}
+
+void AggregatorDaemonsTest::SigkillMidRound() {
   StartDaemons();
   TANDEM_ASSERT_OK(Open(leader_ep_));
   TANDEM_ASSERT_OK(Open(helper_ep_));
+  for (const char* role : {"leader", "helper"}) {  // which store each daemon runs
+    EXPECT_EQ(std::filesystem::is_directory(dir_ + "/" + role + "/task-fl-task.segments"),
+              segment_files_);
+  }
   std::vector<uint64_t> expected;
   for (uint64_t seed = 1; seed <= 6; ++seed) {
     auto r = MakeReport(params_, seed);

@@ -1,0 +1,367 @@
+// SegmentReportStore, part 2: reports and accumulators (opening and the
+// round-level calls: segment_report_store_rounds.cc).
+#include "aggregator/store/segment_report_store.h"
+
+#include <utility>
+
+#include "absl/cleanup/cleanup.h"
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+
+namespace tandem::aggregator {
+namespace {
+
+using sqlite::Statement;
+using sqlite::Transaction;
+
+// The record tags (segment_file.h): a share's digest prefix, a snapshot's
+// round id.
+absl::string_view ShareTag(absl::string_view digest) {
+  return digest.substr(0, SegmentFiles::kTagBytes);
+}
+std::string RoundTag(int64_t round_id) {
+  std::string tag(SegmentFiles::kTagBytes, '\0');
+  for (size_t i = 0; i < tag.size(); ++i) tag[i] = static_cast<char>((round_id >> (8 * i)) & 0xff);
+  return tag;
+}
+
+constexpr absl::string_view kDropShare = "seg = NULL, off = NULL, len = NULL";
+
+constexpr absl::string_view kReportColumns =
+    "report_id, round_id, state, counted, share_digest, seg, off, len";
+
+absl::Status Corrupt(absl::string_view what) {
+  return absl::DataLossError(absl::StrCat("report store: corrupt ", what));
+}
+
+absl::string_view FilterSql(ReportFilter filter) {
+  switch (filter) {
+    case ReportFilter::kPending:
+      return "state = 0";
+    case ReportFilter::kAcceptedUncounted:
+      return "state = 1 AND counted = 0";
+    case ReportFilter::kCounted:
+      return "counted = 1";
+    case ReportFilter::kRejected:
+      return "state = 2";
+    case ReportFilter::kAll:
+      break;
+  }
+  return "1";
+}
+
+}  // namespace
+
+absl::StatusOr<ReportRecord> SegmentReportStore::ReadReportLocked(const Statement& st) {
+  ReportRecord r;
+  r.report_id = st.ColumnBlob(0);
+  r.round_id = st.ColumnInt64(1);
+  const int64_t state = st.ColumnInt64(2);
+  const int64_t counted = st.ColumnInt64(3);
+  r.share_digest = st.ColumnBlob(4);
+  if (!ValidateReportId(r.report_id).ok() || r.round_id < 0) return Corrupt("report id/round");
+  if (state < 0 || state > 2) return Corrupt("report state");
+  r.state = static_cast<ReportState>(state);
+  if (counted != 0 && counted != 1) return Corrupt("report counted flag");
+  r.counted = counted == 1;
+  if (r.counted && r.state != ReportState::kAccepted) return Corrupt("counted report not accepted");
+  if (r.share_digest.size() != 32) return Corrupt("share digest");
+  const bool has_share =
+      r.state == ReportState::kPending || (r.state == ReportState::kAccepted && !r.counted);
+  const bool located = !st.ColumnIsNull(5) && !st.ColumnIsNull(6) && !st.ColumnIsNull(7);
+  if (!located && (!st.ColumnIsNull(5) || !st.ColumnIsNull(6) || !st.ColumnIsNull(7))) {
+    return Corrupt("share location (partly set)");
+  }
+  if (has_share != located) return Corrupt("share location (set for the wrong state)");
+  if (has_share) {
+    const ShareLocation loc{st.ColumnInt64(5), st.ColumnInt64(6), st.ColumnInt64(7)};
+    TANDEM_ASSIGN_OR_RETURN(r.share, files_->Read(loc, ShareTag(r.share_digest)));
+  }
+  return r;
+}
+
+absl::StatusOr<ReportRecord> SegmentReportStore::GetReportLocked(absl::string_view report_id) {
+  TANDEM_ASSIGN_OR_RETURN(
+      Statement st,
+      db_->Prepare(absl::StrCat("SELECT ", kReportColumns, " FROM reports WHERE report_id = ?1")));
+  TANDEM_RETURN_IF_ERROR(st.BindBlob(1, report_id));
+  TANDEM_ASSIGN_OR_RETURN(const bool row, st.Step());
+  if (!row) return absl::NotFoundError("report not found");
+  return ReadReportLocked(st);
+}
+
+void SegmentReportStore::DiscardLocked() {
+  files_->Discard();
+  accumulators_->Discard();
+}
+
+absl::Status SegmentReportStore::CommitWithSharesLocked(Transaction& tx) {
+  // The ack point: records durable first, then the rows that name them.
+  TANDEM_RETURN_IF_ERROR(files_->Flush());
+  TANDEM_RETURN_IF_ERROR(accumulators_->Flush());
+  return tx.Commit();
+}
+
+absl::Status SegmentReportStore::WriteAccumulatorLocked(int64_t round_id, absl::string_view bytes,
+                                                        int64_t newly_counted) {
+  TANDEM_ASSIGN_OR_RETURN(const ShareLocation loc, accumulators_->Add(bytes, RoundTag(round_id)));
+  TANDEM_ASSIGN_OR_RETURN(
+      Statement up,
+      db_->Prepare("INSERT INTO accumulators VALUES (?1, ?2, ?3, ?4, ?5, 1) ON CONFLICT(round_id) "
+                   "DO UPDATE SET seg = excluded.seg, off = excluded.off, len = excluded.len, "
+                   "report_count = report_count + excluded.report_count, version = version + 1"));
+  TANDEM_RETURN_IF_ERROR(up.BindInt64(1, round_id));
+  TANDEM_RETURN_IF_ERROR(up.BindInt64(2, loc.segment));
+  TANDEM_RETURN_IF_ERROR(up.BindInt64(3, loc.offset));
+  TANDEM_RETURN_IF_ERROR(up.BindInt64(4, loc.length));
+  TANDEM_RETURN_IF_ERROR(up.BindInt64(5, newly_counted));
+  return up.StepDone();
+}
+
+absl::Status SegmentReportStore::PutPending(int64_t round_id, absl::string_view report_id,
+                                            absl::string_view share) {
+  TANDEM_RETURN_IF_ERROR(ValidateRoundId(round_id));
+  absl::MutexLock lock(&mu_);
+  absl::Cleanup discard = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { DiscardLocked(); };
+  TANDEM_ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(db_.get()));
+  TANDEM_RETURN_IF_ERROR(RequireOpenLocked(round_id));
+  TANDEM_RETURN_IF_ERROR(PutPendingLocked(round_id, report_id, share));
+  return CommitWithSharesLocked(tx);
+}
+
+absl::StatusOr<std::vector<absl::Status>> SegmentReportStore::PutPendingBatch(
+    int64_t round_id, absl::Span<const PendingReport> reports) {
+  TANDEM_RETURN_IF_ERROR(ValidateRoundId(round_id));
+  absl::MutexLock lock(&mu_);
+  absl::Cleanup discard = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { DiscardLocked(); };
+  TANDEM_ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(db_.get()));
+  TANDEM_RETURN_IF_ERROR(RequireOpenLocked(round_id));
+  std::vector<absl::Status> out;
+  out.reserve(reports.size());
+  for (const PendingReport& r : reports) {
+    absl::Status s = PutPendingLocked(round_id, r.report_id, r.share);
+    // Per-report refusals are answers; anything else aborts the batch.
+    if (!s.ok() && !absl::IsAlreadyExists(s) && !absl::IsInvalidArgument(s)) return s;
+    out.push_back(std::move(s));
+  }
+  TANDEM_RETURN_IF_ERROR(CommitWithSharesLocked(tx));  // One fdatasync, one commit.
+  return out;
+}
+
+absl::Status SegmentReportStore::PutPendingLocked(int64_t round_id, absl::string_view report_id,
+                                                  absl::string_view share) {
+  TANDEM_RETURN_IF_ERROR(ValidateReportId(report_id));
+  TANDEM_RETURN_IF_ERROR(ValidateShare(share));
+  const std::string digest = ShareDigest(share);
+  // The idempotency check needs the digest only, not the stored share.
+  TANDEM_ASSIGN_OR_RETURN(
+      Statement get,
+      db_->Prepare("SELECT round_id, share_digest FROM reports WHERE report_id = ?1"));
+  TANDEM_RETURN_IF_ERROR(get.BindBlob(1, report_id));
+  TANDEM_ASSIGN_OR_RETURN(const bool row, get.Step());
+  if (row) {
+    if (get.ColumnInt64(0) == round_id && get.ColumnBlob(1) == digest) return absl::OkStatus();
+    return absl::AlreadyExistsError("report id already used (replay or conflicting content)");
+  }
+  TANDEM_ASSIGN_OR_RETURN(const ShareLocation loc, files_->Add(share, ShareTag(digest)));
+  TANDEM_ASSIGN_OR_RETURN(
+      Statement ins, db_->Prepare("INSERT INTO reports VALUES (?1, ?2, 0, 0, ?3, ?4, ?5, ?6)"));
+  TANDEM_RETURN_IF_ERROR(ins.BindBlob(1, report_id));
+  TANDEM_RETURN_IF_ERROR(ins.BindInt64(2, round_id));
+  TANDEM_RETURN_IF_ERROR(ins.BindBlob(3, digest));
+  TANDEM_RETURN_IF_ERROR(ins.BindInt64(4, loc.segment));
+  TANDEM_RETURN_IF_ERROR(ins.BindInt64(5, loc.offset));
+  TANDEM_RETURN_IF_ERROR(ins.BindInt64(6, loc.length));
+  return ins.StepDone();
+}
+
+absl::Status SegmentReportStore::Transition(absl::string_view report_id, ReportState to) {
+  TANDEM_RETURN_IF_ERROR(ValidateReportId(report_id));
+  absl::MutexLock lock(&mu_);
+  {
+    TANDEM_ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(db_.get()));
+    TANDEM_ASSIGN_OR_RETURN(
+        Statement get, db_->Prepare("SELECT round_id, state FROM reports WHERE report_id = ?1"));
+    TANDEM_RETURN_IF_ERROR(get.BindBlob(1, report_id));
+    TANDEM_ASSIGN_OR_RETURN(const bool row, get.Step());
+    if (!row) return absl::NotFoundError("report not found");
+    const int64_t round_id = get.ColumnInt64(0);
+    const int64_t state = get.ColumnInt64(1);
+    if (round_id < 0 || state < 0 || state > 2) return Corrupt("report round/state");
+    TANDEM_RETURN_IF_ERROR(RequireOpenLocked(round_id));
+    if (static_cast<ReportState>(state) == to) return absl::OkStatus();
+    if (static_cast<ReportState>(state) != ReportState::kPending) {
+      return absl::FailedPreconditionError("report is no longer pending: transition refused");
+    }
+    // Rejected reports drop their share; accepted ones keep it until counted.
+    TANDEM_ASSIGN_OR_RETURN(
+        Statement up, db_->Prepare(to == ReportState::kRejected
+                                       ? absl::StrCat("UPDATE reports SET state = ?2, ", kDropShare,
+                                                      " WHERE report_id = ?1")
+                                       : "UPDATE reports SET state = ?2 WHERE report_id = ?1"));
+    TANDEM_RETURN_IF_ERROR(up.BindBlob(1, report_id));
+    TANDEM_RETURN_IF_ERROR(up.BindInt64(2, static_cast<int64_t>(to)));
+    TANDEM_RETURN_IF_ERROR(up.StepDone());
+    TANDEM_RETURN_IF_ERROR(tx.Commit());
+  }
+  if (to == ReportState::kRejected) ReclaimLocked();
+  return absl::OkStatus();
+}
+
+void SegmentReportStore::ReclaimLocked() {
+  // Only after the commit that dropped the last location: a crash before
+  // the unlink leaves an unnamed segment, deleted by the next Open.
+  for (const auto& [files, table] :
+       {std::pair(files_.get(), "reports"), std::pair(accumulators_.get(), "accumulators")}) {
+    for (const int64_t segment : files->InactiveSegments()) {
+      absl::StatusOr<Statement> st =
+          db_->Prepare(absl::StrCat("SELECT 1 FROM ", table, " WHERE seg = ?1 LIMIT 1"));
+      if (!st.ok() || !st->BindInt64(1, segment).ok()) return;
+      absl::StatusOr<bool> row = st->Step();
+      if (!row.ok()) return;
+      if (!*row) files->Remove(segment).IgnoreError();  // A leftover goes at the next Open.
+    }
+  }
+}
+
+absl::Status SegmentReportStore::MarkAccepted(absl::string_view report_id) {
+  return Transition(report_id, ReportState::kAccepted);
+}
+absl::Status SegmentReportStore::MarkRejected(absl::string_view report_id) {
+  return Transition(report_id, ReportState::kRejected);
+}
+
+absl::StatusOr<ReportRecord> SegmentReportStore::GetReport(absl::string_view report_id) {
+  TANDEM_RETURN_IF_ERROR(ValidateReportId(report_id));
+  absl::MutexLock lock(&mu_);
+  return GetReportLocked(report_id);
+}
+
+absl::StatusOr<std::vector<ReportRecord>> SegmentReportStore::ListReports(int64_t round_id,
+                                                                          ReportFilter filter) {
+  TANDEM_RETURN_IF_ERROR(ValidateRoundId(round_id));
+  absl::MutexLock lock(&mu_);
+  TANDEM_RETURN_IF_ERROR(GetRoundLocked(round_id).status());
+  TANDEM_ASSIGN_OR_RETURN(
+      Statement st,
+      db_->Prepare(absl::StrCat("SELECT ", kReportColumns, " FROM reports WHERE round_id = ?1 AND ",
+                                FilterSql(filter), " ORDER BY report_id")));
+  TANDEM_RETURN_IF_ERROR(st.BindInt64(1, round_id));
+  std::vector<ReportRecord> out;
+  while (true) {
+    TANDEM_ASSIGN_OR_RETURN(const bool row, st.Step());
+    if (!row) break;
+    TANDEM_ASSIGN_OR_RETURN(ReportRecord r, ReadReportLocked(st));
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+absl::Status SegmentReportStore::SaveAccumulator(int64_t round_id, absl::string_view bytes,
+                                                 absl::Span<const std::string> newly_counted) {
+  TANDEM_RETURN_IF_ERROR(ValidateRoundId(round_id));
+  TANDEM_RETURN_IF_ERROR(ValidateAccumulatorUpdate(bytes, newly_counted));
+  absl::MutexLock lock(&mu_);
+  absl::Cleanup discard = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { DiscardLocked(); };
+  TANDEM_ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(db_.get()));
+  TANDEM_RETURN_IF_ERROR(RequireOpenLocked(round_id));
+  TANDEM_ASSIGN_OR_RETURN(
+      Statement mark,
+      db_->Prepare("UPDATE reports SET counted = 1, seg = NULL, off = NULL, len = NULL "
+                   "WHERE report_id = ?1 AND round_id = ?2 AND state = 1 AND counted = 0"));
+  for (const std::string& id : newly_counted) {
+    TANDEM_RETURN_IF_ERROR(mark.BindBlob(1, id));
+    TANDEM_RETURN_IF_ERROR(mark.BindInt64(2, round_id));
+    TANDEM_RETURN_IF_ERROR(mark.StepDone());
+    if (db_->ChangedRows() != 1) {  // The transaction rolls back on return.
+      return absl::FailedPreconditionError(
+          "SaveAccumulator: a report is not accepted and uncounted in this round");
+    }
+    TANDEM_RETURN_IF_ERROR(mark.Reset());
+  }
+  TANDEM_RETURN_IF_ERROR(
+      WriteAccumulatorLocked(round_id, bytes, static_cast<int64_t>(newly_counted.size())));
+  TANDEM_RETURN_IF_ERROR(CommitWithSharesLocked(tx));
+  ReclaimLocked();
+  return absl::OkStatus();
+}
+
+absl::Status SegmentReportStore::CommitBatch(int64_t round_id, absl::string_view bytes,
+                                             absl::Span<const std::string> accept_and_count,
+                                             absl::Span<const std::string> reject) {
+  TANDEM_RETURN_IF_ERROR(ValidateRoundId(round_id));
+  TANDEM_RETURN_IF_ERROR(ValidateCommitBatch(bytes, accept_and_count, reject));
+  absl::MutexLock lock(&mu_);
+  absl::Cleanup discard = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { DiscardLocked(); };
+  TANDEM_ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(db_.get()));
+  TANDEM_RETURN_IF_ERROR(RequireOpenLocked(round_id));
+  // Any failure returns before Commit, so the transaction rolls back whole.
+  TANDEM_ASSIGN_OR_RETURN(
+      Statement count,
+      db_->Prepare("UPDATE reports SET state = 1, counted = 1, seg = NULL, off = NULL, len = NULL "
+                   "WHERE report_id = ?1 "
+                   "AND round_id = ?2 AND (state = 0 OR (state = 1 AND counted = 0))"));
+  for (const std::string& id : accept_and_count) {
+    TANDEM_RETURN_IF_ERROR(count.BindBlob(1, id));
+    TANDEM_RETURN_IF_ERROR(count.BindInt64(2, round_id));
+    TANDEM_RETURN_IF_ERROR(count.StepDone());
+    if (db_->ChangedRows() != 1) {
+      return absl::FailedPreconditionError("CommitBatch: a report cannot be counted");
+    }
+    TANDEM_RETURN_IF_ERROR(count.Reset());
+  }
+  TANDEM_ASSIGN_OR_RETURN(
+      Statement rej,
+      db_->Prepare("UPDATE reports SET state = 2, seg = NULL, off = NULL, len = NULL "
+                   "WHERE report_id = ?1 "
+                   "AND round_id = ?2 AND (state = 0 OR state = 2)"));
+  for (const std::string& id : reject) {
+    TANDEM_RETURN_IF_ERROR(rej.BindBlob(1, id));
+    TANDEM_RETURN_IF_ERROR(rej.BindInt64(2, round_id));
+    TANDEM_RETURN_IF_ERROR(rej.StepDone());
+    if (db_->ChangedRows() != 1) {
+      return absl::FailedPreconditionError("CommitBatch: a report cannot be rejected");
+    }
+    TANDEM_RETURN_IF_ERROR(rej.Reset());
+  }
+  if (!accept_and_count.empty()) {
+    TANDEM_RETURN_IF_ERROR(
+        WriteAccumulatorLocked(round_id, bytes, static_cast<int64_t>(accept_and_count.size())));
+  }
+  TANDEM_RETURN_IF_ERROR(CommitWithSharesLocked(tx));
+  ReclaimLocked();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<AccumulatorSnapshot> SegmentReportStore::LoadAccumulator(int64_t round_id) {
+  TANDEM_RETURN_IF_ERROR(ValidateRoundId(round_id));
+  absl::MutexLock lock(&mu_);
+  TANDEM_ASSIGN_OR_RETURN(Transaction tx,
+                          Transaction::Begin(db_.get(), sqlite::TransactionMode::kDeferred));
+  TANDEM_RETURN_IF_ERROR(GetRoundLocked(round_id).status());
+  TANDEM_ASSIGN_OR_RETURN(
+      Statement st, db_->Prepare("SELECT seg, off, len, report_count, version FROM accumulators "
+                                 "WHERE round_id = ?1"));
+  TANDEM_RETURN_IF_ERROR(st.BindInt64(1, round_id));
+  TANDEM_ASSIGN_OR_RETURN(const bool row, st.Step());
+  AccumulatorSnapshot snap{round_id, "", 0, 0};
+  if (row) {
+    snap.report_count = st.ColumnInt64(3);
+    snap.version = st.ColumnInt64(4);
+    if (snap.report_count < 0 || snap.version < 1) return Corrupt("accumulator counters");
+    const ShareLocation loc{st.ColumnInt64(0), st.ColumnInt64(1), st.ColumnInt64(2)};
+    TANDEM_ASSIGN_OR_RETURN(snap.bytes, accumulators_->Read(loc, RoundTag(round_id)));
+  }
+  // Cross-check against the report states written in the same transactions.
+  TANDEM_ASSIGN_OR_RETURN(
+      Statement count,
+      db_->Prepare("SELECT count(*) FROM reports WHERE round_id = ?1 AND counted = 1"));
+  TANDEM_RETURN_IF_ERROR(count.BindInt64(1, round_id));
+  TANDEM_ASSIGN_OR_RETURN(const bool count_row, count.Step());
+  if (!count_row || count.ColumnInt64(0) != snap.report_count) {
+    return Corrupt("accumulator (report count disagrees with counted reports)");
+  }
+  return snap;
+}
+
+}  // namespace tandem::aggregator

@@ -1,0 +1,290 @@
+// SegmentReportStore, part 1: opening (lock, index schema, segment sets)
+// and the round-level calls. Reports and accumulators: segment_report_store.cc.
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <utility>
+
+#include "absl/cleanup/cleanup.h"
+#include "absl/strings/str_cat.h"
+#include "aggregator/store/segment_report_store.h"
+#include "base/status_macros.h"
+
+namespace tandem::aggregator {
+namespace {
+
+using sqlite::Statement;
+using sqlite::Transaction;
+
+// Version 1. A report's share location (seg, off, len) is set exactly while
+// it is pending or accepted-uncounted, as SqliteReportStore's share column.
+// An accumulator row names its latest snapshot in the accumulator segments.
+constexpr absl::string_view kSchemaV1 = R"sql(
+CREATE TABLE IF NOT EXISTS rounds (
+  round_id   INTEGER PRIMARY KEY,
+  parameters BLOB NOT NULL,
+  state      INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS reports (
+  report_id    BLOB PRIMARY KEY,
+  round_id     INTEGER NOT NULL REFERENCES rounds(round_id),
+  state        INTEGER NOT NULL,
+  counted      INTEGER NOT NULL,
+  share_digest BLOB NOT NULL,
+  seg          INTEGER,
+  off          INTEGER,
+  len          INTEGER);
+CREATE INDEX IF NOT EXISTS reports_by_round ON reports(round_id, state, counted);
+CREATE INDEX IF NOT EXISTS reports_by_segment ON reports(seg) WHERE seg IS NOT NULL;
+CREATE TABLE IF NOT EXISTS accumulators (
+  round_id     INTEGER PRIMARY KEY REFERENCES rounds(round_id),
+  seg          INTEGER NOT NULL,
+  off          INTEGER NOT NULL,
+  len          INTEGER NOT NULL,
+  report_count INTEGER NOT NULL,
+  version      INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS round_secrets (
+  round_id INTEGER PRIMARY KEY REFERENCES rounds(round_id),
+  secret   BLOB NOT NULL);
+)sql";
+
+constexpr absl::string_view kComponent = "segment_report_store";
+
+absl::Status Corrupt(absl::string_view what) {
+  return absl::DataLossError(absl::StrCat("report store: corrupt ", what));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<SegmentReportStore>> SegmentReportStore::Open(
+    const std::string& dir, const SegmentStoreOptions& options) {
+  if (dir.empty()) return absl::InvalidArgumentError("segment store: empty directory");
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec)
+    return absl::InternalError(absl::StrCat("segment store: create ", dir, ": ", ec.message()));
+  const std::string lock_path = dir + "/LOCK";
+  const int lock_fd = open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (lock_fd < 0) {
+    return absl::InternalError(
+        absl::StrCat("segment store: open ", lock_path, ": ", std::strerror(errno)));
+  }
+  absl::Cleanup close_lock = [lock_fd] { close(lock_fd); };
+  if (flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("segment store: ", dir, " is in use by another process"));
+  }
+  TANDEM_ASSIGN_OR_RETURN(auto db, sqlite::Database::Open(dir + "/index.sqlite", options.sqlite));
+  const bool sync = options.sqlite.synchronous >= sqlite::Synchronous::kFull;
+  TANDEM_ASSIGN_OR_RETURN(
+      auto files,
+      SegmentFiles::Open(dir + "/segments", options.max_segment_bytes, sync, kMaxShareBytes));
+  TANDEM_ASSIGN_OR_RETURN(auto accumulators,
+                          SegmentFiles::Open(dir + "/accumulators", options.max_segment_bytes, sync,
+                                             kMaxAccumulatorBytes));
+  std::move(close_lock).Cancel();
+  std::unique_ptr<SegmentReportStore> store(
+      new SegmentReportStore(std::move(db), std::move(files), std::move(accumulators), lock_fd));
+  TANDEM_RETURN_IF_ERROR(store->Migrate());
+  absl::MutexLock lock(&store->mu_);
+  store->ReclaimLocked();  // Segments emptied before a crash.
+  return store;
+}
+
+SegmentReportStore::~SegmentReportStore() {
+  {
+    absl::MutexLock lock(&mu_);
+    files_.reset();
+    accumulators_.reset();
+    db_.reset();
+  }
+  close(lock_fd_);  // Releases the flock.
+}
+
+absl::Status SegmentReportStore::Migrate() {
+  absl::MutexLock lock(&mu_);
+  TANDEM_ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(db_.get()));
+  TANDEM_RETURN_IF_ERROR(
+      db_->Exec("CREATE TABLE IF NOT EXISTS schema_version (component TEXT PRIMARY KEY, version "
+                "INTEGER NOT NULL)"));
+  TANDEM_ASSIGN_OR_RETURN(
+      Statement get,
+      db_->Prepare(
+          absl::StrCat("SELECT version FROM schema_version WHERE component = '", kComponent, "'")));
+  TANDEM_ASSIGN_OR_RETURN(const bool has_row, get.Step());
+  if (has_row) {
+    const int64_t version = get.ColumnInt64(0);
+    if (version < 1) return Corrupt("schema_version");
+    if (version > kSchemaVersion) {
+      return absl::FailedPreconditionError(absl::StrCat("segment store: schema version ", version,
+                                                        " is newer than this binary's ",
+                                                        kSchemaVersion));
+    }
+  } else {
+    TANDEM_RETURN_IF_ERROR(db_->Exec(kSchemaV1));
+    TANDEM_RETURN_IF_ERROR(db_->Exec(absl::StrCat("INSERT INTO schema_version VALUES ('",
+                                                  kComponent, "', ", kSchemaVersion, ")")));
+  }
+  return tx.Commit();
+}
+
+absl::StatusOr<RoundRecord> SegmentReportStore::GetRoundLocked(int64_t round_id) {
+  TANDEM_ASSIGN_OR_RETURN(Statement st,
+                          db_->Prepare("SELECT parameters, state FROM rounds WHERE round_id = ?1"));
+  TANDEM_RETURN_IF_ERROR(st.BindInt64(1, round_id));
+  TANDEM_ASSIGN_OR_RETURN(const bool row, st.Step());
+  if (!row) return absl::NotFoundError(absl::StrCat("round ", round_id, " not found"));
+  RoundRecord r;
+  r.round_id = round_id;
+  r.parameters = st.ColumnBlob(0);
+  const int64_t state = st.ColumnInt64(1);
+  if (state < 0 || state > 2) return Corrupt("round state");
+  if (r.parameters.size() > kMaxParametersBytes) return Corrupt("round parameters");
+  r.state = static_cast<RoundState>(state);
+  return r;
+}
+
+absl::StatusOr<std::vector<RoundRecord>> SegmentReportStore::ListRounds() {
+  absl::MutexLock lock(&mu_);
+  TANDEM_ASSIGN_OR_RETURN(Statement st,
+                          db_->Prepare("SELECT round_id FROM rounds ORDER BY round_id"));
+  std::vector<int64_t> ids;
+  while (true) {
+    TANDEM_ASSIGN_OR_RETURN(const bool row, st.Step());
+    if (!row) break;
+    ids.push_back(st.ColumnInt64(0));
+  }
+  std::vector<RoundRecord> out;
+  for (int64_t id : ids) {
+    if (!ValidateRoundId(id).ok()) return Corrupt("round id");
+    TANDEM_ASSIGN_OR_RETURN(RoundRecord r, GetRoundLocked(id));
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+absl::Status SegmentReportStore::RequireOpenLocked(int64_t round_id) {
+  TANDEM_ASSIGN_OR_RETURN(const RoundRecord r, GetRoundLocked(round_id));
+  if (r.state != RoundState::kOpen) {
+    return absl::FailedPreconditionError(absl::StrCat("round ", round_id, " is closed"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SegmentReportStore::OpenRound(int64_t round_id, absl::string_view parameters) {
+  TANDEM_RETURN_IF_ERROR(ValidateRoundId(round_id));
+  TANDEM_RETURN_IF_ERROR(ValidateParameters(parameters));
+  absl::MutexLock lock(&mu_);
+  TANDEM_ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(db_.get()));
+  absl::StatusOr<RoundRecord> existing = GetRoundLocked(round_id);
+  if (existing.ok()) {
+    if (existing->parameters != parameters) {
+      return absl::AlreadyExistsError(
+          absl::StrCat("round ", round_id, " exists with other parameters"));
+    }
+    if (existing->state != RoundState::kOpen) {
+      return absl::FailedPreconditionError(absl::StrCat("round ", round_id, " is closed"));
+    }
+    return absl::OkStatus();
+  }
+  if (!absl::IsNotFound(existing.status())) return existing.status();
+  TANDEM_ASSIGN_OR_RETURN(Statement ins, db_->Prepare("INSERT INTO rounds VALUES (?1, ?2, 0)"));
+  TANDEM_RETURN_IF_ERROR(ins.BindInt64(1, round_id));
+  TANDEM_RETURN_IF_ERROR(ins.BindBlob(2, parameters));
+  TANDEM_RETURN_IF_ERROR(ins.StepDone());
+  return tx.Commit();
+}
+
+absl::Status SegmentReportStore::CloseRound(int64_t round_id) {
+  TANDEM_RETURN_IF_ERROR(ValidateRoundId(round_id));
+  absl::MutexLock lock(&mu_);
+  TANDEM_ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(db_.get()));
+  TANDEM_RETURN_IF_ERROR(GetRoundLocked(round_id).status());
+  TANDEM_ASSIGN_OR_RETURN(
+      Statement up, db_->Prepare("UPDATE rounds SET state = 1 WHERE round_id = ?1 AND state = 0"));
+  TANDEM_RETURN_IF_ERROR(up.BindInt64(1, round_id));
+  TANDEM_RETURN_IF_ERROR(up.StepDone());
+  return tx.Commit();
+}
+
+absl::Status SegmentReportStore::ReleaseRound(int64_t round_id, absl::string_view bytes) {
+  TANDEM_RETURN_IF_ERROR(ValidateRoundId(round_id));
+  TANDEM_RETURN_IF_ERROR(ValidateAccumulatorUpdate(bytes, {}));
+  absl::MutexLock lock(&mu_);
+  absl::Cleanup discard = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { DiscardLocked(); };
+  // One transaction (one fsync): the noised share and the round's state.
+  TANDEM_ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(db_.get()));
+  TANDEM_RETURN_IF_ERROR(RequireOpenLocked(round_id));
+  TANDEM_RETURN_IF_ERROR(WriteAccumulatorLocked(round_id, bytes, 0));
+  TANDEM_ASSIGN_OR_RETURN(Statement close,
+                          db_->Prepare("UPDATE rounds SET state = 2 WHERE round_id = ?1"));
+  TANDEM_RETURN_IF_ERROR(close.BindInt64(1, round_id));
+  TANDEM_RETURN_IF_ERROR(close.StepDone());
+  TANDEM_RETURN_IF_ERROR(CommitWithSharesLocked(tx));
+  ReclaimLocked();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ReportCounts> SegmentReportStore::CountReports(int64_t round_id) {
+  TANDEM_RETURN_IF_ERROR(ValidateRoundId(round_id));
+  absl::MutexLock lock(&mu_);
+  // Served by the (round_id, state, counted) index; no share is read.
+  TANDEM_ASSIGN_OR_RETURN(
+      Statement st,
+      db_->Prepare("SELECT state, count(*) FROM reports WHERE round_id = ?1 GROUP BY state"));
+  TANDEM_RETURN_IF_ERROR(st.BindInt64(1, round_id));
+  ReportCounts counts;
+  while (true) {
+    TANDEM_ASSIGN_OR_RETURN(const bool row, st.Step());
+    if (!row) break;
+    const int64_t state = st.ColumnInt64(0);
+    const int64_t n = st.ColumnInt64(1);
+    if (state == 0)
+      counts.pending = n;
+    else if (state == 1)
+      counts.accepted = n;
+    else if (state == 2)
+      counts.rejected = n;
+    else
+      return Corrupt("report state");
+  }
+  return counts;
+}
+
+absl::StatusOr<std::string> SegmentReportStore::BindRoundSecret(int64_t round_id,
+                                                                absl::string_view secret) {
+  TANDEM_RETURN_IF_ERROR(ValidateRoundId(round_id));
+  TANDEM_RETURN_IF_ERROR(ValidateRoundSecret(secret));
+  absl::MutexLock lock(&mu_);
+  TANDEM_ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(db_.get()));
+  TANDEM_ASSIGN_OR_RETURN(const RoundRecord round, GetRoundLocked(round_id));
+  TANDEM_ASSIGN_OR_RETURN(Statement get,
+                          db_->Prepare("SELECT secret FROM round_secrets WHERE round_id = ?1"));
+  TANDEM_RETURN_IF_ERROR(get.BindInt64(1, round_id));
+  TANDEM_ASSIGN_OR_RETURN(const bool row, get.Step());
+  if (row) {
+    std::string stored = get.ColumnBlob(0);
+    if (!ValidateRoundSecret(stored).ok()) return Corrupt("round secret");
+    return stored;
+  }
+  if (round.state != RoundState::kOpen) {
+    return absl::FailedPreconditionError(absl::StrCat("round ", round_id, " is closed"));
+  }
+  TANDEM_ASSIGN_OR_RETURN(Statement ins, db_->Prepare("INSERT INTO round_secrets VALUES (?1, ?2)"));
+  TANDEM_RETURN_IF_ERROR(ins.BindInt64(1, round_id));
+  TANDEM_RETURN_IF_ERROR(ins.BindBlob(2, secret));
+  TANDEM_RETURN_IF_ERROR(ins.StepDone());
+  TANDEM_RETURN_IF_ERROR(tx.Commit());
+  return std::string(secret);
+}
+
+absl::StatusOr<RoundRecord> SegmentReportStore::GetRound(int64_t round_id) {
+  TANDEM_RETURN_IF_ERROR(ValidateRoundId(round_id));
+  absl::MutexLock lock(&mu_);
+  return GetRoundLocked(round_id);
+}
+
+}  // namespace tandem::aggregator
