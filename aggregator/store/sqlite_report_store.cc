@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "aggregator/store/sqlite_rounds.h"
 #include "base/status_macros.h"
 
 namespace tandem::aggregator {
@@ -126,46 +127,16 @@ absl::Status SqliteReportStore::Migrate() {
 }
 
 absl::StatusOr<RoundRecord> SqliteReportStore::GetRoundLocked(int64_t round_id) {
-  TANDEM_ASSIGN_OR_RETURN(Statement st,
-                          db_->Prepare("SELECT parameters, state FROM rounds WHERE round_id = ?1"));
-  TANDEM_RETURN_IF_ERROR(st.BindInt64(1, round_id));
-  TANDEM_ASSIGN_OR_RETURN(const bool row, st.Step());
-  if (!row) return absl::NotFoundError(absl::StrCat("round ", round_id, " not found"));
-  RoundRecord r;
-  r.round_id = round_id;
-  r.parameters = st.ColumnBlob(0);
-  const int64_t state = st.ColumnInt64(1);
-  if (state < 0 || state > 2) return Corrupt("round state");
-  if (r.parameters.size() > kMaxParametersBytes) return Corrupt("round parameters");
-  r.state = static_cast<RoundState>(state);
-  return r;
+  return ReadRoundRow(*db_, round_id);
 }
 
 absl::StatusOr<std::vector<RoundRecord>> SqliteReportStore::ListRounds() {
   absl::MutexLock lock(&mu_);
-  TANDEM_ASSIGN_OR_RETURN(Statement st,
-                          db_->Prepare("SELECT round_id FROM rounds ORDER BY round_id"));
-  std::vector<int64_t> ids;
-  while (true) {
-    TANDEM_ASSIGN_OR_RETURN(const bool row, st.Step());
-    if (!row) break;
-    ids.push_back(st.ColumnInt64(0));
-  }
-  std::vector<RoundRecord> out;
-  for (int64_t id : ids) {
-    if (!ValidateRoundId(id).ok()) return Corrupt("round id");
-    TANDEM_ASSIGN_OR_RETURN(RoundRecord r, GetRoundLocked(id));
-    out.push_back(std::move(r));
-  }
-  return out;
+  return ReadAllRounds(*db_);
 }
 
 absl::Status SqliteReportStore::RequireOpenLocked(int64_t round_id) {
-  TANDEM_ASSIGN_OR_RETURN(const RoundRecord r, GetRoundLocked(round_id));
-  if (r.state != RoundState::kOpen) {
-    return absl::FailedPreconditionError(absl::StrCat("round ", round_id, " is closed"));
-  }
-  return absl::OkStatus();
+  return RequireOpenRound(*db_, round_id);
 }
 
 absl::Status SqliteReportStore::OpenRound(int64_t round_id, absl::string_view parameters) {
