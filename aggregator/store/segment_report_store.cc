@@ -6,6 +6,7 @@
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
+#include "aggregator/store/sqlite_rounds.h"
 #include "base/status_macros.h"
 
 namespace tandem::aggregator {
@@ -30,9 +31,6 @@ constexpr absl::string_view kDropShare = "seg = NULL, off = NULL, len = NULL";
 constexpr absl::string_view kReportColumns =
     "report_id, round_id, state, counted, share_digest, seg, off, len";
 
-absl::Status Corrupt(absl::string_view what) {
-  return absl::DataLossError(absl::StrCat("report store: corrupt ", what));
-}
 
 absl::string_view FilterSql(ReportFilter filter) {
   switch (filter) {
@@ -59,20 +57,20 @@ absl::StatusOr<ReportRecord> SegmentReportStore::ReadReportLocked(const Statemen
   const int64_t state = st.ColumnInt64(2);
   const int64_t counted = st.ColumnInt64(3);
   r.share_digest = st.ColumnBlob(4);
-  if (!ValidateReportId(r.report_id).ok() || r.round_id < 0) return Corrupt("report id/round");
-  if (state < 0 || state > 2) return Corrupt("report state");
+  if (!ValidateReportId(r.report_id).ok() || r.round_id < 0) return CorruptStore("report id/round");
+  if (state < 0 || state > 2) return CorruptStore("report state");
   r.state = static_cast<ReportState>(state);
-  if (counted != 0 && counted != 1) return Corrupt("report counted flag");
+  if (counted != 0 && counted != 1) return CorruptStore("report counted flag");
   r.counted = counted == 1;
-  if (r.counted && r.state != ReportState::kAccepted) return Corrupt("counted report not accepted");
-  if (r.share_digest.size() != 32) return Corrupt("share digest");
+  if (r.counted && r.state != ReportState::kAccepted) return CorruptStore("counted report not accepted");
+  if (r.share_digest.size() != 32) return CorruptStore("share digest");
   const bool has_share =
       r.state == ReportState::kPending || (r.state == ReportState::kAccepted && !r.counted);
   const bool located = !st.ColumnIsNull(5) && !st.ColumnIsNull(6) && !st.ColumnIsNull(7);
   if (!located && (!st.ColumnIsNull(5) || !st.ColumnIsNull(6) || !st.ColumnIsNull(7))) {
-    return Corrupt("share location (partly set)");
+    return CorruptStore("share location (partly set)");
   }
-  if (has_share != located) return Corrupt("share location (set for the wrong state)");
+  if (has_share != located) return CorruptStore("share location (set for the wrong state)");
   if (has_share) {
     const ShareLocation loc{st.ColumnInt64(5), st.ColumnInt64(6), st.ColumnInt64(7)};
     TANDEM_ASSIGN_OR_RETURN(r.share, files_->Read(loc, ShareTag(r.share_digest)));
@@ -187,7 +185,7 @@ absl::Status SegmentReportStore::Transition(absl::string_view report_id, ReportS
     if (!row) return absl::NotFoundError("report not found");
     const int64_t round_id = get.ColumnInt64(0);
     const int64_t state = get.ColumnInt64(1);
-    if (round_id < 0 || state < 0 || state > 2) return Corrupt("report round/state");
+    if (round_id < 0 || state < 0 || state > 2) return CorruptStore("report round/state");
     TANDEM_RETURN_IF_ERROR(RequireOpenLocked(round_id));
     if (static_cast<ReportState>(state) == to) return absl::OkStatus();
     if (static_cast<ReportState>(state) != ReportState::kPending) {
@@ -348,7 +346,7 @@ absl::StatusOr<AccumulatorSnapshot> SegmentReportStore::LoadAccumulator(int64_t 
   if (row) {
     snap.report_count = st.ColumnInt64(3);
     snap.version = st.ColumnInt64(4);
-    if (snap.report_count < 0 || snap.version < 1) return Corrupt("accumulator counters");
+    if (snap.report_count < 0 || snap.version < 1) return CorruptStore("accumulator counters");
     const ShareLocation loc{st.ColumnInt64(0), st.ColumnInt64(1), st.ColumnInt64(2)};
     TANDEM_ASSIGN_OR_RETURN(snap.bytes, accumulators_->Read(loc, RoundTag(round_id)));
   }
@@ -359,7 +357,7 @@ absl::StatusOr<AccumulatorSnapshot> SegmentReportStore::LoadAccumulator(int64_t 
   TANDEM_RETURN_IF_ERROR(count.BindInt64(1, round_id));
   TANDEM_ASSIGN_OR_RETURN(const bool count_row, count.Step());
   if (!count_row || count.ColumnInt64(0) != snap.report_count) {
-    return Corrupt("accumulator (report count disagrees with counted reports)");
+    return CorruptStore("accumulator (report count disagrees with counted reports)");
   }
   return snap;
 }

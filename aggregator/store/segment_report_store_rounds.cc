@@ -54,9 +54,6 @@ CREATE TABLE IF NOT EXISTS round_secrets (
 
 constexpr absl::string_view kComponent = "segment_report_store";
 
-absl::Status Corrupt(absl::string_view what) {
-  return absl::DataLossError(absl::StrCat("report store: corrupt ", what));
-}
 
 }  // namespace
 
@@ -118,7 +115,7 @@ absl::Status SegmentReportStore::Migrate() {
   TANDEM_ASSIGN_OR_RETURN(const bool has_row, get.Step());
   if (has_row) {
     const int64_t version = get.ColumnInt64(0);
-    if (version < 1) return Corrupt("schema_version");
+    if (version < 1) return CorruptStore("schema_version");
     if (version > kSchemaVersion) {
       return absl::FailedPreconditionError(absl::StrCat("segment store: schema version ", version,
                                                         " is newer than this binary's ",
@@ -149,36 +146,13 @@ absl::Status SegmentReportStore::OpenRound(int64_t round_id, absl::string_view p
   TANDEM_RETURN_IF_ERROR(ValidateRoundId(round_id));
   TANDEM_RETURN_IF_ERROR(ValidateParameters(parameters));
   absl::MutexLock lock(&mu_);
-  TANDEM_ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(db_.get()));
-  absl::StatusOr<RoundRecord> existing = GetRoundLocked(round_id);
-  if (existing.ok()) {
-    if (existing->parameters != parameters) {
-      return absl::AlreadyExistsError(
-          absl::StrCat("round ", round_id, " exists with other parameters"));
-    }
-    if (existing->state != RoundState::kOpen) {
-      return absl::FailedPreconditionError(absl::StrCat("round ", round_id, " is closed"));
-    }
-    return absl::OkStatus();
-  }
-  if (!absl::IsNotFound(existing.status())) return existing.status();
-  TANDEM_ASSIGN_OR_RETURN(Statement ins, db_->Prepare("INSERT INTO rounds VALUES (?1, ?2, 0)"));
-  TANDEM_RETURN_IF_ERROR(ins.BindInt64(1, round_id));
-  TANDEM_RETURN_IF_ERROR(ins.BindBlob(2, parameters));
-  TANDEM_RETURN_IF_ERROR(ins.StepDone());
-  return tx.Commit();
+  return OpenRoundRow(*db_, round_id, parameters);
 }
 
 absl::Status SegmentReportStore::CloseRound(int64_t round_id) {
   TANDEM_RETURN_IF_ERROR(ValidateRoundId(round_id));
   absl::MutexLock lock(&mu_);
-  TANDEM_ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(db_.get()));
-  TANDEM_RETURN_IF_ERROR(GetRoundLocked(round_id).status());
-  TANDEM_ASSIGN_OR_RETURN(
-      Statement up, db_->Prepare("UPDATE rounds SET state = 1 WHERE round_id = ?1 AND state = 0"));
-  TANDEM_RETURN_IF_ERROR(up.BindInt64(1, round_id));
-  TANDEM_RETURN_IF_ERROR(up.StepDone());
-  return tx.Commit();
+  return CloseRoundRow(*db_, round_id);
 }
 
 absl::Status SegmentReportStore::ReleaseRound(int64_t round_id, absl::string_view bytes) {
@@ -202,54 +176,14 @@ absl::Status SegmentReportStore::ReleaseRound(int64_t round_id, absl::string_vie
 absl::StatusOr<ReportCounts> SegmentReportStore::CountReports(int64_t round_id) {
   TANDEM_RETURN_IF_ERROR(ValidateRoundId(round_id));
   absl::MutexLock lock(&mu_);
-  // Served by the (round_id, state, counted) index; no share is read.
-  TANDEM_ASSIGN_OR_RETURN(
-      Statement st,
-      db_->Prepare("SELECT state, count(*) FROM reports WHERE round_id = ?1 GROUP BY state"));
-  TANDEM_RETURN_IF_ERROR(st.BindInt64(1, round_id));
-  ReportCounts counts;
-  while (true) {
-    TANDEM_ASSIGN_OR_RETURN(const bool row, st.Step());
-    if (!row) break;
-    const int64_t state = st.ColumnInt64(0);
-    const int64_t n = st.ColumnInt64(1);
-    if (state == 0)
-      counts.pending = n;
-    else if (state == 1)
-      counts.accepted = n;
-    else if (state == 2)
-      counts.rejected = n;
-    else
-      return Corrupt("report state");
-  }
-  return counts;
+  return CountReportRows(*db_, round_id);
 }
 
-absl::StatusOr<std::string> SegmentReportStore::BindRoundSecret(int64_t round_id,
-                                                                absl::string_view secret) {
+absl::StatusOr<std::string> SegmentReportStore::BindRoundSecret(int64_t round_id, absl::string_view secret) {
   TANDEM_RETURN_IF_ERROR(ValidateRoundId(round_id));
   TANDEM_RETURN_IF_ERROR(ValidateRoundSecret(secret));
   absl::MutexLock lock(&mu_);
-  TANDEM_ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(db_.get()));
-  TANDEM_ASSIGN_OR_RETURN(const RoundRecord round, GetRoundLocked(round_id));
-  TANDEM_ASSIGN_OR_RETURN(Statement get,
-                          db_->Prepare("SELECT secret FROM round_secrets WHERE round_id = ?1"));
-  TANDEM_RETURN_IF_ERROR(get.BindInt64(1, round_id));
-  TANDEM_ASSIGN_OR_RETURN(const bool row, get.Step());
-  if (row) {
-    std::string stored = get.ColumnBlob(0);
-    if (!ValidateRoundSecret(stored).ok()) return Corrupt("round secret");
-    return stored;
-  }
-  if (round.state != RoundState::kOpen) {
-    return absl::FailedPreconditionError(absl::StrCat("round ", round_id, " is closed"));
-  }
-  TANDEM_ASSIGN_OR_RETURN(Statement ins, db_->Prepare("INSERT INTO round_secrets VALUES (?1, ?2)"));
-  TANDEM_RETURN_IF_ERROR(ins.BindInt64(1, round_id));
-  TANDEM_RETURN_IF_ERROR(ins.BindBlob(2, secret));
-  TANDEM_RETURN_IF_ERROR(ins.StepDone());
-  TANDEM_RETURN_IF_ERROR(tx.Commit());
-  return std::string(secret);
+  return BindRoundSecretRow(*db_, round_id, secret);
 }
 
 absl::StatusOr<RoundRecord> SegmentReportStore::GetRound(int64_t round_id) {

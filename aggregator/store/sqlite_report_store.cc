@@ -42,9 +42,6 @@ CREATE TABLE IF NOT EXISTS round_secrets (
 constexpr absl::string_view kReportColumns =
     "report_id, round_id, state, counted, share_digest, share";
 
-absl::Status Corrupt(absl::string_view what) {
-  return absl::DataLossError(absl::StrCat("report store: corrupt ", what));
-}
 
 // Decodes and validates one reports row (columns in kReportColumns order).
 absl::StatusOr<ReportRecord> ReadReport(const Statement& st) {
@@ -55,17 +52,17 @@ absl::StatusOr<ReportRecord> ReadReport(const Statement& st) {
   const int64_t counted = st.ColumnInt64(3);
   r.share_digest = st.ColumnBlob(4);
   r.share = st.ColumnBlob(5);
-  if (!ValidateReportId(r.report_id).ok() || r.round_id < 0) return Corrupt("report id/round");
-  if (state < 0 || state > 2) return Corrupt("report state");
+  if (!ValidateReportId(r.report_id).ok() || r.round_id < 0) return CorruptStore("report id/round");
+  if (state < 0 || state > 2) return CorruptStore("report state");
   r.state = static_cast<ReportState>(state);
-  if (counted != 0 && counted != 1) return Corrupt("report counted flag");
+  if (counted != 0 && counted != 1) return CorruptStore("report counted flag");
   r.counted = counted == 1;
-  if (r.counted && r.state != ReportState::kAccepted) return Corrupt("counted report not accepted");
-  if (r.share_digest.size() != 32) return Corrupt("share digest");
-  if (r.share.size() > kMaxShareBytes) return Corrupt("share size");
+  if (r.counted && r.state != ReportState::kAccepted) return CorruptStore("counted report not accepted");
+  if (r.share_digest.size() != 32) return CorruptStore("share digest");
+  if (r.share.size() > kMaxShareBytes) return CorruptStore("share size");
   if ((r.state == ReportState::kPending || (r.state == ReportState::kAccepted && !r.counted)) &&
       ShareDigest(r.share) != r.share_digest) {
-    return Corrupt("share (digest mismatch)");
+    return CorruptStore("share (digest mismatch)");
   }
   return r;
 }
@@ -106,7 +103,7 @@ absl::Status SqliteReportStore::Migrate() {
   TANDEM_ASSIGN_OR_RETURN(const bool has_row, get.Step());
   if (has_row) {
     const int64_t version = get.ColumnInt64(0);
-    if (version < 1) return Corrupt("schema_version");
+    if (version < 1) return CorruptStore("schema_version");
     if (version > kSchemaVersion) {
       return absl::FailedPreconditionError(absl::StrCat(
           "report store: schema version ", version, " is newer than this binary's ", kSchemaVersion));
@@ -143,35 +140,13 @@ absl::Status SqliteReportStore::OpenRound(int64_t round_id, absl::string_view pa
   TANDEM_RETURN_IF_ERROR(ValidateRoundId(round_id));
   TANDEM_RETURN_IF_ERROR(ValidateParameters(parameters));
   absl::MutexLock lock(&mu_);
-  TANDEM_ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(db_.get()));
-  absl::StatusOr<RoundRecord> existing = GetRoundLocked(round_id);
-  if (existing.ok()) {
-    if (existing->parameters != parameters) {
-      return absl::AlreadyExistsError(absl::StrCat("round ", round_id, " exists with other parameters"));
-    }
-    if (existing->state != RoundState::kOpen) {
-      return absl::FailedPreconditionError(absl::StrCat("round ", round_id, " is closed"));
-    }
-    return absl::OkStatus();
-  }
-  if (!absl::IsNotFound(existing.status())) return existing.status();
-  TANDEM_ASSIGN_OR_RETURN(Statement ins, db_->Prepare("INSERT INTO rounds VALUES (?1, ?2, 0)"));
-  TANDEM_RETURN_IF_ERROR(ins.BindInt64(1, round_id));
-  TANDEM_RETURN_IF_ERROR(ins.BindBlob(2, parameters));
-  TANDEM_RETURN_IF_ERROR(ins.StepDone());
-  return tx.Commit();
+  return OpenRoundRow(*db_, round_id, parameters);
 }
 
 absl::Status SqliteReportStore::CloseRound(int64_t round_id) {
   TANDEM_RETURN_IF_ERROR(ValidateRoundId(round_id));
   absl::MutexLock lock(&mu_);
-  TANDEM_ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(db_.get()));
-  TANDEM_RETURN_IF_ERROR(GetRoundLocked(round_id).status());
-  TANDEM_ASSIGN_OR_RETURN(
-      Statement up, db_->Prepare("UPDATE rounds SET state = 1 WHERE round_id = ?1 AND state = 0"));
-  TANDEM_RETURN_IF_ERROR(up.BindInt64(1, round_id));
-  TANDEM_RETURN_IF_ERROR(up.StepDone());
-  return tx.Commit();
+  return CloseRoundRow(*db_, round_id);
 }
 
 absl::Status SqliteReportStore::ReleaseRound(int64_t round_id, absl::string_view bytes) {
@@ -198,50 +173,14 @@ absl::Status SqliteReportStore::ReleaseRound(int64_t round_id, absl::string_view
 absl::StatusOr<ReportCounts> SqliteReportStore::CountReports(int64_t round_id) {
   TANDEM_RETURN_IF_ERROR(ValidateRoundId(round_id));
   absl::MutexLock lock(&mu_);
-  // Served by the (round_id, state, counted) index; no share is read.
-  TANDEM_ASSIGN_OR_RETURN(
-      Statement st,
-      db_->Prepare("SELECT state, count(*) FROM reports WHERE round_id = ?1 GROUP BY state"));
-  TANDEM_RETURN_IF_ERROR(st.BindInt64(1, round_id));
-  ReportCounts counts;
-  while (true) {
-    TANDEM_ASSIGN_OR_RETURN(const bool row, st.Step());
-    if (!row) break;
-    const int64_t state = st.ColumnInt64(0);
-    const int64_t n = st.ColumnInt64(1);
-    if (state == 0) counts.pending = n;
-    else if (state == 1) counts.accepted = n;
-    else if (state == 2) counts.rejected = n;
-    else return Corrupt("report state");
-  }
-  return counts;
+  return CountReportRows(*db_, round_id);
 }
 
-absl::StatusOr<std::string> SqliteReportStore::BindRoundSecret(int64_t round_id,
-                                                               absl::string_view secret) {
+absl::StatusOr<std::string> SqliteReportStore::BindRoundSecret(int64_t round_id, absl::string_view secret) {
   TANDEM_RETURN_IF_ERROR(ValidateRoundId(round_id));
   TANDEM_RETURN_IF_ERROR(ValidateRoundSecret(secret));
   absl::MutexLock lock(&mu_);
-  TANDEM_ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(db_.get()));
-  TANDEM_ASSIGN_OR_RETURN(const RoundRecord round, GetRoundLocked(round_id));
-  TANDEM_ASSIGN_OR_RETURN(Statement get,
-                          db_->Prepare("SELECT secret FROM round_secrets WHERE round_id = ?1"));
-  TANDEM_RETURN_IF_ERROR(get.BindInt64(1, round_id));
-  TANDEM_ASSIGN_OR_RETURN(const bool row, get.Step());
-  if (row) {
-    std::string stored = get.ColumnBlob(0);
-    if (!ValidateRoundSecret(stored).ok()) return Corrupt("round secret");
-    return stored;
-  }
-  if (round.state != RoundState::kOpen) {
-    return absl::FailedPreconditionError(absl::StrCat("round ", round_id, " is closed"));
-  }
-  TANDEM_ASSIGN_OR_RETURN(Statement ins, db_->Prepare("INSERT INTO round_secrets VALUES (?1, ?2)"));
-  TANDEM_RETURN_IF_ERROR(ins.BindInt64(1, round_id));
-  TANDEM_RETURN_IF_ERROR(ins.BindBlob(2, secret));
-  TANDEM_RETURN_IF_ERROR(ins.StepDone());
-  TANDEM_RETURN_IF_ERROR(tx.Commit());
-  return std::string(secret);
+  return BindRoundSecretRow(*db_, round_id, secret);
 }
 
 absl::StatusOr<RoundRecord> SqliteReportStore::GetRound(int64_t round_id) {
@@ -457,7 +396,7 @@ absl::StatusOr<AccumulatorSnapshot> SqliteReportStore::LoadAccumulator(int64_t r
     snap.bytes = st.ColumnBlob(0);
     snap.report_count = st.ColumnInt64(1);
     snap.version = st.ColumnInt64(2);
-    if (snap.report_count < 0 || snap.version < 1) return Corrupt("accumulator counters");
+    if (snap.report_count < 0 || snap.version < 1) return CorruptStore("accumulator counters");
   }
   // Cross-check against the report states written in the same transactions.
   TANDEM_ASSIGN_OR_RETURN(
@@ -465,7 +404,7 @@ absl::StatusOr<AccumulatorSnapshot> SqliteReportStore::LoadAccumulator(int64_t r
   TANDEM_RETURN_IF_ERROR(count.BindInt64(1, round_id));
   TANDEM_ASSIGN_OR_RETURN(const bool count_row, count.Step());
   if (!count_row || count.ColumnInt64(0) != snap.report_count) {
-    return Corrupt("accumulator (report count disagrees with counted reports)");
+    return CorruptStore("accumulator (report count disagrees with counted reports)");
   }
   return snap;
 }

@@ -53,4 +53,86 @@ absl::Status RequireOpenRound(sqlite::Database& db, int64_t round_id) {
   return absl::OkStatus();
 }
 
+absl::Status OpenRoundRow(sqlite::Database& db, int64_t round_id, absl::string_view parameters) {
+  TANDEM_ASSIGN_OR_RETURN(sqlite::Transaction tx, sqlite::Transaction::Begin(&db));
+  absl::StatusOr<RoundRecord> existing = ReadRoundRow(db, round_id);
+  if (existing.ok()) {
+    if (existing->parameters != parameters) {
+      return absl::AlreadyExistsError(
+          absl::StrCat("round ", round_id, " exists with other parameters"));
+    }
+    if (existing->state != RoundState::kOpen) {
+      return absl::FailedPreconditionError(absl::StrCat("round ", round_id, " is closed"));
+    }
+    return absl::OkStatus();
+  }
+  if (!absl::IsNotFound(existing.status())) return existing.status();
+  TANDEM_ASSIGN_OR_RETURN(sqlite::Statement ins, db.Prepare("INSERT INTO rounds VALUES (?1, ?2, 0)"));
+  TANDEM_RETURN_IF_ERROR(ins.BindInt64(1, round_id));
+  TANDEM_RETURN_IF_ERROR(ins.BindBlob(2, parameters));
+  TANDEM_RETURN_IF_ERROR(ins.StepDone());
+  return tx.Commit();
+}
+
+absl::Status CloseRoundRow(sqlite::Database& db, int64_t round_id) {
+  TANDEM_ASSIGN_OR_RETURN(sqlite::Transaction tx, sqlite::Transaction::Begin(&db));
+  TANDEM_RETURN_IF_ERROR(ReadRoundRow(db, round_id).status());
+  TANDEM_ASSIGN_OR_RETURN(
+      sqlite::Statement up,
+      db.Prepare("UPDATE rounds SET state = 1 WHERE round_id = ?1 AND state = 0"));
+  TANDEM_RETURN_IF_ERROR(up.BindInt64(1, round_id));
+  TANDEM_RETURN_IF_ERROR(up.StepDone());
+  return tx.Commit();
+}
+
+absl::StatusOr<std::string> BindRoundSecretRow(sqlite::Database& db, int64_t round_id,
+                                               absl::string_view secret) {
+  TANDEM_ASSIGN_OR_RETURN(sqlite::Transaction tx, sqlite::Transaction::Begin(&db));
+  TANDEM_ASSIGN_OR_RETURN(const RoundRecord round, ReadRoundRow(db, round_id));
+  TANDEM_ASSIGN_OR_RETURN(sqlite::Statement get,
+                          db.Prepare("SELECT secret FROM round_secrets WHERE round_id = ?1"));
+  TANDEM_RETURN_IF_ERROR(get.BindInt64(1, round_id));
+  TANDEM_ASSIGN_OR_RETURN(const bool row, get.Step());
+  if (row) {
+    std::string stored = get.ColumnBlob(0);
+    if (!ValidateRoundSecret(stored).ok()) return CorruptStore("round secret");
+    return stored;
+  }
+  if (round.state != RoundState::kOpen) {
+    return absl::FailedPreconditionError(absl::StrCat("round ", round_id, " is closed"));
+  }
+  TANDEM_ASSIGN_OR_RETURN(sqlite::Statement ins,
+                          db.Prepare("INSERT INTO round_secrets VALUES (?1, ?2)"));
+  TANDEM_RETURN_IF_ERROR(ins.BindInt64(1, round_id));
+  TANDEM_RETURN_IF_ERROR(ins.BindBlob(2, secret));
+  TANDEM_RETURN_IF_ERROR(ins.StepDone());
+  TANDEM_RETURN_IF_ERROR(tx.Commit());
+  return std::string(secret);
+}
+
+absl::StatusOr<ReportCounts> CountReportRows(sqlite::Database& db, int64_t round_id) {
+  // Served by the (round_id, state, counted) index; no share is read.
+  TANDEM_ASSIGN_OR_RETURN(
+      sqlite::Statement st,
+      db.Prepare("SELECT state, count(*) FROM reports WHERE round_id = ?1 GROUP BY state"));
+  TANDEM_RETURN_IF_ERROR(st.BindInt64(1, round_id));
+  ReportCounts counts;
+  while (true) {
+    TANDEM_ASSIGN_OR_RETURN(const bool row, st.Step());
+    if (!row) break;
+    const int64_t state = st.ColumnInt64(0);
+    const int64_t n = st.ColumnInt64(1);
+    if (state == 0) {
+      counts.pending = n;
+    } else if (state == 1) {
+      counts.accepted = n;
+    } else if (state == 2) {
+      counts.rejected = n;
+    } else {
+      return CorruptStore("report state");
+    }
+  }
+  return counts;
+}
+
 }  // namespace tandem::aggregator

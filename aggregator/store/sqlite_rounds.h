@@ -1,12 +1,14 @@
-// The rounds table shared by the SQLite-backed report stores
-// (SqliteReportStore and SegmentReportStore's index): reading, listing and
-// checking rounds. Free functions over a caller-owned database; the caller
-// holds its own lock and transaction. DATA_LOSS for rows that fail
+// The tables shared by the SQLite-backed report stores (SqliteReportStore
+// and SegmentReportStore's index): rounds, round secrets and report counts,
+// with the semantics of report_store.h. Free functions over a caller-owned
+// database; the caller holds its own lock and validates its arguments. The
+// *Row writers run their own transaction. DATA_LOSS for rows that fail
 // validation, NOT_FOUND for an unknown round.
 #ifndef TANDEM_AGGREGATOR_STORE_SQLITE_ROUNDS_H_
 #define TANDEM_AGGREGATOR_STORE_SQLITE_ROUNDS_H_
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -26,6 +28,14 @@ absl::StatusOr<RoundRecord> ReadRoundRow(sqlite::Database& db, int64_t round_id)
 absl::StatusOr<std::vector<RoundRecord>> ReadAllRounds(sqlite::Database& db);
 // OK for an open round, FAILED_PRECONDITION for a closed or released one.
 absl::Status RequireOpenRound(sqlite::Database& db, int64_t round_id);
+
+// ReportStore::OpenRound, CloseRound, BindRoundSecret and CountReports on
+// the shared tables.
+absl::Status OpenRoundRow(sqlite::Database& db, int64_t round_id, absl::string_view parameters);
+absl::Status CloseRoundRow(sqlite::Database& db, int64_t round_id);
+absl::StatusOr<std::string> BindRoundSecretRow(sqlite::Database& db, int64_t round_id,
+                                               absl::string_view secret);
+absl::StatusOr<ReportCounts> CountReportRows(sqlite::Database& db, int64_t round_id);
 
 }  // namespace tandem::aggregator
 
