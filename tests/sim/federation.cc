@@ -2,7 +2,6 @@
 
 #include <grpcpp/grpcpp.h>
 
-#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <random>
@@ -24,6 +23,7 @@
 #include "server/core/federated_task.h"
 #include "server/core/secure_sum.h"
 #include "server/transport/grpc_aggregator_client.h"
+#include "tests/testing/certificates.h"
 
 namespace tandem::sim {
 namespace {
@@ -45,7 +45,7 @@ std::shared_ptr<grpc::Channel> Channel(const std::string& target, const std::str
     return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
   }
   grpc::SslCredentialsOptions o;
-  o.pem_root_certs = ReadFile(RootsFile(certs_dir, "coordinator"));
+  o.pem_root_certs = ReadFile(testing::RootsFile(certs_dir, "coordinator"));
   if (as_coordinator) {
     o.pem_cert_chain = ReadFile(certs_dir + "/coordinator.pem");
     o.pem_private_key = ReadFile(certs_dir + "/coordinator.key");
@@ -116,12 +116,6 @@ absl::StatusOr<std::vector<float>> PrivateMean(const FederationOptions& o,
 }
 
 }  // namespace
-
-std::string RootsFile(const std::string& certs_dir, const std::string& party) {
-  const std::string bundle = certs_dir + "/" + party + "-roots.pem";
-  std::error_code ec;
-  return std::filesystem::exists(bundle, ec) ? bundle : certs_dir + "/ca.pem";
-}
 
 absl::StatusOr<std::vector<RoundRecord>> RunFederation(
     const FederationOptions& o, const ml::Dataset& train, const ml::Dataset& test,

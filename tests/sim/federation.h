@@ -84,9 +84,6 @@ struct AggregatorEndpoints {
   std::string certs_dir;
 };
 
-// The roots `party` ("coordinator", "client") verifies servers with in
-// `certs_dir`: <party>-roots.pem when present, else ca.pem.
-std::string RootsFile(const std::string& certs_dir, const std::string& party);
 
 // Runs one variant and calls `progress` after each round.
 absl::StatusOr<std::vector<RoundRecord>> RunFederation(

@@ -11,12 +11,14 @@
 #include "base/status_macros.h"
 #include "ml/model/model_zoo.h"
 #include "proto/coordinator.grpc.pb.h"
+#include "tests/testing/certificates.h"
 #include "tests/testing/daemon_process.h"
 
 namespace tandem::sim {
 namespace {
 
 using testing::ChildProcess;
+using testing::RootsFile;
 using testing::DaemonProcess;
 
 }  // namespace

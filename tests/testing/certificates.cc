@@ -1,6 +1,7 @@
 #include "tests/testing/certificates.h"
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
@@ -59,6 +60,12 @@ absl::Status MakeRoleCertificates(const std::string& dir) {
     if (!s.ok()) return s;
   }
   return absl::OkStatus();
+}
+
+std::string RootsFile(const std::string& certs_dir, const std::string& party) {
+  const std::string bundle = certs_dir + "/" + party + "-roots.pem";
+  std::error_code ec;
+  return std::filesystem::exists(bundle, ec) ? bundle : certs_dir + "/ca.pem";
 }
 
 }  // namespace tandem::testing

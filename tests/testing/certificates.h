@@ -22,6 +22,11 @@ absl::Status MakeTestCertificates(const std::string& dir);
 // second one (other_ticket.key, other_ticket.pub). Files <name>.pem/.key.
 absl::Status MakeRoleCertificates(const std::string& dir);
 
+// The roots `party` verifies its peers with in `certs_dir`: the per-party
+// bundle <party>-roots.pem of deploy/make-certs.sh when present, else the
+// single ca.pem of MakeRoleCertificates.
+std::string RootsFile(const std::string& certs_dir, const std::string& party);
+
 }  // namespace tandem::testing
 
 #endif  // TANDEM_TESTS_TESTING_CERTIFICATES_H_

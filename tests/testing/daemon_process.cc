@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include <cstring>
-#include <filesystem>
 #include <optional>
 
 #include "absl/strings/match.h"
@@ -16,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "tests/testing/certificates.h"
 
 namespace tandem::testing {
 namespace {
@@ -191,10 +191,7 @@ absl::StatusOr<AggregatorPair> StartAggregatorPair(const std::string& binary,
     a.push_back("--listen=127.0.0.1:0");
     a.push_back("--state_dir=" + state_dir + "/" + role);
     if (!options.certs_dir.empty()) {
-      // deploy/make-certs.sh's per-party bundle, else the one test CA.
-      const std::string bundle = options.certs_dir + "/" + role + "-roots.pem";
-      a.push_back("--tls_ca=" + (std::filesystem::exists(bundle) ? bundle
-                                                                 : options.certs_dir + "/ca.pem"));
+      a.push_back("--tls_ca=" + RootsFile(options.certs_dir, role));
       a.push_back("--tls_cert=" + options.certs_dir + "/" + role + ".pem");
       a.push_back("--tls_key=" + options.certs_dir + "/" + role + ".key");
     }
