@@ -1,4 +1,4 @@
-# tandem_cc_test(NAME name SRCS a.cc... DEPS lib... [LABELS unit|integration|gpu])
+# tandem_cc_test(NAME name SRCS a.cc... DEPS lib... [LABELS unit|integration|adversarial|gpu]) (one label)
 # Adds one GoogleTest binary and registers its tests with ctest under the labels
 # (default: unit). Discovery runs before the tests, not at build time.
 function(tandem_cc_test)
