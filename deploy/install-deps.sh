@@ -10,12 +10,17 @@ PACKAGES=(
   # libraries of the stack
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
   libeigen3-dev libtbb-dev libssl-dev libsqlite3-dev
+  # the daemons' Prometheus /metrics (prometheus-cpp's Exposer)
+  prometheus-cpp-dev
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
   # datasets installed from Debian packages (Fashion-MNIST IDX files; sklearn digits CSV)
   dataset-fashion-mnist python3-sklearn
   # deploy file checks (tests/config)
   python3-yaml
+  # the docker test (tests/docker): engine, compose v1 and the base image's
+  # debootstrap (Prometheus itself is installed inside its image)
+  docker.io docker-compose debootstrap
 )
 
 missing=()

@@ -41,7 +41,7 @@
 // OpenRound is idempotent), so accepted reports are kept.
 //
 // Thread safety: CheckIn, ModelBlob, UploadDone, AddBytesDown, Status and
-// MetricsText are thread-safe and never block on aggregator RPCs; Tick must
+// Metrics are thread-safe and never block on aggregator RPCs; Tick must
 // be called from one thread at a time.
 // Error codes: INVALID_ARGUMENT for malformed requests, UNAUTHENTICATED for
 // an UploadDone without this client's valid ticket, NOT_FOUND for an
@@ -108,6 +108,20 @@ struct CoordinatorOptions {
   int eval_threads = 1;
 };
 
+// Counters since process start and the current status (without the round
+// history), for monitoring.
+struct CoordinatorMetrics {
+  proto::CoordinatorStatusResponse status;
+  // Check-ins by outcome: "task", "not_sampled", "wait", "done".
+  std::map<std::string, uint64_t> checkins;
+  uint64_t rounds_abandoned = 0;             // rounds closed without release
+  uint64_t upload_bytes = 0;                 // bytes clients reported uploading
+  uint64_t download_bytes = 0;               // model bytes streamed to clients
+  uint64_t unauthenticated_upload_done = 0;  // UploadDone without a valid ticket
+  // Reports both aggregators counted in the last released round (0 before one).
+  uint64_t last_round_accepted_reports = 0;
+};
+
 class Coordinator {
  public:
   // Validates the options, restores the task from `store` (checkpoint and
@@ -134,8 +148,9 @@ class Coordinator {
   absl::Status UploadDone(const proto::UploadDoneRequest& request);
   void AddBytesDown(uint64_t bytes);
   proto::CoordinatorStatusResponse Status();
-  // Prometheus text exposition format (version 0.0.4).
-  std::string MetricsText();
+  // What the daemon's /metrics exports (server/service/coordinator_metrics.h):
+  // one consistent snapshot, taken under the lock, never blocking on RPCs.
+  CoordinatorMetrics Metrics();
 
   // Advances the state machine by at most one transition. Errors are the
   // store's (the daemon logs them and retries); aggregator errors are

@@ -100,11 +100,11 @@ void BM_UploadDone(benchmark::State& state) {
 }
 BENCHMARK(BM_UploadDone)->UseRealTime()->Iterations(2000);
 
-void BM_MetricsText(benchmark::State& state) {
+void BM_Metrics(benchmark::State& state) {
   Fixture f;
-  for (auto _ : state) benchmark::DoNotOptimize(f.c->MetricsText());
+  for (auto _ : state) benchmark::DoNotOptimize(f.c->Metrics());
 }
-BENCHMARK(BM_MetricsText);
+BENCHMARK(BM_Metrics);
 
 }  // namespace
 }  // namespace tandem::server

@@ -1,7 +1,6 @@
 // Coordinator: the request handlers (CheckIn, model download, UploadDone)
 // and the status/metrics views. See coordinator.h.
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "base/ids.h"
 #include "base/status_macros.h"
 #include "server/core/coordinator.h"
@@ -154,52 +153,20 @@ proto::CoordinatorStatusResponse Coordinator::StatusLocked() {
   return s;
 }
 
-std::string Coordinator::MetricsText() {
+CoordinatorMetrics Coordinator::Metrics() {
   absl::MutexLock lock(&mu_);
-  const proto::CoordinatorStatusResponse s = StatusLocked();  // without the history
-  std::string out;
-  auto gauge = [&](const char* name, const char* help, double v) {
-    absl::StrAppendFormat(&out, "# HELP %s %s\n# TYPE %s gauge\n%s{task=\"%s\"} %.17g\n", name,
-                          help, name, name, options_.task_id, v);
-  };
-  gauge("tandem_coordinator_completed_rounds", "Rounds released.",
-        static_cast<double>(s.completed_rounds()));
-  gauge("tandem_coordinator_aggregation_round", "Round id on the aggregators.",
-        static_cast<double>(s.aggregation_round()));
-  gauge("tandem_coordinator_assigned_clients", "Clients assigned in the open round.",
-        static_cast<double>(s.assigned()));
-  gauge("tandem_coordinator_uploads_done", "Uploads reported in the open round.",
-        static_cast<double>(s.uploads_done()));
-  gauge("tandem_coordinator_epsilon_spent", "Privacy spent at the task's delta.",
-        s.epsilon_spent());
-  gauge("tandem_coordinator_last_accuracy", "Held-out accuracy after the last round.",
-        s.last_accuracy());
-  out += "# HELP tandem_coordinator_phase Round phase (1 = current).\n"
-         "# TYPE tandem_coordinator_phase gauge\n";
-  for (const char* p : {"idle", "opening", "collecting", "finalizing", "done"}) {
-    absl::StrAppendFormat(&out, "tandem_coordinator_phase{task=\"%s\",phase=\"%s\"} %d\n",
-                          options_.task_id, p, s.phase() == p ? 1 : 0);
-  }
-  auto counter = [&](const char* name, const char* help, uint64_t v) {
-    absl::StrAppendFormat(&out, "# HELP %s %s\n# TYPE %s counter\n%s{task=\"%s\"} %d\n", name,
-                          help, name, name, options_.task_id, v);
-  };
-  counter("tandem_coordinator_rounds_abandoned_total", "Rounds closed without release.",
-          abandoned_);
-  counter("tandem_coordinator_upload_bytes_total", "Bytes clients reported uploading.",
-          bytes_up_total_);
-  counter("tandem_coordinator_download_bytes_total", "Model bytes streamed to clients.",
-          bytes_down_total_);
-  counter("tandem_coordinator_unauthenticated_upload_done_total",
-          "UploadDone calls refused for a missing or wrong upload ticket.", unauthenticated_);
-  out += "# HELP tandem_coordinator_checkins_total Check-ins by outcome.\n"
-         "# TYPE tandem_coordinator_checkins_total counter\n";
+  CoordinatorMetrics m;
+  m.status = StatusLocked();  // without the history
   for (const char* o : {"task", "not_sampled", "wait", "done"}) {
     auto it = checkins_.find(o);
-    absl::StrAppendFormat(&out, "tandem_coordinator_checkins_total{task=\"%s\",outcome=\"%s\"} %d\n",
-                          options_.task_id, o, it == checkins_.end() ? 0 : it->second);
+    m.checkins[o] = it == checkins_.end() ? 0 : it->second;
   }
-  return out;
+  m.rounds_abandoned = abandoned_;
+  m.upload_bytes = bytes_up_total_;
+  m.download_bytes = bytes_down_total_;
+  m.unauthenticated_upload_done = unauthenticated_;
+  if (!history_.empty()) m.last_round_accepted_reports = history_.back().accepted_reports();
+  return m;
 }
 
 }  // namespace tandem::server

@@ -160,8 +160,8 @@ TEST_F(CoordinatorTest, RoundReleasesAtTheDeadlineWithTheUploadsItHas) {
   TANDEM_EXPECT_OK(c->ModelBlob("t1", 1).status());
   // The straggler's late report is refused; a second round follows.
   EXPECT_THAT(c->UploadDone(Done("straggler", 1)), StatusIs(absl::StatusCode::kFailedPrecondition));
-  EXPECT_NE(c->MetricsText().find("tandem_coordinator_completed_rounds{task=\"t1\"} 1"),
-            std::string::npos);
+  EXPECT_EQ(c->Metrics().status.completed_rounds(), 1u);
+  EXPECT_EQ(c->Metrics().last_round_accepted_reports, 2u);
 }
 
 TEST_F(CoordinatorTest, MissedQuorumAbandonsAndTargetClosesEarly) {
@@ -184,8 +184,7 @@ TEST_F(CoordinatorTest, MissedQuorumAbandonsAndTargetClosesEarly) {
   leader_.accepted = helper_.accepted = 3;
   TANDEM_ASSERT_OK(c->Tick());  // target reached before the deadline
   EXPECT_EQ(c->Status().completed_rounds(), 1u);
-  EXPECT_NE(c->MetricsText().find("tandem_coordinator_rounds_abandoned_total{task=\"t1\"} 1"),
-            std::string::npos);
+  EXPECT_EQ(c->Metrics().rounds_abandoned, 1u);
 }
 
 TEST_F(CoordinatorTest, EnrollmentWindowClosesAssignmentAndTheRoundOnceAllUploaded) {
@@ -441,9 +440,7 @@ TEST_F(CoordinatorTest, UploadDoneRefusesMissingForeignAndTamperedTickets) {
                               crypto::SignUploadTicket(TicketKey('x'), t));
   EXPECT_THAT(c->UploadDone(made_up), unauthenticated);
   EXPECT_EQ(c->Status().uploads_done(), 0u);  // nothing counted, every refusal is
-  EXPECT_NE(c->MetricsText().find(
-                "tandem_coordinator_unauthenticated_upload_done_total{task=\"t1\"} 6"),
-            std::string::npos);
+  EXPECT_EQ(c->Metrics().unauthenticated_upload_done, 6u);
   TANDEM_ASSERT_OK(c->UploadDone(Done("a", 1)));
   TANDEM_ASSERT_OK(c->UploadDone(Done("b", 1)));
   EXPECT_EQ(c->Status().uploads_done(), 2u);

@@ -12,6 +12,7 @@
 #include "base/net_address.h"
 #include "base/status_macros.h"
 #include "crypto/sign/ed25519.h"
+#include "server/service/coordinator_metrics.h"
 
 namespace tandem::server {
 namespace {
@@ -147,13 +148,11 @@ absl::StatusOr<std::unique_ptr<CoordinatorDaemon>> CoordinatorDaemon::Start(
   }
   if (options.metrics_port >= 0) {
     const size_t colon = options.listen_address.rfind(':');
-    const std::string host =
-        colon == std::string::npos ? "" : options.listen_address.substr(0, colon);
-    Coordinator* c = d->coordinator_.get();
+    std::string host = colon == std::string::npos ? "" : options.listen_address.substr(0, colon);
+    if (host.empty() || host == "localhost") host = "127.0.0.1";
     TANDEM_ASSIGN_OR_RETURN(d->metrics_,
-                            MetricsHttpServer::Start(host.empty() ? "127.0.0.1" : host,
-                                                     options.metrics_port,
-                                                     [c] { return c->MetricsText(); }));
+                            MetricsServer::Start(absl::StrCat(host, ":", options.metrics_port)));
+    d->metrics_->Register(MakeCoordinatorCollectable(d->coordinator_.get()));
   }
   d->driver_ = std::thread([dp = d.get(), tick = options.tick] { dp->Drive(tick); });
   return d;

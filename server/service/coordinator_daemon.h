@@ -22,9 +22,9 @@
 
 #include "absl/status/statusor.h"
 #include "base/grpc_credentials.h"
+#include "base/metrics_server.h"
 #include "server/core/coordinator.h"
 #include "server/service/coordinator_service.h"
-#include "server/service/metrics_http.h"
 #include "server/transport/grpc_aggregator_client.h"
 
 namespace tandem::server {
@@ -53,7 +53,9 @@ struct CoordinatorDaemonOptions {
   // aggregators get its public key (`openssl pkey -in ticket.key -pubout`).
   std::string ticket_key_path;
   std::string state_dir;            // holds coordinator.db
-  int metrics_port = -1;            // -1 = no /metrics endpoint, 0 = any port
+  // Prometheus /metrics (plain HTTP, prometheus-cpp) on the host of
+  // listen_address: -1 = none, 0 = any free port.
+  int metrics_port = -1;
   absl::Duration tick = absl::Milliseconds(50);
   size_t chunk_bytes = size_t{1} << 20;
 };
@@ -84,7 +86,7 @@ class CoordinatorDaemon {
   std::unique_ptr<Coordinator> coordinator_;
   std::unique_ptr<CoordinatorService> service_;
   std::unique_ptr<grpc::Server> server_;
-  std::unique_ptr<MetricsHttpServer> metrics_;
+  std::unique_ptr<MetricsServer> metrics_;
   std::atomic<bool> stop_{false};
   std::thread driver_;
   int port_ = 0;

@@ -16,7 +16,8 @@
 
 #include "base/testing/status_matchers.h"
 #include "gtest/gtest.h"
-#include "server/service/metrics_http.h"
+#include "base/metrics_server.h"
+#include "server/service/coordinator_metrics.h"
 
 namespace tandem::server {
 namespace {
@@ -143,12 +144,15 @@ TEST(CoordinatorService, StreamsAModelLargerThanOneMessageAndValidatesRequests) 
     EXPECT_EQ(rd->Finish().error_code(), grpc::StatusCode::NOT_FOUND);
   }
   // Downloaded bytes are counted; /metrics serves them.
-  TANDEM_ASSERT_OK_AND_ASSIGN(auto metrics,
-                              MetricsHttpServer::Start("127.0.0.1", 0, [&] { return c->MetricsText(); }));
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto metrics, MetricsServer::Start("127.0.0.1:0"));
+  metrics->Register(MakeCoordinatorCollectable(c.get()));
   const std::string page = HttpGet(metrics->port(), "/metrics");
   EXPECT_NE(page.find("200 OK"), std::string::npos);
   EXPECT_NE(page.find("tandem_coordinator_download_bytes_total{task=\"big\"} " +
                       std::to_string(assembled.size())),
+            std::string::npos)
+      << page;
+  EXPECT_NE(page.find("tandem_coordinator_checkins_total{task=\"big\",outcome=\"task\"}"),
             std::string::npos)
       << page;
   EXPECT_NE(HttpGet(metrics->port(), "/other").find("404"), std::string::npos);

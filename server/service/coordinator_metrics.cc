@@ -1,0 +1,62 @@
+#include "server/service/coordinator_metrics.h"
+
+#include <string>
+#include <vector>
+
+#include "base/metrics_server.h"
+
+namespace tandem::server {
+
+std::shared_ptr<prometheus::Collectable> MakeCoordinatorCollectable(Coordinator* coordinator) {
+  return std::make_shared<CallbackCollectable>([coordinator] {
+    const CoordinatorMetrics m = coordinator->Metrics();
+    const proto::CoordinatorStatusResponse& s = m.status;
+    const std::string& task = s.task_id();
+    MetricFamilies out;
+    auto gauge = [&](const char* name, const char* help, double v) {
+      out.Gauge(name, help).Add({{"task", task}}, v);
+    };
+    gauge("tandem_coordinator_completed_rounds", "Rounds released.",
+          static_cast<double>(s.completed_rounds()));
+    gauge("tandem_coordinator_total_rounds", "Rounds the task runs.",
+          static_cast<double>(s.total_rounds()));
+    gauge("tandem_coordinator_aggregation_round", "Round id on the aggregators.",
+          static_cast<double>(s.aggregation_round()));
+    gauge("tandem_coordinator_assigned_clients", "Clients assigned in the open round.",
+          static_cast<double>(s.assigned()));
+    gauge("tandem_coordinator_uploads_done", "Uploads reported in the open round.",
+          static_cast<double>(s.uploads_done()));
+    gauge("tandem_coordinator_epsilon_spent", "Privacy spent at the task's delta.",
+          s.epsilon_spent());
+    gauge("tandem_coordinator_last_accuracy", "Held-out accuracy after the last round.",
+          s.last_accuracy());
+    gauge("tandem_coordinator_last_round_accepted_reports",
+          "Reports both aggregators counted in the last released round.",
+          static_cast<double>(m.last_round_accepted_reports));
+    MetricFamilies::Family phase =
+        out.Gauge("tandem_coordinator_phase", "Round phase (1 = current).");
+    for (const char* p : {"idle", "opening", "collecting", "finalizing", "done"}) {
+      phase.Add({{"task", task}, {"phase", p}}, s.phase() == p ? 1 : 0);
+    }
+    auto counter = [&](const char* name, const char* help, uint64_t v) {
+      out.Counter(name, help).Add({{"task", task}}, static_cast<double>(v));
+    };
+    counter("tandem_coordinator_rounds_abandoned_total", "Rounds closed without release.",
+            m.rounds_abandoned);
+    counter("tandem_coordinator_upload_bytes_total", "Bytes clients reported uploading.",
+            m.upload_bytes);
+    counter("tandem_coordinator_download_bytes_total", "Model bytes streamed to clients.",
+            m.download_bytes);
+    counter("tandem_coordinator_unauthenticated_upload_done_total",
+            "UploadDone calls refused for a missing or wrong upload ticket.",
+            m.unauthenticated_upload_done);
+    MetricFamilies::Family checkins =
+        out.Counter("tandem_coordinator_checkins_total", "Check-ins by outcome.");
+    for (const auto& [outcome, n] : m.checkins) {
+      checkins.Add({{"task", task}, {"outcome", outcome}}, static_cast<double>(n));
+    }
+    return out.Take();
+  });
+}
+
+}  // namespace tandem::server
