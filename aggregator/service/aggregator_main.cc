@@ -2,8 +2,9 @@
 //   tandem-aggregator --config=deploy/config/leader.textproto
 //   tandem-aggregator --role=helper --listen=127.0.0.1:7002 --state_dir=/tmp/h --insecure_plaintext \
 //       --allow_unticketed_uploads
-// Flags override the config file. Prints "collector on PORT", on the helper
-// "peer on PORT", then "listening on PORT" (uploads) once serving;
+// Flags override the config file. Prints "metrics on PORT" (with a metrics
+// listener), "collector on PORT", on the helper "peer on PORT", then
+// "listening on PORT" (uploads) once serving;
 // SIGINT/SIGTERM shut it down cleanly.
 #include <cstdio>
 #include <fstream>
@@ -44,6 +45,8 @@ ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain of this aggregator")
 ABSL_FLAG(std::string, tls_key, "", "PEM private key of this aggregator");
 ABSL_FLAG(std::string, tls_ca, "", "PEM roots verifying the callers of the internal listeners");
 ABSL_FLAG(std::string, state_dir, "", "directory of the SQLite state files");
+ABSL_FLAG(std::string, metrics_listen, "",
+          "Prometheus /metrics on this IPv4 host:port, plain HTTP (overrides the config)");
 ABSL_FLAG(bool, insecure_plaintext, false, "serve without TLS (local runs only)");
 ABSL_FLAG(int, verbosity, 0, "TANDEM_VLOG level");
 ABSL_FLAG(bool, check_config, false, "validate the configuration, print the result and exit");
@@ -78,6 +81,7 @@ int main(int argc, char** argv) {
   set_if(absl::GetFlag(FLAGS_tls_cert), config.mutable_tls()->mutable_cert_chain_path());
   set_if(absl::GetFlag(FLAGS_tls_key), config.mutable_tls()->mutable_private_key_path());
   set_if(absl::GetFlag(FLAGS_tls_ca), config.mutable_tls()->mutable_root_ca_path());
+  set_if(absl::GetFlag(FLAGS_metrics_listen), config.mutable_metrics_listen_address());
   for (const std::string& id : absl::GetFlag(FLAGS_coordinator_identity)) {
     config.add_coordinator_identities(id);
   }
@@ -107,6 +111,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "tandem-aggregator: %s\n", daemon.status().ToString().c_str());
     return 1;
   }
+  if ((*daemon)->metrics_port() > 0) std::printf("metrics on %d\n", (*daemon)->metrics_port());
   std::printf("collector on %d\n", (*daemon)->collector_port());
   if (config.role() == "helper") std::printf("peer on %d\n", (*daemon)->peer_port());
   std::printf("listening on %d\n", (*daemon)->port());

@@ -79,6 +79,9 @@ absl::StatusOr<std::unique_ptr<AggregatorDaemon>> AggregatorDaemon::Start(
       Capped(static_cast<int64_t>(policies.MaxDimension()) * 8 + (1 << 20), 0);
 
   auto daemon = std::unique_ptr<AggregatorDaemon>(new AggregatorDaemon());
+  const uint32_t max_tasks = config.max_tasks() != 0 ? config.max_tasks() : kDefaultMaxTasks;
+  daemon->metrics_ =
+      std::make_unique<AggregatorMetrics>(role, config.state_path(), max_tasks, &daemon->refusals_);
   AggregatorOptions options;
   options.role = role;
   options.max_dimension = std::min(options.max_dimension, policies.MaxDimension());
@@ -104,28 +107,31 @@ absl::StatusOr<std::unique_ptr<AggregatorDaemon>> AggregatorDaemon::Start(
     }
     daemon->peer_ = std::make_unique<GrpcPeerChannel>(
         grpc::CreateCustomChannel(config.peer().address(), creds, args), absl::Seconds(60));
+    daemon->metered_peer_ =
+        std::make_unique<MeteredPeerChannel>(daemon->peer_.get(), daemon->metrics_.get());
   }
   sqlite::DatabaseOptions db_options;
   if (config.relaxed_durability()) db_options.synchronous = sqlite::Synchronous::kNormal;
-  const uint32_t max_tasks = config.max_tasks() != 0 ? config.max_tasks() : kDefaultMaxTasks;
   StoreFactory stores =
       config.segment_share_files()
           ? MakeSegmentStoreFactory(config.state_path(), db_options, max_tasks)
           : MakeSqliteStoreFactory(config.state_path(), db_options, max_tasks);
   TANDEM_ASSIGN_OR_RETURN(daemon->aggregator_,
-                          Aggregator::Create(options, std::move(stores), daemon->peer_.get(), clock,
-                                             noise_random));
+                          Aggregator::Create(options, std::move(stores),
+                                             daemon->metered_peer_.get(), clock, noise_random));
 
   auto identities = [](const auto& list) { return std::vector<std::string>(list.begin(), list.end()); };
   daemon->collector_gate_ = std::make_unique<CallerGate>(
       "collector", identities(config.coordinator_identities()), !plaintext, &daemon->refusals_);
   daemon->peer_gate_ = std::make_unique<CallerGate>(
       "peer", identities(config.leader_identities()), !plaintext, &daemon->refusals_);
-  daemon->upload_ = std::make_unique<UploadService>(daemon->aggregator_.get(), &daemon->refusals_);
-  daemon->peer_service_ =
-      std::make_unique<PeerService>(daemon->aggregator_.get(), daemon->peer_gate_.get());
+  daemon->upload_ = std::make_unique<UploadService>(daemon->aggregator_.get(), &daemon->refusals_,
+                                                    daemon->metrics_.get());
+  daemon->peer_service_ = std::make_unique<PeerService>(
+      daemon->aggregator_.get(), daemon->peer_gate_.get(), daemon->metrics_.get());
   daemon->collector_ = std::make_unique<CollectorService>(
-      daemon->aggregator_.get(), daemon->collector_gate_.get(), &daemon->refusals_);
+      daemon->aggregator_.get(), daemon->collector_gate_.get(), &daemon->refusals_,
+      daemon->metrics_.get());
 
   // Internal APIs without their own address share the upload port
   // (plaintext on loopback only: ValidateConfig).
@@ -162,6 +168,13 @@ absl::StatusOr<std::unique_ptr<AggregatorDaemon>> AggregatorDaemon::Start(
       daemon->servers_.push_back(std::move(s));
     }
   }
+  if (!config.metrics_listen_address().empty()) {
+    TANDEM_ASSIGN_OR_RETURN(daemon->metrics_server_,
+                            MetricsServer::Start(config.metrics_listen_address()));
+    daemon->metrics_server_->Register(daemon->metrics_->registry());
+    daemon->metrics_server_->Register(
+        daemon->metrics_->StatusCollectable(daemon->aggregator_.get()));
+  }
   if (role == Role::kLeader) {
     daemon->loop_ = std::thread([d = daemon.get(), process_interval] { d->ProcessLoop(process_interval); });
   }
@@ -175,8 +188,16 @@ absl::StatusOr<std::unique_ptr<AggregatorDaemon>> AggregatorDaemon::Start(
 
 void AggregatorDaemon::ProcessLoop(absl::Duration interval) {
   while (!stop_.WaitForNotificationWithTimeout(interval)) {
+    const absl::Time start = absl::Now();
     absl::Status s = aggregator_->ProcessAllPending();
     if (!s.ok()) TANDEM_VLOG(1) << "verification pass: " << s;
+    // This pass's own work per batch: its time less the helper's, evenly.
+    const MeteredPeerChannel::Pass pass = metered_peer_->TakePass();
+    if (pass.batches > 0) {
+      const absl::Duration local =
+          std::max(absl::ZeroDuration(), absl::Now() - start - pass.peer_time) / pass.batches;
+      for (int i = 0; i < pass.batches; ++i) metrics_->ObserveBatchSeconds(/*local=*/true, local);
+    }
   }
 }
 

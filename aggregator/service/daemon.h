@@ -11,6 +11,8 @@
 //              only (PERMISSION_DENIED otherwise, counted).
 //   peer       peer_listen_address, helper only: mutual TLS,
 //              leader_identities only.
+//   metrics    metrics_listen_address (optional): Prometheus /metrics, plain
+//              HTTP (aggregator_metrics.h lists the series).
 // With tls.insecure_plaintext (loopback addresses only) an internal
 // listener whose address is empty shares the upload port, and no identity
 // is checked: local development only.
@@ -26,9 +28,11 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "aggregator/core/aggregator.h"
+#include "aggregator/service/aggregator_metrics.h"
 #include "aggregator/service/caller_gate.h"
 #include "aggregator/service/grpc_services.h"
 #include "base/clock.h"
+#include "base/metrics_server.h"
 #include "base/random.h"
 #include "proto/config.pb.h"
 
@@ -64,6 +68,7 @@ class AggregatorDaemon {
   int port() const { return port_; }
   int collector_port() const { return collector_port_; }
   int peer_port() const { return peer_port_; }
+  int metrics_port() const { return metrics_server_ ? metrics_server_->port() : 0; }
   Aggregator& aggregator() { return *aggregator_; }
   const RefusalCounters& refusals() const { return refusals_; }
   // Stops accepting calls, finishes in-flight ones, stops the loop. Idempotent.
@@ -74,14 +79,19 @@ class AggregatorDaemon {
   void ProcessLoop(absl::Duration interval);
 
   RefusalCounters refusals_;
+  std::unique_ptr<AggregatorMetrics> metrics_;
   std::unique_ptr<CallerGate> collector_gate_;
   std::unique_ptr<CallerGate> peer_gate_;
   std::unique_ptr<PeerChannel> peer_;
+  std::unique_ptr<MeteredPeerChannel> metered_peer_;  // over peer_, what the core calls
   std::unique_ptr<Aggregator> aggregator_;
   std::unique_ptr<UploadService> upload_;
   std::unique_ptr<PeerService> peer_service_;
   std::unique_ptr<CollectorService> collector_;
   std::vector<std::unique_ptr<grpc::Server>> servers_;
+  // Declared after the aggregator: destroyed (and its threads joined)
+  // before anything a scrape reads.
+  std::unique_ptr<MetricsServer> metrics_server_;
   std::thread loop_;
   absl::Notification stop_;
   int port_ = 0;

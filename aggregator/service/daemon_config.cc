@@ -79,6 +79,19 @@ absl::Status ValidateConfig(const proto::AggregatorConfig& config) {
       }
     }
   }
+  if (const std::string& m = config.metrics_listen_address(); !m.empty()) {
+    for (const std::string* other : {&config.listen_address(), &config.collector_listen_address(),
+                                     &config.peer_listen_address()}) {
+      if (SameListener(m, *other)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "metrics_listen_address ", m, " is also a gRPC listener: give /metrics its own port"));
+      }
+    }
+    if (m.rfind(':') == std::string::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("metrics_listen_address must be host:port, got '", m, "'"));
+    }
+  }
   if (config.coordinator_public_key_path().empty() && !config.allow_unticketed_uploads()) {
     return absl::InvalidArgumentError(
         "coordinator_public_key_path is required (uploads need a coordinator ticket), or set "

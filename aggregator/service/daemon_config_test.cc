@@ -97,6 +97,18 @@ TEST(ValidateConfigTest, PoliciesAreValidated) {
                                           HasSubstr("min_batch_size")));
 }
 
+TEST(ValidateConfigTest, MetricsListenerHasItsOwnPort) {
+  proto::AggregatorConfig c = Helper();
+  c.set_metrics_listen_address("127.0.0.1:9102");
+  EXPECT_THAT(ValidateConfig(c), IsOk());
+  c.set_metrics_listen_address("0.0.0.0:7012");
+  EXPECT_THAT(ValidateConfig(c), StatusIs(absl::StatusCode::kInvalidArgument,
+                                          HasSubstr("metrics_listen_address")));
+  c.set_metrics_listen_address("9102");
+  EXPECT_THAT(ValidateConfig(c), StatusIs(absl::StatusCode::kInvalidArgument,
+                                          HasSubstr("host:port")));
+}
+
 TEST(UploadLimitTest, FollowsThePolicyNotABlanketLimit) {
   EXPECT_EQ(UploadLimitBytes(uint64_t{1} << 18), 17 * (int64_t{1} << 18) + (1 << 20));
   EXPECT_LT(UploadLimitBytes(uint64_t{1} << 18), int64_t{8} << 20);

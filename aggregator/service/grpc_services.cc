@@ -18,13 +18,19 @@ grpc::Status UploadService::Upload(grpc::ServerContext*, const proto::UploadRequ
                                    proto::UploadResponse* response) {
   absl::StatusOr<proto::UploadResponse> result = aggregator_->Upload(*request);
   if (absl::IsUnauthenticated(result.status())) counters_->Add("upload/ticket");
+  metrics_->CountUpload(result.status().code());
+  if (result.ok()) metrics_->NoteTask(request->task_id());  // its ticket named the task
   return Reply(std::move(result), response);
 }
 
 grpc::Status PeerService::Verify(grpc::ServerContext* context, const proto::VerifyRequest* request,
                                  proto::VerifyResponse* response) {
   if (grpc::Status s = gate_->Admit(*context); !s.ok()) return s;
-  return Reply(aggregator_->HandleVerify(*request), response);
+  const absl::Time start = absl::Now();
+  absl::StatusOr<proto::VerifyResponse> result = aggregator_->HandleVerify(*request);
+  metrics_->ObserveBatchSeconds(/*local=*/true, absl::Now() - start);
+  metrics_->CountVerifyBatch(result.status().code(), request->checks_size());
+  return Reply(std::move(result), response);
 }
 
 grpc::Status PeerService::CommitAcceptedSet(grpc::ServerContext* context,
@@ -38,6 +44,7 @@ grpc::Status CollectorService::OpenRound(grpc::ServerContext* context,
                                          const proto::OpenRoundRequest* request,
                                          proto::OpenRoundResponse*) {
   if (grpc::Status s = gate_->Admit(*context); !s.ok()) return s;
+  metrics_->NoteTask(request->parameters().task_id());
   return ToGrpcStatus(aggregator_->OpenRound(request->parameters()));
 }
 
@@ -45,6 +52,7 @@ grpc::Status CollectorService::Finalize(grpc::ServerContext* context,
                                         const proto::FinalizeRequest* request,
                                         proto::FinalizeResponse* response) {
   if (grpc::Status s = gate_->Admit(*context); !s.ok()) return s;
+  metrics_->NoteTask(request->task_id());
   return Reply(aggregator_->Finalize(*request), response);
 }
 
@@ -52,6 +60,7 @@ grpc::Status CollectorService::Status(grpc::ServerContext* context,
                                       const proto::AggregatorStatusRequest* request,
                                       proto::AggregatorStatusResponse* response) {
   if (grpc::Status s = gate_->Admit(*context); !s.ok()) return s;
+  metrics_->NoteTask(request->task_id());
   grpc::Status s = Reply(aggregator_->Status(*request), response);
   if (s.ok()) {
     for (const auto& [key, n] : counters_->Snapshot()) (*response->mutable_refused_calls())[key] = n;

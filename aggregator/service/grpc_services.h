@@ -1,10 +1,11 @@
 // gRPC adapters of an Aggregator: caller check, proto in, library call,
-// status out. Not owning: the Aggregator, gates and counters must outlive
-// the services. Thread-safe.
+// status out, counted in AggregatorMetrics. Not owning: the Aggregator,
+// gates, counters and metrics must outlive the services. Thread-safe.
 #ifndef TANDEM_AGGREGATOR_SERVICE_GRPC_SERVICES_H_
 #define TANDEM_AGGREGATOR_SERVICE_GRPC_SERVICES_H_
 
 #include "aggregator/core/aggregator.h"
+#include "aggregator/service/aggregator_metrics.h"
 #include "aggregator/service/caller_gate.h"
 #include "proto/aggregator.grpc.pb.h"
 
@@ -14,21 +15,22 @@ namespace tandem::aggregator {
 // with UNAUTHENTICATED are counted as "upload/ticket").
 class UploadService final : public proto::AggregatorUpload::Service {
  public:
-  UploadService(Aggregator* aggregator, RefusalCounters* counters)
-      : aggregator_(aggregator), counters_(counters) {}
+  UploadService(Aggregator* aggregator, RefusalCounters* counters, AggregatorMetrics* metrics)
+      : aggregator_(aggregator), counters_(counters), metrics_(metrics) {}
   grpc::Status Upload(grpc::ServerContext* context, const proto::UploadRequest* request,
                       proto::UploadResponse* response) override;
 
  private:
   Aggregator* aggregator_;
   RefusalCounters* counters_;
+  AggregatorMetrics* metrics_;
 };
 
 // The helper's peer API: the leader's identity only (`gate`).
 class PeerService final : public proto::AggregatorPeer::Service {
  public:
-  PeerService(Aggregator* aggregator, const CallerGate* gate)
-      : aggregator_(aggregator), gate_(gate) {}
+  PeerService(Aggregator* aggregator, const CallerGate* gate, AggregatorMetrics* metrics)
+      : aggregator_(aggregator), gate_(gate), metrics_(metrics) {}
   grpc::Status Verify(grpc::ServerContext* context, const proto::VerifyRequest* request,
                       proto::VerifyResponse* response) override;
   grpc::Status CommitAcceptedSet(grpc::ServerContext* context, const proto::AcceptedSet* request,
@@ -37,14 +39,16 @@ class PeerService final : public proto::AggregatorPeer::Service {
  private:
   Aggregator* aggregator_;
   const CallerGate* gate_;
+  AggregatorMetrics* metrics_;
 };
 
 // The collector API: the coordinator's identity only (`gate`). Status also
 // reports the daemon's refusal counters.
 class CollectorService final : public proto::AggregatorCollector::Service {
  public:
-  CollectorService(Aggregator* aggregator, const CallerGate* gate, const RefusalCounters* counters)
-      : aggregator_(aggregator), gate_(gate), counters_(counters) {}
+  CollectorService(Aggregator* aggregator, const CallerGate* gate, const RefusalCounters* counters,
+                   AggregatorMetrics* metrics)
+      : aggregator_(aggregator), gate_(gate), counters_(counters), metrics_(metrics) {}
   grpc::Status OpenRound(grpc::ServerContext* context, const proto::OpenRoundRequest* request,
                          proto::OpenRoundResponse* response) override;
   grpc::Status Finalize(grpc::ServerContext* context, const proto::FinalizeRequest* request,
@@ -56,6 +60,7 @@ class CollectorService final : public proto::AggregatorCollector::Service {
   Aggregator* aggregator_;
   const CallerGate* gate_;
   const RefusalCounters* counters_;
+  AggregatorMetrics* metrics_;
 };
 
 }  // namespace tandem::aggregator
