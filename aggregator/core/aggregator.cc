@@ -256,7 +256,7 @@ absl::Status Aggregator::OpenRound(const proto::RoundParameters& parameters) {
   task->dpf.emplace(std::move(dpf));
   task->counted = 0;
   task->verified.clear();
-  task->digest_cache.clear();
+  task->ResetTentative();
   TANDEM_LOG(INFO) << RoleName(options_.role) << " opened task " << task->id << " round "
                    << round_id << " (D=" << parameters.dimension() << ")";
   return absl::OkStatus();
@@ -469,6 +469,10 @@ absl::StatusOr<proto::AggregatorStatusResponse> Aggregator::Status(
                                    ? std::numeric_limits<double>::infinity()
                                    : task->accountant->SpentEpsilon());
     response.set_released_rounds(static_cast<uint64_t>(task->released_rounds));
+    response.set_share_expansions(static_cast<uint64_t>(task->share_expansions));
+    response.set_undo_expansions(static_cast<uint64_t>(task->undo_expansions));
+    response.set_check_evaluations(static_cast<uint64_t>(task->check_evaluations));
+    response.set_expansion_seconds(task->expansion_seconds);
   }
   response.set_epsilon_budget(task->policy.epsilon_budget);
   response.set_delta(task->policy.delta);

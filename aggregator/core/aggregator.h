@@ -165,12 +165,14 @@ class Aggregator {
   // adopted; the batch is asked again once.
   absl::StatusOr<int> ProcessBatchLocked(Task& task, const std::vector<ReportRecord>& batch,
                                          bool final_pass, bool seed_retry = false);
-  // Counts `shares` (already parsed and verified, one per id) and rejects
-  // `rejected`, in one store transaction.
+  // Counts `ids` and rejects `rejected` in one store transaction; `next` is
+  // the task's accumulator with the shares of `ids` added (unused when ids
+  // is empty).
   absl::Status CommitLocked(Task& task, const std::vector<std::string>& ids,
-                            const std::vector<const proto::SparseKeySet*>& shares,
-                            const std::vector<std::string>& rejected);
-  // CommitLocked for stored records, parsing their shares first.
+                            std::vector<uint64_t> next, const std::vector<std::string>& rejected);
+  // CommitLocked for stored records: their sum from the helper's tentative
+  // aggregate where it holds them, else from their shares, parsed and
+  // expanded here.
   absl::Status CommitRecordsLocked(Task& task, const std::vector<ReportRecord>& accepted,
                                    const std::vector<std::string>& rejected);
 

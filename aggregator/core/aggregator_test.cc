@@ -107,6 +107,24 @@ class AggregatorPairTest : public ::testing::Test {
     return SumShares(*a, *b);
   }
 
+  proto::AggregatorStatusResponse StatusOf(Aggregator& a) {
+    proto::AggregatorStatusRequest req;
+    req.set_task_id(params_.task_id());
+    absl::StatusOr<proto::AggregatorStatusResponse> s = a.Status(req);
+    EXPECT_THAT(s, IsOk());
+    return s.ok() ? *s : proto::AggregatorStatusResponse();
+  }
+  // A Verify the leader never sent: the helper evaluates `r` at a wrong hash.
+  void VerifyAtWrongHash(const TestReport& r) {
+    proto::VerifyRequest verify;
+    verify.set_task_id(params_.task_id());
+    verify.set_round_id(params_.round_id());
+    proto::ReportCheck* check = verify.add_checks();
+    check->set_report_id(r.to_helper.report_id());
+    check->set_proof_hash(std::string(32, 'x'));
+    TANDEM_ASSERT_OK(helper_->HandleVerify(verify).status());
+  }
+
   std::string dir_;
   FakeClock clock_;
   std::unique_ptr<DeterministicRandom> noise_ = DeterministicRandom::FromSeed(99);
@@ -128,6 +146,61 @@ TEST_F(AggregatorPairTest, DecodedSumEqualsPlainSum) {
   ASSERT_THAT(sum, IsOk());
   EXPECT_EQ(count, 10u);
   EXPECT_EQ(*sum, expected);
+  // One expansion per accepted report on each server: the digest's.
+  for (Aggregator* a : {leader_.get(), helper_.get()}) {
+    const proto::AggregatorStatusResponse st = StatusOf(*a);
+    EXPECT_EQ(st.share_expansions(), 10u) << st.role();
+    EXPECT_EQ(st.undo_expansions(), 0u) << st.role();
+    EXPECT_EQ(st.check_evaluations(), 0u) << st.role();
+  }
+}
+
+TEST_F(AggregatorPairTest, HelperCountsFromItsTentativeSumAndTakesTheRestOut) {
+  OpenBoth();
+  TestReport a = Report(1), b = Report(2), stray = Report(3);
+  UploadBoth(a);
+  UploadBoth(b);
+  // The helper evaluates `a` and a report the leader never gets (both into
+  // its tentative sum, both marked invalid).
+  TANDEM_ASSERT_OK(helper_->Upload(stray.to_helper));
+  VerifyAtWrongHash(a);
+  VerifyAtWrongHash(stray);
+  // The leader's real exchange: `a` is asked again (checked, not added
+  // twice), `b` is new; the commit counts both from the tentative sum and
+  // takes `stray` back out.
+  EXPECT_THAT(leader_->ProcessPending("task"), ::tandem::testing::IsOkAndHolds(2));
+  const proto::AggregatorStatusResponse h = StatusOf(*helper_);
+  EXPECT_EQ(h.share_expansions(), 3u);
+  EXPECT_EQ(h.check_evaluations(), 1u);
+  EXPECT_EQ(h.undo_expansions(), 1u);
+  std::vector<uint64_t> expected;
+  AddInto(expected, a.dense);
+  AddInto(expected, b.dense);
+  auto sum = FinalizeSum();
+  ASSERT_THAT(sum, IsOk());
+  EXPECT_EQ(*sum, expected);
+}
+
+TEST_F(AggregatorPairTest, LostVerifyAnswerIsAskedAgainAndCountedOnce) {
+  OpenBoth();
+  std::vector<uint64_t> expected;
+  for (uint64_t s = 1; s <= 3; ++s) {
+    TestReport r = Report(s);
+    UploadBoth(r);
+    AddInto(expected, r.dense);
+  }
+  channel_.set_drop_verify_replies(true);
+  EXPECT_THAT(leader_->ProcessPending("task"), StatusIs(absl::StatusCode::kUnavailable));
+  channel_.set_drop_verify_replies(false);
+  uint64_t count = 0;
+  auto sum = FinalizeSum(&count);
+  ASSERT_THAT(sum, IsOk());
+  EXPECT_EQ(count, 3u);
+  EXPECT_EQ(*sum, expected);
+  const proto::AggregatorStatusResponse h = StatusOf(*helper_);
+  EXPECT_EQ(h.share_expansions(), 3u);
+  EXPECT_EQ(h.check_evaluations(), 3u);
+  EXPECT_EQ(h.undo_expansions(), 0u);
 }
 
 TEST_F(AggregatorPairTest, MalformedShareIsRejectedAndDoesNotChangeTheSum) {
@@ -173,6 +246,13 @@ TEST_F(AggregatorPairTest, MismatchedSharesAreRejectedByTheProof) {
   auto status = leader_->Status(sreq);
   ASSERT_THAT(status, IsOk());
   EXPECT_EQ(status->rejected_reports(), 2u);
+  // Every report was expanded once; the two rejected ones were taken back
+  // out of the tentative sum on both servers.
+  for (Aggregator* agg : {leader_.get(), helper_.get()}) {
+    const proto::AggregatorStatusResponse st = StatusOf(*agg);
+    EXPECT_EQ(st.share_expansions(), 3u) << st.role();
+    EXPECT_EQ(st.undo_expansions(), 2u) << st.role();
+  }
 }
 
 TEST_F(AggregatorPairTest, ReplaysAndRetries) {

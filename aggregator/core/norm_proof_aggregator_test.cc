@@ -168,6 +168,16 @@ TEST_F(NormRoundTest, AFewRejectedReportsAreTakenBackOutOfTheCheckedSum) {
   EXPECT_THAT(leader_->ProcessPending("task"), ::tandem::testing::IsOkAndHolds(7));
   EXPECT_EQ(Rejected(*leader_), 1u);
   EXPECT_EQ(Rejected(*helper_), 1u);
+  // One expansion per report on each server (the proof check's), and one
+  // more for the rejected report only.
+  for (Aggregator* a : {leader_.get(), helper_.get()}) {
+    proto::AggregatorStatusRequest req;
+    req.set_task_id("task");
+    const proto::AggregatorStatusResponse st = a->Status(req).value();
+    EXPECT_EQ(st.share_expansions(), 7u) << st.role();
+    EXPECT_EQ(st.undo_expansions(), 1u) << st.role();
+    EXPECT_EQ(st.check_evaluations(), 0u) << st.role();
+  }
   EXPECT_EQ(Finalize(6), expected);
 }
 

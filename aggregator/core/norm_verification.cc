@@ -5,18 +5,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "aggregator/core/deterministic.h"
+#include "aggregator/core/expansion.h"
 #include "base/status_macros.h"
 
 namespace tandem::aggregator {
-namespace {
-
-
-struct Buffers {
-  crypto::SparseDpfScratch scratch;
-  std::vector<uint64_t> derived;
-};
-
-}  // namespace
 
 std::string EncodeStoredShare(const proto::SparseKeySet& keys, const proto::NormProofShare* proof,
                               absl::string_view ticket_digest) {
@@ -65,31 +57,35 @@ absl::StatusOr<ParsedShare> ParseStoredShare(absl::string_view blob,
 absl::StatusOr<std::vector<NormEvaluation>> EvaluateNormChecks(
     const crypto::SparseDpf& dpf, const crypto::proof::NormProofSystem& proof, int party,
     absl::Span<const ParsedShare* const> shares, absl::Span<const std::string> report_ids,
-    absl::string_view query_seed) {
+    absl::string_view query_seed, absl::Span<uint64_t> accumulator) {
   if (shares.size() != report_ids.size()) {
     return absl::InvalidArgumentError("one report id per share");
   }
   std::vector<NormEvaluation> out(shares.size());
+  tbb::enumerable_thread_specific<std::vector<uint64_t>> derived_buffers;
+  // One evaluation of report i, each group's leaves summed in the AES kernel
+  // (and added into `target` when accumulating), then its verifier share.
+  auto evaluate = [&](size_t i, absl::Span<uint64_t> target,
+                      crypto::SparseDpfScratch* scratch) -> absl::Status {
+    std::vector<uint64_t>& derived = derived_buffers.local();
+    derived.resize(proof.circuit().derived_length());
+    TANDEM_ASSIGN_OR_RETURN(
+        out[i].digest, proof.EvaluateAccumulateAndDerive(dpf, party, shares[i]->keys, target,
+                                                         absl::MakeSpan(derived), scratch));
+    TANDEM_ASSIGN_OR_RETURN(out[i].verifier,
+                            proof.Query(party, report_ids[i], shares[i]->keys, shares[i]->proof,
+                                        derived, out[i].digest, query_seed));
+    return absl::OkStatus();
+  };
+  if (!accumulator.empty()) {
+    TANDEM_RETURN_IF_ERROR(ForEachIntoAccumulator(shares.size(), dpf.dimension(),
+                                                  dpf.value_bits(), accumulator, evaluate));
+    return out;
+  }
   std::vector<absl::Status> statuses(shares.size());
-  tbb::enumerable_thread_specific<Buffers> buffers;
+  tbb::enumerable_thread_specific<crypto::SparseDpfScratch> scratch;
   tbb::parallel_for(size_t{0}, shares.size(), [&](size_t i) {
-    Buffers& b = buffers.local();
-    b.derived.resize(proof.circuit().derived_length());
-    // One evaluation, each group's leaves summed in the AES kernel.
-    absl::StatusOr<crypto::ProofDigest> digest = proof.EvaluateAndDerive(
-        dpf, party, shares[i]->keys, absl::MakeSpan(b.derived), &b.scratch);
-    if (!digest.ok()) {
-      statuses[i] = digest.status();
-      return;
-    }
-    out[i].digest = *digest;
-    absl::StatusOr<proto::NormProofVerifierShare> v = proof.Query(
-        party, report_ids[i], shares[i]->keys, shares[i]->proof, b.derived, *digest, query_seed);
-    if (!v.ok()) {
-      statuses[i] = v.status();
-      return;
-    }
-    out[i].verifier = *std::move(v);
+    statuses[i] = evaluate(i, absl::Span<uint64_t>(), &scratch.local());
   });
   for (const absl::Status& s : statuses) {
     if (!s.ok()) return s;

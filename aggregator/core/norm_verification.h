@@ -1,7 +1,8 @@
 // Norm-bound proof checks of one server in the Verify exchange
 // (crypto/proof/norm_proof.h): for rounds with RoundParameters.norm_bound,
 // each report's share is evaluated over the full domain once
-// (NormProofSystem::EvaluateAndDerive), which gives both the VDPF digest
+// (NormProofSystem::EvaluateAndDerive, or EvaluateAccumulateAndDerive when
+// the caller accumulates in the same pass), which gives both the VDPF digest
 // (the same bytes as SparseDpf::ComputeProofDigest) and the derived shares
 // the proof is checked on, from per-group block sums added inside the AES
 // kernel (no D-sized buffer); the server's verifier share is computed at the
@@ -55,12 +56,16 @@ struct NormEvaluation {
   proto::NormProofVerifierShare verifier;
 };
 
-// Digest and verifier share of every report, in order. Errors of the first
-// failing report (INVALID_ARGUMENT for malformed data).
+// Digest and verifier share of every report, in order. With `accumulator`
+// non-empty (dpf.dimension() entries) the same single evaluation per
+// report also adds its shares into it (NormProofSystem::
+// EvaluateAccumulateAndDerive; expansion.h). Errors of the first failing
+// report (INVALID_ARGUMENT for malformed data); the accumulator then holds
+// a partial sum and must be discarded.
 absl::StatusOr<std::vector<NormEvaluation>> EvaluateNormChecks(
     const crypto::SparseDpf& dpf, const crypto::proof::NormProofSystem& proof, int party,
     absl::Span<const ParsedShare* const> shares, absl::Span<const std::string> report_ids,
-    absl::string_view query_seed);
+    absl::string_view query_seed, absl::Span<uint64_t> accumulator = absl::Span<uint64_t>());
 
 }  // namespace tandem::aggregator
 

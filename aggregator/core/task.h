@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "aggregator/core/aggregator.h"
@@ -70,9 +71,23 @@ struct Aggregator::Task {
   // Helper only: outcome of its own digest comparison per report id, from
   // the latest Verify exchange (lost on restart; the leader re-verifies).
   absl::flat_hash_map<std::string, bool> verified ABSL_GUARDED_BY(process_mu);
-  // Leader only: digests of pending reports already computed, so that a
-  // report waiting for its helper share is not re-expanded every pass.
-  absl::flat_hash_map<std::string, crypto::ProofDigest> digest_cache ABSL_GUARDED_BY(process_mu);
+  // AggregatorStatusResponse's expansion counters, since the task loaded.
+  int64_t share_expansions ABSL_GUARDED_BY(process_mu) = 0;
+  int64_t undo_expansions ABSL_GUARDED_BY(process_mu) = 0;
+  int64_t check_evaluations ABSL_GUARDED_BY(process_mu) = 0;
+  double expansion_seconds ABSL_GUARDED_BY(process_mu) = 0;
+  // Helper only: the tentative aggregate, i.e. the sum of the expansions of
+  // exactly `tentative_ids`, reports verified (and expanded, once, in the
+  // same pass as their digests) but not yet committed (expansion.h). A
+  // commit counts its accepted reports out of it and takes every other one
+  // back out; a report not in it is expanded at commit, so any failure may
+  // simply reset both (ResetTentative). Empty until the first Verify.
+  std::vector<uint64_t> tentative ABSL_GUARDED_BY(process_mu);
+  absl::flat_hash_set<std::string> tentative_ids ABSL_GUARDED_BY(process_mu);
+  void ResetTentative() ABSL_EXCLUSIVE_LOCKS_REQUIRED(process_mu) {
+    tentative.clear();
+    tentative_ids.clear();
+  }
   // Rounds with a norm bound: the 32-byte secret from which both servers
   // derive the FLP query points. The leader draws it (SecureRandom) on the
   // round's first exchange; the helper keeps the first one it is sent and

@@ -1,5 +1,6 @@
 // The verification exchange between leader and helper and the commit of
 // decided reports (see aggregator.h for the protocol).
+#include <chrono>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -18,6 +19,10 @@ namespace {
 // More than any leader sends in one exchange (verify_batch_size); a larger
 // request is refused before any store lookup.
 constexpr int kMaxChecksPerExchange = 4096;
+
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
 
 std::vector<const proto::SparseKeySet*> KeysOf(const std::vector<ParsedShare>& shares) {
   std::vector<const proto::SparseKeySet*> out;
@@ -107,11 +112,18 @@ absl::StatusOr<int> Aggregator::ProcessBatchLocked(Task& task,
     candidates.push_back(&r);
     shares.push_back(*std::move(keys));
   }
-  std::vector<crypto::ProofDigest> digests(candidates.size());
+  // One expansion per report: each candidate is evaluated once, giving its
+  // digest (and, in norm rounds, its verifier share) while it is added into
+  // `next`, the tentative aggregate (counted reports plus this batch). What
+  // is then not counted is subtracted again before the commit.
+  std::vector<uint64_t> next;
+  if (!candidates.empty()) next = task.accumulator;
+  auto started = std::chrono::steady_clock::now();
+  std::vector<crypto::ProofDigest> digests;
   std::vector<proto::NormProofVerifierShare> verifiers;
-  if (proof != nullptr) {
-    // Norm rounds: one full expansion per report gives the digest and the
-    // proof's inputs (not cached: the verifier share depends on the seed).
+  if (candidates.empty()) {
+    // Nothing to evaluate: only stored shares that failed to parse.
+  } else if (proof != nullptr) {
     std::vector<const ParsedShare*> ptrs;
     std::vector<std::string> ids;
     for (size_t i = 0; i < candidates.size(); ++i) {
@@ -119,30 +131,18 @@ absl::StatusOr<int> Aggregator::ProcessBatchLocked(Task& task,
       ids.push_back(candidates[i]->report_id);
     }
     TANDEM_ASSIGN_OR_RETURN(std::vector<NormEvaluation> evals,
-                            EvaluateNormChecks(*task.dpf, *proof, 0, ptrs, ids, task.query_seed));
-    for (size_t i = 0; i < evals.size(); ++i) {
-      digests[i] = evals[i].digest;
-      verifiers.push_back(std::move(evals[i].verifier));
+                            EvaluateNormChecks(*task.dpf, *proof, 0, ptrs, ids, task.query_seed,
+                                               absl::MakeSpan(next)));
+    for (NormEvaluation& e : evals) {
+      digests.push_back(e.digest);
+      verifiers.push_back(std::move(e.verifier));
     }
   } else {
-    std::vector<const proto::SparseKeySet*> to_compute;
-    std::vector<size_t> positions;
-    for (size_t i = 0; i < candidates.size(); ++i) {
-      auto it = task.digest_cache.find(candidates[i]->report_id);
-      if (it != task.digest_cache.end()) {
-        digests[i] = it->second;
-      } else {
-        to_compute.push_back(&shares[i].keys);
-        positions.push_back(i);
-      }
-    }
-    TANDEM_ASSIGN_OR_RETURN(std::vector<crypto::ProofDigest> computed,
-                            ComputeDigests(*task.dpf, to_compute));
-    for (size_t j = 0; j < positions.size(); ++j) {
-      digests[positions[j]] = computed[j];
-      task.digest_cache[candidates[positions[j]]->report_id] = computed[j];
-    }
+    TANDEM_ASSIGN_OR_RETURN(digests,
+                            ComputeDigests(*task.dpf, KeysOf(shares), absl::MakeSpan(next)));
   }
+  task.share_expansions += static_cast<int64_t>(candidates.size());
+  task.expansion_seconds += SecondsSince(started);
 
   proto::VerifyRequest request;
   request.set_task_id(task.id);
@@ -207,16 +207,27 @@ absl::StatusOr<int> Aggregator::ProcessBatchLocked(Task& task,
   commit.set_task_id(task.id);
   commit.set_round_id(static_cast<uint64_t>(round_id));
   std::vector<std::string> ids;
-  std::vector<const proto::SparseKeySet*> accepted_shares;
+  std::vector<bool> counted(candidates.size(), false);
   for (size_t i : accepted) {
     ids.push_back(candidates[i]->report_id);
-    accepted_shares.push_back(&shares[i].keys);
+    counted[i] = true;
+  }
+  if (!ids.empty()) {
+    // Take back out what this batch added but does not count (rejected, or
+    // not yet at the helper): the only second expansions.
+    std::vector<const proto::SparseKeySet*> undo;
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      if (!counted[i]) undo.push_back(&shares[i].keys);
+    }
+    started = std::chrono::steady_clock::now();
+    TANDEM_RETURN_IF_ERROR(SubtractShares(*task.dpf, undo, absl::MakeSpan(next)));
+    task.undo_expansions += static_cast<int64_t>(undo.size());
+    task.expansion_seconds += SecondsSince(started);
   }
   for (const std::string& id : ids) commit.add_report_ids(id);
   for (const std::string& id : rejected) commit.add_rejected_ids(id);
   TANDEM_RETURN_IF_ERROR(peer_->CommitAcceptedSet(commit).status());
-  // The shares parsed for the digests are expanded as they are: no re-parse.
-  TANDEM_RETURN_IF_ERROR(CommitLocked(task, ids, accepted_shares, rejected));
+  TANDEM_RETURN_IF_ERROR(CommitLocked(task, ids, std::move(next), rejected));
   return static_cast<int>(accepted.size() + rejected.size());
 }
 
@@ -230,42 +241,65 @@ absl::Status Aggregator::CommitRecordsLocked(Task& task,
     shape = task.shape;
     proof = task.proof;
   }
-  std::vector<ParsedShare> shares;
+  if (accepted.empty()) return CommitLocked(task, {}, {}, rejected);
+  const bool ticketed = options_.ticket_key != nullptr;
+  const int party = static_cast<int>(options_.role);
+  auto parse = [&](absl::string_view blob) {
+    return ParseStoredShare(blob, shape, proof.get(), party, ticketed);
+  };
+  // next = counted + the accepted reports. Those in the tentative aggregate
+  // (expanded at Verify) come from it, the tentative ones not accepted are
+  // subtracted, the others are expanded now (after a restart, or a commit
+  // for an exchange whose tentative sum was reset).
+  std::vector<uint64_t> next = task.accumulator;
+  absl::flat_hash_set<std::string> accepted_ids;
+  for (const ReportRecord& r : accepted) accepted_ids.insert(r.report_id);
+  std::vector<ParsedShare> fresh, undo;
+  const bool used_tentative = !task.tentative_ids.empty();
+  if (used_tentative) {
+    const uint64_t mask =
+        task.dpf->value_bits() == 64 ? ~uint64_t{0} : (uint64_t{1} << 32) - 1;
+    for (size_t j = 0; j < next.size(); ++j) next[j] = (next[j] + task.tentative[j]) & mask;
+    for (const std::string& id : task.tentative_ids) {
+      if (accepted_ids.contains(id)) continue;
+      TANDEM_ASSIGN_OR_RETURN(ReportRecord r, task.store->GetReport(id));
+      TANDEM_ASSIGN_OR_RETURN(ParsedShare parsed, parse(r.share));
+      undo.push_back(std::move(parsed));
+    }
+  }
   std::vector<std::string> ids;
   for (const ReportRecord& r : accepted) {
-    TANDEM_ASSIGN_OR_RETURN(ParsedShare parsed,
-                            ParseStoredShare(r.share, shape, proof.get(),
-                                             static_cast<int>(options_.role),
-                                             options_.ticket_key != nullptr));
-    shares.push_back(std::move(parsed));
     ids.push_back(r.report_id);
+    if (task.tentative_ids.contains(r.report_id)) continue;
+    TANDEM_ASSIGN_OR_RETURN(ParsedShare parsed, parse(r.share));
+    fresh.push_back(std::move(parsed));
   }
-  return CommitLocked(task, ids, KeysOf(shares), rejected);
+  const auto started = std::chrono::steady_clock::now();
+  TANDEM_RETURN_IF_ERROR(AccumulateShares(*task.dpf, KeysOf(fresh), absl::MakeSpan(next)));
+  TANDEM_RETURN_IF_ERROR(SubtractShares(*task.dpf, KeysOf(undo), absl::MakeSpan(next)));
+  task.share_expansions += static_cast<int64_t>(fresh.size());
+  task.undo_expansions += static_cast<int64_t>(undo.size());
+  task.expansion_seconds += SecondsSince(started);
+  TANDEM_RETURN_IF_ERROR(CommitLocked(task, ids, std::move(next), rejected));
+  if (used_tentative) task.ResetTentative();
+  return absl::OkStatus();
 }
 
 absl::Status Aggregator::CommitLocked(Task& task, const std::vector<std::string>& ids,
-                                      const std::vector<const proto::SparseKeySet*>& shares,
+                                      std::vector<uint64_t> next,
                                       const std::vector<std::string>& rejected) {
   int64_t round_id;
   {
     absl::ReaderMutexLock lock(&task.state_mu);
     round_id = task.round_id;
   }
-  std::vector<uint64_t> next = task.accumulator;
-  TANDEM_RETURN_IF_ERROR(AccumulateShares(*task.dpf, shares, absl::MakeSpan(next)));
   // One transaction: states and accumulator change together or not at all.
   TANDEM_RETURN_IF_ERROR(task.store->CommitBatch(
       round_id, ids.empty() ? std::string() : EncodeAccumulator(next), ids, rejected));
-  task.accumulator = std::move(next);
+  if (!ids.empty()) task.accumulator = std::move(next);
   task.counted += static_cast<int64_t>(ids.size());
-  for (const std::string& id : ids) {
-    task.verified.erase(id);
-    task.digest_cache.erase(id);
-  }
-  for (const std::string& id : rejected) {
-    task.verified.erase(id);
-    task.digest_cache.erase(id);
-  }
+  for (const std::string& id : ids) task.verified.erase(id);
+  for (const std::string& id : rejected) task.verified.erase(id);
   return absl::OkStatus();
 }
 
@@ -351,23 +385,56 @@ absl::StatusOr<proto::VerifyResponse> Aggregator::HandleVerify(
     leader_hashes.push_back(c.proof_hash());
     leader_checks.push_back(&c.norm_check());
   }
-  std::vector<crypto::ProofDigest> digests;
-  std::vector<proto::NormProofVerifierShare> verifiers;
-  if (proof != nullptr) {
-    std::vector<const ParsedShare*> ptrs;
-    std::vector<std::string> ids;
-    for (size_t i = 0; i < shares.size(); ++i) {
-      ptrs.push_back(&shares[i]);
-      ids.push_back(response.checks(to_digest[i]).report_id());
+  // Reports not yet in the tentative aggregate are evaluated once, into it
+  // (digest and verifier share from the same expansion); the others (asked
+  // again, e.g. after a lost answer) are evaluated without adding.
+  std::vector<size_t> fresh, again;
+  for (size_t i = 0; i < shares.size(); ++i) {
+    (task->tentative_ids.contains(response.checks(to_digest[i]).report_id()) ? again : fresh)
+        .push_back(i);
+  }
+  if (!fresh.empty() && task->tentative.empty()) task->tentative.assign(task->dpf->dimension(), 0);
+  std::vector<crypto::ProofDigest> digests(shares.size());
+  std::vector<proto::NormProofVerifierShare> verifiers(proof != nullptr ? shares.size() : 0);
+  for (const std::vector<size_t>* part : {&fresh, &again}) {
+    if (part->empty()) continue;
+    const auto started = std::chrono::steady_clock::now();
+    const absl::Span<uint64_t> into =
+        part == &fresh ? absl::MakeSpan(task->tentative) : absl::Span<uint64_t>();
+    absl::Status evaluated = absl::OkStatus();
+    if (proof != nullptr) {
+      std::vector<const ParsedShare*> ptrs;
+      std::vector<std::string> ids;
+      for (size_t i : *part) {
+        ptrs.push_back(&shares[i]);
+        ids.push_back(response.checks(to_digest[i]).report_id());
+      }
+      absl::StatusOr<std::vector<NormEvaluation>> evals =
+          EvaluateNormChecks(*task->dpf, *proof, 1, ptrs, ids, task->query_seed, into);
+      evaluated = evals.status();
+      for (size_t j = 0; evals.ok() && j < part->size(); ++j) {
+        digests[(*part)[j]] = (*evals)[j].digest;
+        verifiers[(*part)[j]] = std::move((*evals)[j].verifier);
+      }
+    } else {
+      std::vector<const proto::SparseKeySet*> keys;
+      for (size_t i : *part) keys.push_back(&shares[i].keys);
+      absl::StatusOr<std::vector<crypto::ProofDigest>> d = ComputeDigests(*task->dpf, keys, into);
+      evaluated = d.status();
+      for (size_t j = 0; d.ok() && j < part->size(); ++j) digests[(*part)[j]] = (*d)[j];
     }
-    TANDEM_ASSIGN_OR_RETURN(std::vector<NormEvaluation> evals,
-                            EvaluateNormChecks(*task->dpf, *proof, 1, ptrs, ids, task->query_seed));
-    for (NormEvaluation& e : evals) {
-      digests.push_back(e.digest);
-      verifiers.push_back(std::move(e.verifier));
+    if (!evaluated.ok()) {
+      // The tentative sum may hold part of this batch: drop it.
+      task->ResetTentative();
+      return evaluated;
     }
-  } else {
-    TANDEM_ASSIGN_OR_RETURN(digests, ComputeDigests(*task->dpf, KeysOf(shares)));
+    task->expansion_seconds += SecondsSince(started);
+    if (part == &fresh) {
+      task->share_expansions += static_cast<int64_t>(fresh.size());
+      for (size_t i : fresh) task->tentative_ids.insert(response.checks(to_digest[i]).report_id());
+    } else {
+      task->check_evaluations += static_cast<int64_t>(again.size());
+    }
   }
   for (size_t i = 0; i < to_digest.size(); ++i) {
     proto::ReportCheck* out = response.mutable_checks(to_digest[i]);

@@ -20,10 +20,14 @@ class InProcessPeerChannel : public PeerChannel {
   void set_unreachable(bool v) { unreachable_ = v; }
   // While set, commits reach the helper but their reply is lost (UNAVAILABLE).
   void set_drop_commit_replies(bool v) { drop_commit_replies_ = v; }
+  // While set, Verify reaches the helper but its reply is lost (UNAVAILABLE).
+  void set_drop_verify_replies(bool v) { drop_verify_replies_ = v; }
 
   absl::StatusOr<proto::VerifyResponse> Verify(const proto::VerifyRequest& request) override {
     if (unreachable_ || helper_ == nullptr) return absl::UnavailableError("helper unreachable");
-    return helper_->HandleVerify(request);
+    absl::StatusOr<proto::VerifyResponse> response = helper_->HandleVerify(request);
+    if (drop_verify_replies_) return absl::UnavailableError("verify reply lost");
+    return response;
   }
   absl::StatusOr<proto::AcceptedSetAck> CommitAcceptedSet(
       const proto::AcceptedSet& request) override {
@@ -37,6 +41,7 @@ class InProcessPeerChannel : public PeerChannel {
   Aggregator* helper_;
   std::atomic<bool> unreachable_{false};
   std::atomic<bool> drop_commit_replies_{false};
+  std::atomic<bool> drop_verify_replies_{false};
 };
 
 }  // namespace tandem::aggregator

@@ -292,9 +292,30 @@ void BlockDpf::ConvertChunk(const BlockDpfKey& key, absl::Span<const Block> seed
   }
 }
 
+template <int kBits>
+void BlockDpf::AddSumChunk(const BlockDpfKey& key, absl::Span<const Block> seeds,
+                           uint64_t first_leaf, uint64_t* out, uint64_t* sums,
+                           BlockDpfScratch* scratch) const {
+  const size_t bsz = static_cast<size_t>(block_size_);
+  const size_t n = seeds.size() * bsz;
+  scratch->chunk_buf.resize(n);
+  uint64_t* buf = scratch->chunk_buf.data();
+  ConvertChunk<uint64_t, Mode::kWrite, kBits>(key, seeds, 0, buf, scratch);
+  // One pass over the chunk: the accumulator's lines are read and written
+  // once, the block sums stay in registers/L1. Sums wrap mod 2^64 and are
+  // reduced at the end (2^value_bits divides 2^64).
+  uint64_t* acc = out + first_leaf * bsz;
+  for (size_t i = 0; i < n; ++i) acc[i] = (acc[i] + buf[i]) & value_mask_;
+  for (size_t i = 0; i < seeds.size(); ++i) {
+    const uint64_t* leaf = buf + i * bsz;
+    for (size_t j = 0; j < bsz; ++j) sums[j] += leaf[j];
+  }
+}
+
 template <typename T, BlockDpf::Mode kMode>
 absl::Status BlockDpf::Evaluate(const BlockDpfKey& key, absl::Span<T> out,
-                                BlockDpfScratch* scratch, internal::Sha256* transcript) const {
+                                BlockDpfScratch* scratch, internal::Sha256* transcript,
+                                absl::Span<uint64_t> sums) const {
   static_assert(std::is_same_v<T, uint32_t> || std::is_same_v<T, uint64_t>);
   if (scratch == nullptr) return absl::InvalidArgumentError("scratch must not be null");
   TANDEM_RETURN_IF_ERROR(ValidateKey(key));
@@ -308,7 +329,15 @@ absl::Status BlockDpf::Evaluate(const BlockDpfKey& key, absl::Span<T> out,
     }
     std::fill(out.begin(), out.end(), T{0});
   }
-  if ((kMode == Mode::kWrite || kMode == Mode::kAdd) && out.size() != domain_size()) {
+  if (kMode == Mode::kAddSum) {
+    if (sums.size() != static_cast<size_t>(block_size_)) {
+      return absl::InvalidArgumentError(absl::StrCat("block sum has ", sums.size(),
+                                                     " elements, expected ", block_size_));
+    }
+    std::fill(sums.begin(), sums.end(), uint64_t{0});
+  }
+  if ((kMode == Mode::kWrite || kMode == Mode::kAdd || kMode == Mode::kAddSum) &&
+      out.size() != domain_size()) {
     return absl::InvalidArgumentError(absl::StrCat("output has ", out.size(),
                                                    " elements, expected ", domain_size()));
   }
@@ -356,7 +385,13 @@ absl::Status BlockDpf::Evaluate(const BlockDpfKey& key, absl::Span<T> out,
       }
       TANDEM_RETURN_IF_ERROR(transcript->Update(scratch->transcript));
     }
-    if constexpr (kMode != Mode::kProofOnly) {
+    if constexpr (kMode == Mode::kAddSum) {
+      if (value_bits_ == 64) {
+        AddSumChunk<64>(key, seeds, first_leaf, out.data(), sums.data(), scratch);
+      } else {
+        AddSumChunk<32>(key, seeds, first_leaf, out.data(), sums.data(), scratch);
+      }
+    } else if constexpr (kMode != Mode::kProofOnly) {
       if (value_bits_ == 64) {
         if constexpr (sizeof(T) == 8) {
           ConvertChunk<T, kMode, 64>(key, seeds, first_leaf, out.data(), scratch);
@@ -387,6 +422,15 @@ absl::Status BlockDpf::EvaluateBlockSum(const BlockDpfKey& key, absl::Span<uint6
                                         BlockDpfScratch* scratch,
                                         internal::Sha256* transcript) const {
   return Evaluate<uint64_t, Mode::kSum>(key, out, scratch, transcript);
+}
+
+absl::Status BlockDpf::EvaluateAddAndSum(const BlockDpfKey& key, absl::Span<uint64_t> accumulator,
+                                         absl::Span<uint64_t> sums, BlockDpfScratch* scratch,
+                                         internal::Sha256* transcript) const {
+  absl::Status s = Evaluate<uint64_t, Mode::kAddSum>(key, accumulator, scratch, transcript, sums);
+  if (!s.ok()) return s;
+  for (uint64_t& v : sums) v &= value_mask_;
+  return absl::OkStatus();
 }
 
 absl::Status BlockDpf::FeedProof(const BlockDpfKey& key, BlockDpfScratch* scratch,

@@ -66,6 +66,7 @@ struct BlockDpfScratch {
   std::vector<Block> top_a, top_b, sub_a, sub_b, conv, proof_in, proof_out, vc_packed;
   std::vector<uint8_t> transcript;
   std::vector<uint64_t> leaf_buf;  // leaves of one chunk before a block sum
+  std::vector<uint64_t> chunk_buf;  // one chunk's shares (EvaluateAddAndSum)
 };
 
 class BlockDpf {
@@ -124,13 +125,23 @@ class BlockDpf {
   absl::Status EvaluateBlockSum(const BlockDpfKey& key, absl::Span<uint64_t> out,
                                 BlockDpfScratch* scratch,
                                 internal::Sha256* transcript = nullptr) const;
+  // EvaluateAndAdd and EvaluateBlockSum from ONE evaluation: each chunk's
+  // shares are converted once (into L2-resident scratch), then added into
+  // `accumulator` (domain_size() elements) and summed into `sums`
+  // (block_size() elements, overwritten), both mod 2^value_bits. What a
+  // norm-bound round's server runs so that verification and accumulation
+  // share the expansion. Same transcript as EvaluateFullDomain.
+  // INVALID_ARGUMENT on size or key mismatch (nothing added).
+  absl::Status EvaluateAddAndSum(const BlockDpfKey& key, absl::Span<uint64_t> accumulator,
+                                 absl::Span<uint64_t> sums, BlockDpfScratch* scratch,
+                                 internal::Sha256* transcript = nullptr) const;
   // Only the VDPF leaf proofs (tree expansion, no leaf expansion): the cheap
   // check servers run before accumulating.
   absl::Status FeedProof(const BlockDpfKey& key, BlockDpfScratch* scratch,
                          internal::Sha256* transcript) const;
 
  private:
-  enum class Mode { kWrite, kAdd, kSum, kProofOnly };
+  enum class Mode { kWrite, kAdd, kSum, kAddSum, kProofOnly };
 
   BlockDpf(int log_num_blocks, int block_size, int value_bits, FixedKeyHash node_hash,
            FixedKeyHash leaf_hash, std::array<FixedKeyHash, kProofBlocks> proof_hash);
@@ -145,9 +156,15 @@ class BlockDpf {
   // One tree step for a single node, branch-free on `bit`.
   Block Step(Block seed, Block cw, uint64_t bit) const;
 
+  // `sums`: the block sums of kAddSum (empty otherwise).
   template <typename T, Mode kMode>
   absl::Status Evaluate(const BlockDpfKey& key, absl::Span<T> out, BlockDpfScratch* scratch,
-                        internal::Sha256* transcript) const;
+                        internal::Sha256* transcript,
+                        absl::Span<uint64_t> sums = absl::Span<uint64_t>()) const;
+  // kAddSum for one chunk: convert, then add into out and sums.
+  template <int kBits>
+  void AddSumChunk(const BlockDpfKey& key, absl::Span<const Block> seeds, uint64_t first_leaf,
+                   uint64_t* out, uint64_t* sums, BlockDpfScratch* scratch) const;
   // kSum: every leaf is added into the same block_size outputs at `out`.
   template <typename T, Mode kMode, int kBits>
   void ConvertChunk(const BlockDpfKey& key, absl::Span<const Block> seeds, uint64_t first_leaf,

@@ -119,7 +119,7 @@ absl::StatusOr<std::pair<proto::SparseKeySet, proto::SparseKeySet>> SparseDpf::G
 
 absl::StatusOr<ProofDigest> SparseDpf::ComputeProofDigest(const proto::SparseKeySet& keys,
                                                           SparseDpfScratch* scratch) const {
-  return Run(keys, {}, Output::kNone, /*digest=*/true, scratch);
+  return Run(keys, {}, {}, Output::kNone, /*digest=*/true, scratch);
 }
 
 absl::StatusOr<ProofDigest> SparseDpf::EvaluateAndAccumulate(const proto::SparseKeySet& keys,
@@ -129,7 +129,7 @@ absl::StatusOr<ProofDigest> SparseDpf::EvaluateAndAccumulate(const proto::Sparse
     return absl::InvalidArgumentError(absl::StrCat("accumulator has ", accumulator.size(),
                                                    " entries, expected ", dimension_));
   }
-  return Run(keys, accumulator, Output::kAccumulate, /*digest=*/true, scratch);
+  return Run(keys, accumulator, {}, Output::kAccumulate, /*digest=*/true, scratch);
 }
 
 absl::StatusOr<ProofDigest> SparseDpf::EvaluateBlockSums(const proto::SparseKeySet& keys,
@@ -140,7 +140,23 @@ absl::StatusOr<ProofDigest> SparseDpf::EvaluateBlockSums(const proto::SparseKeyS
                                                    " entries, expected k*B = ",
                                                    uint64_t(num_groups_) * block_size()));
   }
-  return Run(keys, block_sums, Output::kBlockSums, /*digest=*/true, scratch);
+  return Run(keys, block_sums, {}, Output::kBlockSums, /*digest=*/true, scratch);
+}
+
+absl::StatusOr<ProofDigest> SparseDpf::EvaluateAccumulateAndSum(
+    const proto::SparseKeySet& keys, absl::Span<uint64_t> accumulator,
+    absl::Span<uint64_t> block_sums, SparseDpfScratch* scratch) const {
+  if (accumulator.size() != dimension_) {
+    return absl::InvalidArgumentError(absl::StrCat("accumulator has ", accumulator.size(),
+                                                   " entries, expected ", dimension_));
+  }
+  if (block_sums.size() != static_cast<size_t>(num_groups_) * block_size()) {
+    return absl::InvalidArgumentError(absl::StrCat("block_sums has ", block_sums.size(),
+                                                   " entries, expected k*B = ",
+                                                   uint64_t(num_groups_) * block_size()));
+  }
+  return Run(keys, accumulator, block_sums, Output::kAccumulateAndSums, /*digest=*/true,
+             scratch);
 }
 
 absl::Status SparseDpf::Accumulate(const proto::SparseKeySet& keys,
@@ -150,11 +166,12 @@ absl::Status SparseDpf::Accumulate(const proto::SparseKeySet& keys,
     return absl::InvalidArgumentError(absl::StrCat("accumulator has ", accumulator.size(),
                                                    " entries, expected ", dimension_));
   }
-  return Run(keys, accumulator, Output::kAccumulate, /*digest=*/false, scratch).status();
+  return Run(keys, accumulator, {}, Output::kAccumulate, /*digest=*/false, scratch).status();
 }
 
 absl::StatusOr<ProofDigest> SparseDpf::Run(const proto::SparseKeySet& keys,
-                                           absl::Span<uint64_t> out, Output output, bool digest,
+                                           absl::Span<uint64_t> out, absl::Span<uint64_t> sums,
+                                           Output output, bool digest,
                                            SparseDpfScratch* scratch) const {
   if (scratch == nullptr) return absl::InvalidArgumentError("scratch must not be null");
   TANDEM_RETURN_IF_ERROR(ValidateSparseKeySet(keys, Shape()));
@@ -169,6 +186,9 @@ absl::StatusOr<ProofDigest> SparseDpf::Run(const proto::SparseKeySet& keys,
             s.key, out.subspan(g * group_dim, group_dim), &s.block, transcript);
       case Output::kBlockSums:
         return block_dpf_.EvaluateBlockSum(s.key, out.subspan(g * b, b), &s.block, transcript);
+      case Output::kAccumulateAndSums:
+        return block_dpf_.EvaluateAddAndSum(s.key, out.subspan(g * group_dim, group_dim),
+                                            sums.subspan(g * b, b), &s.block, transcript);
       case Output::kNone:
         break;
     }

@@ -107,6 +107,17 @@ class SparseDpf {
                                                 absl::Span<uint64_t> block_sums,
                                                 SparseDpfScratch* scratch) const;
 
+  // EvaluateAndAccumulate and EvaluateBlockSums from ONE evaluation:
+  // accumulator += this party's shares, block_sums (k * B, overwritten) =
+  // the per-group block sums, and the digest. What a norm-bound round's
+  // server runs so that the proof's inputs, the digest and the aggregate
+  // come from a single expansion. INVALID_ARGUMENT on sizes or keys that do
+  // not validate (both checked before anything is added).
+  absl::StatusOr<ProofDigest> EvaluateAccumulateAndSum(const proto::SparseKeySet& keys,
+                                                       absl::Span<uint64_t> accumulator,
+                                                       absl::Span<uint64_t> block_sums,
+                                                       SparseDpfScratch* scratch) const;
+
   // As EvaluateAndAccumulate without the digest: for reports whose digests
   // were already compared with ComputeProofDigest (the recommended flow).
   absl::Status Accumulate(const proto::SparseKeySet& keys, absl::Span<uint64_t> accumulator,
@@ -117,10 +128,13 @@ class SparseDpf {
       : dimension_(dimension), num_groups_(num_groups), block_dpf_(std::move(block_dpf)) {}
 
   // What each group's evaluation does with the leaves.
-  enum class Output { kNone, kAccumulate, kBlockSums };
-  // `out`: the D-sized accumulator (kAccumulate) or the k * B block sums.
+  enum class Output { kNone, kAccumulate, kBlockSums, kAccumulateAndSums };
+  // `out`: the D-sized accumulator (kAccumulate, kAccumulateAndSums) or the
+  // k * B block sums (kBlockSums); `sums`: the block sums of
+  // kAccumulateAndSums.
   absl::StatusOr<ProofDigest> Run(const proto::SparseKeySet& keys, absl::Span<uint64_t> out,
-                                  Output output, bool digest, SparseDpfScratch* scratch) const;
+                                  absl::Span<uint64_t> sums, Output output, bool digest,
+                                  SparseDpfScratch* scratch) const;
 
   uint64_t dimension_;
   int num_groups_;

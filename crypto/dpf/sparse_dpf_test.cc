@@ -121,6 +121,33 @@ TEST_P(SparseDpfPropertyTest, SharesSumToTheSparseVectorAndDigestsAgree) {
       EXPECT_EQ(got, want);
       EXPECT_EQ(sums, want_sums);
       for (size_t j = 0; j < both.size(); ++j) both[j] = (both[j] + sums[j]) & mask;
+      // EvaluateAccumulateAndSum: the same three results from one
+      // evaluation, added onto a non-zero accumulator.
+      std::vector<uint64_t> acc(dim);
+      for (uint64_t i = 0; i < dim; ++i) acc[i] = (i * 0x9e3779b97f4a7c15ULL) & mask;
+      std::vector<uint64_t> acc_want = acc;
+      for (uint64_t i = 0; i < dim; ++i) acc_want[i] = (acc_want[i] + full[i]) & mask;
+      std::vector<uint64_t> fused_sums(size_t(k) * b, 3);  // overwritten
+      TANDEM_ASSERT_OK_AND_ASSIGN(
+          ProofDigest fused, dpf.EvaluateAccumulateAndSum(*set, absl::MakeSpan(acc),
+                                                          absl::MakeSpan(fused_sums), &scratch));
+      EXPECT_EQ(fused, want);
+      EXPECT_EQ(fused_sums, want_sums);
+      EXPECT_EQ(acc, acc_want);
+    }
+    {
+      // Size errors leave the accumulator untouched.
+      std::vector<uint64_t> acc(dim, 9), bad_sums(size_t(k) * b + 1);
+      EXPECT_THAT(dpf.EvaluateAccumulateAndSum(keys.first, absl::MakeSpan(acc),
+                                               absl::MakeSpan(bad_sums), &scratch)
+                      .status(),
+                  StatusIs(absl::StatusCode::kInvalidArgument));
+      EXPECT_EQ(acc, std::vector<uint64_t>(dim, 9));
+      std::vector<uint64_t> short_acc(dim - 1 + (dim == 1 ? 2 : 0)), ok_sums(size_t(k) * b);
+      EXPECT_THAT(dpf.EvaluateAccumulateAndSum(keys.first, absl::MakeSpan(short_acc),
+                                               absl::MakeSpan(ok_sums), &scratch)
+                      .status(),
+                  StatusIs(absl::StatusCode::kInvalidArgument));
     }
     std::vector<uint64_t> sent(r.values);
     for (uint64_t& v : sent) v &= mask;

@@ -236,6 +236,13 @@ absl::StatusOr<ProofDigest> NormProofSystem::EvaluateAndDerive(const SparseDpf& 
                                                                const proto::SparseKeySet& keys,
                                                                absl::Span<uint64_t> derived,
                                                                SparseDpfScratch* scratch) const {
+  return EvaluateAccumulateAndDerive(dpf, party, keys, absl::Span<uint64_t>(), derived, scratch);
+}
+
+absl::StatusOr<ProofDigest> NormProofSystem::EvaluateAccumulateAndDerive(
+    const SparseDpf& dpf, int party, const proto::SparseKeySet& keys,
+    absl::Span<uint64_t> accumulator, absl::Span<uint64_t> derived,
+    SparseDpfScratch* scratch) const {
   if (dpf.num_groups() != circuit_.num_blocks() || dpf.block_size() != circuit_.block_size() ||
       dpf.value_bits() != circuit_.value_bits() || dpf.blocks_per_group() != dpf_.blocks_per_group()) {
     return absl::InvalidArgumentError("EvaluateAndDerive: DPF parameters differ from the proof's");
@@ -245,7 +252,10 @@ absl::StatusOr<ProofDigest> NormProofSystem::EvaluateAndDerive(const SparseDpf& 
   }
   // The block sums go to derived's second half, then are split in place.
   const absl::Span<uint64_t> sums = derived.subspan(circuit_.num_values());
-  TANDEM_ASSIGN_OR_RETURN(ProofDigest digest, dpf.EvaluateBlockSums(keys, sums, scratch));
+  TANDEM_ASSIGN_OR_RETURN(ProofDigest digest,
+                          accumulator.empty()
+                              ? dpf.EvaluateBlockSums(keys, sums, scratch)
+                              : dpf.EvaluateAccumulateAndSum(keys, accumulator, sums, scratch));
   TANDEM_RETURN_IF_ERROR(circuit_.DeriveFromBlockSums(party, sums, derived));
   return digest;
 }

@@ -125,6 +125,16 @@ class NormProofSystem {
                                                 absl::Span<uint64_t> derived,
                                                 SparseDpfScratch* scratch) const;
 
+  // As EvaluateAndDerive, and also accumulator += this party's shares
+  // (SparseDpf::EvaluateAccumulateAndSum; accumulator.size() ==
+  // dpf.dimension()): verification and aggregation share one expansion.
+  // Same errors, raised before anything is added.
+  absl::StatusOr<ProofDigest> EvaluateAccumulateAndDerive(const SparseDpf& dpf, int party,
+                                                          const proto::SparseKeySet& keys,
+                                                          absl::Span<uint64_t> accumulator,
+                                                          absl::Span<uint64_t> derived,
+                                                          SparseDpfScratch* scratch) const;
+
   // Server: this party's verifier share. `digest`: the VDPF digest of this
   // party's own evaluation of `keys` (EvaluateAndDerive). REQUIRES validated
   // keys; INVALID_ARGUMENT for a malformed share or a query seed that is not
