@@ -12,6 +12,7 @@
 #include "aggregator/core/sqlite_store_factory.h"
 #include "aggregator/service/grpc_peer_channel.h"
 #include "base/grpc_credentials.h"
+#include "base/grpc_metrics.h"
 #include "base/logging.h"
 #include "base/status_macros.h"
 
@@ -45,8 +46,14 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
 // One listener with its services and limits; `port` receives the bound port.
 absl::StatusOr<std::unique_ptr<grpc::Server>> Serve(
     const std::string& address, std::shared_ptr<grpc::ServerCredentials> creds,
-    int receive_bytes, int send_bytes, const std::vector<grpc::Service*>& services, int* port) {
+    int receive_bytes, int send_bytes, const std::vector<grpc::Service*>& services, int* port,
+    const std::shared_ptr<prometheus::Registry>& rpc_metrics) {
   grpc::ServerBuilder builder;
+  if (rpc_metrics != nullptr) {
+    std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> counting;
+    counting.push_back(MakeRpcMetricsInterceptorFactory(rpc_metrics));
+    builder.experimental().SetInterceptorCreators(std::move(counting));
+  }
   builder.AddListeningPort(address, std::move(creds), port);
   builder.SetMaxReceiveMessageSize(receive_bytes);
   builder.SetMaxSendMessageSize(send_bytes);
@@ -144,12 +151,17 @@ absl::StatusOr<std::unique_ptr<AggregatorDaemon>> AggregatorDaemon::Start(
     upload_services.push_back(daemon->peer_service_.get());
     upload_receive = std::max(upload_receive, kPeerReceiveBytes);
   }
+  // gRPC calls by method and code, on /metrics with the rest (when served).
+  std::shared_ptr<prometheus::Registry> rpc_metrics;
+  if (!config.metrics_listen_address().empty()) {
+    rpc_metrics = std::make_shared<prometheus::Registry>();
+  }
   TANDEM_ASSIGN_OR_RETURN(auto upload_creds,
                           MakeServerCredentials(TlsFilesFrom(config.tls(), false)));
   TANDEM_ASSIGN_OR_RETURN(auto upload_server,
                           Serve(config.listen_address(), upload_creds, upload_receive,
                                 shared_collector ? share_bytes : (1 << 20), upload_services,
-                                &daemon->port_));
+                                &daemon->port_, rpc_metrics));
   daemon->servers_.push_back(std::move(upload_server));
   daemon->collector_port_ = daemon->port_;
   if (role == Role::kHelper) daemon->peer_port_ = daemon->port_;
@@ -158,13 +170,14 @@ absl::StatusOr<std::unique_ptr<AggregatorDaemon>> AggregatorDaemon::Start(
     if (!shared_collector) {
       TANDEM_ASSIGN_OR_RETURN(auto s, Serve(config.collector_listen_address(), mutual,
                                             kCollectorReceiveBytes, share_bytes,
-                                            {daemon->collector_.get()}, &daemon->collector_port_));
+                                            {daemon->collector_.get()}, &daemon->collector_port_,
+                                            rpc_metrics));
       daemon->servers_.push_back(std::move(s));
     }
     if (role == Role::kHelper && !shared_peer) {
       TANDEM_ASSIGN_OR_RETURN(auto s, Serve(config.peer_listen_address(), mutual, kPeerReceiveBytes,
                                             kPeerReceiveBytes, {daemon->peer_service_.get()},
-                                            &daemon->peer_port_));
+                                            &daemon->peer_port_, rpc_metrics));
       daemon->servers_.push_back(std::move(s));
     }
   }
@@ -172,6 +185,7 @@ absl::StatusOr<std::unique_ptr<AggregatorDaemon>> AggregatorDaemon::Start(
     TANDEM_ASSIGN_OR_RETURN(daemon->metrics_server_,
                             MetricsServer::Start(config.metrics_listen_address()));
     daemon->metrics_server_->Register(daemon->metrics_->registry());
+    daemon->metrics_server_->Register(rpc_metrics);
     daemon->metrics_server_->Register(
         daemon->metrics_->StatusCollectable(daemon->aggregator_.get()));
   }

@@ -1,6 +1,6 @@
 // tandem-worker: serves the paper kernels (ml/kernels) over gRPC.
 //
-//   tandem-worker --listen=127.0.0.1:0 --max_concurrency=4
+//   tandem-worker --listen=127.0.0.1:0 --max_concurrency=4 [--metrics_listen=127.0.0.1:9103]
 //
 // Prints "tandem-worker listening on HOST:PORT (backend: ...)" on stdout once
 // serving (PORT is the bound one, useful with port 0), then runs until
@@ -12,11 +12,13 @@
 #include <string>
 
 #include <grpcpp/grpcpp.h>
+#include <prometheus/registry.h>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "base/clock.h"
 #include "base/logging.h"
+#include "base/metrics_server.h"
 #include "base/shutdown_signals.h"
 #include "ml/kernels/backend.h"
 #include "ml/worker/builtin_kernels.h"
@@ -28,6 +30,8 @@ ABSL_FLAG(int, max_concurrency, 4, "simultaneous Run calls before RESOURCE_EXHAU
 ABSL_FLAG(int, max_message_mb, 64, "gRPC message size cap in MiB (receive and send)");
 ABSL_FLAG(int, max_tensor_melements, 64, "per-input tensor cap in millions of elements");
 ABSL_FLAG(int, verbosity, 0, "TANDEM_VLOG level");
+ABSL_FLAG(std::string, metrics_listen, "",
+          "Prometheus /metrics (calls by method and code) on this IPv4 host:port, plain HTTP");
 
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
@@ -50,8 +54,21 @@ int main(int argc, char** argv) {
   options.max_concurrency = absl::GetFlag(FLAGS_max_concurrency);
   options.max_message_bytes = int64_t{absl::GetFlag(FLAGS_max_message_mb)} << 20;
   const std::string listen = absl::GetFlag(FLAGS_listen);
+  std::unique_ptr<tandem::MetricsServer> metrics;
+  std::shared_ptr<prometheus::Registry> rpc_metrics;
+  if (const std::string m = absl::GetFlag(FLAGS_metrics_listen); !m.empty()) {
+    auto started = tandem::MetricsServer::Start(m);
+    if (!started.ok()) {
+      std::cerr << "tandem-worker: " << started.status() << "\n";
+      return 1;
+    }
+    metrics = *std::move(started);
+    rpc_metrics = std::make_shared<prometheus::Registry>();
+    metrics->Register(rpc_metrics);
+    std::cout << "metrics on " << metrics->port() << std::endl;
+  }
   auto worker = tandem::ml::worker::StartWorker(listen, &registry,
-                                                tandem::RealClock::Default(), options);
+                                                tandem::RealClock::Default(), options, rpc_metrics);
   if (!worker.ok()) {
     std::cerr << "tandem-worker: " << worker.status() << "\n";
     return 1;

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "base/grpc_metrics.h"
 #include "base/grpc_status.h"
 #include "base/logging.h"
 #include "ml/kernels/backend.h"
@@ -112,10 +113,9 @@ RunningWorker::~RunningWorker() {
   if (server != nullptr) server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
 }
 
-absl::StatusOr<std::unique_ptr<RunningWorker>> StartWorker(const std::string& listen,
-                                                           const KernelRegistry* registry,
-                                                           const Clock* clock,
-                                                           WorkerOptions options) {
+absl::StatusOr<std::unique_ptr<RunningWorker>> StartWorker(
+    const std::string& listen, const KernelRegistry* registry, const Clock* clock,
+    WorkerOptions options, std::shared_ptr<prometheus::Registry> rpc_metrics) {
   auto service = WorkerService::Create(registry, clock, options);
   if (!service.ok()) return service.status();
   auto running = std::make_unique<RunningWorker>();
@@ -125,6 +125,11 @@ absl::StatusOr<std::unique_ptr<RunningWorker>> StartWorker(const std::string& li
   builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
   builder.SetMaxSendMessageSize(static_cast<int>(options.max_message_bytes));
   builder.RegisterService(running->service.get());
+  if (rpc_metrics != nullptr) {
+    std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> counting;
+    counting.push_back(MakeRpcMetricsInterceptorFactory(std::move(rpc_metrics)));
+    builder.experimental().SetInterceptorCreators(std::move(counting));
+  }
   running->server = builder.BuildAndStart();
   if (running->server == nullptr || running->port == 0) {
     running->server.reset();

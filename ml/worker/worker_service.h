@@ -30,6 +30,9 @@
 namespace grpc {
 class Server;
 }  // namespace grpc
+namespace prometheus {
+class Registry;
+}  // namespace prometheus
 
 namespace tandem::ml::worker {
 
@@ -83,12 +86,12 @@ struct RunningWorker {
 };
 
 // Builds the service and starts an insecure server on `listen` (host:port;
-// port 0 picks a free one). INVALID_ARGUMENT for bad options, UNAVAILABLE
-// when the address cannot be bound.
-absl::StatusOr<std::unique_ptr<RunningWorker>> StartWorker(const std::string& listen,
-                                                           const KernelRegistry* registry,
-                                                           const Clock* clock,
-                                                           WorkerOptions options);
+// port 0 picks a free one). With `rpc_metrics`, every call is counted into
+// it by method and status code (base/grpc_metrics.h). INVALID_ARGUMENT for
+// bad options, UNAVAILABLE when the address cannot be bound.
+absl::StatusOr<std::unique_ptr<RunningWorker>> StartWorker(
+    const std::string& listen, const KernelRegistry* registry, const Clock* clock,
+    WorkerOptions options, std::shared_ptr<prometheus::Registry> rpc_metrics = nullptr);
 
 }  // namespace tandem::ml::worker
 

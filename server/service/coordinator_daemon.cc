@@ -8,6 +8,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "base/grpc_metrics.h"
 #include "base/logging.h"
 #include "base/net_address.h"
 #include "base/status_macros.h"
@@ -141,6 +142,12 @@ absl::StatusOr<std::unique_ptr<CoordinatorDaemon>> CoordinatorDaemon::Start(
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options.listen_address, server_creds, &d->port_);
   builder.RegisterService(d->service_.get());
+  auto rpc_metrics = std::make_shared<prometheus::Registry>();
+  if (options.metrics_port >= 0) {
+    std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> counting;
+    counting.push_back(MakeRpcMetricsInterceptorFactory(rpc_metrics));
+    builder.experimental().SetInterceptorCreators(std::move(counting));
+  }
   builder.SetMaxReceiveMessageSize(1 << 20);  // requests are small
   d->server_ = builder.BuildAndStart();
   if (d->server_ == nullptr || d->port_ == 0) {
@@ -153,6 +160,7 @@ absl::StatusOr<std::unique_ptr<CoordinatorDaemon>> CoordinatorDaemon::Start(
     TANDEM_ASSIGN_OR_RETURN(d->metrics_,
                             MetricsServer::Start(absl::StrCat(host, ":", options.metrics_port)));
     d->metrics_->Register(MakeCoordinatorCollectable(d->coordinator_.get()));
+    d->metrics_->Register(rpc_metrics);
   }
   d->driver_ = std::thread([dp = d.get(), tick = options.tick] { dp->Drive(tick); });
   return d;

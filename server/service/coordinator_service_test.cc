@@ -16,6 +16,7 @@
 
 #include "base/testing/status_matchers.h"
 #include "gtest/gtest.h"
+#include "base/grpc_metrics.h"
 #include "base/metrics_server.h"
 #include "server/service/coordinator_metrics.h"
 
@@ -75,6 +76,10 @@ TEST(CoordinatorService, StreamsAModelLargerThanOneMessageAndValidatesRequests) 
   grpc::ServerBuilder builder;
   builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
   builder.RegisterService(&service);
+  auto rpc_registry = std::make_shared<prometheus::Registry>();  // the calls, counted
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> counting;
+  counting.push_back(MakeRpcMetricsInterceptorFactory(rpc_registry));
+  builder.experimental().SetInterceptorCreators(std::move(counting));
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   ASSERT_NE(port, 0);
   // A stub with gRPC's default limits (4 MB receive).
@@ -146,6 +151,7 @@ TEST(CoordinatorService, StreamsAModelLargerThanOneMessageAndValidatesRequests) 
   // Downloaded bytes are counted; /metrics serves them.
   TANDEM_ASSERT_OK_AND_ASSIGN(auto metrics, MetricsServer::Start("127.0.0.1:0"));
   metrics->Register(MakeCoordinatorCollectable(c.get()));
+  metrics->Register(rpc_registry);
   const std::string page = HttpGet(metrics->port(), "/metrics");
   EXPECT_NE(page.find("200 OK"), std::string::npos);
   EXPECT_NE(page.find("tandem_coordinator_download_bytes_total{task=\"big\"} " +
@@ -153,6 +159,14 @@ TEST(CoordinatorService, StreamsAModelLargerThanOneMessageAndValidatesRequests) 
             std::string::npos)
       << page;
   EXPECT_NE(page.find("tandem_coordinator_checkins_total{task=\"big\",outcome=\"task\"}"),
+            std::string::npos)
+      << page;
+  // The interceptor counted the calls above by method and code.
+  EXPECT_NE(page.find("tandem_rpc_server_handled_total{code=\"UNAUTHENTICATED\",grpc_method=\"UploadDone\","
+                      "grpc_service=\"tandem.proto.Coordinator\"} 1"),
+            std::string::npos)
+      << page;
+  EXPECT_NE(page.find("tandem_rpc_server_handling_seconds_count{grpc_method=\"DownloadModel\""),
             std::string::npos)
       << page;
   EXPECT_NE(HttpGet(metrics->port(), "/other").find("404"), std::string::npos);

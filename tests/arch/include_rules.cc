@@ -51,7 +51,11 @@ std::string IncludedModule(absl::string_view include) {
 bool IsGrpcHeader(absl::string_view inc) {
   return absl::StartsWith(inc, "grpcpp/") || absl::StartsWith(inc, "grpc/") ||
          absl::StartsWith(inc, "grpc++/") || absl::EndsWith(inc, ".grpc.pb.h") ||
-         inc == "base/grpc_status.h" || inc == "base/grpc_credentials.h";
+         inc == "base/grpc_status.h" || inc == "base/grpc_credentials.h" ||
+         inc == "base/grpc_metrics.h";
+}
+bool IsPrometheusHeader(absl::string_view inc) {
+  return absl::StartsWith(inc, "prometheus/") || inc == "base/metrics_server.h";
 }
 bool IsEigenHeader(absl::string_view inc) {
   return absl::StartsWith(inc, "Eigen/") || absl::StartsWith(inc, "unsupported/Eigen");
@@ -69,7 +73,14 @@ bool IsCudaHeader(absl::string_view inc) {
 bool GrpcAllowedIn(absl::string_view path) {
   return absl::StrContains(path, "/service/") || absl::StrContains(path, "/transport/") ||
          absl::StartsWith(path, "ml/worker/") || absl::EndsWith(path, "main.cc") ||
-         absl::StartsWith(path, "base/grpc_status") || absl::StartsWith(path, "base/grpc_credentials");
+         absl::StartsWith(path, "base/grpc_status") || absl::StartsWith(path, "base/grpc_credentials") ||
+         absl::StartsWith(path, "base/grpc_metrics");
+}
+
+// prometheus-cpp (the daemons' /metrics) only where gRPC is, and in base's
+// metrics server and gRPC interceptor: cores stay free of it.
+bool PrometheusAllowedIn(absl::string_view path) {
+  return GrpcAllowedIn(path) || absl::StartsWith(path, "base/metrics_server");
 }
 
 }  // namespace
@@ -115,6 +126,9 @@ std::vector<Violation> CheckFile(absl::string_view relative_path,
     }
     if (IsGrpcHeader(inc) && !GrpcAllowedIn(relative_path)) {
       flag("gRPC only in service/, transport/, ml/worker/ and mains");
+    }
+    if (IsPrometheusHeader(inc) && !PrometheusAllowedIn(relative_path)) {
+      flag("prometheus-cpp only in service/, transport/, ml/worker/, mains and base's metrics");
     }
     if ((IsEigenHeader(inc) || IsTbbHeader(inc)) && (module == "base" || module == "crypto")) {
       flag(absl::StrCat(module, "/ may not use Eigen or oneTBB"));

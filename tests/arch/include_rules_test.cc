@@ -45,6 +45,16 @@ TEST(IncludeRules, GrpcOnlyInAdapters) {
   EXPECT_THAT(CheckFile("ml/worker/worker_main.cc", "#include <grpcpp/grpcpp.h>\n"), IsEmpty());
 }
 
+TEST(IncludeRules, PrometheusOnlyInAdaptersAndBaseMetrics) {
+  EXPECT_THAT(CheckFile("aggregator/core/a.cc", "#include <prometheus/counter.h>\n"), SizeIs(1));
+  EXPECT_THAT(CheckFile("server/core/a.cc", "#include \"base/metrics_server.h\"\n"), SizeIs(1));
+  EXPECT_THAT(CheckFile("aggregator/service/m.cc", "#include <prometheus/counter.h>\n"),
+              IsEmpty());
+  EXPECT_THAT(CheckFile("base/metrics_server.cc", "#include <prometheus/exposer.h>\n"), IsEmpty());
+  EXPECT_THAT(CheckFile("base/grpc_metrics.cc", "#include <grpcpp/grpcpp.h>\n"), IsEmpty());
+  EXPECT_THAT(CheckFile("ml/model/m.cc", "#include \"base/grpc_metrics.h\"\n"), SizeIs(1));
+}
+
 TEST(IncludeRules, MlNeverSeesProtoButWorkerDoes) {
   EXPECT_THAT(CheckFile("ml/model/model.cc", "#include \"proto/common.pb.h\"\n"), SizeIs(1));
   EXPECT_THAT(CheckFile("ml/worker/service.cc",
