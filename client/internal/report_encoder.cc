@@ -13,6 +13,8 @@ namespace {
 
 // A signed ticket is ~130 bytes; anything near this is not one.
 constexpr size_t kMaxTicketBytes = 64 << 10;
+// RoundParameters are a few hundred bytes.
+constexpr size_t kMaxRoundParametersBytes = 64 << 10;
 
 class ReportEncoderImpl : public ReportEncoder {
  public:
@@ -59,13 +61,21 @@ class ReportEncoderImpl : public ReportEncoder {
   SecureRandom* random_;  // not owned
 };
 
+absl::StatusOr<std::unique_ptr<ReportEncoder>> MakeEncoder(const RoundSpec& spec,
+                                                           const ReportParameters& p,
+                                                           SecureRandom* random) {
+  if (spec.task_id.empty() || spec.round_id == 0) {
+    return absl::InvalidArgumentError("task_id and round_id are required");
+  }
+  TANDEM_ASSIGN_OR_RETURN(ReportBuilder builder, ReportBuilder::Create(p));
+  return std::unique_ptr<ReportEncoder>(new ReportEncoderImpl(
+      spec, std::move(builder), random != nullptr ? random : OpenSslRandom::Default()));
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ReportEncoder>> ReportEncoder::Create(const RoundSpec& spec,
                                                                      SecureRandom* random) {
-  if (spec.task_id.empty() || spec.round_id == 0) {
-    return absl::InvalidArgumentError("task_id and round_id are required");
-  }
   ReportParameters p;
   p.dimension = spec.dimension;
   p.block_size = spec.block_size;
@@ -75,9 +85,30 @@ absl::StatusOr<std::unique_ptr<ReportEncoder>> ReportEncoder::Create(const Round
   p.clip_l2_norm = spec.clip_l2_norm;
   p.max_summands = spec.max_summands;
   p.max_dimension = spec.max_dimension;
-  TANDEM_ASSIGN_OR_RETURN(ReportBuilder builder, ReportBuilder::Create(p));
-  return std::unique_ptr<ReportEncoder>(new ReportEncoderImpl(
-      spec, std::move(builder), random != nullptr ? random : OpenSslRandom::Default()));
+  return MakeEncoder(spec, p, random);
+}
+
+absl::StatusOr<std::unique_ptr<ReportEncoder>> ReportEncoder::CreateForRound(
+    absl::string_view round_parameters, uint64_t max_dimension, SecureRandom* random) {
+  proto::RoundParameters rp;
+  if (round_parameters.size() > kMaxRoundParametersBytes ||
+      !rp.ParseFromArray(round_parameters.data(), static_cast<int>(round_parameters.size()))) {
+    return absl::InvalidArgumentError("the round parameters are too large or do not parse");
+  }
+  ReportParameters p = ReportParametersFromRound(rp);
+  p.max_dimension = max_dimension;
+  RoundSpec spec;
+  spec.task_id = rp.task_id();
+  spec.round_id = rp.round_id();
+  spec.dimension = p.dimension;
+  spec.block_size = p.block_size;
+  spec.num_groups = p.num_groups;
+  spec.log_num_blocks = p.log_num_blocks;
+  spec.frac_bits = p.frac_bits;
+  spec.clip_l2_norm = p.clip_l2_norm;
+  spec.max_summands = p.max_summands;
+  spec.max_dimension = max_dimension;
+  return MakeEncoder(spec, p, random);
 }
 
 }  // namespace tandem::client

@@ -10,6 +10,7 @@
 #include "crypto/dpf/key_validator.h"
 #include "crypto/dpf/sparse_dpf.h"
 #include "crypto/fixed_point/fixed_point.h"
+#include "crypto/proof/norm_proof.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/aggregator.pb.h"
@@ -50,6 +51,48 @@ std::vector<double> Reconstruct(const std::string& a, const std::string& b) {
   std::vector<double> out(64);
   EXPECT_THAT(codec->Decode(acc, absl::MakeSpan(out)), ::tandem::testing::IsOk());
   return out;
+}
+
+// The round as announced: the same reconstruction, and norm proofs in both
+// requests when the round has a norm bound.
+TEST(ReportEncoder, CreateForRoundFollowsTheAnnouncedRound) {
+  proto::RoundParameters rp;
+  rp.set_task_id("app-task");
+  rp.set_round_id(3);
+  rp.set_dimension(64);
+  rp.set_num_groups(2);
+  rp.mutable_group_parameters()->set_block_size(8);
+  rp.mutable_group_parameters()->set_log_num_blocks(2);
+  rp.mutable_group_parameters()->set_value_bits(64);
+  rp.set_max_reports(10);
+  rp.mutable_fixed_point()->set_fractional_bits(16);
+  rp.mutable_fixed_point()->set_clip_l2_norm(100);
+  auto rng = DeterministicRandom::FromSeed(4);
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto encoder,
+                              ReportEncoder::CreateForRound(rp.SerializeAsString(), 1 << 24,
+                                                            rng.get()));
+  std::vector<float> update(64, 1.0f);
+  TANDEM_ASSERT_OK_AND_ASSIGN(EncodedReport r, encoder->Encode(update));
+  int nonzero = 0;
+  for (double v : Reconstruct(r.to_leader, r.to_helper)) nonzero += v != 0;
+  EXPECT_EQ(nonzero, 16);  // one block of 8 in each of the 2 groups
+  proto::UploadRequest a;
+  ASSERT_TRUE(a.ParseFromString(r.to_leader));
+  EXPECT_EQ(a.task_id(), "app-task");
+  EXPECT_FALSE(a.has_norm_proof());
+
+  const uint64_t bound = crypto::proof::L2SquaredBoundForClip(100, 16, 16);
+  rp.mutable_norm_bound()->set_max_l2_squared(bound);
+  rp.mutable_norm_bound()->set_max_block_l2_squared(bound);
+  TANDEM_ASSERT_OK_AND_ASSIGN(encoder, ReportEncoder::CreateForRound(rp.SerializeAsString()));
+  TANDEM_ASSERT_OK_AND_ASSIGN(r, encoder->Encode(update));
+  ASSERT_TRUE(a.ParseFromString(r.to_leader));
+  EXPECT_TRUE(a.has_norm_proof());
+
+  EXPECT_THAT(ReportEncoder::CreateForRound("not a proto \xff\xff").status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(ReportEncoder::CreateForRound(rp.SerializeAsString(), 32).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));  // D above max_dimension
 }
 
 TEST(ReportEncoder, EmitsUploadsThatReconstructOneBlockPerGroup) {

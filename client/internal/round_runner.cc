@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <random>
 
 #include "absl/strings/str_cat.h"
@@ -13,6 +12,7 @@
 #include "base/status_macros.h"
 #include "client/internal/assignment_checks.h"
 #include "client/internal/report_builder.h"
+#include "client/internal/report_delivery.h"
 #include "ml/coido/coido.h"
 #include "ml/fedluar/fedluar.h"
 #include "ml/fedluar/federated_sim.h"
@@ -22,27 +22,6 @@
 
 namespace tandem::client {
 namespace {
-
-// Pending report: round id, then both serialized requests, length-prefixed.
-std::string EncodePending(uint64_t round, const std::string& a, const std::string& b) {
-  std::string out(24, '\0');
-  const uint64_t header[3] = {round, a.size(), b.size()};
-  std::memcpy(out.data(), header, sizeof(header));
-  return out + a + b;
-}
-
-bool DecodePending(const std::string& blob, uint64_t* round, proto::UploadRequest* a,
-                   proto::UploadRequest* b) {
-  if (blob.size() < 24) return false;
-  uint64_t h[3];
-  std::memcpy(h, blob.data(), sizeof(h));
-  if (h[1] > blob.size() - 24 || h[2] != blob.size() - 24 - h[1]) return false;
-  *round = h[0];
-  return a->ParseFromString(blob.substr(24, h[1])) && b->ParseFromString(blob.substr(24 + h[1]));
-}
-
-// StateStore key of the report not yet known to be delivered.
-constexpr char kPendingKey[] = "pending-report";
 
 // Local training runs in slices of this many steps, so Cancel() is noticed.
 constexpr int64_t kStepsPerSlice = 8;
@@ -139,17 +118,17 @@ absl::StatusOr<RoundResult> RoundRunner::Contribute(const proto::CheckInResponse
   // A report stored for this very round was maybe not delivered: resend it
   // as is (same report id and ticket), never a second report.
   if (env_.storage != nullptr) {
-    TANDEM_ASSIGN_OR_RETURN(std::optional<std::string> pending, env_.storage->Get(kPendingKey));
-    if (pending.has_value()) {
-      uint64_t round = 0;
-      proto::UploadRequest a, b;
-      if (DecodePending(*pending, &round, &a, &b) && round == task.round_id() &&
-          a.task_id() == task.task_id()) {
+    TANDEM_ASSIGN_OR_RETURN(std::optional<std::string> blob, env_.storage->Get(kPendingReportKey));
+    if (blob.has_value()) {
+      const std::optional<PendingReport> pending = DecodePendingReport(*blob);
+      if (pending.has_value() && pending->round_id == task.round_id() &&
+          pending->to_leader.task_id() == task.task_id()) {
         result.resent = true;
-        TANDEM_RETURN_IF_ERROR(Deliver(task, endpoints, a.report_id(), a, b, &result));
+        TANDEM_RETURN_IF_ERROR(Deliver(task, endpoints, *pending, &result));
         return result;
       }
-      TANDEM_RETURN_IF_ERROR(env_.storage->Delete(kPendingKey));  // an older round's
+      // An older round's (or an unreadable) report.
+      TANDEM_RETURN_IF_ERROR(env_.storage->Delete(kPendingReportKey));
     }
   }
   // Every size the coordinator sent, before allocating or training.
@@ -165,16 +144,19 @@ absl::StatusOr<RoundResult> RoundRunner::Contribute(const proto::CheckInResponse
       ticket.has_value() ? absl::string_view(ticket->ticket_id()) : absl::string_view();
   TANDEM_ASSIGN_OR_RETURN(BuiltReport report, builder.Build(packed, env_.random, id));
   result.clip_factor = report.clip_factor;
-  const std::string report_id = report.report_id;
-  const auto [a, b] =
+  PendingReport out;
+  out.round_id = task.round_id();
+  auto requests =
       ticket.has_value()
           ? MakeUploadRequests(std::move(report), rp.task_id(), rp.round_id(), task.ticket())
           : MakeUploadRequests(std::move(report), rp.task_id(), rp.round_id());
+  out.to_leader = std::move(requests.to_leader);
+  out.to_helper = std::move(requests.to_helper);
   if (env_.storage != nullptr) {
     TANDEM_RETURN_IF_ERROR(env_.storage->Put(
-        kPendingKey, EncodePending(task.round_id(), a.SerializeAsString(), b.SerializeAsString())));
+        kPendingReportKey, EncodePendingReport(out.round_id, out.to_leader, out.to_helper)));
   }
-  TANDEM_RETURN_IF_ERROR(Deliver(task, endpoints, report_id, a, b, &result));
+  TANDEM_RETURN_IF_ERROR(Deliver(task, endpoints, out, &result));
   return result;
 }
 
@@ -247,24 +229,11 @@ absl::StatusOr<std::vector<float>> RoundRunner::TrainUpdate(const proto::CheckIn
 }
 
 absl::Status RoundRunner::Deliver(const proto::CheckInResponse& task,
-                                  const UploadEndpoints& endpoints, const std::string& report_id,
-                                  const proto::UploadRequest& a, const proto::UploadRequest& b,
+                                  const UploadEndpoints& endpoints, const PendingReport& report,
                                   RoundResult* result) {
   TANDEM_RETURN_IF_ERROR(CheckCancelled());
-  result->bytes_up = a.ByteSizeLong() + b.ByteSizeLong();
-  TANDEM_RETURN_IF_ERROR(transport_->Upload(endpoints.leader, endpoints.helper, a, b));
-  proto::UploadDoneRequest done;
-  done.set_client_id(options_.client_id);
-  done.set_task_id(task.task_id());
-  done.set_round_id(task.round_id());
-  done.set_report_id(report_id);
-  done.set_num_examples(result->examples);
-  done.set_bytes_uploaded(result->bytes_up);
-  // The ticket the report went out with (a resent report's own, stored).
-  if (a.has_ticket()) *done.mutable_ticket() = a.ticket();
-  TANDEM_RETURN_IF_ERROR(transport_->UploadDone(done));
-  if (env_.storage != nullptr) TANDEM_RETURN_IF_ERROR(env_.storage->Delete(kPendingKey));
-  return absl::OkStatus();
+  return DeliverReport(*transport_, env_.storage, options_.client_id, task, endpoints, report,
+                       result->examples, &result->bytes_up);
 }
 
 }  // namespace tandem::client

@@ -13,6 +13,7 @@
 #include <memory>
 
 #include "client/internal/assignment_checks.h"
+#include "client/internal/report_delivery.h"
 #include "client/internal/round_transport.h"
 #include "ml/data/dataset.h"
 #include "tandem/client/participant.h"
@@ -37,8 +38,7 @@ class RoundRunner : public Participant {
   absl::StatusOr<std::vector<float>> TrainUpdate(const proto::CheckInResponse& task,
                                                  uint64_t params, RoundResult* result);
   absl::Status Deliver(const proto::CheckInResponse& task, const UploadEndpoints& endpoints,
-                       const std::string& report_id, const proto::UploadRequest& a,
-                       const proto::UploadRequest& b, RoundResult* result);
+                       const PendingReport& report, RoundResult* result);
   absl::Status CheckCancelled() const;
 
   const ParticipantOptions options_;

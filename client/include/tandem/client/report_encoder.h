@@ -54,6 +54,15 @@ class ReportEncoder {
   // null = OpenSSL) must outlive the encoder.
   static absl::StatusOr<std::unique_ptr<ReportEncoder>> Create(const RoundSpec& spec,
                                                                SecureRandom* random = nullptr);
+  // As Create, for a round as the coordinator announced it:
+  // `round_parameters` is a serialized tandem.proto.RoundParameters
+  // (CheckInResponse.round_parameters, Assignment::round_parameters of
+  // stepwise_participant.h). Rounds with a norm bound get norm-bound proofs
+  // in both requests. D above `max_dimension` is refused. INVALID_ARGUMENT
+  // for bytes that do not parse or an inconsistent round.
+  static absl::StatusOr<std::unique_ptr<ReportEncoder>> CreateForRound(
+      absl::string_view round_parameters, uint64_t max_dimension = uint64_t{1} << 24,
+      SecureRandom* random = nullptr);
   virtual ~ReportEncoder() = default;
 
   // `update` has at most D floats (zero-padded). INVALID_ARGUMENT for a
