@@ -1,9 +1,10 @@
 #!/usr/bin/python3
 """Runs the docker-compose topology (deploy/docker-compose.yml) as local
-processes, without Docker: each service's command runs from the build tree,
-with the compose network mapped onto 127.0.0.1. Service host names become
-127.0.0.1, every port is shifted by --port-offset (so that runs and tests do
-not collide), mounted config files are copied with the same rewriting, and
+processes, without Docker: each service's command runs from the build tree
+(its entrypoint, e.g. tandem-replica, is not used). Its loopback ports (host
+networking) are shifted by --port-offset (so that runs and tests do not
+collide; service host names become 127.0.0.1 too), /metrics ports become 0,
+mounted config files are copied with the same rewriting, and
 volumes become folders under a temporary directory. Mounts from ./certs
 (the TLS material of deploy/make-certs.sh) come from a fresh run of that
 script in the temporary directory, or from --certs DIR (made there when
@@ -42,11 +43,18 @@ BINARIES = {  # compose command -> path in the build tree
 
 
 def rewrite(text, services, offset, mounts):
-    """Maps compose addresses and container paths onto this machine."""
+    """Maps compose addresses and container paths onto this machine. The
+    compose file uses host networking (127.0.0.1 ports); service names and
+    0.0.0.0 are mapped too. /metrics listeners get port 0 (any free port):
+    nothing here scrapes them."""
+    text = re.sub(r'(metrics_listen_address:\s*"[^":]*):\d+"', r'\1:0"', text)
+    text = re.sub(r"(--metrics_listen=[^:\s]*):\d+", r"\1:0", text)
+    text = re.sub(r"--metrics_port=\d+", "--metrics_port=0", text)
+
     def port(m):
         return "%s:%d" % (m.group(1), int(m.group(2)) + offset)
     names = "|".join(re.escape(s) for s in services)
-    text = re.sub(r"\b(%s|0\.0\.0\.0):(\d+)" % names, port, text)
+    text = re.sub(r"\b(%s|0\.0\.0\.0|127\.0\.0\.1):([1-9]\d*)\b" % names, port, text)
     text = re.sub(r"\b(?:%s|0\.0\.0\.0):" % names, "127.0.0.1:", text)
     for container, local in sorted(mounts.items(), key=lambda kv: -len(kv[0])):
         text = text.replace(container, local)

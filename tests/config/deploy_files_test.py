@@ -5,6 +5,9 @@ leader to the helper's peer listener, keep leader and helper in separate k8s
 namespaces, point coordinator and clients at services that exist, pass only
 flags the binaries define (`--helpfull` of the built binary), and every
 aggregator config they carry passes `tandem-aggregator --check_config`.
+Compose (issue 19): every service on network_mode: host, every listener on
+its own loopback port, Prometheus scraping every daemon's /metrics, and the
+image (deploy/docker-images.sh) holding every binary the files run.
 Trust boundaries (issue 17): every aggregator serves TLS with a coordinator
 key, identities and distinct upload/collector(/peer) listeners; the
 coordinator (and the sim playing it) calls the collector listeners with its
@@ -121,13 +124,15 @@ def aggregator_settings(text, command):
          "cert": _one(tls, "cert_chain_path"), "key": _one(tls, "private_key_path"),
          "roots": _one(tls, "root_ca_path"),
          "peer": _one(peer, "address"), "peer_name": _one(peer, "server_name"),
+         "metrics": _one(top, "metrics_listen_address"),
          "policy": {k: _one(policy, k) for k in ("min_noise_multiplier", "min_batch_size",
                                                  "epsilon_budget", "sampling_rate",
                                                  "require_norm_proofs")}}
     f = flags_of(command)
     for flag, key in (("role", "role"), ("listen", "listen"), ("peer", "peer"),
                       ("collector_listen", "collector_listen"), ("peer_listen", "peer_listen"),
-                      ("coordinator_key", "coordinator_key"), ("peer_name", "peer_name")):
+                      ("coordinator_key", "coordinator_key"), ("peer_name", "peer_name"),
+                      ("metrics_listen", "metrics")):
         if flag in f:
             s[key] = f[flag]
     for flag, key in (("coordinator_identity", "coordinator_identities"),
@@ -259,7 +264,15 @@ services = compose["services"]
 check({"leader", "helper", "coordinator", "client", "sim"} <= set(services), "compose services")
 aggs = {}
 referenced = set()  # basenames the deploy files expect from make-certs.sh
+TANDEM_SERVICES = {n for n, svc in services.items() if svc.get("image", "").startswith("tandem:")}
+check(set(services) - TANDEM_SERVICES == {"prometheus"},
+      "every compose service but prometheus runs the tandem image")
 for name, svc in services.items():
+    # Host networking (issue 19): no bridge networks, distinct loopback ports.
+    check(svc.get("network_mode") == "host" and "networks" not in svc and "ports" not in svc,
+          "compose %s uses network_mode: host (no networks, no published ports)" % name)
+    if name not in TANDEM_SERVICES:
+        continue
     check(svc["command"][0] in binaries, "compose %s runs a built binary" % name)
     check_flags(svc["command"], "compose " + name)
     mounted = {}
@@ -298,7 +311,8 @@ leader, helper = aggs.get("leader"), aggs.get("helper")
 
 
 def compose_addr(agg, key):
-    return "%s:%s" % (agg["role"], port(agg[key]))
+    """With host networking every listener is on loopback."""
+    return "127.0.0.1:%s" % port(agg[key])
 
 
 check(leader["peer"] == compose_addr(helper, "peer_listen"),
@@ -323,9 +337,41 @@ check(sim.get("leader") == compose_addr(leader, "listen") and
       sim.get("helper") == compose_addr(helper, "listen"),
       "compose sim uploads to the upload listeners")
 coord_port = port(coord.get("listen", ""))
-check(flags_of(services["client"]["command"]).get("coordinator") == "coordinator:" + coord_port,
+check(flags_of(services["client"]["command"]).get("coordinator") == "127.0.0.1:" + coord_port,
       "clients talk to the coordinator")
 check_client(flags_of(services["client"]["command"]), coord, "compose client")
+
+# Every listener of the topology on its own loopback port, and Prometheus
+# scraping each daemon's /metrics.
+worker = flags_of(services["worker"]["command"])
+listeners = {
+    "leader upload": leader["listen"], "leader collector": leader["collector_listen"],
+    "leader metrics": leader["metrics"], "helper upload": helper["listen"],
+    "helper collector": helper["collector_listen"], "helper peer": helper["peer_listen"],
+    "helper metrics": helper["metrics"], "coordinator": coord.get("listen", ""),
+    "coordinator metrics": "127.0.0.1:" + coord.get("metrics_port", ""),
+    "worker": worker.get("listen", ""), "worker metrics": worker.get("metrics_listen", "")}
+prom_flags = dict(a[2:].split("=", 1) for a in services["prometheus"]["command"]
+                  if a.startswith("--") and "=" in a)
+listeners["prometheus"] = prom_flags.get("web.listen-address", "")
+for what, address in listeners.items():
+    check(address.startswith("127.0.0.1:") and port(address).isdigit(),
+          "compose %s listens on a loopback port: %r" % (what, address))
+ports = [port(a) for a in listeners.values()]
+check(len(set(ports)) == len(ports), "compose listeners use distinct ports: %s" % listeners)
+prom_mounts = {v.split(":")[1]: v.split(":")[0] for v in services["prometheus"].get("volumes", [])}
+prom_config = prom_mounts.get(prom_flags.get("config.file", ""), "")
+check(prom_config.startswith("./") and os.path.isfile(os.path.join(SRC, "deploy", prom_config)),
+      "compose prometheus mounts its --config.file: %s" % prom_config)
+if os.path.isfile(os.path.join(SRC, "deploy", prom_config)):
+    with open(os.path.join(SRC, "deploy", prom_config)) as f:
+        prom = yaml.safe_load(f)
+    targets = {t for job in prom.get("scrape_configs", []) for sc in job.get("static_configs", [])
+               for t in sc.get("targets", [])}
+    daemons = {listeners[k] for k in ("coordinator metrics", "leader metrics", "helper metrics",
+                                      "worker metrics")}
+    check(targets == daemons, "prometheus scrapes every daemon's /metrics: %s vs %s"
+          % (sorted(targets), sorted(daemons)))
 check(services["client"].get("deploy", {}).get("replicas", 1) >= 10,
       "client replicas fill a batch of the default policy (10)")
 compose_parties = {"leader": leader["cert"], "helper": helper["cert"],
@@ -530,12 +576,15 @@ r = subprocess.run([MAKE, "--force", CERTS], capture_output=True, text=True)
 check(r.returncode == 0 and open(os.path.join(CERTS, "leader.key"), "rb").read() !=
       before.get("leader.key"), "make-certs.sh --force makes new keys")
 
-# The image holds every binary the compose and k8s files run.
-with open(os.path.join(SRC, "deploy", "Dockerfile")) as f:
-    dockerfile = f.read()
-image_bins = set(re.findall(r"/(tandem-[a-z-]+)\b", " ".join(
-    l for l in dockerfile.splitlines() if l.startswith("COPY --from=build"))))
-used = {svc["command"][0] for svc in services.values()}
+# The image holds every binary the compose and k8s files run: what
+# deploy/docker-images.sh copies into it (its BINARIES), plus the replica
+# entry point.
+with open(os.path.join(SRC, "deploy", "docker-images.sh")) as f:
+    m = re.search(r"^BINARIES=\(([^)]*)\)", f.read(), re.M)
+image_bins = set(m.group(1).split()) if m else set()
+check(os.path.isfile(os.path.join(SRC, "deploy", "docker", "tandem-replica")),
+      "the replica entry point exists")
+used = {services[n]["command"][0] for n in TANDEM_SERVICES}
 for d in docs_all:
     if d.get("kind") in ("StatefulSet", "Deployment", "Job"):
         used.update(c["command"][0] for c in d["spec"]["template"]["spec"]["containers"])

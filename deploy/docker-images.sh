@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# Builds tandem's Docker images from Debian 12 packages, without a registry:
+#   tandem-base:bookworm      debootstrap --variant=minbase bookworm from
+#                             deb.debian.org, imported with `docker import`
+#                             (made once: skipped when the tag exists)
+#   tandem:TAG                deploy/Dockerfile: the daemons and tools of an
+#                             existing build tree (stripped copies) over
+#                             their runtime libraries and Fashion-MNIST
+#   tandem-prometheus:TAG     deploy/Dockerfile.prometheus: Debian's prometheus
+# No compile stage: build first (cmake --build build), then run this. The
+# build must be a Debian 12 one (the image's libraries are bookworm's).
+#
+# Usage: deploy/docker-images.sh [--build DIR] [--base IMAGE] [--tag TAG]
+#                                [--bin PATH]... [--no-prometheus]
+#   --build DIR   CMake build tree holding the binaries (default: build);
+#                 each tandem-* below is looked up in it by name
+#   --bin PATH    take this binary instead of looking it up (repeatable)
+#   --base IMAGE  a Debian 12 image with apt to build FROM instead of
+#                 tandem-base:bookworm (e.g. debian:12 from a registry)
+#   --tag TAG     image tag (default latest)
+# Environment: DOCKER (default /usr/bin/docker when present, else docker),
+#   DEBIAN_MIRROR (default http://deb.debian.org/debian), needs root for
+#   debootstrap (only when the base image is missing).
+# Prints the seconds each step took. Exit code non-zero on any failure.
+set -euo pipefail
+
+here="$(cd "$(dirname "$0")" && pwd)"
+build=build
+base=""
+tag=latest
+prometheus=1
+declare -A given=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --build) build="${2:?--build takes a directory}"; shift ;;
+    --build=*) build="${1#*=}" ;;
+    --base) base="${2:?--base takes an image}"; shift ;;
+    --base=*) base="${1#*=}" ;;
+    --tag) tag="${2:?--tag takes a tag}"; shift ;;
+    --tag=*) tag="${1#*=}" ;;
+    --bin) given["$(basename "${2:?--bin takes a path}")"]="$2"; shift ;;
+    --bin=*) given["$(basename "${1#*=}")"]="${1#*=}" ;;
+    --no-prometheus) prometheus=0 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "docker-images: unknown argument $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+if [ -z "${DOCKER:-}" ]; then
+  if [ -x /usr/bin/docker ]; then DOCKER=/usr/bin/docker; else DOCKER=docker; fi
+fi
+mirror="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
+
+now() { date +%s.%N; }
+took() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
+say() { echo "docker-images: $*"; }
+
+"$DOCKER" info >/dev/null 2>&1 || { echo "docker-images: no Docker engine answers ($DOCKER info)" >&2; exit 1; }
+
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+
+# 1. The base image (minbase bookworm), unless one was named.
+if [ -z "$base" ]; then
+  base=tandem-base:bookworm
+  if "$DOCKER" image inspect "$base" >/dev/null 2>&1; then
+    say "base $base exists (kept)"
+  else
+    command -v debootstrap >/dev/null || { echo "docker-images: debootstrap not installed" >&2; exit 1; }
+    [ "$(id -u)" -eq 0 ] || { echo "docker-images: debootstrap needs root" >&2; exit 1; }
+    t=$(now)
+    debootstrap --variant=minbase bookworm "$work/rootfs" "$mirror" >"$work/debootstrap.log" 2>&1 || {
+      tail -20 "$work/debootstrap.log" >&2; exit 1; }
+    say "debootstrap --variant=minbase bookworm: $(took "$t") s"
+    t=$(now)
+    tar -C "$work/rootfs" -c . | "$DOCKER" import --change 'CMD ["/bin/bash"]' - "$base" >/dev/null
+    rm -rf "$work/rootfs"
+    say "docker import $base: $(took "$t") s"
+  fi
+fi
+
+# 2. The build context: the stripped binaries, the replica entry point.
+BINARIES=(tandem-aggregator tandem-coordinator tandem-client tandem-status tandem-sim
+          tandem-worker tandem-train)
+mkdir -p "$work/ctx/bin"
+for name in "${BINARIES[@]}"; do
+  src="${given[$name]:-}"
+  if [ -z "$src" ]; then
+    src="$(find "$build" -type f -name "$name" -perm -u+x -not -path '*/CMakeFiles/*' 2>/dev/null |
+           head -1)"
+  fi
+  [ -n "$src" ] && [ -x "$src" ] || {
+    echo "docker-images: $name not found in $build (build it first, or pass --bin)" >&2; exit 1; }
+  strip --strip-unneeded -o "$work/ctx/bin/$name" "$src"
+done
+install -m 0755 "$here/docker/tandem-replica" "$work/ctx/bin/tandem-replica"
+# Shared libraries the binaries load that no Debian package provides (the
+# CUDA runtime of a build with CUDA, e.g. the worker's libcudart) go along
+# into /usr/local/lib; everything else comes from the image's packages.
+mkdir -p "$work/ctx/lib"
+: >"$work/ctx/lib/host-libraries.txt"
+declare -A needed=()  # library path (as ldd names it) -> a binary that loads it
+declare -A query=()   # those paths and their targets, for dpkg
+for name in "${BINARIES[@]}"; do
+  src="$work/ctx/bin/$name"
+  if ldd "$src" | grep -q "not found"; then
+    echo "docker-images: $name needs libraries this host lacks:" >&2; ldd "$src" | grep "not found" >&2
+    exit 1
+  fi
+  for lib in $(ldd "$src" | awk '$2 == "=>" && $3 ~ /^\// { print $3 }'); do
+    needed["$lib"]="$name"
+    query["$lib"]=1
+    query["$(readlink -f "$lib")"]=1
+  done
+done
+# One dpkg query for all of them (it knows a file under /lib or /usr/lib).
+owned="$( (dpkg -S "${!query[@]}" 2>/dev/null || true) | sed "s/^.*: //")"
+for lib in "${!needed[@]}"; do
+  real="$(readlink -f "$lib")"
+  if ! grep -qxF "$lib" <<<"$owned" && ! grep -qxF "$real" <<<"$owned"; then
+    cp -L "$lib" "$work/ctx/lib/$(basename "$lib")"
+    echo "$(basename "$lib") from $real (for ${needed[$lib]})" >>"$work/ctx/lib/host-libraries.txt"
+    say "${needed[$lib]} loads $lib, which no Debian package provides: copied into the image"
+  fi
+done
+cp "$here/Dockerfile" "$work/ctx/Dockerfile"
+
+# 3. The images. Host networking for apt inside the build: no bridge needed.
+t=$(now)
+"$DOCKER" build --network=host --build-arg "BASE=$base" -t "tandem:$tag" "$work/ctx" \
+  >"$work/build.log" 2>&1 || { tail -30 "$work/build.log" >&2; exit 1; }
+say "docker build tandem:$tag (FROM $base): $(took "$t") s"
+if [ $prometheus -eq 1 ]; then
+  mkdir -p "$work/prom"
+  cp "$here/Dockerfile.prometheus" "$work/prom/Dockerfile"
+  t=$(now)
+  "$DOCKER" build --network=host --build-arg "BASE=$base" -t "tandem-prometheus:$tag" \
+    "$work/prom" >"$work/build.log" 2>&1 || { tail -30 "$work/build.log" >&2; exit 1; }
+  say "docker build tandem-prometheus:$tag (FROM $base): $(took "$t") s"
+fi
+say "images: $("$DOCKER" image ls --format '{{.Repository}}:{{.Tag}} {{.Size}}' |
+               grep -E "^tandem(-prometheus)?:$tag " | tr '\n' ' ')"
