@@ -3,6 +3,8 @@
 // into the accumulator, on all cores (oneTBB). The leader and the helper do
 // the same work, so this is the per-server rate a deployment sees; the
 // physical bound is the AES work of the expansion (bench/README.md).
+// BM_IngestTwoPass is the former schedule (digest pass, then a second
+// expansion into the accumulator) for comparison.
 // BM_IngestTicketed adds what the trust boundary costs per upload: the
 // coordinator's Ed25519 ticket verified and checked against the report.
 //   build/aggregator/core/aggregator_benchmark --benchmark_filter=Ingest
@@ -23,7 +25,7 @@ namespace tandem::aggregator {
 namespace {
 
 // D = k * 2^d * B with B = 2^10, k = 16.
-void Ingest(benchmark::State& state, bool ticketed) {
+void Ingest(benchmark::State& state, bool ticketed, bool fused = true) {
   const uint32_t log_d = static_cast<uint32_t>(state.range(0));
   const uint32_t block = 1024, groups = 16;
   const uint32_t log_blocks = log_d - 10 - 4;
@@ -71,8 +73,15 @@ void Ingest(benchmark::State& state, bool ticketed) {
     }
     // One expansion per report: digest and accumulation in one pass, as
     // the servers' Verify exchange runs it (expansion.h).
-    auto digests = ComputeDigests(*dpf, ptrs, absl::MakeSpan(acc));
-    if (!digests.ok()) state.SkipWithError("expand");
+    if (fused) {
+      auto digests = ComputeDigests(*dpf, ptrs, absl::MakeSpan(acc));
+      if (!digests.ok()) state.SkipWithError("expand");
+    } else {  // the former schedule: digest pass, then accumulation pass
+      auto digests = ComputeDigests(*dpf, ptrs);
+      if (!digests.ok() || !AccumulateShares(*dpf, ptrs, absl::MakeSpan(acc)).ok()) {
+        state.SkipWithError("expand");
+      }
+    }
     benchmark::DoNotOptimize(acc.data());
   }
   state.SetItemsProcessed(state.iterations() * kReports);
@@ -81,8 +90,10 @@ void Ingest(benchmark::State& state, bool ticketed) {
 }
 void BM_Ingest(benchmark::State& state) { Ingest(state, false); }
 void BM_IngestTicketed(benchmark::State& state) { Ingest(state, true); }
+void BM_IngestTwoPass(benchmark::State& state) { Ingest(state, false, /*fused=*/false); }
 BENCHMARK(BM_Ingest)->Arg(17)->Arg(20)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_IngestTicketed)->Arg(17)->Arg(20)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_IngestTwoPass)->Arg(17)->Arg(20)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 }  // namespace tandem::aggregator

@@ -9,7 +9,11 @@
 //         store (0 = SQLite with shares as blobs, 1 = segment store: shares
 //         and accumulator snapshots in append-only segment files, SQLite as
 //         the index, 2 = in memory: no durability, the ceiling that storage
-//         leaves to the rest of the system)
+//         leaves to the rest of the system), uploaders (concurrent clients:
+//         the group-commit width), norm (1 = a norm-bound round: every
+//         report carries a norm proof, checked by both servers)
+// Counters: expansions_per_report = share + undo expansions of both
+// servers / reports / 2 (1.0 = one expansion per report per server).
 #include <benchmark/benchmark.h>
 #include <stdlib.h>
 
@@ -70,8 +74,12 @@ void BM_PairIngest(benchmark::State& state) {
   AggregatorOptions lo;
   lo.policies = ::tandem::aggregator::testing::PermissiveTestPolicies();
   auto leader = Aggregator::Create(lo, factory(dir + "/l"), &channel, &clock, noise.get());
+  const int uploaders_arg = static_cast<int>(state.range(3));
+  const bool norm = state.range(4) != 0;
+  // B = 2^10, k = 16; norm rounds bound every block and the report.
   proto::RoundParameters params =
-      testing::MakeRoundParameters("bench", 1, log_d - 14, 1024, 16);  // B = 2^10, k = 16
+      norm ? testing::MakeNormRoundParameters("bench", 1, log_d - 14, 1024, 16, 1 << 14, 1 << 16)
+           : testing::MakeRoundParameters("bench", 1, log_d - 14, 1024, 16);
   if (!(*leader)->OpenRound(params).ok() || !(*helper)->OpenRound(params).ok()) {
     state.SkipWithError("open");
     return;
@@ -80,7 +88,7 @@ void BM_PairIngest(benchmark::State& state) {
   std::vector<testing::TestReport> pool;
   for (int i = 0; i < kPerIteration; ++i) pool.push_back(*testing::MakeReport(params, 500 + i));
   uint64_t next_id = 0;
-  constexpr int kUploaders = 8;  // concurrent clients, as on a gRPC server
+  const int kUploaders = uploaders_arg;  // concurrent clients, as on a gRPC server
   double upload_s = 0, process_s = 0;  // Wall time of the two phases.
   for (auto _ : state) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -118,22 +126,35 @@ void BM_PairIngest(benchmark::State& state) {
   // Per-iteration milliseconds of the upload and the verification phases.
   state.counters["upload_ms"] = 1e3 * upload_s / static_cast<double>(state.iterations());
   state.counters["process_ms"] = 1e3 * process_s / static_cast<double>(state.iterations());
+  double expansions = 0;
+  proto::AggregatorStatusRequest sreq;
+  sreq.set_task_id("bench");
+  for (Aggregator* a : {leader->get(), helper->get()}) {
+    auto st = a->Status(sreq);
+    if (st.ok()) expansions += static_cast<double>(st->share_expansions() + st->undo_expansions());
+  }
+  state.counters["expansions_per_report"] =
+      expansions / 2 / static_cast<double>(state.iterations() * kPerIteration);
   leader->reset();
   helper->reset();
   std::filesystem::remove_all(dir);
 }
 BENCHMARK(BM_PairIngest)
-    ->ArgNames({"log2D", "full", "store"})
-    ->Args({17, 1, 0})
-    ->Args({17, 0, 0})
-    ->Args({20, 1, 0})
-    ->Args({20, 0, 0})
-    ->Args({17, 1, 1})
-    ->Args({17, 0, 1})
-    ->Args({20, 1, 1})
-    ->Args({20, 0, 1})
-    ->Args({17, 0, 2})
-    ->Args({20, 0, 2})
+    ->ArgNames({"log2D", "full", "store", "uploaders", "norm"})
+    ->Args({17, 1, 0, 8, 0})
+    ->Args({17, 0, 0, 8, 0})
+    ->Args({20, 1, 0, 8, 0})
+    ->Args({20, 0, 0, 8, 0})
+    ->Args({17, 1, 1, 8, 0})
+    ->Args({17, 0, 1, 8, 0})
+    ->Args({20, 1, 1, 8, 0})
+    ->Args({20, 0, 1, 8, 0})
+    ->Args({17, 0, 2, 8, 0})
+    ->Args({20, 0, 2, 8, 0})
+    ->Args({17, 1, 1, 32, 0})
+    ->Args({20, 1, 1, 32, 0})
+    ->Args({20, 1, 1, 8, 1})
+    ->Args({20, 0, 2, 8, 1})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
