@@ -297,18 +297,25 @@ void BlockDpf::AddSumChunk(const BlockDpfKey& key, absl::Span<const Block> seeds
                            uint64_t first_leaf, uint64_t* out, uint64_t* sums,
                            BlockDpfScratch* scratch) const {
   const size_t bsz = static_cast<size_t>(block_size_);
-  const size_t n = seeds.size() * bsz;
-  scratch->chunk_buf.resize(n);
+  // Leaves are converted a few at a time into an L1-sized buffer (32 KiB),
+  // then each share is read once: added into the accumulator and into its
+  // block sum. Sums wrap mod 2^64 and are reduced at the end (2^value_bits
+  // divides 2^64).
+  const size_t per_batch = std::max<size_t>(1, 4096 / bsz);
+  scratch->chunk_buf.resize(std::min(per_batch, seeds.size()) * bsz);
   uint64_t* buf = scratch->chunk_buf.data();
-  ConvertChunk<uint64_t, Mode::kWrite, kBits>(key, seeds, 0, buf, scratch);
-  // One pass over the chunk: the accumulator's lines are read and written
-  // once, the block sums stay in registers/L1. Sums wrap mod 2^64 and are
-  // reduced at the end (2^value_bits divides 2^64).
-  uint64_t* acc = out + first_leaf * bsz;
-  for (size_t i = 0; i < n; ++i) acc[i] = (acc[i] + buf[i]) & value_mask_;
-  for (size_t i = 0; i < seeds.size(); ++i) {
-    const uint64_t* leaf = buf + i * bsz;
-    for (size_t j = 0; j < bsz; ++j) sums[j] += leaf[j];
+  for (size_t i0 = 0; i0 < seeds.size(); i0 += per_batch) {
+    const size_t n = std::min(per_batch, seeds.size() - i0);
+    ConvertChunk<uint64_t, Mode::kWrite, kBits>(key, seeds.subspan(i0, n), 0, buf, scratch);
+    uint64_t* acc = out + (first_leaf + i0) * bsz;
+    for (size_t i = 0; i < n; ++i) {
+      const uint64_t* leaf = buf + i * bsz;
+      uint64_t* a = acc + i * bsz;
+      for (size_t j = 0; j < bsz; ++j) {
+        a[j] = (a[j] + leaf[j]) & value_mask_;
+        sums[j] += leaf[j];
+      }
+    }
   }
 }
 
