@@ -291,4 +291,11 @@ absl::StatusOr<std::optional<PendingReportInfo>> StepwiseRunner::Pending() {
       PendingReportInfo{p->to_leader.task_id(), p->round_id, p->to_leader.report_id(), stored});
 }
 
+absl::StatusOr<std::optional<Assignment>> StepwiseRunner::CurrentAssignment() {
+  BusyGuard guard(&busy_);
+  TANDEM_RETURN_IF_ERROR(guard.status());
+  if (!current_.has_value()) return std::optional<Assignment>();
+  return std::optional<Assignment>(current_->public_view);
+}
+
 }  // namespace tandem::client

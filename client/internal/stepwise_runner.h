@@ -33,6 +33,7 @@ class StepwiseRunner : public StepwiseParticipant {
   absl::StatusOr<UploadResult> Upload(absl::Span<const float> update,
                                       uint64_t num_examples) override;
   absl::StatusOr<std::optional<PendingReportInfo>> Pending() override;
+  absl::StatusOr<std::optional<Assignment>> CurrentAssignment() override;
   void Cancel() override;
 
  private:

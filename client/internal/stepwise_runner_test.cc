@@ -91,6 +91,9 @@ TEST_F(StepwiseRunnerTest, AssignDownloadUpload) {
   ASSERT_TRUE(rp.ParseFromString(a.round_parameters));
   EXPECT_EQ(rp.dimension(), 32u);
 
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto current, p->CurrentAssignment());
+  ASSERT_TRUE(current.has_value());
+  EXPECT_EQ(current->round_id, 4u);
   TANDEM_ASSERT_OK_AND_ASSIGN(ModelDownload m, p->DownloadModel());
   EXPECT_EQ(m.values.size(), kParams);
   EXPECT_FLOAT_EQ(m.values[0], 0.1f);
@@ -106,6 +109,8 @@ TEST_F(StepwiseRunnerTest, AssignDownloadUpload) {
   EXPECT_EQ(transport_->done[0].num_examples(), 12u);
   TANDEM_ASSERT_OK_AND_ASSIGN(auto pending, p->Pending());
   EXPECT_FALSE(pending.has_value());
+  TANDEM_ASSERT_OK_AND_ASSIGN(current, p->CurrentAssignment());
+  EXPECT_FALSE(current.has_value());
   // The assignment ended with its report.
   EXPECT_THAT(p->Upload(update, 12).status(), StatusIs(absl::StatusCode::kFailedPrecondition));
 }

@@ -23,6 +23,7 @@
 #include "server/core/federated_task.h"
 #include "server/core/secure_sum.h"
 #include "server/transport/grpc_aggregator_client.h"
+#include "tests/sim/private_mean.h"
 #include "tests/testing/certificates.h"
 
 namespace tandem::sim {
@@ -54,6 +55,9 @@ std::shared_ptr<grpc::Channel> Channel(const std::string& target, const std::str
   return grpc::CreateCustomChannel(target, grpc::SslCredentials(o), args);
 }
 
+}  // namespace
+
+// tests/sim/private_mean.h (shared with model_federation.cc).
 // The clients' private uploads of one round through the two aggregators
 // (client side: report builder and uploader; coordinator side: the round's
 // SecureSum); returns the decoded mean of the packed updates.
@@ -114,8 +118,6 @@ absl::StatusOr<std::vector<float>> PrivateMean(const FederationOptions& o,
   rec->accepted_reports = agg.reports;
   return agg.mean;
 }
-
-}  // namespace
 
 absl::StatusOr<std::vector<RoundRecord>> RunFederation(
     const FederationOptions& o, const ml::Dataset& train, const ml::Dataset& test,

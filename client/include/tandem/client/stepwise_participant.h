@@ -152,6 +152,9 @@ class StepwiseParticipant {
                                               uint64_t num_examples) = 0;
   // The pending report (memory or store), if any.
   virtual absl::StatusOr<std::optional<PendingReportInfo>> Pending() = 0;
+  // The current assignment: set by CheckIn's kAssigned, ended by a
+  // delivered Upload, kResent, kTaskDone or a refused assignment.
+  virtual absl::StatusOr<std::optional<Assignment>> CurrentAssignment() = 0;
   virtual void Cancel() = 0;
 };
 

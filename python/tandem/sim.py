@@ -1,0 +1,155 @@
+"""An in-process federation whose local training is a Python callable.
+
+The coordinator's side (Poisson cohort sampling with rate q, FedAvg or
+FedLUAR server side, privacy accounting) and the clients' reports run in
+this process; the two aggregation servers are real tandem-aggregator
+daemons on loopback, started with TLS, roles, coordinator-signed upload
+tickets, norm proofs and a privacy policy matching the run -- exactly as
+`tandem-sim` runs them. Each report is a PREAMBLE block-sparse DPF key
+pair, and each aggregator adds its own discrete Gaussian noise before
+anything is released.
+
+    def train(client, weights, round):     # weights: list of float32 arrays
+        ...                                # a few SGD steps on the client's shard
+        return [new - old for new, old in zip(trained, weights)]
+
+    def evaluate(weights, round):
+        return accuracy, loss
+
+    result = tandem.sim.run(train, initial_weights, evaluate=evaluate,
+                            rounds=20, clients=20, noise_multiplier=0.5)
+    tandem.sim.write_report("reports/python", result.records)
+
+The records are plain dicts (variant, round, participants, accepted_reports,
+test_accuracy, test_loss, bytes_up, dense_bytes_up, bytes_down, epsilon,
+seconds), the same rows tandem-sim writes to metrics.csv; write_report makes
+the same metrics.csv, metrics.json and report.html.
+
+Callbacks run in the calling thread, one at a time; the GIL is released
+between them (while the reports are encoded, uploaded, verified, noised
+and decoded). An exception in a callback stops the run and is re-raised.
+"""
+
+import collections
+import os
+
+from . import _tandem
+
+Result = collections.namedtuple("Result", ["records", "weights"])
+
+
+def policy(noise_multiplier, min_batch_size=1, norm_proofs=True, sample_rate=1.0,
+           epsilon_budget=0.0):
+    """The aggregators' PrivacyPolicy textproto for a run (as tandem-sim's):
+    its noise as the floor, its minimum batch, proofs as asked, its Poisson
+    rate as the trusted sampling rate, its budget (none when 0)."""
+    budget = epsilon_budget if noise_multiplier > 0 and epsilon_budget > 0 else "inf"
+    return (f"min_noise_multiplier: {noise_multiplier} min_batch_size: {min_batch_size} "
+            f"require_norm_proofs: {'true' if norm_proofs else 'false'} "
+            f"sampling_rate: {sample_rate} epsilon_budget: {budget}")
+
+
+class Aggregators:
+    """A leader and a helper tandem-aggregator on loopback (a context
+    manager; close() stops them). Certificates and the coordinator's ticket
+    key are made afresh under `state_dir` unless `certs_dir` names a
+    deploy/make-certs.sh output. `policy` is the aggregators' PrivacyPolicy
+    textproto (see policy()); the daemons' private defaults when None."""
+
+    def __init__(self, policy=None, *, binary=None, certs_dir=None):
+        binary = binary or os.environ.get("TANDEM_AGGREGATOR_BIN") or ""
+        self._a = _tandem._Aggregators(binary, policy or "", os.fspath(certs_dir or ""))
+
+    @property
+    def endpoints(self):
+        """leader, helper (upload), leader_collector, helper_collector, certs_dir."""
+        return self._a.endpoints()
+
+    @property
+    def state_dir(self):
+        """Where the daemons keep their state and logs (leader.log, helper.log)."""
+        return self._a.state_dir
+
+    @property
+    def pids(self):
+        """(leader pid, helper pid); (0, 0) once closed."""
+        return self._a.pids
+
+    def close(self):
+        self._a.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def run(train, initial_weights, *, evaluate=None, rounds=5, clients=20, sample_rate=0.5,
+        name="fedavg", private=True, fedluar=False, num_recycled=1, server_lr=1.0,
+        block_size=256, log_blocks_per_group=1, clip=1.0, noise_multiplier=0.5, delta=1e-5,
+        epsilon_budget=0.0, norm_proofs=True, min_batch_size=1, seed=1, crypto_seed=0,
+        aggregators=None, progress=None, tensor_names=None):
+    """Runs `rounds` rounds; returns Result(records, weights).
+
+    train(client, weights, round) -> update (list of arrays of the weights'
+    shapes: trained minus global; float32/float64, finite).
+    evaluate(weights, round) -> (accuracy, loss), optional.
+    initial_weights: list of arrays (e.g. [p.detach().numpy() for p in
+    model.parameters()]). FedLUAR recycles only tensors of rank >= 2.
+    private=False averages in the clear (the baseline; no daemons). Without
+    `aggregators` a pair is started for the run with policy(...) of its
+    settings and stopped after it. `progress(record)` after each round
+    (print_progress prints tandem-sim's line).
+    """
+    weights = list(initial_weights)
+    names = list(tensor_names) if tensor_names is not None else [
+        f"t{i}" for i in range(len(weights))]
+    shapes = [tuple(getattr(w, "shape", ())) for w in weights]
+    options = dict(name=name, private=private, fedluar=fedluar, num_recycled=num_recycled,
+                   rounds=rounds, clients=clients, sample_rate=sample_rate,
+                   server_lr=server_lr, block_size=block_size,
+                   log_blocks_per_group=log_blocks_per_group, clip=clip,
+                   noise_multiplier=noise_multiplier, delta=delta,
+                   epsilon_budget=epsilon_budget, norm_proofs=norm_proofs,
+                   min_batch_size=min_batch_size, seed=seed, crypto_seed=crypto_seed)
+    owned = None
+    if private and aggregators is None:
+        owned = aggregators = Aggregators(policy(noise_multiplier, min_batch_size, norm_proofs,
+                                                 sample_rate, epsilon_budget))
+    try:
+        endpoints = aggregators.endpoints if private else {}
+        records, final = _tandem._run_federation(options, names, [list(s) for s in shapes],
+                                                 weights, train, evaluate, endpoints, progress)
+    finally:
+        if owned is not None:
+            owned.close()
+    return Result(records, final)
+
+
+def print_progress(r):
+    """tandem-sim's per-round line for a record."""
+    print(f"[{r['variant']:<26}] round {r['round']:2d}  clients {r['participants']:2d}  "
+          f"reports {r['accepted_reports']:2d}  acc {r['test_accuracy']:.4f}  "
+          f"up {r['bytes_up'] / 1024:8.1f} KiB (dense 2-server {r['dense_bytes_up'] / 1024:8.1f}"
+          f" KiB)  eps {r['epsilon']:.3f}  {r['seconds']:.1f}s", flush=True)
+
+
+def write_report(directory, records, title="tandem federation report"):
+    """metrics.csv, metrics.json and report.html (inline SVG plots) into
+    `directory` (created), as tandem-sim writes them."""
+    _tandem._write_report(os.fspath(directory), title, [dict(r) for r in records])
+
+
+def dirichlet_split(labels, num_clients, alpha=0.5, seed=1, min_per_client=10,
+                    num_classes=None):
+    """Client shards with Dirichlet(alpha) label skew (ml/data/partition.h,
+    the split tandem-sim uses): a list of index arrays, each sample once."""
+    import numpy as np
+    labels = np.asarray(labels)
+    if labels.ndim != 1 or labels.dtype.kind not in "iu":
+        raise TypeError("labels must be a 1-D integer array")
+    if num_classes is None:
+        num_classes = int(labels.max()) + 1 if labels.size else 0
+    return _tandem._dirichlet_split(labels.astype(np.int64), int(num_classes), int(num_clients),
+                                    float(alpha), int(seed), int(min_per_client))

@@ -1,0 +1,116 @@
+#include "tests/sim/model_federation.h"
+
+#include <cmath>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "base/random.h"
+#include "base/status_macros.h"
+#include "server/core/federated_task.h"
+#include "tests/sim/private_mean.h"
+
+namespace tandem::sim {
+
+absl::StatusOr<ModelFederationResult> RunModelFederation(
+    const FederationOptions& o, const ExternalModel& model, const LocalTrainFn& train,
+    const EvaluateFn& evaluate, const AggregatorEndpoints& aggregators,
+    const std::function<void(const RoundRecord&)>& progress) {
+  if (o.rounds < 1 || o.clients < 1 || !(o.sample_rate > 0) || o.sample_rate > 1) {
+    return absl::InvalidArgumentError("rounds, clients >= 1 and sample_rate in (0, 1] required");
+  }
+  if (!train) return absl::InvalidArgumentError("a local training step is required");
+  if (model.initial_params.empty()) return absl::InvalidArgumentError("the model is empty");
+  // A task id per run, so that reruns against long-lived daemons never
+  // collide with the replay protection of an earlier run.
+  uint64_t nonce = 0;
+  TANDEM_RETURN_IF_ERROR(OpenSslRandom::Default()->Fill(
+      absl::MakeSpan(reinterpret_cast<uint8_t*>(&nonce), sizeof(nonce))));
+
+  // The coordinator's side: model, FedLUAR, server optimizer, accountant.
+  server::FederatedTaskOptions to;
+  to.secure_sum.task_id = absl::StrCat("sim-", o.name, "-", nonce % 1000000007);
+  to.secure_sum.block_size = o.block_size;
+  to.secure_sum.log_blocks_per_group = o.log_blocks_per_group;
+  to.secure_sum.clip_l2_norm = o.clip_l2_norm;
+  to.secure_sum.noise_multiplier = o.private_aggregation ? o.noise_multiplier : 0.0;
+  to.secure_sum.max_reports = static_cast<uint32_t>(std::max(1, o.clients));
+  to.secure_sum.norm_proofs = o.private_aggregation && o.norm_proofs;
+  to.secure_sum.min_batch_size = o.min_batch_size;
+  to.server_lr = o.server_lr;
+  to.num_recycled = o.fedluar ? o.num_recycled : 0;
+  to.seed = o.seed;
+  to.sample_rate = o.sample_rate;
+  to.delta = o.delta;
+  to.epsilon_budget = o.private_aggregation ? o.epsilon_budget : 0.0;
+  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<server::FederatedTask> coordinator,
+                          server::FederatedTask::Create(to, model.tensors, model.initial_params));
+
+  std::mt19937_64 gen(o.seed * 7919 + 1);
+  ModelFederationResult result;
+  for (int round = 1; round <= o.rounds; ++round) {
+    const absl::Time start = absl::Now();
+    absl::StatusOr<server::RoundPlan> plan = coordinator->PlanRound();
+    if (absl::IsResourceExhausted(plan.status())) break;  // privacy budget spent
+    if (!plan.ok()) return plan.status();
+    RoundRecord rec;
+    rec.variant = o.name;
+    rec.round = round;
+    // Poisson sampling with rate q: what the accountant charges.
+    std::bernoulli_distribution join(o.sample_rate);
+    std::vector<int> cohort;
+    for (int c = 0; c < o.clients; ++c) {
+      if (join(gen)) cohort.push_back(c);
+    }
+    if (cohort.empty()) cohort.push_back(static_cast<int>(gen() % o.clients));
+    rec.participants = static_cast<int>(cohort.size());
+
+    const std::vector<float> weights(coordinator->params().begin(), coordinator->params().end());
+    std::vector<std::vector<float>> packed_updates;
+    for (int c : cohort) {
+      TANDEM_ASSIGN_OR_RETURN(std::vector<float> update, train(c, round, weights));
+      if (update.size() != weights.size()) {
+        return absl::InvalidArgumentError(absl::StrCat("client ", c, " returned an update of ",
+                                                       update.size(), " values, the model has ",
+                                                       weights.size()));
+      }
+      for (float v : update) {
+        if (!std::isfinite(v)) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("client ", c, " returned a non-finite update in round ", round));
+        }
+      }
+      TANDEM_ASSIGN_OR_RETURN(std::vector<float> packed, coordinator->PackUpdate(update));
+      packed_updates.push_back(std::move(packed));
+      rec.bytes_down += weights.size() * sizeof(float);
+    }
+
+    std::vector<float> mean;
+    if (o.private_aggregation) {
+      TANDEM_ASSIGN_OR_RETURN(mean, PrivateMean(o, *plan->sum, plan->round_id, packed_updates,
+                                                aggregators, &rec));
+    } else {
+      mean.assign(packed_updates[0].size(), 0.f);
+      for (const auto& u : packed_updates) {
+        for (size_t i = 0; i < u.size(); ++i) mean[i] += u[i] / packed_updates.size();
+        rec.bytes_up += u.size() * sizeof(float);
+        rec.dense_bytes_up += u.size() * sizeof(float);
+      }
+      rec.accepted_reports = packed_updates.size();
+    }
+    TANDEM_RETURN_IF_ERROR(coordinator->FinishRound(mean));
+    if (evaluate) {
+      TANDEM_ASSIGN_OR_RETURN(Evaluation eval, evaluate(round, coordinator->params()));
+      rec.test_accuracy = eval.accuracy;
+      rec.test_loss = eval.loss;
+    }
+    rec.epsilon = plan->epsilon_after;
+    rec.seconds = absl::ToDoubleSeconds(absl::Now() - start);
+    result.records.push_back(rec);
+    if (progress) progress(rec);
+  }
+  result.final_params.assign(coordinator->params().begin(), coordinator->params().end());
+  return result;
+}
+
+}  // namespace tandem::sim

@@ -1,0 +1,29 @@
+// The private aggregation of one simulated round, shared by the federations
+// of this folder (federation.cc, model_federation.cc): every client's
+// packed update encoded as PREAMBLE key shares under a coordinator-signed
+// ticket, uploaded to the two real aggregators, and the round finalized and
+// decoded through `sum` (the coordinator's side). Returns the decoded mean;
+// adds the round's upload bytes (and what dense two-server secret sharing
+// would send) and the accepted reports to `record`.
+// Thread-compatible: one call per round; errors of the aggregators propagate.
+#ifndef TANDEM_TESTS_SIM_PRIVATE_MEAN_H_
+#define TANDEM_TESTS_SIM_PRIVATE_MEAN_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "server/core/secure_sum.h"
+#include "tests/sim/federation.h"
+
+namespace tandem::sim {
+
+absl::StatusOr<std::vector<float>> PrivateMean(const FederationOptions& options,
+                                               const server::SecureSum& sum, uint64_t round,
+                                               const std::vector<std::vector<float>>& updates,
+                                               const AggregatorEndpoints& aggregators,
+                                               RoundRecord* record);
+
+}  // namespace tandem::sim
+
+#endif  // TANDEM_TESTS_SIM_PRIVATE_MEAN_H_
