@@ -16,6 +16,7 @@
 #include "crypto/sign/upload_ticket.h"
 #include "ml/coido/coido.h"
 #include "ml/data/partition.h"
+#include "ml/data/scalable_partition.h"
 #include "ml/fedluar/federated_sim.h"
 #include "ml/model/model_zoo.h"
 #include "ml/optim/optimizer.h"
@@ -119,6 +120,26 @@ absl::StatusOr<std::vector<float>> PrivateMean(const FederationOptions& o,
   return agg.mean;
 }
 
+absl::StatusOr<ml::Partition> SplitClients(const FederationOptions& o, const ml::Dataset& train) {
+  const int64_t n = static_cast<int64_t>(train.labels.size());
+  // At least 10 samples per client where the data allows it.
+  const int64_t min_per_client = std::max<int64_t>(1, std::min<int64_t>(10, n / std::max(1, o.clients)));
+  const ml::ClientSizes sizes{.min_per_client = min_per_client, .size_sigma = o.size_sigma,
+                              .fill = 1.0};
+  if (o.partition == "mixture") {
+    return ml::PartitionDirichletMixture(train.labels, train.num_classes, o.clients,
+                                         o.dirichlet_alpha, sizes, o.seed);
+  }
+  if (o.partition == "dirichlet") {
+    return ml::PartitionDirichlet(train.labels, train.num_classes, o.clients, o.dirichlet_alpha,
+                                  o.seed, min_per_client);
+  }
+  if (o.partition == "iid") return ml::PartitionIid(n, o.clients, o.seed);
+  if (o.partition == "quantity") return ml::PartitionQuantitySkew(n, o.clients, sizes, o.seed);
+  return absl::InvalidArgumentError(absl::StrCat(
+      "partition must be mixture, dirichlet, iid or quantity; got '", o.partition, "'"));
+}
+
 absl::StatusOr<std::vector<RoundRecord>> RunFederation(
     const FederationOptions& o, const ml::Dataset& train, const ml::Dataset& test,
     const AggregatorEndpoints& aggregators,
@@ -126,9 +147,7 @@ absl::StatusOr<std::vector<RoundRecord>> RunFederation(
   if (o.rounds < 1 || o.clients < 1 || o.sample_rate <= 0 || o.sample_rate > 1) {
     return absl::InvalidArgumentError("rounds, clients >= 1 and sample_rate in (0, 1] required");
   }
-  TANDEM_ASSIGN_OR_RETURN(ml::Partition partition,
-                          ml::PartitionDirichlet(train.labels, train.num_classes, o.clients,
-                                                 o.dirichlet_alpha, o.seed, /*min_per_client=*/10));
+  TANDEM_ASSIGN_OR_RETURN(ml::Partition partition, SplitClients(o, train));
   std::vector<ml::Dataset> clients;
   for (const auto& idx : partition) {
     TANDEM_ASSIGN_OR_RETURN(ml::Dataset d, train.Subset(idx));

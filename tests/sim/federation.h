@@ -15,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "ml/data/dataset.h"
+#include "ml/data/partition.h"
 
 namespace tandem::sim {
 
@@ -47,6 +48,13 @@ struct FederationOptions {
   bool norm_proofs = false;
   uint32_t min_batch_size = 1;   // no aggregate of fewer reports is released
   double dirichlet_alpha = 0.5;  // label skew of the client split
+  // How the training set is split over the clients: "mixture" (per-client
+  // Dirichlet(alpha * p) label mixtures, retry-free at any number of
+  // clients, ml/data/scalable_partition.h), "dirichlet" (per-class
+  // Dirichlet split with redraws, ml/data/partition.h: small federations
+  // only), "iid", or "quantity" (IID labels, log-normal sizes).
+  std::string partition = "mixture";
+  double size_sigma = 0.0;  // log-normal sigma of client sizes ("mixture", "quantity")
   uint64_t seed = 1;
   // Seed of the clients' cryptographic randomness (block choice, DPF keys,
   // report ids): 0 = OpenSSL (the default), otherwise DeterministicRandom
@@ -54,6 +62,10 @@ struct FederationOptions {
   uint64_t crypto_seed = 0;
   int threads = 1;
 };
+
+// The clients' shards of `train` as FederationOptions.partition says.
+// INVALID_ARGUMENT for an unknown partition; the partitioners' errors.
+absl::StatusOr<ml::Partition> SplitClients(const FederationOptions& o, const ml::Dataset& train);
 
 struct RoundRecord {
   std::string variant;

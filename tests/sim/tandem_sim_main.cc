@@ -41,6 +41,11 @@ ABSL_FLAG(double, sample_rate, 0.1, "q: probability that a client joins a round"
 ABSL_FLAG(int, local_steps, 20, "local SGD steps per round");
 ABSL_FLAG(double, client_lr, 0.05, "client learning rate");
 ABSL_FLAG(double, alpha, 0.5, "Dirichlet label-skew parameter");
+ABSL_FLAG(std::string, partition, "mixture",
+          "client split: mixture (per-client Dirichlet(alpha p) label mixtures, any number of "
+          "clients), dirichlet (per-class split with redraws, small federations), iid, quantity");
+ABSL_FLAG(double, size_sigma, 0.0,
+          "log-normal sigma of client sizes for --partition=mixture|quantity (0 = equal)");
 ABSL_FLAG(std::string, hidden, "32", "MLP hidden widths, comma separated");
 ABSL_FLAG(int, num_recycled, 1, "FedLUAR: weight tensors recycled per round");
 ABSL_FLAG(int, block_size, 256, "PREAMBLE block size B");
@@ -173,6 +178,8 @@ int main(int argc, char** argv) {
   base.local_steps = absl::GetFlag(FLAGS_local_steps);
   base.client_lr = absl::GetFlag(FLAGS_client_lr);
   base.dirichlet_alpha = absl::GetFlag(FLAGS_alpha);
+  base.partition = absl::GetFlag(FLAGS_partition);
+  base.size_sigma = absl::GetFlag(FLAGS_size_sigma);
   base.num_recycled = absl::GetFlag(FLAGS_num_recycled);
   base.hidden.clear();
   for (absl::string_view h : absl::StrSplit(absl::GetFlag(FLAGS_hidden), ',', absl::SkipEmpty())) {
