@@ -43,7 +43,10 @@ std::string RoundParametersFor(uint64_t dimension, uint32_t block_size, uint32_t
   return p.SerializeAsString();
 }
 
-void BM_Encode(benchmark::State& state) {
+// Each iteration encodes one report; with `keep_previous` the previous
+// report is still alive while the next is encoded (as in an app loop
+// `report = Encode(update)`), which changes glibc's heap reuse.
+void Encode(benchmark::State& state, bool keep_previous) {
   const uint64_t dimension = uint64_t{1} << state.range(0);
   auto encoder = ReportEncoder::CreateForRound(
       RoundParametersFor(dimension, static_cast<uint32_t>(state.range(1)),
@@ -57,6 +60,7 @@ void BM_Encode(benchmark::State& state) {
   std::vector<float> update(dimension);
   for (float& x : update) x = normal(gen);
   uint64_t bytes = 0;
+  absl::StatusOr<EncodedReport> previous;
   for (auto _ : state) {
     auto report = (*encoder)->Encode(update);
     if (!report.ok()) {
@@ -65,10 +69,21 @@ void BM_Encode(benchmark::State& state) {
     }
     bytes = report->to_leader.size() + report->to_helper.size();
     benchmark::DoNotOptimize(report->to_leader.data());
+    if (keep_previous) previous = std::move(report);
   }
   state.counters["upload_bytes"] = static_cast<double>(bytes);
   state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(dimension));
 }
+
+void BM_Encode(benchmark::State& state) { Encode(state, false); }
+void BM_EncodeKeepPrevious(benchmark::State& state) { Encode(state, true); }
+
+BENCHMARK(BM_EncodeKeepPrevious)
+    ->ArgNames({"log2D", "B", "d", "proofs"})
+    ->Args({16, 256, 1, 0})
+    ->Args({20, 256, 1, 0})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 BENCHMARK(BM_Encode)
     ->ArgNames({"log2D", "B", "d", "proofs"})
     ->Args({16, 256, 1, 0})

@@ -7,7 +7,8 @@
 // decoding) and re-acquired only around the Python callbacks. A callback's
 // exception stops the run and is re-raised from run() unchanged.
 // Ownership: an Aggregators object owns its two daemon processes (SIGTERM on
-// close(), SIGKILL when garbage-collected while still running).
+// close(), SIGKILL on kill() or when garbage-collected while running) and
+// its temporary state directory (removed with the daemons).
 #include <pybind11/functional.h>
 #include <pybind11/stl.h>
 
@@ -51,12 +52,7 @@ class PyAggregators {
     }
     pair_ = ValueOrThrow(std::move(pair));
   }
-  ~PyAggregators() {
-    if (pair_.has_value()) {  // not closed: the daemons die with the object
-      pair_->leader->Kill();
-      pair_->helper->Kill();
-    }
-  }
+  ~PyAggregators() { Kill(); }  // not closed: the daemons die with the object
 
   void Close() {
     if (!pair_.has_value()) return;
@@ -66,6 +62,16 @@ class PyAggregators {
       (void)pair_->helper->Terminate();
     }
     pair_.reset();
+    RemoveState();
+  }
+  // SIGKILL (a crash, as far as the daemons know; they recover from their
+  // state files), for tests that need no clean shutdown.
+  void Kill() {
+    if (!pair_.has_value()) return;
+    pair_->leader->Kill();
+    pair_->helper->Kill();
+    pair_.reset();
+    RemoveState();
   }
   sim::AggregatorEndpoints Endpoints() const {
     if (!pair_.has_value()) ThrowStatus(absl::FailedPreconditionError("aggregators are closed"));
@@ -82,6 +88,11 @@ class PyAggregators {
   bool running() const { return pair_.has_value(); }
 
  private:
+  // The temporary state (databases, logs and certificates made here).
+  void RemoveState() {
+    std::error_code ec;
+    std::filesystem::remove_all(state_dir_, ec);
+  }
   std::string state_dir_, certs_dir_;
   std::optional<testing::AggregatorPair> pair_;
 };
@@ -209,9 +220,12 @@ py::tuple RunFederation(const py::dict& options, const std::vector<std::string>&
     eval_fn = [&](int round, absl::Span<const float> params) -> absl::StatusOr<sim::Evaluation> {
       py::gil_scoped_acquire acquire;
       try {
-        py::tuple r = evaluate(SplitToArrays(params, tensors), round);
-        if (r.size() != 2) throw py::value_error("evaluate must return (accuracy, loss)");
-        return sim::Evaluation{r[0].cast<double>(), r[1].cast<double>()};
+        py::object r = evaluate(SplitToArrays(params, tensors), round);
+        if (!(py::isinstance<py::tuple>(r) || py::isinstance<py::list>(r)) || py::len(r) != 2) {
+          throw py::type_error("evaluate must return (accuracy, loss) as two numbers");
+        }
+        const py::sequence pair = py::reinterpret_borrow<py::sequence>(r);
+        return sim::Evaluation{pair[0].cast<double>(), pair[1].cast<double>()};
       } catch (py::error_already_set& e) {
         return failure.Keep(std::move(e));
       } catch (py::cast_error&) {
@@ -286,6 +300,7 @@ void RegisterSim(py::module_& m) {
       .def(py::init<std::string, std::string, std::string>(), py::arg("binary"),
            py::arg("policy"), py::arg("certs_dir"))
       .def("close", &PyAggregators::Close)
+      .def("kill", &PyAggregators::Kill)
       .def("endpoints",
            [](const PyAggregators& a) {
              const sim::AggregatorEndpoints e = a.Endpoints();

@@ -8,7 +8,7 @@
 // anything is sent. Requests above 32 MiB go through RunStream in chunks.
 // GIL: released during the RPC (and the kernel's run on the worker).
 // Thread safety: a Client may be used from several threads at once (gRPC
-// stubs are thread-safe).
+// stubs are thread-safe), except close(), which must not race a call.
 #include <grpcpp/grpcpp.h>
 #include <pybind11/stl.h>
 
@@ -122,6 +122,10 @@ class PyWorkerClient {
     stub_ = proto::Worker::NewStub(grpc::CreateCustomChannel(address, creds, args));
   }
 
+  // Drops the channel (a worker shutting down waits for open channels).
+  // Not while calls are in flight.
+  void Close() { stub_.reset(); }
+
   py::dict Health() {
     proto::HealthResponse r;
     Call([&](grpc::ClientContext* ctx) { return stub_->Health(ctx, {}, &r); });
@@ -180,6 +184,7 @@ class PyWorkerClient {
       throw py::type_error("inputs must be a list of arrays (kernel order) or a dict name->array");
     }
     proto::KernelResponse resp;
+    CheckOpen();
     if (req.ByteSizeLong() <= kStreamAbove) {
       Call([&](grpc::ClientContext* ctx) { return stub_->Run(ctx, req, &resp); });
     } else {
@@ -201,8 +206,12 @@ class PyWorkerClient {
                       std::chrono::microseconds(static_cast<int64_t>(timeout_s_ * 1e6)));
   }
   // Runs one unary RPC with the GIL released; raises its error.
+  void CheckOpen() const {
+    if (stub_ == nullptr) ThrowStatus(absl::FailedPreconditionError("the client is closed"));
+  }
   template <typename Rpc>
   void Call(Rpc rpc) {
+    CheckOpen();
     grpc::Status s;
     {
       py::gil_scoped_release release;
@@ -242,6 +251,7 @@ void RegisterWorker(py::module_& m) {
   py::class_<PyWorkerClient>(m, "_WorkerClient")
       .def(py::init<std::string, std::string, std::string, double>(), py::arg("address"),
            py::arg("tls_root_ca"), py::arg("server_name"), py::arg("timeout_s"))
+      .def("close", &PyWorkerClient::Close)
       .def("health", &PyWorkerClient::Health)
       .def("capabilities", &PyWorkerClient::Capabilities)
       .def("run", &PyWorkerClient::Run, py::arg("kernel"), py::arg("inputs"),

@@ -78,7 +78,7 @@ class Participant:
             coordinator, client_id, task_id, bool(insecure_plaintext),
             _os.fspath(tls_root_ca) if tls_root_ca else "", leader or "", leader_name or "",
             helper or "", helper_name or "", _os.fspath(state_dir) if state_dir else "",
-            int(upload_attempts), int(rpc_timeout_ms), int(max_model_bytes), int(max_dimension))
+            upload_attempts, rpc_timeout_ms, max_model_bytes, max_dimension)
 
     def check_in(self):
         """Checks in with the coordinator; returns a tandem.CheckInResult."""
@@ -95,7 +95,7 @@ class Participant:
 
     def upload(self, update, num_examples=0):
         """Clips, encodes and uploads `update`; returns a tandem.UploadResult."""
-        return self._p.upload(update, int(num_examples))
+        return self._p.upload(update, num_examples)
 
     def pending_report(self):
         """The report encoded and not yet delivered (a dict), or None."""
@@ -134,9 +134,9 @@ class ReportEncoder:
     def __init__(self, task_id, round_id, dimension, block_size, num_groups, log_num_blocks, *,
                  frac_bits=16, clip_l2_norm=1.0, max_summands=1, max_dimension=1 << 24):
         self._e = _tandem._ReportEncoder.from_spec(
-            task_id, int(round_id), int(dimension), int(block_size), int(num_groups),
-            int(log_num_blocks), int(frac_bits), float(clip_l2_norm), int(max_summands),
-            int(max_dimension))
+            task_id, round_id, dimension, block_size, num_groups,
+            log_num_blocks, frac_bits, clip_l2_norm, max_summands,
+            max_dimension)
 
     @classmethod
     def _wrap(cls, e):
@@ -149,7 +149,7 @@ class ReportEncoder:
         if not isinstance(round_parameters, (bytes, bytearray, memoryview)):
             raise TypeError("round_parameters must be bytes (a serialized RoundParameters)")
         return cls._wrap(_tandem._ReportEncoder.from_round_parameters(
-            bytes(round_parameters), int(max_dimension)))
+            bytes(round_parameters), max_dimension))
 
     @classmethod
     def for_model(cls, num_params, *, task_id="offline", round_id=1, block_size=256,
@@ -170,9 +170,9 @@ class ReportEncoder:
         """The serialized RoundParameters tandem-coordinator announces for a
         model of `num_params` parameters (k groups of 2^d blocks of B)."""
         return _tandem._ReportEncoder.round_parameters_for_model(
-            int(num_params), task_id, int(round_id), int(block_size), int(log_blocks_per_group),
-            float(clip_l2_norm), int(frac_bits), int(max_reports), bool(norm_proofs),
-            float(noise_multiplier))
+            num_params, task_id, round_id, block_size, log_blocks_per_group,
+            clip_l2_norm, frac_bits, max_reports, bool(norm_proofs),
+            noise_multiplier)
 
     @property
     def dimension(self):

@@ -51,7 +51,8 @@ def policy(noise_multiplier, min_batch_size=1, norm_proofs=True, sample_rate=1.0
 
 class Aggregators:
     """A leader and a helper tandem-aggregator on loopback (a context
-    manager; close() stops them). Certificates and the coordinator's ticket
+    manager; close() stops them and removes their temporary state and
+    logs). Certificates and the coordinator's ticket
     key are made afresh under `state_dir` unless `certs_dir` names a
     deploy/make-certs.sh output. `policy` is the aggregators' PrivacyPolicy
     textproto (see policy()); the daemons' private defaults when None."""
@@ -76,7 +77,12 @@ class Aggregators:
         return self._a.pids
 
     def close(self):
+        """Stops both daemons (SIGTERM, clean shutdown)."""
         self._a.close()
+
+    def kill(self):
+        """Kills both daemons (SIGKILL; they would recover from their state)."""
+        self._a.kill()
 
     def __enter__(self):
         return self

@@ -1,9 +1,8 @@
 """Call any tandem-worker kernel with NumPy arrays.
 
-    with tandem.worker.LocalWorker() as w:          # or a running worker's address
-        c = tandem.worker.Client(w.address)
-        [k["name"] for k in c.capabilities()]
-        out = c.run("attention.forward", [q, k, v], {"causal": 1})
+    with tandem.worker.LocalWorker() as w, tandem.worker.Client(w.address) as c:
+        [k["name"] for k in c.capabilities()]       # or Client("host:port") of a running worker
+        out = c.run("attention.dense", [q, k, v], {"causal": 1})
         out.outputs[0]                              # a NumPy array
 
 Inputs are a list of arrays in the kernel's order (capabilities() lists
@@ -32,6 +31,18 @@ class Client:
     def __init__(self, address, *, tls_root_ca=None, server_name=None, timeout_s=60.0):
         self._c = _tandem._WorkerClient(address, os.fspath(tls_root_ca or ""),
                                         server_name or "", float(timeout_s))
+
+    def close(self):
+        """Closes the channel (not while calls are in flight); later calls
+        raise FailedPreconditionError. A worker's clean shutdown waits for
+        open channels, so close clients first."""
+        self._c.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
 
     def health(self):
         """{"serving": bool, "backend": str}."""

@@ -7,6 +7,7 @@ build's package dir; by hand:
 """
 
 import os
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -43,9 +44,9 @@ class Daemon:
     def address(self):
         return f"127.0.0.1:{self.port}"
 
-    def stop(self):
+    def stop(self, kill=False):
         if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
+            self.proc.send_signal(signal.SIGKILL if kill else signal.SIGTERM)
             try:
                 self.proc.wait(timeout=20)
             except subprocess.TimeoutExpired:
@@ -86,8 +87,10 @@ class Federation:
             helper_name="helper.tandem", **kw)
 
     def close(self):
-        self.coordinator.stop()
-        self.aggregators.close()
+        # SIGKILL: the tests need no clean shutdown (which takes seconds).
+        self.coordinator.stop(kill=True)
+        self.aggregators.kill()
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 @pytest.fixture

@@ -1,0 +1,41 @@
+"""examples/torch_fmnist.py, shortened: a PyTorch CNN trained by 20 Python
+clients through both aggregator daemons with DP (z = 1.0), beside the clear
+FedAvg baseline. Skipped without python3-torch or dataset-fashion-mnist
+(deploy/install-deps.sh installs both); tandem itself never needs torch."""
+
+import csv
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("torch")
+if not os.path.isdir("/usr/share/datasets/fashion-mnist"):
+    pytest.skip("dataset-fashion-mnist is not installed", allow_module_level=True)
+
+ROOT = pathlib.Path(os.environ.get("TANDEM_SOURCE_DIR",
+                                   pathlib.Path(__file__).resolve().parents[2]))
+
+
+def test_torch_cnn_through_the_aggregators_with_dp(tmp_path):
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "torch_fmnist.py"), "--rounds=6",
+         "--train_items=12000", "--test_items=1000", f"--report_dir={tmp_path}"],
+        capture_output=True, text=True, timeout=500)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "private accuracy" in out.stdout
+    rows = list(csv.DictReader(open(tmp_path / "metrics.csv")))
+    by_variant = {}
+    for r in rows:
+        by_variant.setdefault(r["variant"], []).append(r)
+    clear, private = by_variant["torch-cnn-fedavg-clear"], by_variant["torch-cnn-preamble-dp"]
+    assert len(clear) == len(private) == 6
+    assert all(int(r["participants"]) == 20 and int(r["accepted_reports"]) == 20 for r in private)
+    eps = [float(r["epsilon"]) for r in private]
+    assert 0 < eps[0] < eps[-1] < 20                 # z = 1, q = 1, 6 rounds
+    assert float(clear[-1]["test_accuracy"]) > 0.45
+    assert float(private[-1]["test_accuracy"]) > 0.25  # noisy, yet well above chance (0.1)
+    html = (tmp_path / "report.html").read_text()
+    assert "torch-cnn-preamble-dp" in html and "<svg" in html

@@ -1,0 +1,100 @@
+"""The GIL is released while tandem encodes, waits on the network or runs a
+kernel: another Python thread keeps running during the call.
+
+Probe: the call runs in a thread while the main thread spins on pure Python
+and records the longest pause between its iterations. Holding the GIL for
+the call would pause the main thread for (nearly) the call's whole duration;
+released, the pauses stay at the interpreter's switch interval (5 ms)."""
+
+import socket
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import tandem
+
+
+def longest_main_thread_pause(call):
+    done = {}
+
+    def run():
+        t0 = time.perf_counter()
+        try:
+            call()
+        except Exception as e:  # noqa: BLE001 (the probe measures, errors are expected)
+            done["error"] = e
+        done["seconds"] = time.perf_counter() - t0
+
+    t = threading.Thread(target=run)
+    last = time.perf_counter()
+    longest = 0.0
+    t.start()
+    while t.is_alive():
+        now = time.perf_counter()
+        longest = max(longest, now - last)
+        last = now
+    t.join()
+    return longest, done
+
+
+def assert_released(call, min_seconds):
+    longest, done = longest_main_thread_pause(call)
+    assert done["seconds"] >= min_seconds, f"the call was too short to probe: {done}"
+    assert longest < 0.4 * done["seconds"], (
+        f"main thread paused {longest * 1e3:.0f} ms of a {done['seconds'] * 1e3:.0f} ms call")
+    return done
+
+
+def test_the_probe_sees_a_call_that_holds_the_gil():
+    # list.sort is C code that keeps the GIL for the whole sort.
+    values = np.random.default_rng(0).permutation(3_000_000).tolist()
+    longest, done = longest_main_thread_pause(lambda: sorted(values))
+    assert done["seconds"] > 0.05 and longest > 0.4 * done["seconds"]
+
+
+def test_encoding_releases_the_gil():
+    e = tandem.ReportEncoder.for_model(1 << 22, block_size=1024)
+    update = np.full(1 << 22, 1e-4, np.float32)
+    done = assert_released(lambda: [e.encode(update) for _ in range(2)], 0.05)
+    assert "error" not in done
+
+
+def test_network_waits_release_the_gil():
+    # A coordinator that accepts connections and never answers.
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)
+    try:
+        p = tandem.Participant(f"127.0.0.1:{silent.getsockname()[1]}", "gil-probe",
+                               insecure_plaintext=True, rpc_timeout_ms=700, upload_attempts=1)
+        done = assert_released(p.check_in, 0.5)
+        assert isinstance(done["error"], tandem.DeadlineExceededError)
+    finally:
+        silent.close()
+
+
+def test_kernel_calls_release_the_gil():
+    with tandem.worker.LocalWorker() as w, tandem.worker.Client(w.address) as c:
+        q = np.random.default_rng(0).normal(size=(8, 1024, 64)).astype(np.float32)
+        done = assert_released(lambda: c.run("attention.dense", [q, q, q]), 0.05)
+        assert "error" not in done
+
+
+def test_private_rounds_release_the_gil():
+    init = [np.zeros((256, 512), np.float32)]
+
+    def train(client, weights, round_):
+        return [np.full((256, 512), 1e-4, np.float32)]
+
+    with tandem.sim.Aggregators(tandem.sim.policy(0.0, 1, norm_proofs=False)) as a:
+        done = assert_released(
+            lambda: tandem.sim.run(train, init, rounds=2, clients=4, sample_rate=1.0,
+                                   noise_multiplier=0.5, norm_proofs=False, aggregators=a),
+            0.1)
+    assert "error" not in done
+
+
+if __name__ == "__main__":
+    pytest.main([__file__, "-q"])
