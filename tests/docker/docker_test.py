@@ -5,8 +5,8 @@ build tree), brings deploy/docker-compose.yml up (helper, leader,
 coordinator, 12 client replicas, worker, Prometheus; host networking, TLS
 everywhere with certificates from deploy/make-certs.sh), waits for a
 federated round and prints the accuracy and epsilon the coordinator reports,
-SIGKILLs one aggregator container once it has accepted reports of the next
-round and restarts it, checks that the round still completes with every
+SIGKILLs one aggregator container while clients upload the next round
+(once it holds reports of it) and restarts it, checks that the round still completes with every
 accepted report (none lost across the restart, every reported upload
 counted), reads a scraped series back from Prometheus, and tears everything
 down.
@@ -306,7 +306,7 @@ def main():
             "epsilon %.4f" % (kill_round, accepted, uploads, done.get("accuracy", 0.0),
                               done.get("epsilon", 0.0)))
         if accepted < before or accepted != uploads:
-            raise Failure("reports lost: %s had accepted %d before the kill; the round counted %d "
+            raise Failure("reports lost: %s held %d before the kill; the round counted %d "
                           "of %d reported uploads" % (victim, before, accepted, uploads))
 
         # Prometheus scraped the daemons: one series read back through its API.
@@ -349,24 +349,48 @@ def main():
 
 
 def kill_mid_round(topo, victim):
-    """SIGKILLs `victim` once it has accepted reports of an open round that
-    the coordinator has not released, restarts it and checks that it still
-    holds them. Returns (aggregation round, accepted before the kill)."""
+    """SIGKILLs `victim` in an open round once it holds reports of it
+    (stored: pending or accepted), preferably while clients are still
+    uploading (the coordinator's uploads_done below assigned_clients; the
+    last attempt takes any moment before the release), restarts it and
+    checks that it still holds them. Returns (aggregation round, reports
+    held at the kill)."""
     port = METRICS[victim]
-    for attempt in range(3):
+    attempts = 4  # rounds 2..5 of the compose file's 5
+    for attempt in range(attempts):
+        strict = attempt < attempts - 1
         st = wait_for("a collecting round", 120,
                       lambda: (lambda s: s if s and s.get("phase") == "collecting" else None)(
                           topo.status()), 0.5)
         rnd, task = int(st.get("aggregationRound", 0)), st.get("taskId", "")
         released = len(history(st))
-        def accepted_now():
-            page = http_get("http://127.0.0.1:%d/metrics" % port)
+
+        def held_now():
+            c = http_get("http://127.0.0.1:9100/metrics", timeout=1)
+            if (sample(c, "tandem_coordinator_aggregation_round", {}) not in (None, rnd) or
+                    (sample(c, "tandem_coordinator_completed_rounds", {}) or 0) > released):
+                return ("missed", None, None)  # the round closed: try the next one
+            page = http_get("http://127.0.0.1:%d/metrics" % port, timeout=1)
             if sample(page, "tandem_aggregator_open_round", {"task": task}) != rnd:
                 return None
-            n = sample(page, "tandem_aggregator_reports", {"task": task, "state": "accepted"})
-            return n if n and n >= 1 else None
-        before = int(wait_for("%s to accept reports of round %d" % (victim, rnd), 180,
-                              accepted_now, 0.2))
+            n = sum(sample(page, "tandem_aggregator_reports", {"task": task, "state": s}) or 0
+                    for s in ("pending", "accepted"))
+            if n < 1:
+                return None
+            if strict:
+                done = sample(c, "tandem_coordinator_uploads_done", {})
+                assigned = sample(c, "tandem_coordinator_assigned_clients", {})
+                if done is None or assigned is None or done >= assigned:
+                    return None
+                return (int(n), int(done), int(assigned))
+            return (int(n), None, None)
+        before, done, assigned = wait_for(
+            "%s to hold reports of round %d%s" % (victim, rnd, " while clients upload"
+                                                  if strict else ""), 180, held_now, 0.1)
+        if before == "missed":
+            log("round %d closed before a kill %s; trying the next one" %
+                (rnd, "during its uploads" if strict else "in it"))
+            continue
         cid = topo.container(victim)
         run([topo.e.docker, "kill", "-s", "KILL", cid])
         killed = time.time()
@@ -375,19 +399,23 @@ def kill_mid_round(topo, victim):
             log("round %d was released before the kill landed; trying the next one" % rnd)
             run([topo.e.docker, "start", cid])
             continue
-        log("SIGKILLed %s (%s) in aggregation round %d with %d accepted reports there" %
-            (victim, cid[:12], rnd, before))
+        log("SIGKILLed %s (%s) in aggregation round %d holding %d of its reports%s" %
+            (victim, cid[:12], rnd, before, " (%d of %d clients had reported their upload)" %
+             (done, assigned) if strict else ""))
         run([topo.e.docker, "start", cid])
+
         def after():
             page = http_get("http://127.0.0.1:%d/metrics" % port)
-            n = sample(page, "tandem_aggregator_reports", {"task": task, "state": "accepted"})
-            return (n if n is not None else None) if page else None
-        kept = wait_for("%s back after the restart" % victim, 90,
-                        lambda: (lambda n: (n,) if n is not None else None)(after()), 0.5)[0]
+            if not page:
+                return None
+            n = [sample(page, "tandem_aggregator_reports", {"task": task, "state": s})
+                 for s in ("pending", "accepted")]
+            return None if None in n else (int(n[0] + n[1]),)
+        kept = wait_for("%s back after the restart" % victim, 90, after, 0.5)[0]
         timed("%s SIGKILL to serving again" % victim, killed)
-        log("%s restarted holding %d accepted reports of round %d" % (victim, kept, rnd))
+        log("%s restarted holding %d reports of round %d" % (victim, kept, rnd))
         if kept < before:
-            raise Failure("%s lost accepted reports across the restart: %d before, %d after" %
+            raise Failure("%s lost reports across the restart: %d before, %d after" %
                           (victim, before, kept))
         return rnd, before
     raise Failure("no round stayed open long enough to kill %s in it" % victim)
