@@ -117,6 +117,14 @@ std::shared_ptr<prometheus::Collectable> AggregatorMetrics::StatusCollectable(
         "This server's own epsilon spent on the task at its delta (its policy, its noise).");
     MetricFamilies::Family budget = out.Gauge("tandem_aggregator_epsilon_budget",
                                               "This server's epsilon budget for the task.");
+    MetricFamilies::Family expansions = out.Counter(
+        "tandem_aggregator_expansions_total",
+        "Key-share expansions since the task loaded, by kind: share (added into an "
+        "aggregate, one per report), undo (taken back out: not counted), check (a report "
+        "asked about again).");
+    MetricFamilies::Family expansion_seconds = out.Counter(
+        "tandem_aggregator_expansion_seconds_total",
+        "Seconds spent expanding key shares for the task since it loaded.");
     for (const std::string& task : tasks) {
       proto::AggregatorStatusRequest request;
       request.set_task_id(task);
@@ -136,6 +144,15 @@ std::shared_ptr<prometheus::Collectable> AggregatorMetrics::StatusCollectable(
       released.Add(labels, static_cast<double>(s->released_rounds()));
       spent.Add(labels, s->epsilon_spent());
       budget.Add(labels, s->epsilon_budget());
+      auto with_kind = [&](const char* kind) {
+        auto l = labels;
+        l.emplace_back("kind", kind);
+        return l;
+      };
+      expansions.Add(with_kind("share"), static_cast<double>(s->share_expansions()))
+          .Add(with_kind("undo"), static_cast<double>(s->undo_expansions()))
+          .Add(with_kind("check"), static_cast<double>(s->check_evaluations()));
+      expansion_seconds.Add(labels, s->expansion_seconds());
     }
     MetricFamilies::Family refused = out.Counter(
         "tandem_aggregator_refused_calls_total", "Calls refused since start, by listener/reason.");

@@ -157,6 +157,20 @@ TEST(AggregatorMetricsTest, UploadsBatchesAndTaskStatusOnBothServers) {
       << leader_page;
   EXPECT_EQ(Sample(leader_page, "tandem_aggregator_open_round", {{"task", "metrics-task"}}), 1);
   EXPECT_EQ(Sample(leader_page, "tandem_aggregator_epsilon_spent", {{"task", "metrics-task"}}), 0);
+  // What stays added is one expansion per accepted report (a report that
+  // reached the leader before the helper is added and taken out again).
+  EXPECT_EQ(Sample(leader_page, "tandem_aggregator_expansions_total",
+                   {{"task", "metrics-task"}, {"kind", "share"}})
+                    .value_or(-1) -
+                Sample(leader_page, "tandem_aggregator_expansions_total",
+                       {{"task", "metrics-task"}, {"kind", "undo"}})
+                    .value_or(-1),
+            3)
+      << leader_page;
+  EXPECT_GT(Sample(leader_page, "tandem_aggregator_expansion_seconds_total",
+                   {{"task", "metrics-task"}})
+                .value_or(0),
+            0);
   // The helper answered the batches and holds the same three.
   EXPECT_EQ(Sample(helper_page, "tandem_aggregator_uploads_total",
                    {{"role", "helper"}, {"code", "OK"}}),
