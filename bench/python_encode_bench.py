@@ -14,7 +14,7 @@ call (BM_Encode's loop) and with the previous report still alive
 reuse the freed buffers, in C++ as in Python). "+ both bytes" also turns
 both requests into Python bytes (a copy of ~8.8 MB).
 
-    bench/python_encode_bench.py --build build [--repeats 5] [--check 0.10]
+    bench/python_encode_bench.py --build build [--repeats 5] [--seconds 3] [--check 0.10]
 
 --check F exits 1 when the Python CPU-time median exceeds C++'s by more than F.
 """
@@ -76,7 +76,7 @@ def main():
     ap.add_argument("--log2d", type=int, default=20)
     ap.add_argument("--proofs", type=int, default=0, help="1: norm-bound proofs too")
     ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--seconds", type=float, default=1.0, help="per Python measurement")
+    ap.add_argument("--seconds", type=float, default=3.0, help="per measurement")
     ap.add_argument("--check", type=float, default=None)
     args = ap.parse_args()
     sys.path.insert(0, os.path.join(args.build, "python"))

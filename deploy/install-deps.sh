@@ -18,6 +18,9 @@ PACKAGES=(
   dataset-fashion-mnist python3-sklearn
   # deploy file checks (tests/config)
   python3-yaml
+  # the tandem Python package (python/: pybind11 bindings, NumPy), its pytest
+  # suites, and PyTorch for examples/torch_fmnist.py and its test only
+  python3-dev pybind11-dev python3-numpy python3-pytest python3-torch
   # the docker test (tests/docker): engine, compose v1 and the base image's
   # debootstrap (Prometheus itself is installed inside its image)
   docker.io docker-compose debootstrap

@@ -8,9 +8,11 @@
 #      2; ctest lists binaries that were not built as unlabelled *_NOT_BUILT
 #      placeholders, which -L unit leaves out; deploy_files_test, which runs
 #      every daemon's --helpfull including the worker's, runs in 2 as well).
-#   2. Release with -march=native, benchmarks and CUDA when nvcc is present:
-#      the whole suite (unit, integration, bench smoke runs; gpu tests skip
-#      themselves without a device).
+#   2. Release with -march=native, benchmarks, the Python package
+#      (TANDEM_BUILD_PYTHON: python/, its pytest suites under ctest label
+#      python) and CUDA when nvcc is present: the whole suite (unit,
+#      integration, python, bench smoke runs; gpu tests skip themselves
+#      without a device).
 # Set TANDEM_TEST_SANITIZERS=0 to skip configuration 1 during development.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,6 +30,6 @@ if [ "${TANDEM_TEST_SANITIZERS:-1}" != "0" ]; then
     ctest --test-dir build-asan -L unit -E '^deploy_files_test$' --output-on-failure -j"$JOBS"
 fi
 
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DTANDEM_BUILD_PYTHON=ON >/dev/null
 cmake --build build -j"$JOBS"
 ctest --test-dir build --output-on-failure -j"$JOBS"
