@@ -141,7 +141,6 @@ absl::StatusOr<int> Aggregator::ProcessBatchLocked(Task& task,
     TANDEM_ASSIGN_OR_RETURN(digests,
                             ComputeDigests(*task.dpf, KeysOf(shares), absl::MakeSpan(next)));
   }
-  task.share_expansions += static_cast<int64_t>(candidates.size());
   task.expansion_seconds += SecondsSince(started);
 
   proto::VerifyRequest request;
@@ -200,6 +199,13 @@ absl::StatusOr<int> Aggregator::ProcessBatchLocked(Task& task,
         rejected.push_back(r.report_id);
         break;
     }
+  }
+  if (accepted.empty()) {
+    // Nothing counted: `next` is discarded whole, so these evaluations
+    // served the checks only.
+    task.check_evaluations += static_cast<int64_t>(candidates.size());
+  } else {
+    task.share_expansions += static_cast<int64_t>(candidates.size());
   }
   if (accepted.empty() && rejected.empty()) return 0;
 

@@ -124,8 +124,13 @@ TEST(AggregatorMetricsTest, UploadsBatchesAndTaskStatusOnBothServers) {
   while (absl::Now() < deadline) {
     leader_page = HttpGet((*leader)->metrics_port(), "/metrics");
     helper_page = HttpGet((*helper)->metrics_port(), "/metrics");
+    // The pass's local time is observed after the pass returns, a moment
+    // after its commit shows in the counts: wait for both.
     if (Sample(leader_page, "tandem_aggregator_reports", accepted) == 3 &&
-        Sample(helper_page, "tandem_aggregator_reports", accepted) == 3) {
+        Sample(helper_page, "tandem_aggregator_reports", accepted) == 3 &&
+        Sample(leader_page, "tandem_aggregator_verification_batch_seconds_count",
+               {{"part", "local"}})
+                .value_or(0) >= 1) {
       break;
     }
     absl::SleepFor(absl::Milliseconds(50));
