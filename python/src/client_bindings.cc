@@ -137,7 +137,7 @@ class PyParticipant {
 // The update as a span for Encode: a view of a C-contiguous float32 array,
 // or the float32 concatenation of a list of arrays / another dtype.
 struct EncoderInput {
-  py::array keep;            // owner of the viewed buffer
+  py::array keep;  // owner of the viewed buffer
   std::vector<float> copy;
   absl::Span<const float> span;
 };
@@ -158,8 +158,8 @@ EncoderInput ReadEncoderInput(py::handle update) {
   if (a.dtype().is(py::dtype::of<float>()) &&
       (a.flags() & py::array::c_style) == py::array::c_style) {
     in.keep = a;
-    in.span = absl::Span<const float>(static_cast<const float*>(a.data()),
-                                      static_cast<size_t>(a.size()));
+    in.span =
+        absl::Span<const float>(static_cast<const float*>(a.data()), static_cast<size_t>(a.size()));
     return in;
   }
   AppendFloats(a, "update", /*check_finite=*/false, &in.copy);
@@ -225,9 +225,7 @@ void RegisterClient(py::module_& m) {
   py::class_<ModelTensor>(m, "ModelTensor", "One tensor of the task's flat model vector.")
       .def_readonly("name", &ModelTensor::name)
       .def_property_readonly("shape",
-                             [](const ModelTensor& t) {
-                               return py::tuple(py::cast(t.shape));
-                             })
+                             [](const ModelTensor& t) { return py::tuple(py::cast(t.shape)); })
       .def_readonly("offset", &ModelTensor::offset)
       .def_readonly("size", &ModelTensor::size)
       .def_readonly("recycled", &ModelTensor::recycled)
@@ -262,7 +260,8 @@ void RegisterClient(py::module_& m) {
                             a.tensors.size(), " tensors, ", a.num_params, " params)");
       });
   py::class_<CheckInResult>(m, "CheckInResult")
-      .def_property_readonly("outcome", [](const CheckInResult& r) { return OutcomeName(r.outcome); })
+      .def_property_readonly("outcome",
+                             [](const CheckInResult& r) { return OutcomeName(r.outcome); })
       .def_readonly("retry_after_ms", &CheckInResult::retry_after_ms)
       .def_readonly("round_id", &CheckInResult::round_id)
       .def_readonly("bytes_up", &CheckInResult::bytes_up)
@@ -272,7 +271,8 @@ void RegisterClient(py::module_& m) {
       });
   py::class_<UploadResult>(m, "UploadResult")
       .def_readonly("round_id", &UploadResult::round_id)
-      .def_property_readonly("report_id", [](const UploadResult& r) { return py::bytes(r.report_id); })
+      .def_property_readonly("report_id",
+                             [](const UploadResult& r) { return py::bytes(r.report_id); })
       .def_readonly("bytes_up", &UploadResult::bytes_up)
       .def_readonly("clip_factor", &UploadResult::clip_factor)
       .def_readonly("resent", &UploadResult::resent)
@@ -307,9 +307,9 @@ void RegisterClient(py::module_& m) {
            }),
            py::arg("coordinator"), py::arg("client_id"), py::arg("task_id"),
            py::arg("insecure_plaintext"), py::arg("tls_root_ca"), py::arg("leader"),
-           py::arg("leader_name"), py::arg("helper"), py::arg("helper_name"),
-           py::arg("state_dir"), py::arg("upload_attempts"), py::arg("rpc_timeout_ms"),
-           py::arg("max_model_bytes"), py::arg("max_dimension"))
+           py::arg("leader_name"), py::arg("helper"), py::arg("helper_name"), py::arg("state_dir"),
+           py::arg("upload_attempts"), py::arg("rpc_timeout_ms"), py::arg("max_model_bytes"),
+           py::arg("max_dimension"))
       .def("check_in", &PyParticipant::CheckIn)
       .def("current_assignment", &PyParticipant::Current)
       .def("download_model", &PyParticipant::DownloadModel)
@@ -328,9 +328,9 @@ void RegisterClient(py::module_& m) {
   py::class_<PyEncoder>(m, "_ReportEncoder")
       .def_static(
           "from_spec",
-          [](const std::string& task_id, uint64_t round_id, uint64_t dimension,
-             uint32_t block_size, uint32_t num_groups, uint32_t log_num_blocks, int frac_bits,
-             double clip_l2_norm, uint64_t max_summands, uint64_t max_dimension) {
+          [](const std::string& task_id, uint64_t round_id, uint64_t dimension, uint32_t block_size,
+             uint32_t num_groups, uint32_t log_num_blocks, int frac_bits, double clip_l2_norm,
+             uint64_t max_summands, uint64_t max_dimension) {
             client::RoundSpec s;
             s.task_id = task_id;
             s.round_id = round_id;
@@ -351,8 +351,8 @@ void RegisterClient(py::module_& m) {
       .def_static(
           "round_parameters_for_model",
           [](uint64_t num_params, const std::string& task_id, uint64_t round_id,
-             uint32_t block_size, uint32_t log_blocks_per_group, double clip_l2_norm,
-             int frac_bits, uint32_t max_reports, bool norm_proofs, double noise_multiplier) {
+             uint32_t block_size, uint32_t log_blocks_per_group, double clip_l2_norm, int frac_bits,
+             uint32_t max_reports, bool norm_proofs, double noise_multiplier) {
             // The round tandem-coordinator would announce for this model.
             server::SecureSumConfig c;
             c.task_id = task_id;
@@ -367,14 +367,16 @@ void RegisterClient(py::module_& m) {
             server::SecureSum sum = ValueOrThrow(server::SecureSum::Create(c));
             return py::bytes(sum.RoundParameters(round_id).SerializeAsString());
           })
-      .def("encode",
-           [](const PyEncoder& e, py::handle update) { return e.Encode(update, std::nullopt); },
-           py::arg("update"))
-      .def("encode_with_ticket",
-           [](const PyEncoder& e, py::handle update, py::bytes ticket) {
-             return e.Encode(update, std::string(ticket));
-           },
-           py::arg("update"), py::arg("signed_ticket"))
+      .def(
+          "encode",
+          [](const PyEncoder& e, py::handle update) { return e.Encode(update, std::nullopt); },
+          py::arg("update"))
+      .def(
+          "encode_with_ticket",
+          [](const PyEncoder& e, py::handle update, py::bytes ticket) {
+            return e.Encode(update, std::string(ticket));
+          },
+          py::arg("update"), py::arg("signed_ticket"))
       .def_property_readonly("dimension", &PyEncoder::dimension);
 }
 

@@ -10,9 +10,9 @@ namespace tandem::python {
 
 void ThrowStatus(const absl::Status& status) {
   // tandem._errors.from_status(code, message) -> the exception instance.
-  py::object exc = py::module_::import("tandem._errors")
-                       .attr("from_status")(static_cast<int>(status.code()),
-                                            std::string(status.message()));
+  py::object exc =
+      py::module_::import("tandem._errors")
+          .attr("from_status")(static_cast<int>(status.code()), std::string(status.message()));
   PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exc.ptr())), exc.ptr());
   throw py::error_already_set();
 }
@@ -89,16 +89,16 @@ std::vector<float> FlattenUpdate(py::handle update, const std::vector<TensorShap
       py::object item = seq[i];
       py::array a = AsFloatArray(item, name);
       if (ShapeOf(a) != tensors[i].shape) {
-        throw py::value_error(absl::StrCat(name, ": expected shape ",
-                                           ShapeString(tensors[i].shape), ", got ",
-                                           ShapeString(ShapeOf(a))));
+        throw py::value_error(absl::StrCat(name, ": expected shape ", ShapeString(tensors[i].shape),
+                                           ", got ", ShapeString(ShapeOf(a))));
       }
       AppendFloats(a, name, check_finite, &out);
     }
     return out;
   }
   if (py::isinstance<py::dict>(update)) {
-    throw py::type_error(absl::StrCat(what, ": expected a list of arrays (tensor order) or one "
+    throw py::type_error(absl::StrCat(what,
+                                      ": expected a list of arrays (tensor order) or one "
                                       "flat array, got a dict"));
   }
   py::array a = AsFloatArray(update, what);
@@ -114,7 +114,8 @@ std::vector<float> FlattenUpdate(py::handle update, const std::vector<TensorShap
 py::array_t<float> ToArray(absl::Span<const float> values, const std::vector<int64_t>& shape) {
   std::vector<py::ssize_t> dims(shape.begin(), shape.end());
   py::array_t<float> out(dims);
-  if (!values.empty()) std::memcpy(out.mutable_data(), values.data(), values.size() * sizeof(float));
+  if (!values.empty())
+    std::memcpy(out.mutable_data(), values.data(), values.size() * sizeof(float));
   return out;
 }
 

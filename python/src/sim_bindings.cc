@@ -38,7 +38,12 @@ class PyAggregators {
     if (certs_dir.empty()) {
       certs_dir = state_dir_ + "/certs";
       std::filesystem::create_directories(certs_dir);
-      OkOrThrow(testing::MakeRoleCertificates(certs_dir));
+      absl::Status made;
+      {
+        py::gil_scoped_release release;  // openssl runs as child processes (~1 s)
+        made = testing::MakeRoleCertificates(certs_dir);
+      }
+      OkOrThrow(made);
     }
     certs_dir_ = certs_dir;
     testing::AggregatorPairOptions o;
@@ -192,11 +197,11 @@ py::tuple RunFederation(const py::dict& options, const std::vector<std::string>&
   }
   model.initial_params = FlattenUpdate(initial, tensors, /*check_finite=*/true, "initial weights");
   const sim::FederationOptions o = OptionsFrom(options);
-  const sim::AggregatorEndpoints ep{
-      Get<std::string>(endpoints, "leader", ""), Get<std::string>(endpoints, "helper", ""),
-      Get<std::string>(endpoints, "leader_collector", ""),
-      Get<std::string>(endpoints, "helper_collector", ""),
-      Get<std::string>(endpoints, "certs_dir", "")};
+  const sim::AggregatorEndpoints ep{Get<std::string>(endpoints, "leader", ""),
+                                    Get<std::string>(endpoints, "helper", ""),
+                                    Get<std::string>(endpoints, "leader_collector", ""),
+                                    Get<std::string>(endpoints, "helper_collector", ""),
+                                    Get<std::string>(endpoints, "certs_dir", "")};
 
   CallbackError failure;
   // Called with the GIL released (inside RunModelFederation).
@@ -260,8 +265,7 @@ py::tuple RunFederation(const py::dict& options, const std::vector<std::string>&
   return py::make_tuple(records, SplitToArrays(r.final_params, tensors));
 }
 
-py::tuple LoadDataset(const std::string& name, uint64_t seed, int64_t max_train,
-                      int64_t max_test) {
+py::tuple LoadDataset(const std::string& name, uint64_t seed, int64_t max_train, int64_t max_test) {
   absl::StatusOr<std::pair<ml::Dataset, ml::Dataset>> data;
   {
     py::gil_scoped_release release;
@@ -269,8 +273,7 @@ py::tuple LoadDataset(const std::string& name, uint64_t seed, int64_t max_train,
   }
   auto [train, test] = ValueOrThrow(std::move(data));
   auto images = [](const ml::Dataset& d) {
-    const std::vector<int64_t> shape = {d.size(), d.shape.channels, d.shape.height,
-                                        d.shape.width};
+    const std::vector<int64_t> shape = {d.size(), d.shape.channels, d.shape.height, d.shape.width};
     return ToArray(absl::MakeConstSpan(d.features.data(), d.features.size()), shape);
   };
   auto labels = [](const ml::Dataset& d) {
@@ -289,7 +292,8 @@ py::list DirichletSplit(py::array_t<int64_t, py::array::c_style | py::array::for
   ml::Partition p = ValueOrThrow(
       ml::PartitionDirichlet(l, num_classes, num_clients, alpha, seed, min_per_client));
   py::list out;
-  for (const std::vector<int64_t>& idx : p) out.append(py::array_t<int64_t>(idx.size(), idx.data()));
+  for (const std::vector<int64_t>& idx : p)
+    out.append(py::array_t<int64_t>(idx.size(), idx.data()));
   return out;
 }
 
@@ -297,8 +301,8 @@ py::list DirichletSplit(py::array_t<int64_t, py::array::c_style | py::array::for
 
 void RegisterSim(py::module_& m) {
   py::class_<PyAggregators>(m, "_Aggregators")
-      .def(py::init<std::string, std::string, std::string>(), py::arg("binary"),
-           py::arg("policy"), py::arg("certs_dir"))
+      .def(py::init<std::string, std::string, std::string>(), py::arg("binary"), py::arg("policy"),
+           py::arg("certs_dir"))
       .def("close", &PyAggregators::Close)
       .def("kill", &PyAggregators::Kill)
       .def("endpoints",
@@ -317,12 +321,12 @@ void RegisterSim(py::module_& m) {
       .def_property_readonly("certs_dir", &PyAggregators::certs_dir)
       .def_property_readonly("running", &PyAggregators::running);
   m.def("_run_federation", &RunFederation);
-  m.def("_write_report", [](const std::string& dir, const std::string& title,
-                            const std::vector<py::dict>& records) {
-    std::vector<sim::RoundRecord> r;
-    for (const py::dict& d : records) r.push_back(RecordFromDict(d));
-    OkOrThrow(sim::WriteReport(dir, title, r));
-  });
+  m.def("_write_report",
+        [](const std::string& dir, const std::string& title, const std::vector<py::dict>& records) {
+          std::vector<sim::RoundRecord> r;
+          for (const py::dict& d : records) r.push_back(RecordFromDict(d));
+          OkOrThrow(sim::WriteReport(dir, title, r));
+        });
   m.def("_load_dataset", &LoadDataset);
   m.def("_dirichlet_split", &DirichletSplit);
   // The daemons of the build tree this module was built in.

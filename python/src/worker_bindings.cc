@@ -30,7 +30,7 @@ namespace {
 
 constexpr size_t kStreamAbove = size_t{32} << 20;  // request bytes sent with RunStream
 constexpr size_t kChunkBytes = size_t{4} << 20;
-constexpr int kMaxMessageBytes = 64 << 20;          // the worker's default cap
+constexpr int kMaxMessageBytes = 64 << 20;  // the worker's default cap
 constexpr size_t kMaxStreamBytes = size_t{1} << 30;
 
 struct DTypeInfo {
@@ -80,15 +80,33 @@ py::array DecodeOutput(const proto::Tensor& t) {
   py::dtype dt;
   size_t item = 0;
   switch (t.dtype()) {
-    case proto::DTYPE_FLOAT32: dt = py::dtype::of<float>(); item = 4; break;
-    case proto::DTYPE_FLOAT64: dt = py::dtype::of<double>(); item = 8; break;
-    case proto::DTYPE_INT32: dt = py::dtype::of<int32_t>(); item = 4; break;
-    case proto::DTYPE_INT64: dt = py::dtype::of<int64_t>(); item = 8; break;
-    case proto::DTYPE_UINT64: dt = py::dtype::of<uint64_t>(); item = 8; break;
-    case proto::DTYPE_UINT8: dt = py::dtype::of<uint8_t>(); item = 1; break;
+    case proto::DTYPE_FLOAT32:
+      dt = py::dtype::of<float>();
+      item = 4;
+      break;
+    case proto::DTYPE_FLOAT64:
+      dt = py::dtype::of<double>();
+      item = 8;
+      break;
+    case proto::DTYPE_INT32:
+      dt = py::dtype::of<int32_t>();
+      item = 4;
+      break;
+    case proto::DTYPE_INT64:
+      dt = py::dtype::of<int64_t>();
+      item = 8;
+      break;
+    case proto::DTYPE_UINT64:
+      dt = py::dtype::of<uint64_t>();
+      item = 8;
+      break;
+    case proto::DTYPE_UINT8:
+      dt = py::dtype::of<uint8_t>();
+      item = 1;
+      break;
     default:
-      ThrowStatus(absl::DataLossError(absl::StrCat("worker output '", t.name(),
-                                                   "' has an unknown dtype")));
+      ThrowStatus(
+          absl::DataLossError(absl::StrCat("worker output '", t.name(), "' has an unknown dtype")));
   }
   std::vector<py::ssize_t> shape(t.shape().begin(), t.shape().end());
   size_t n = 1;
@@ -97,8 +115,8 @@ py::array DecodeOutput(const proto::Tensor& t) {
     n *= static_cast<size_t>(d);
   }
   if (n * item != t.data().size()) {
-    ThrowStatus(absl::DataLossError(absl::StrCat("worker output '", t.name(),
-                                                 "': shape and data size disagree")));
+    ThrowStatus(absl::DataLossError(
+        absl::StrCat("worker output '", t.name(), "': shape and data size disagree")));
   }
   py::array out(dt, shape);
   if (n > 0) std::memcpy(out.mutable_data(), t.data().data(), t.data().size());
@@ -254,8 +272,8 @@ void RegisterWorker(py::module_& m) {
       .def("close", &PyWorkerClient::Close)
       .def("health", &PyWorkerClient::Health)
       .def("capabilities", &PyWorkerClient::Capabilities)
-      .def("run", &PyWorkerClient::Run, py::arg("kernel"), py::arg("inputs"),
-           py::arg("params"), py::arg("backend"));
+      .def("run", &PyWorkerClient::Run, py::arg("kernel"), py::arg("inputs"), py::arg("params"),
+           py::arg("backend"));
 }
 
 }  // namespace tandem::python

@@ -33,8 +33,12 @@ from ._tandem import (  # noqa: F401
     Assignment, CheckInResult, EncodedReport, ModelTensor, TrainingSettings, UploadResult)
 
 __all__ = [
-    "Participant", "ReportEncoder", "Error", "Assignment", "CheckInResult", "EncodedReport",
-    "ModelTensor", "UploadResult", "sim", "worker", "datasets",
+    "Participant", "ReportEncoder", "Assignment", "CheckInResult", "EncodedReport",
+    "ModelTensor", "TrainingSettings", "UploadResult", "sim", "worker", "datasets", "Error",
+    "CODE_NAMES", "AbortedError", "AlreadyExistsError", "CancelledError", "DataLossError",
+    "DeadlineExceededError", "FailedPreconditionError", "InternalError", "InvalidArgumentError",
+    "NotFoundError", "OutOfRangeError", "PermissionDeniedError", "ResourceExhaustedError",
+    "UnauthenticatedError", "UnavailableError", "UnimplementedError", "UnknownError",
 ]
 
 

@@ -4,7 +4,9 @@ kernel: another Python thread keeps running during the call.
 Probe: the call runs in a thread while the main thread spins on pure Python
 and records the longest pause between its iterations. Holding the GIL for
 the call would pause the main thread for (nearly) the call's whole duration;
-released, the pauses stay at the interpreter's switch interval (5 ms)."""
+released, the pauses stay at the interpreter's switch interval (5 ms).
+ctest runs this file alone (RUN_SERIAL), so that other tests' load does not
+stretch the pauses."""
 
 import socket
 import threading
@@ -57,7 +59,7 @@ def test_the_probe_sees_a_call_that_holds_the_gil():
 def test_encoding_releases_the_gil():
     e = tandem.ReportEncoder.for_model(1 << 22, block_size=1024)
     update = np.full(1 << 22, 1e-4, np.float32)
-    done = assert_released(lambda: [e.encode(update) for _ in range(2)], 0.05)
+    done = assert_released(lambda: [e.encode(update) for _ in range(4)], 0.1)
     assert "error" not in done
 
 
@@ -78,7 +80,8 @@ def test_network_waits_release_the_gil():
 def test_kernel_calls_release_the_gil():
     with tandem.worker.LocalWorker() as w, tandem.worker.Client(w.address) as c:
         q = np.random.default_rng(0).normal(size=(8, 1024, 64)).astype(np.float32)
-        done = assert_released(lambda: c.run("attention.dense", [q, q, q]), 0.05)
+        done = assert_released(lambda: [c.run("attention.dense", [q, q, q]) for _ in range(2)],
+                               0.1)
         assert "error" not in done
 
 

@@ -87,8 +87,8 @@ absl::StatusOr<ModelFederationResult> RunModelFederation(
 
     std::vector<float> mean;
     if (o.private_aggregation) {
-      TANDEM_ASSIGN_OR_RETURN(mean, PrivateMean(o, *plan->sum, plan->round_id, packed_updates,
-                                                aggregators, &rec));
+      TANDEM_ASSIGN_OR_RETURN(
+          mean, PrivateMean(o, *plan->sum, plan->round_id, packed_updates, aggregators, &rec));
     } else {
       mean.assign(packed_updates[0].size(), 0.f);
       for (const auto& u : packed_updates) {
