@@ -53,15 +53,24 @@ absl::Status ForEachIntoAccumulator(size_t n, uint64_t dimension, int value_bits
     }
   });
   if (absl::Status s = FirstError(statuses); !s.ok()) return s;
-  const uint64_t mask = ValueMask(value_bits);
   for (const std::vector<uint64_t>& buffer : buffers) {
-    tbb::parallel_for(tbb::blocked_range<size_t>(0, dim, size_t{1} << 14),
-                      [&](const tbb::blocked_range<size_t>& r) {
-                        for (size_t j = r.begin(); j < r.end(); ++j) {
-                          accumulator[j] = (accumulator[j] + buffer[j]) & mask;
-                        }
-                      });
+    if (absl::Status s = AddAccumulator(accumulator, buffer, value_bits); !s.ok()) return s;
   }
+  return absl::OkStatus();
+}
+
+absl::Status AddAccumulator(absl::Span<uint64_t> into, absl::Span<const uint64_t> from,
+                            int value_bits) {
+  if (into.size() != from.size()) {
+    return absl::InvalidArgumentError("accumulators of different sizes");
+  }
+  const uint64_t mask = ValueMask(value_bits);
+  tbb::parallel_for(tbb::blocked_range<size_t>(0, into.size(), size_t{1} << 14),
+                    [&](const tbb::blocked_range<size_t>& r) {
+                      for (size_t j = r.begin(); j < r.end(); ++j) {
+                        into[j] = (into[j] + from[j]) & mask;
+                      }
+                    });
   return absl::OkStatus();
 }
 

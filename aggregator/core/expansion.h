@@ -48,6 +48,11 @@ absl::Status SubtractShares(
     const crypto::SparseDpf& dpf, absl::Span<const proto::SparseKeySet* const> shares,
     absl::Span<uint64_t> accumulator);
 
+// into += from (mod 2^value_bits), in parallel chunks. REQUIRES equal sizes
+// (INVALID_ARGUMENT otherwise, nothing added).
+absl::Status AddAccumulator(absl::Span<uint64_t> into, absl::Span<const uint64_t> from,
+                            int value_bits);
+
 // Runs visit(i, target, scratch) for every i in [0, n) on the worker
 // threads, where each thread's `target` is a dimension-sized buffer (the
 // first thread's is `accumulator` itself, the others zeroed buffers added

@@ -93,4 +93,27 @@ absl::StatusOr<std::vector<NormEvaluation>> EvaluateNormChecks(
   return out;
 }
 
+absl::StatusOr<ReportChecks> EvaluateReportChecks(
+    const crypto::SparseDpf& dpf, const crypto::proof::NormProofSystem* proof, int party,
+    absl::Span<const ParsedShare* const> shares, absl::Span<const std::string> report_ids,
+    absl::string_view query_seed, absl::Span<uint64_t> accumulator) {
+  ReportChecks out;
+  if (shares.empty()) return out;
+  if (proof != nullptr) {
+    TANDEM_ASSIGN_OR_RETURN(std::vector<NormEvaluation> evals,
+                            EvaluateNormChecks(dpf, *proof, party, shares, report_ids,
+                                               query_seed, accumulator));
+    for (NormEvaluation& e : evals) {
+      out.digests.push_back(e.digest);
+      out.verifiers.push_back(std::move(e.verifier));
+    }
+    return out;
+  }
+  std::vector<const proto::SparseKeySet*> keys;
+  keys.reserve(shares.size());
+  for (const ParsedShare* s : shares) keys.push_back(&s->keys);
+  TANDEM_ASSIGN_OR_RETURN(out.digests, ComputeDigests(dpf, keys, accumulator));
+  return out;
+}
+
 }  // namespace tandem::aggregator

@@ -67,6 +67,20 @@ absl::StatusOr<std::vector<NormEvaluation>> EvaluateNormChecks(
     absl::Span<const ParsedShare* const> shares, absl::Span<const std::string> report_ids,
     absl::string_view query_seed, absl::Span<uint64_t> accumulator = absl::Span<uint64_t>());
 
+// What a server sends its peer for each report of an exchange: the VDPF
+// digest and, in norm rounds (`proof` non-null), its verifier share, one
+// evaluation per report (added into `accumulator` when non-empty:
+// ComputeDigests / EvaluateNormChecks). verifiers is empty without proof.
+// Errors as theirs; on error the accumulator must be discarded.
+struct ReportChecks {
+  std::vector<crypto::ProofDigest> digests;
+  std::vector<proto::NormProofVerifierShare> verifiers;
+};
+absl::StatusOr<ReportChecks> EvaluateReportChecks(
+    const crypto::SparseDpf& dpf, const crypto::proof::NormProofSystem* proof, int party,
+    absl::Span<const ParsedShare* const> shares, absl::Span<const std::string> report_ids,
+    absl::string_view query_seed, absl::Span<uint64_t> accumulator);
+
 }  // namespace tandem::aggregator
 
 #endif  // TANDEM_AGGREGATOR_CORE_NORM_VERIFICATION_H_

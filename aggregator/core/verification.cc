@@ -119,28 +119,17 @@ absl::StatusOr<int> Aggregator::ProcessBatchLocked(Task& task,
   std::vector<uint64_t> next;
   if (!candidates.empty()) next = task.accumulator;
   auto started = std::chrono::steady_clock::now();
-  std::vector<crypto::ProofDigest> digests;
-  std::vector<proto::NormProofVerifierShare> verifiers;
-  if (candidates.empty()) {
-    // Nothing to evaluate: only stored shares that failed to parse.
-  } else if (proof != nullptr) {
-    std::vector<const ParsedShare*> ptrs;
-    std::vector<std::string> ids;
-    for (size_t i = 0; i < candidates.size(); ++i) {
-      ptrs.push_back(&shares[i]);
-      ids.push_back(candidates[i]->report_id);
-    }
-    TANDEM_ASSIGN_OR_RETURN(std::vector<NormEvaluation> evals,
-                            EvaluateNormChecks(*task.dpf, *proof, 0, ptrs, ids, task.query_seed,
-                                               absl::MakeSpan(next)));
-    for (NormEvaluation& e : evals) {
-      digests.push_back(e.digest);
-      verifiers.push_back(std::move(e.verifier));
-    }
-  } else {
-    TANDEM_ASSIGN_OR_RETURN(digests,
-                            ComputeDigests(*task.dpf, KeysOf(shares), absl::MakeSpan(next)));
+  std::vector<const ParsedShare*> ptrs;
+  std::vector<std::string> candidate_ids;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    ptrs.push_back(&shares[i]);
+    candidate_ids.push_back(candidates[i]->report_id);
   }
+  TANDEM_ASSIGN_OR_RETURN(ReportChecks checks,
+                          EvaluateReportChecks(*task.dpf, proof.get(), 0, ptrs, candidate_ids,
+                                               task.query_seed, absl::MakeSpan(next)));
+  const std::vector<crypto::ProofDigest>& digests = checks.digests;
+  const std::vector<proto::NormProofVerifierShare>& verifiers = checks.verifiers;
   task.expansion_seconds += SecondsSince(started);
 
   proto::VerifyRequest request;
@@ -263,9 +252,8 @@ absl::Status Aggregator::CommitRecordsLocked(Task& task,
   std::vector<ParsedShare> fresh, undo;
   const bool used_tentative = !task.tentative_ids.empty();
   if (used_tentative) {
-    const uint64_t mask =
-        task.dpf->value_bits() == 64 ? ~uint64_t{0} : (uint64_t{1} << 32) - 1;
-    for (size_t j = 0; j < next.size(); ++j) next[j] = (next[j] + task.tentative[j]) & mask;
+    TANDEM_RETURN_IF_ERROR(
+        AddAccumulator(absl::MakeSpan(next), task.tentative, task.dpf->value_bits()));
     for (const std::string& id : task.tentative_ids) {
       if (accepted_ids.contains(id)) continue;
       TANDEM_ASSIGN_OR_RETURN(ReportRecord r, task.store->GetReport(id));
@@ -407,27 +395,18 @@ absl::StatusOr<proto::VerifyResponse> Aggregator::HandleVerify(
     const auto started = std::chrono::steady_clock::now();
     const absl::Span<uint64_t> into =
         part == &fresh ? absl::MakeSpan(task->tentative) : absl::Span<uint64_t>();
-    absl::Status evaluated = absl::OkStatus();
-    if (proof != nullptr) {
-      std::vector<const ParsedShare*> ptrs;
-      std::vector<std::string> ids;
-      for (size_t i : *part) {
-        ptrs.push_back(&shares[i]);
-        ids.push_back(response.checks(to_digest[i]).report_id());
-      }
-      absl::StatusOr<std::vector<NormEvaluation>> evals =
-          EvaluateNormChecks(*task->dpf, *proof, 1, ptrs, ids, task->query_seed, into);
-      evaluated = evals.status();
-      for (size_t j = 0; evals.ok() && j < part->size(); ++j) {
-        digests[(*part)[j]] = (*evals)[j].digest;
-        verifiers[(*part)[j]] = std::move((*evals)[j].verifier);
-      }
-    } else {
-      std::vector<const proto::SparseKeySet*> keys;
-      for (size_t i : *part) keys.push_back(&shares[i].keys);
-      absl::StatusOr<std::vector<crypto::ProofDigest>> d = ComputeDigests(*task->dpf, keys, into);
-      evaluated = d.status();
-      for (size_t j = 0; d.ok() && j < part->size(); ++j) digests[(*part)[j]] = (*d)[j];
+    std::vector<const ParsedShare*> ptrs;
+    std::vector<std::string> ids;
+    for (size_t i : *part) {
+      ptrs.push_back(&shares[i]);
+      ids.push_back(response.checks(to_digest[i]).report_id());
+    }
+    absl::StatusOr<ReportChecks> checks =
+        EvaluateReportChecks(*task->dpf, proof.get(), 1, ptrs, ids, task->query_seed, into);
+    const absl::Status evaluated = checks.status();
+    for (size_t j = 0; checks.ok() && j < part->size(); ++j) {
+      digests[(*part)[j]] = checks->digests[j];
+      if (proof != nullptr) verifiers[(*part)[j]] = std::move(checks->verifiers[j]);
     }
     if (!evaluated.ok()) {
       // The tentative sum may hold part of this batch: drop it.
