@@ -21,28 +21,8 @@ absl::StatusOr<ModelFederationResult> RunModelFederation(
   }
   if (!train) return absl::InvalidArgumentError("a local training step is required");
   if (model.initial_params.empty()) return absl::InvalidArgumentError("the model is empty");
-  // A task id per run, so that reruns against long-lived daemons never
-  // collide with the replay protection of an earlier run.
-  uint64_t nonce = 0;
-  TANDEM_RETURN_IF_ERROR(OpenSslRandom::Default()->Fill(
-      absl::MakeSpan(reinterpret_cast<uint8_t*>(&nonce), sizeof(nonce))));
-
   // The coordinator's side: model, FedLUAR, server optimizer, accountant.
-  server::FederatedTaskOptions to;
-  to.secure_sum.task_id = absl::StrCat("sim-", o.name, "-", nonce % 1000000007);
-  to.secure_sum.block_size = o.block_size;
-  to.secure_sum.log_blocks_per_group = o.log_blocks_per_group;
-  to.secure_sum.clip_l2_norm = o.clip_l2_norm;
-  to.secure_sum.noise_multiplier = o.private_aggregation ? o.noise_multiplier : 0.0;
-  to.secure_sum.max_reports = static_cast<uint32_t>(std::max(1, o.clients));
-  to.secure_sum.norm_proofs = o.private_aggregation && o.norm_proofs;
-  to.secure_sum.min_batch_size = o.min_batch_size;
-  to.server_lr = o.server_lr;
-  to.num_recycled = o.fedluar ? o.num_recycled : 0;
-  to.seed = o.seed;
-  to.sample_rate = o.sample_rate;
-  to.delta = o.delta;
-  to.epsilon_budget = o.private_aggregation ? o.epsilon_budget : 0.0;
+  TANDEM_ASSIGN_OR_RETURN(const server::FederatedTaskOptions to, SimTaskOptions(o));
   TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<server::FederatedTask> coordinator,
                           server::FederatedTask::Create(to, model.tensors, model.initial_params));
 

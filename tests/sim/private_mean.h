@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "server/core/federated_task.h"
 #include "server/core/secure_sum.h"
 #include "tests/sim/federation.h"
 
@@ -23,6 +24,12 @@ absl::StatusOr<std::vector<float>> PrivateMean(const FederationOptions& options,
                                                const std::vector<std::vector<float>>& updates,
                                                const AggregatorEndpoints& aggregators,
                                                RoundRecord* record);
+
+// The coordinator-side task of a simulated run of `options` (secure sum,
+// FedLUAR, server optimizer, accountant), under a fresh task id so that
+// reruns against long-lived daemons never collide with the replay
+// protection of an earlier run. Errors of the OpenSSL randomness.
+absl::StatusOr<server::FederatedTaskOptions> SimTaskOptions(const FederationOptions& options);
 
 }  // namespace tandem::sim
 
