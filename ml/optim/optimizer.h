@@ -3,7 +3,16 @@
 //
 // Lifecycle: one instance per training run; the state (momentum, moments)
 // is sized on the first Step() and must stay the same size afterwards.
-// Thread-compatible: one thread at a time.
+// Thread-compatible: one Step() at a time. All three updates are
+// element-wise, so one Step() may split the vector into ranges that run
+// concurrently (the RangeRunner overload; GradientEngine::ApplyStep runs them
+// on its oneTBB arena); the result does not depend on the split.
+//
+// Denormal results are flushed to zero during an update (x86: MXCSR FTZ/DAZ
+// set for the update and restored after it): a moment that decays towards
+// zero (Adam's m and v of a parameter whose gradient stays 0, e.g. behind a
+// dead ReLU) would otherwise spend ~150 steps as denormals, each operation
+// on them ~100x slower.
 #ifndef TANDEM_ML_OPTIM_OPTIMIZER_H_
 #define TANDEM_ML_OPTIM_OPTIMIZER_H_
 
@@ -12,11 +21,17 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 
 namespace tandem::ml {
+
+// Calls body(begin, end) for disjoint ranges that cover [0, n), possibly
+// concurrently, and returns once all of them ran.
+using RangeBody = absl::FunctionRef<void(size_t begin, size_t end)>;
+using RangeRunner = absl::FunctionRef<void(size_t n, RangeBody body)>;
 
 class Optimizer {
  public:
@@ -25,6 +40,8 @@ class Optimizer {
   // Applies one update in place. Returns INVALID_ARGUMENT when the spans
   // differ in size or the size changed since the first step.
   absl::Status Step(absl::Span<float> params, absl::Span<const float> grads);
+  // Same, with the element ranges run by `runner` (e.g. on several threads).
+  absl::Status Step(absl::Span<float> params, absl::Span<const float> grads, RangeRunner runner);
   // Forgets all state (step count, buffers).
   void Reset();
   int64_t steps() const { return steps_; }
@@ -45,8 +62,12 @@ class Optimizer {
 
  protected:
   explicit Optimizer(double lr) : lr_(lr) {}
-  // `t` is the 0-based step index; buffers are already sized.
-  virtual void Apply(int64_t t, absl::Span<float> params, absl::Span<const float> grads) = 0;
+  // Updates elements [begin, end) of `params` (and of the state buffers);
+  // `params`/`grads` are the whole vectors. `t` is the 0-based step index;
+  // buffers are already sized. Must touch no element outside the range:
+  // disjoint ranges of one step run concurrently.
+  virtual void Apply(int64_t t, size_t begin, size_t end, absl::Span<float> params,
+                     absl::Span<const float> grads) = 0;
   virtual void ResizeState(size_t n) = 0;
   // The optimizer's buffers, in a fixed order (SaveState/RestoreState).
   virtual std::vector<std::vector<float>*> Buffers() = 0;
@@ -90,11 +111,11 @@ enum class DanaSchedule { kConstant, kDecaying };
 // gamma3 == 0 is plain SGD with step gamma2.
 struct DanaOptions {
   double gamma1 = 1.0;
-  double gamma2 = 0.01;         // the SGD step (learning_rate())
-  double gamma3 = -1.0;         // constant schedule: < 0 means 0.5 * gamma2 / d
-  double delta = 6.0;           // authors: 4 + 2(alpha + beta) / (2 alpha)
-  double alpha = 1.0;           // data power-law exponent (decaying schedule)
-  int64_t dimension = 0;        // d; 0 = the parameter count at the first step
+  double gamma2 = 0.01;   // the SGD step (learning_rate())
+  double gamma3 = -1.0;   // constant schedule: < 0 means 0.5 * gamma2 / d
+  double delta = 6.0;     // authors: 4 + 2(alpha + beta) / (2 alpha)
+  double alpha = 1.0;     // data power-law exponent (decaying schedule)
+  int64_t dimension = 0;  // d; 0 = the parameter count at the first step
   DanaSchedule schedule = DanaSchedule::kConstant;
 };
 // INVALID_ARGUMENT for gamma2 <= 0, delta <= 0, alpha <= 0, dimension < 0,

@@ -107,14 +107,19 @@ TEST(Dana, DecayingOutscalesSgdOnPowerLawRandomFeatures) {
   for (int j = 1; j <= v; ++j) trace += std::pow(j, -2 * alpha);
   const double gamma2 = 0.5 / trace;
   auto sgd = *CreateDana({.gamma2 = gamma2, .gamma3 = 0.0});
-  auto dana = *CreateDana({.gamma2 = gamma2, .delta = 4 + 2 * (alpha + beta) / (2 * alpha),
-                           .alpha = alpha, .schedule = DanaSchedule::kDecaying});
+  auto dana = *CreateDana({.gamma2 = gamma2,
+                           .delta = 4 + 2 * (alpha + beta) / (2 * alpha),
+                           .alpha = alpha,
+                           .schedule = DanaSchedule::kDecaying});
   std::vector<float> th_sgd(d, 0.0f), th_dana(d, 0.0f);
-  EXPECT_NEAR(risk(th_sgd), [&] {
-    double p0 = 0;
-    for (int j = 1; j <= v; ++j) p0 += 0.5 * std::pow(j, -2 * alpha - 2 * beta);
-    return p0;
-  }(), 1e-9);
+  EXPECT_NEAR(
+      risk(th_sgd),
+      [&] {
+        double p0 = 0;
+        for (int j = 1; j <= v; ++j) p0 += 0.5 * std::pow(j, -2 * alpha - 2 * beta);
+        return p0;
+      }(),
+      1e-9);
   std::vector<double> x(v), f(d);
   for (int t = 0; t < 3000; ++t) {
     for (int j = 0; j < v; ++j) x[j] = std::pow(j + 1.0, -alpha) * nd(gen);
@@ -175,9 +180,7 @@ TEST(Optimizers, RestoredStateContinuesBitIdentically) {
   b.push_back(*CreateDana({.gamma2 = 0.05, .schedule = DanaSchedule::kDecaying}));
   for (size_t k = 0; k < a.size(); ++k) {
     std::vector<float> x = {1.0f, -2.0f, 0.5f};
-    auto grad = [&](int t) {
-      return std::vector<float>{x[0] + 0.1f * t, 2 * x[1], -x[2]};
-    };
+    auto grad = [&](int t) { return std::vector<float>{x[0] + 0.1f * t, 2 * x[1], -x[2]}; };
     for (int t = 0; t < 3; ++t) TANDEM_ASSERT_OK(a[k]->Step(absl::MakeSpan(x), grad(t)));
     TANDEM_ASSERT_OK(b[k]->RestoreState(a[k]->SaveState()));
     EXPECT_EQ(b[k]->steps(), 3);
@@ -196,6 +199,72 @@ TEST(Optimizers, RestoredStateContinuesBitIdentically) {
   Optimizer::State ragged = a[1]->SaveState();
   ragged.buffers[1].pop_back();
   EXPECT_THAT(adam->RestoreState(ragged), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+// The ranged Step (what GradientEngine::ApplyStep runs on several threads)
+// gives bit-identically the single-range result, for uneven splits and
+// ranges that start inside an Eigen block; Adam matches the scalar formula.
+TEST(Optimizers, RangedStepMatchesSingleRangeAndTheFormula) {
+  const int n = 1500;
+  auto make = [](int k) -> std::unique_ptr<Optimizer> {
+    if (k == 0) return *CreateSgd({.learning_rate = 0.1, .momentum = 0.9, .nesterov = true});
+    if (k == 1) return *CreateAdam({.learning_rate = 0.01});
+    return *CreateDana({.gamma2 = 0.05});
+  };
+  std::mt19937 gen(3);
+  std::normal_distribution<float> normal;
+  for (int k = 0; k < 3; ++k) {
+    auto one = make(k), ranged = make(k);
+    std::vector<float> x(n), y, m(n, 0.0f), v(n, 0.0f), ref;
+    for (float& e : x) e = normal(gen);
+    y = x;
+    ref = x;
+    std::vector<std::pair<size_t, size_t>> seen;
+    for (int t = 0; t < 4; ++t) {
+      std::vector<float> g(n);
+      for (float& e : g) e = normal(gen);
+      TANDEM_ASSERT_OK(one->Step(absl::MakeSpan(x), g));
+      seen.clear();
+      TANDEM_ASSERT_OK(ranged->Step(absl::MakeSpan(y), g, [&](size_t size, RangeBody body) {
+        const size_t cuts[] = {0, 7, 700, 1100, size};
+        for (size_t r = 0; r + 1 < std::size(cuts); ++r) {
+          seen.emplace_back(cuts[r], cuts[r + 1]);
+          body(cuts[r], cuts[r + 1]);
+        }
+      }));
+      if (k == 1) {  // Kingma & Ba 2015, Algorithm 1, in double
+        for (int i = 0; i < n; ++i) {
+          m[i] = 0.9 * m[i] + 0.1 * g[i];
+          v[i] = 0.999 * v[i] + 0.001 * g[i] * g[i];
+          const double mh = m[i] / (1 - std::pow(0.9, t + 1));
+          const double vh = v[i] / (1 - std::pow(0.999, t + 1));
+          ref[i] = static_cast<float>(ref[i] - 0.01 * mh / (std::sqrt(vh) + 1e-8));
+        }
+      }
+    }
+    EXPECT_EQ(x, y) << one->name();
+    EXPECT_EQ(seen.size(), 4u);  // the runner really split the step
+    if (k == 1) {
+      for (int i = 0; i < n; ++i) ASSERT_NEAR(x[i], ref[i], 1e-5) << i;
+    }
+  }
+}
+
+// A moment that decays towards zero is flushed to zero instead of passing
+// through the denormal range (the update's results are otherwise unchanged).
+TEST(Optimizers, AdamFlushesDenormalMoments) {
+  auto adam = *CreateAdam({.learning_rate = 0.01});
+  std::vector<float> x = {1.0f};
+  TANDEM_ASSERT_OK(adam->Step(absl::MakeSpan(x), std::vector<float>{1e-30f}));
+  for (int t = 0; t < 200; ++t) {
+    TANDEM_ASSERT_OK(adam->Step(absl::MakeSpan(x), std::vector<float>{0.0f}));
+    const Optimizer::State s = adam->SaveState();
+    for (const auto& buf : s.buffers) {
+      ASSERT_NE(std::fpclassify(buf[0]), FP_SUBNORMAL) << "step " << t;
+    }
+  }
+  EXPECT_EQ(adam->SaveState().buffers[0][0], 0.0f);  // m = 1e-31 * 0.9^200 underflowed
+  EXPECT_TRUE(std::isfinite(x[0]));
 }
 
 }  // namespace

@@ -34,20 +34,21 @@ GradientEngine::~GradientEngine() = default;
 
 absl::StatusOr<std::unique_ptr<GradientEngine>> GradientEngine::Create(int num_threads) {
   if (num_threads < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("gradient engine: num_threads ", num_threads, " < 1"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("gradient engine: num_threads ", num_threads, " < 1"));
   }
   return std::unique_ptr<GradientEngine>(
       new GradientEngine(num_threads, std::make_unique<Impl>(num_threads)));
 }
 
-absl::StatusOr<BatchStats> GradientEngine::ComputeGradient(const Model& model,
-                                                           const Dataset& data,
+absl::StatusOr<BatchStats> GradientEngine::ComputeGradient(const Model& model, const Dataset& data,
                                                            absl::Span<const int64_t> rows,
                                                            std::vector<float>* grad) {
   if (rows.empty()) return absl::InvalidArgumentError("gradient: empty batch");
   if (data.features.cols() != model.input_size()) {
     return absl::InvalidArgumentError(absl::StrCat("gradient: data has ", data.features.cols(),
-                                                   " features, model expects ", model.input_size()));
+                                                   " features, model expects ",
+                                                   model.input_size()));
   }
   for (int64_t r : rows) {
     if (r < 0 || r >= data.size()) {
@@ -83,21 +84,49 @@ absl::StatusOr<BatchStats> GradientEngine::ComputeGradient(const Model& model,
   if (shards == 1) {
     run_shard(0);
   } else {
-    impl_->arena.execute([&] {
-      tbb::parallel_for(size_t{0}, shards, [&](size_t s) { run_shard(s); });
-    });
+    impl_->arena.execute(
+        [&] { tbb::parallel_for(size_t{0}, shards, [&](size_t s) { run_shard(s); }); });
   }
   BatchStats total;
-  grad->assign(num_params, 0.0f);
+  for (size_t s = 0; s < shards; ++s) TANDEM_RETURN_IF_ERROR(impl_->shards[s].status);
+  grad->resize(num_params);
+  // Shard sums in shard order (deterministic), element blocks in parallel.
+  auto reduce = [&](size_t begin, size_t end) {
+    float* out = grad->data();
+    std::copy(impl_->shards[0].grad.begin() + begin, impl_->shards[0].grad.begin() + end,
+              out + begin);
+    for (size_t s = 1; s < shards; ++s) {
+      const float* g = impl_->shards[s].grad.data();
+      for (size_t i = begin; i < end; ++i) out[i] += g[i];
+    }
+  };
+  RunRanges(num_params, reduce);
   for (size_t s = 0; s < shards; ++s) {
     const Impl::Shard& sh = impl_->shards[s];
-    TANDEM_RETURN_IF_ERROR(sh.status);
-    for (size_t i = 0; i < num_params; ++i) (*grad)[i] += sh.grad[i];
     total.loss_sum += sh.stats.loss_sum;
     total.correct += sh.stats.correct;
     total.count += sh.stats.count;
   }
   return total;
+}
+
+void GradientEngine::RunRanges(size_t n, absl::FunctionRef<void(size_t, size_t)> body) {
+  if (num_threads_ == 1 || n < 2 * kMinRange) {
+    body(0, n);
+    return;
+  }
+  // One contiguous range per thread (the update is memory-bound).
+  const size_t parts = std::min<size_t>(static_cast<size_t>(num_threads_), n / kMinRange);
+  impl_->arena.execute([&] {
+    tbb::parallel_for(size_t{0}, parts,
+                      [&](size_t k) { body(n * k / parts, n * (k + 1) / parts); });
+  });
+}
+
+absl::Status GradientEngine::ApplyStep(Optimizer& optimizer, Model& model,
+                                       absl::Span<const float> grad) {
+  return optimizer.Step(model.mutable_params(), grad,
+                        [this](size_t n, RangeBody body) { RunRanges(n, body); });
 }
 
 absl::StatusOr<EmbeddingsAndLosses> GradientEngine::EmbedAndLoss(const Model& model,
@@ -120,8 +149,8 @@ absl::StatusOr<EmbeddingsAndLosses> GradientEngine::EmbedAndLoss(const Model& mo
       if (!status[c].ok()) return;
       absl::StatusOr<LossResult> loss = SoftmaxCrossEntropy(
           acts.logits(),
-          absl::MakeConstSpan(data.labels).subspan(static_cast<size_t>(begin),
-                                                   static_cast<size_t>(end - begin)),
+          absl::MakeConstSpan(data.labels)
+              .subspan(static_cast<size_t>(begin), static_cast<size_t>(end - begin)),
           nullptr, 1.0f, true);
       if (!loss.ok()) {
         status[c] = loss.status();
@@ -134,7 +163,8 @@ absl::StatusOr<EmbeddingsAndLosses> GradientEngine::EmbedAndLoss(const Model& mo
   for (const auto& s : status) TANDEM_RETURN_IF_ERROR(s);
   const Eigen::Index dim = num_chunks > 0 ? emb[0].cols() : 0;
   out.embeddings.resize(n, dim);
-  for (int64_t c = 0; c < num_chunks; ++c) out.embeddings.middleRows(c * chunk, emb[c].rows()) = emb[c];
+  for (int64_t c = 0; c < num_chunks; ++c)
+    out.embeddings.middleRows(c * chunk, emb[c].rows()) = emb[c];
   return out;
 }
 
@@ -157,8 +187,9 @@ absl::StatusOr<EvalStats> GradientEngine::Evaluate(const Model& model, const Dat
         return;
       }
       results[c] = SoftmaxCrossEntropy(
-          *logits, absl::MakeConstSpan(data.labels).subspan(static_cast<size_t>(begin),
-                                                            static_cast<size_t>(end - begin)),
+          *logits,
+          absl::MakeConstSpan(data.labels)
+              .subspan(static_cast<size_t>(begin), static_cast<size_t>(end - begin)),
           nullptr);
     });
   });
@@ -174,10 +205,10 @@ absl::StatusOr<EvalStats> GradientEngine::Evaluate(const Model& model, const Dat
                    static_cast<double>(correct) / static_cast<double>(n)};
 }
 
-absl::StatusOr<EpochStats> TrainEpoch(Model& model, Optimizer& optimizer,
-                                      GradientEngine& engine, const Dataset& data,
-                                      std::vector<int64_t> indices, const EpochOptions& options,
-                                      absl::BitGenRef gen, const Clock& clock) {
+absl::StatusOr<EpochStats> TrainEpoch(Model& model, Optimizer& optimizer, GradientEngine& engine,
+                                      const Dataset& data, std::vector<int64_t> indices,
+                                      const EpochOptions& options, absl::BitGenRef gen,
+                                      const Clock& clock) {
   if (options.batch_size < 1 || indices.empty()) {
     return absl::InvalidArgumentError("train epoch: batch_size must be >= 1 and indices non-empty");
   }
@@ -188,8 +219,9 @@ absl::StatusOr<EpochStats> TrainEpoch(Model& model, Optimizer& optimizer,
   for (size_t b = 0; b < indices.size(); b += static_cast<size_t>(options.batch_size)) {
     const size_t e = std::min(indices.size(), b + static_cast<size_t>(options.batch_size));
     TANDEM_ASSIGN_OR_RETURN(
-        BatchStats s, engine.ComputeGradient(model, data, absl::MakeConstSpan(indices).subspan(b, e - b), &grad));
-    TANDEM_RETURN_IF_ERROR(optimizer.Step(model.mutable_params(), grad));
+        BatchStats s,
+        engine.ComputeGradient(model, data, absl::MakeConstSpan(indices).subspan(b, e - b), &grad));
+    TANDEM_RETURN_IF_ERROR(engine.ApplyStep(optimizer, model, grad));
     total.loss_sum += s.loss_sum;
     total.correct += s.correct;
     total.count += s.count;
@@ -225,7 +257,7 @@ absl::Status TrainSteps(Model& model, Optimizer& optimizer, GradientEngine& engi
     }
     TANDEM_ASSIGN_OR_RETURN(BatchStats unused, engine.ComputeGradient(model, data, batch, &grad));
     (void)unused;
-    TANDEM_RETURN_IF_ERROR(optimizer.Step(model.mutable_params(), grad));
+    TANDEM_RETURN_IF_ERROR(engine.ApplyStep(optimizer, model, grad));
   }
   return absl::OkStatus();
 }

@@ -15,6 +15,7 @@
 #include <memory>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/random/bit_gen_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
@@ -56,9 +57,13 @@ class GradientEngine {
                                              absl::Span<const int64_t> rows,
                                              std::vector<float>* grad);
 
+  // One optimizer step on `model`'s parameters with `grad`, the element-wise
+  // update split over the engine's threads (same result as
+  // optimizer.Step(model.mutable_params(), grad); errors are the optimizer's).
+  absl::Status ApplyStep(Optimizer& optimizer, Model& model, absl::Span<const float> grad);
+
   // Loss and accuracy over all of `data` in chunks of `chunk` rows.
-  absl::StatusOr<EvalStats> Evaluate(const Model& model, const Dataset& data,
-                                     int64_t chunk = 512);
+  absl::StatusOr<EvalStats> Evaluate(const Model& model, const Dataset& data, int64_t chunk = 512);
 
   // Penultimate embeddings and per-sample losses of every row of `data`.
   absl::StatusOr<EmbeddingsAndLosses> EmbedAndLoss(const Model& model, const Dataset& data,
@@ -66,7 +71,11 @@ class GradientEngine {
 
  private:
   struct Impl;
+  // Element ranges below this run on the calling thread.
+  static constexpr size_t kMinRange = 16384;
   GradientEngine(int num_threads, std::unique_ptr<Impl> impl);
+  // body(begin, end) over [0, n), split across the arena's threads.
+  void RunRanges(size_t n, absl::FunctionRef<void(size_t, size_t)> body);
   int num_threads_;
   std::unique_ptr<Impl> impl_;
 };
@@ -86,10 +95,10 @@ struct EpochStats {
 // then optimizer step. `clock` (not owned, may be RealClock::Default())
 // times the epoch. Returns INVALID_ARGUMENT for batch_size < 1 or empty
 // indices and propagates engine/optimizer errors.
-absl::StatusOr<EpochStats> TrainEpoch(Model& model, Optimizer& optimizer,
-                                      GradientEngine& engine, const Dataset& data,
-                                      std::vector<int64_t> indices, const EpochOptions& options,
-                                      absl::BitGenRef gen, const Clock& clock);
+absl::StatusOr<EpochStats> TrainEpoch(Model& model, Optimizer& optimizer, GradientEngine& engine,
+                                      const Dataset& data, std::vector<int64_t> indices,
+                                      const EpochOptions& options, absl::BitGenRef gen,
+                                      const Clock& clock);
 
 // Runs `steps` local SGD-style steps (batches drawn by cycling through a
 // shuffled `data`), as a federated client does between rounds.

@@ -43,6 +43,31 @@ TEST_F(TrainerTest, ShardedGradientMatchesSingleShard) {
   for (size_t i = 0; i < g1.size(); ++i) ASSERT_NEAR(g1[i], g2[i], 1e-5) << i;
 }
 
+// ApplyStep splits the update over the arena (the model is large enough to
+// split) and gives bit-identically the single-threaded optimizer step.
+TEST_F(TrainerTest, ApplyStepOnTwoThreadsMatchesOptimizerStep) {
+  auto a = *MakeMlp(64, {512}, 10);
+  a->InitFromSeed(2);
+  auto b = a->Clone();
+  ASSERT_GT(a->num_params(), 32768);
+  auto two = *GradientEngine::Create(2);
+  auto opt_a = *CreateAdam({}), opt_b = *CreateAdam({});
+  std::vector<int64_t> rows(32);
+  std::vector<float> grad;
+  for (int step = 0; step < 3; ++step) {
+    for (int64_t i = 0; i < 32; ++i) rows[i] = (step * 32 + i) % train_.size();
+    TANDEM_ASSERT_OK(two->ComputeGradient(*a, train_, rows, &grad).status());
+    TANDEM_ASSERT_OK(two->ApplyStep(*opt_a, *a, grad));
+    TANDEM_ASSERT_OK(opt_b->Step(b->mutable_params(), grad));
+    for (int64_t i = 0; i < a->num_params(); ++i) {
+      ASSERT_EQ(a->params()[i], b->params()[i]) << "step " << step << " index " << i;
+    }
+  }
+  auto init = *MakeMlp(64, {512}, 10);
+  init->InitFromSeed(2);
+  EXPECT_NE(a->Flatten(), init->Flatten());  // the steps moved the parameters
+}
+
 TEST_F(TrainerTest, MlpLearnsDigits) {
   auto model = *MakeMlp(64, {64}, 10);
   model->InitFromSeed(2);
@@ -54,8 +79,8 @@ TEST_F(TrainerTest, MlpLearnsDigits) {
   TANDEM_ASSERT_OK_AND_ASSIGN(EvalStats before, engine->Evaluate(*model, test_));
   EpochStats last;
   for (int e = 0; e < 10; ++e) {
-    TANDEM_ASSERT_OK_AND_ASSIGN(last, TrainEpoch(*model, *opt, *engine, train_, all, {32}, gen,
-                                                 *RealClock::Default()));
+    TANDEM_ASSERT_OK_AND_ASSIGN(
+        last, TrainEpoch(*model, *opt, *engine, train_, all, {32}, gen, *RealClock::Default()));
   }
   TANDEM_ASSERT_OK_AND_ASSIGN(EvalStats after, engine->Evaluate(*model, test_));
   EXPECT_LT(before.accuracy, 0.3);
