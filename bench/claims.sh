@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 B=${1:-build}
 OUT=${OUT:-reports/claims}
 mkdir -p "$OUT"
-SIM=$B/tests/sim/tandem-sim
+SIM=$B/server/sim/tandem-sim
 TRAIN=$B/ml/tandem-train
 FL="--dataset=fmnist --clients=100 --sample_rate=0.2 --rounds=30 --train_items=30000 --baseline=false"
 

@@ -34,7 +34,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 CERTS = "./certs/"  # compose mount sources made by deploy/make-certs.sh
 BINARIES = {  # compose command -> path in the build tree
     "tandem-aggregator": "aggregator/service/tandem-aggregator",
-    "tandem-sim": "tests/sim/tandem-sim",
+    "tandem-sim": "server/sim/tandem-sim",
     "tandem-worker": "ml/worker/tandem-worker",
     "tandem-train": "ml/tandem-train",
     "tandem-coordinator": "server/tandem-coordinator",

@@ -25,12 +25,12 @@ deploy/make-certs.sh build/certs >/dev/null
 echo "== 1/2: the federation as processes (coordinator, 2 aggregators, 20 clients)"
 # DP off to compare accuracy with clear FedAvg: the aggregators get the
 # explicit policy min_noise_multiplier: 0 (the simulator prints it).
-build/tests/sim/tandem-sim --mode=processes --clients=20 --sample_rate=0.5 --rounds=5 \
+build/server/sim/tandem-sim --mode=processes --clients=20 --sample_rate=0.5 --rounds=5 \
   --train_items=20000 --noise_multiplier=0 --certs_dir=build/certs \
   --report_dir=reports/latest/federation "$@"
 echo "== 2/2: PREAMBLE + DP with 2000 simulated clients (q = 0.05, 20 rounds, sigma = 1.0)"
 # An operating point a practitioner accepts: epsilon ~2.6 at delta = 1e-5
 # over the whole run (RDP accountant, Poisson subsampling).
-build/tests/sim/tandem-sim --mode=inprocess --clients=2000 --sample_rate=0.05 --rounds=20 \
+build/server/sim/tandem-sim --mode=inprocess --clients=2000 --sample_rate=0.05 --rounds=20 \
   --noise_multiplier=1.0 --variants=fedavg --certs_dir=build/certs \
   --report_dir=reports/latest/dp "$@"

@@ -1,4 +1,4 @@
-// tandem.sim (python/tandem/sim.py) over tandem-sim's library (tests/sim,
+// tandem.sim (python/tandem/sim.py) over tandem-sim's library (server/sim,
 // CMake target tandem_sim): real tandem-aggregator daemons, the model
 // federation with Python callables for local training and evaluation, the
 // HTML report, the Dirichlet split and the Debian-packaged data sets.
@@ -20,8 +20,8 @@
 #include "ml/data/dataset.h"
 #include "ml/data/partition.h"
 #include "python/src/common.h"
-#include "tests/sim/model_federation.h"
-#include "tests/sim/report.h"
+#include "server/sim/model_federation.h"
+#include "server/sim/report.h"
 #include "tests/testing/certificates.h"
 #include "tests/testing/daemon_process.h"
 

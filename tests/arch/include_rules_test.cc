@@ -100,6 +100,18 @@ TEST(IncludeRules, TestsMayUseAnything) {
               IsEmpty());
 }
 
+// tandem-sim (server/sim) composes every module and the test helpers; the
+// rest of server/ still may not include them.
+TEST(IncludeRules, SimulatorMayUseWhatTestsMay) {
+  const std::string includes =
+      "#include <grpcpp/grpcpp.h>\n#include \"client/internal/report_builder.h\"\n"
+      "#include \"tests/testing/certificates.h\"\n#include \"aggregator/core/r.h\"\n";
+  EXPECT_THAT(CheckFile("server/sim/federation.cc", includes), IsEmpty());
+  EXPECT_THAT(CheckFile("server/simulator.cc", includes), SizeIs(5));
+  EXPECT_THAT(CheckFile("server/core/a.cc", "#include \"tests/testing/certificates.h\"\n"),
+              SizeIs(1));
+}
+
 TEST(IncludeRules, MissingRootIsNotFound) {
   EXPECT_THAT(CheckTree("/nonexistent/tandem"),
               ::tandem::testing::StatusIs(absl::StatusCode::kNotFound));

@@ -34,7 +34,7 @@ BUILT = {"tandem-coordinator": "server/tandem-coordinator",
          "tandem-client": "client/tandem-client",
          "tandem-aggregator": "aggregator/service/tandem-aggregator",
          "tandem-worker": "ml/worker/tandem-worker",
-         "tandem-sim": "tests/sim/tandem-sim"}
+         "tandem-sim": "server/sim/tandem-sim"}
 TLS_DIR = "/etc/tandem/tls/"  # where compose and k8s put the make-certs.sh files
 _flags = {}
 passed, failed = 0, 0

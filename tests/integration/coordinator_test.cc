@@ -23,8 +23,8 @@
 #include "ml/data/dataset.h"
 #include "ml/data/partition.h"
 #include "proto/coordinator.grpc.pb.h"
+#include "server/sim/federation.h"
 #include "tandem/client/c_api.h"
-#include "tests/sim/federation.h"
 #include "tests/testing/certificates.h"
 #include "tests/testing/daemon_process.h"
 

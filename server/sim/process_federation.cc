@@ -1,4 +1,4 @@
-#include "tests/sim/process_federation.h"
+#include "server/sim/process_federation.h"
 
 #include <grpcpp/grpcpp.h>
 

@@ -19,9 +19,9 @@
 #include "absl/strings/str_split.h"
 #include "base/logging.h"
 #include "ml/data/dataset.h"
-#include "tests/sim/federation.h"
-#include "tests/sim/process_federation.h"
-#include "tests/sim/report.h"
+#include "server/sim/federation.h"
+#include "server/sim/process_federation.h"
+#include "server/sim/report.h"
 #include "tests/testing/certificates.h"
 #include "tests/testing/daemon_process.h"
 

@@ -1,4 +1,4 @@
-#include "tests/sim/report.h"
+#include "server/sim/report.h"
 
 #include <algorithm>
 #include <filesystem>

@@ -6,8 +6,8 @@
 // adds the round's upload bytes (and what dense two-server secret sharing
 // would send) and the accepted reports to `record`.
 // Thread-compatible: one call per round; errors of the aggregators propagate.
-#ifndef TANDEM_TESTS_SIM_PRIVATE_MEAN_H_
-#define TANDEM_TESTS_SIM_PRIVATE_MEAN_H_
+#ifndef TANDEM_SERVER_SIM_PRIVATE_MEAN_H_
+#define TANDEM_SERVER_SIM_PRIVATE_MEAN_H_
 
 #include <cstdint>
 #include <vector>
@@ -15,7 +15,7 @@
 #include "absl/status/statusor.h"
 #include "server/core/federated_task.h"
 #include "server/core/secure_sum.h"
-#include "tests/sim/federation.h"
+#include "server/sim/federation.h"
 
 namespace tandem::sim {
 
@@ -33,4 +33,4 @@ absl::StatusOr<server::FederatedTaskOptions> SimTaskOptions(const FederationOpti
 
 }  // namespace tandem::sim
 
-#endif  // TANDEM_TESTS_SIM_PRIVATE_MEAN_H_
+#endif  // TANDEM_SERVER_SIM_PRIVATE_MEAN_H_

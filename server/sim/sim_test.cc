@@ -8,8 +8,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ml/data/dataset.h"
-#include "tests/sim/federation.h"
-#include "tests/sim/report.h"
+#include "server/sim/federation.h"
+#include "server/sim/report.h"
 #include "tests/testing/certificates.h"
 #include "tests/testing/daemon_process.h"
 

@@ -17,8 +17,8 @@
 // dirichlet_alpha, threads) are the callbacks' business.
 // Thread safety: the callbacks are called from the calling thread, one at a
 // time, in cohort order.
-#ifndef TANDEM_TESTS_SIM_MODEL_FEDERATION_H_
-#define TANDEM_TESTS_SIM_MODEL_FEDERATION_H_
+#ifndef TANDEM_SERVER_SIM_MODEL_FEDERATION_H_
+#define TANDEM_SERVER_SIM_MODEL_FEDERATION_H_
 
 #include <functional>
 #include <vector>
@@ -26,7 +26,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "ml/fedluar/fedluar.h"
-#include "tests/sim/federation.h"
+#include "server/sim/federation.h"
 
 namespace tandem::sim {
 
@@ -66,4 +66,4 @@ absl::StatusOr<ModelFederationResult> RunModelFederation(
 
 }  // namespace tandem::sim
 
-#endif  // TANDEM_TESTS_SIM_MODEL_FEDERATION_H_
+#endif  // TANDEM_SERVER_SIM_MODEL_FEDERATION_H_

@@ -5,8 +5,8 @@
 //
 // With private = false the clients' updates are averaged in the clear (the
 // baseline the private run is compared with).
-#ifndef TANDEM_TESTS_SIM_FEDERATION_H_
-#define TANDEM_TESTS_SIM_FEDERATION_H_
+#ifndef TANDEM_SERVER_SIM_FEDERATION_H_
+#define TANDEM_SERVER_SIM_FEDERATION_H_
 
 #include <cstdint>
 #include <functional>
@@ -105,4 +105,4 @@ absl::StatusOr<std::vector<RoundRecord>> RunFederation(
 
 }  // namespace tandem::sim
 
-#endif  // TANDEM_TESTS_SIM_FEDERATION_H_
+#endif  // TANDEM_SERVER_SIM_FEDERATION_H_

@@ -1,14 +1,14 @@
 // The simulator's report folder: metrics.csv, metrics.json and a
 // self-contained report.html (inline SVG plots, no external assets) of
 // accuracy, upload bytes and epsilon per round for every variant.
-#ifndef TANDEM_TESTS_SIM_REPORT_H_
-#define TANDEM_TESTS_SIM_REPORT_H_
+#ifndef TANDEM_SERVER_SIM_REPORT_H_
+#define TANDEM_SERVER_SIM_REPORT_H_
 
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
-#include "tests/sim/federation.h"
+#include "server/sim/federation.h"
 
 namespace tandem::sim {
 
@@ -21,4 +21,4 @@ std::string RenderHtml(const std::string& title, const std::vector<RoundRecord>&
 
 }  // namespace tandem::sim
 
-#endif  // TANDEM_TESTS_SIM_REPORT_H_
+#endif  // TANDEM_SERVER_SIM_REPORT_H_

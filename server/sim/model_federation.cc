@@ -1,4 +1,4 @@
-#include "tests/sim/model_federation.h"
+#include "server/sim/model_federation.h"
 
 #include <cmath>
 #include <random>
@@ -8,7 +8,7 @@
 #include "base/random.h"
 #include "base/status_macros.h"
 #include "server/core/federated_task.h"
-#include "tests/sim/private_mean.h"
+#include "server/sim/private_mean.h"
 
 namespace tandem::sim {
 

@@ -1,4 +1,4 @@
-#include "tests/sim/federation.h"
+#include "server/sim/federation.h"
 
 #include <grpcpp/grpcpp.h>
 
@@ -23,8 +23,8 @@
 #include "ml/train/trainer.h"
 #include "server/core/federated_task.h"
 #include "server/core/secure_sum.h"
+#include "server/sim/private_mean.h"
 #include "server/transport/grpc_aggregator_client.h"
-#include "tests/sim/private_mean.h"
 #include "tests/testing/certificates.h"
 
 namespace tandem::sim {
@@ -58,7 +58,7 @@ std::shared_ptr<grpc::Channel> Channel(const std::string& target, const std::str
 
 }  // namespace
 
-// tests/sim/private_mean.h (shared with model_federation.cc).
+// server/sim/private_mean.h (shared with model_federation.cc).
 // The clients' private uploads of one round through the two aggregators
 // (client side: report builder and uploader; coordinator side: the round's
 // SecureSum); returns the decoded mean of the packed updates.

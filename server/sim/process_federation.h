@@ -3,15 +3,15 @@
 // aggregators are already running) — driven only through the binaries'
 // flags and the coordinator's Status RPC, exactly as an operator would.
 // Each variant gets its own coordinator (fresh state directory and task id).
-#ifndef TANDEM_TESTS_SIM_PROCESS_FEDERATION_H_
-#define TANDEM_TESTS_SIM_PROCESS_FEDERATION_H_
+#ifndef TANDEM_SERVER_SIM_PROCESS_FEDERATION_H_
+#define TANDEM_SERVER_SIM_PROCESS_FEDERATION_H_
 
 #include <functional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "tests/sim/federation.h"
+#include "server/sim/federation.h"
 
 namespace tandem::sim {
 
@@ -37,4 +37,4 @@ absl::StatusOr<std::vector<RoundRecord>> RunProcessFederation(
 
 }  // namespace tandem::sim
 
-#endif  // TANDEM_TESTS_SIM_PROCESS_FEDERATION_H_
+#endif  // TANDEM_SERVER_SIM_PROCESS_FEDERATION_H_
