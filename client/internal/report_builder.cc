@@ -1,5 +1,7 @@
 #include "client/internal/report_builder.h"
 
+#include <cmath>
+
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 
@@ -15,13 +17,14 @@ ReportParameters ReportParametersFromRound(const proto::RoundParameters& round) 
   p.clip_l2_norm = round.fixed_point().clip_l2_norm();
   p.max_summands = std::max<uint64_t>(1, round.max_reports());
   if (round.has_norm_bound()) p.norm_bound = round.norm_bound();
+  p.block_selection = round.block_selection();
   return p;
 }
 
 absl::StatusOr<ReportBuilder> ReportBuilder::Create(const ReportParameters& p) {
   if (p.dimension == 0 || p.dimension > p.max_dimension) {
-    return absl::InvalidArgumentError(absl::StrCat("dimension ", p.dimension,
-                                                   " is outside [1, ", p.max_dimension, "]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("dimension ", p.dimension, " is outside [1, ", p.max_dimension, "]"));
   }
   if (p.num_groups == 0 || p.block_size == 0 || p.log_num_blocks > 24) {
     return absl::InvalidArgumentError(
@@ -40,19 +43,51 @@ absl::StatusOr<ReportBuilder> ReportBuilder::Create(const ReportParameters& p) {
   TANDEM_ASSIGN_OR_RETURN(crypto::SparseDpf dpf,
                           crypto::SparseDpf::Create(p.dimension, static_cast<int>(p.block_size),
                                                     static_cast<int>(p.num_groups), 64));
-  TANDEM_ASSIGN_OR_RETURN(crypto::FixedPointCodec codec,
-                          crypto::FixedPointCodec::Create(p.frac_bits, p.clip_l2_norm,
-                                                          p.max_summands, 64));
+  TANDEM_ASSIGN_OR_RETURN(
+      crypto::FixedPointCodec codec,
+      crypto::FixedPointCodec::Create(p.frac_bits, p.clip_l2_norm, p.max_summands, 64));
+  if (p.block_selection != proto::BLOCK_SELECTION_RANDOM &&
+      p.block_selection != proto::BLOCK_SELECTION_TOP_NORM) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown block selection ", static_cast<int>(p.block_selection)));
+  }
   std::optional<crypto::proof::NormProofSystem> proof;
   if (p.norm_bound.has_value()) {
     proto::BlockDpfParameters group;
     group.set_log_num_blocks(p.log_num_blocks);
     group.set_block_size(p.block_size);
     group.set_value_bits(64);
-    TANDEM_ASSIGN_OR_RETURN(proof, crypto::proof::NormProofSystem::Create(group, p.num_groups,
-                                                                          *p.norm_bound));
+    TANDEM_ASSIGN_OR_RETURN(
+        proof, crypto::proof::NormProofSystem::Create(group, p.num_groups, *p.norm_bound));
   }
-  return ReportBuilder(std::move(dpf), std::move(codec), std::move(proof));
+  return ReportBuilder(std::move(dpf), std::move(codec), std::move(proof), p.block_selection);
+}
+
+BlockGeometry ReportBuilder::geometry() const {
+  return BlockGeometry{.num_groups = static_cast<uint32_t>(dpf_.num_groups()),
+                       .blocks_per_group = dpf_.blocks_per_group(),
+                       .block_size = static_cast<uint32_t>(dpf_.block_size())};
+}
+
+absl::StatusOr<std::vector<uint32_t>> ReportBuilder::SelectBlocks(absl::Span<const float> padded,
+                                                                  SecureRandom* rng) const {
+  if (selection_ == proto::BLOCK_SELECTION_TOP_NORM) {
+    return SelectTopNormBlocks(padded, geometry());
+  }
+  const uint64_t blocks = dpf_.blocks_per_group();
+  std::vector<uint32_t> indices(dpf_.num_groups());
+  // Uniform block index by rejection (no modulo bias).
+  const uint64_t limit = ~uint64_t{0} - (~uint64_t{0} % blocks);
+  for (uint32_t& idx : indices) {
+    while (true) {
+      TANDEM_ASSIGN_OR_RETURN(uint64_t r, rng->NextUint64());
+      if (r < limit) {
+        idx = static_cast<uint32_t>(r % blocks);
+        break;
+      }
+    }
+  }
+  return indices;
 }
 
 absl::StatusOr<BuiltReport> ReportBuilder::Build(absl::Span<const float> update,
@@ -60,8 +95,7 @@ absl::StatusOr<BuiltReport> ReportBuilder::Build(absl::Span<const float> update,
   return Build(update, rng, absl::string_view());
 }
 
-absl::StatusOr<BuiltReport> ReportBuilder::Build(absl::Span<const float> update,
-                                                 SecureRandom* rng,
+absl::StatusOr<BuiltReport> ReportBuilder::Build(absl::Span<const float> update, SecureRandom* rng,
                                                  absl::string_view report_id) const {
   if (rng == nullptr) return absl::InvalidArgumentError("rng is required");
   if (!report_id.empty() && report_id.size() != 16) {
@@ -75,38 +109,43 @@ absl::StatusOr<BuiltReport> ReportBuilder::Build(absl::Span<const float> update,
   }
   std::vector<float> padded(update.begin(), update.end());
   padded.resize(dim, 0.0f);
-  std::vector<uint64_t> encoded(dim);
+  for (size_t i = 0; i < update.size(); ++i) {
+    if (!std::isfinite(update[i])) {
+      return absl::InvalidArgumentError(absl::StrCat("update value ", i, " is not finite"));
+    }
+  }
   BuiltReport report;
-  TANDEM_ASSIGN_OR_RETURN(report.clip_factor, codec_.Encode(padded, absl::MakeSpan(encoded)));
-
+  TANDEM_ASSIGN_OR_RETURN(std::vector<uint32_t> indices, SelectBlocks(padded, rng));
   const int k = dpf_.num_groups();
   const int b = dpf_.block_size();
-  const uint64_t blocks = dpf_.blocks_per_group();
-  std::vector<uint32_t> indices(k);
+  auto block_start = [&](int g) {
+    return static_cast<uint64_t>(g) * dpf_.group_dimension() + uint64_t{indices[g]} * b;
+  };
+  if (selection_ == proto::BLOCK_SELECTION_TOP_NORM) {
+    // Clip what is sent: the selected blocks alone (norm <= C, as the norm
+    // proof's bound requires), not the whole update.
+    std::vector<float> sent(dim, 0.0f);
+    for (int g = 0; g < k; ++g) {
+      std::copy(padded.begin() + block_start(g), padded.begin() + block_start(g) + b,
+                sent.begin() + block_start(g));
+    }
+    padded = std::move(sent);
+  }
+  std::vector<uint64_t> encoded(dim);
+  TANDEM_ASSIGN_OR_RETURN(report.clip_factor, codec_.Encode(padded, absl::MakeSpan(encoded)));
   std::vector<uint64_t> values(static_cast<size_t>(k) * b);
   for (int g = 0; g < k; ++g) {
-    // Uniform block index by rejection (no modulo bias).
-    uint64_t idx = 0;
-    const uint64_t limit = ~uint64_t{0} - (~uint64_t{0} % blocks);
-    while (true) {
-      TANDEM_ASSIGN_OR_RETURN(uint64_t r, rng->NextUint64());
-      if (r < limit) {
-        idx = r % blocks;
-        break;
-      }
-    }
-    indices[g] = static_cast<uint32_t>(idx);
-    const uint64_t start = static_cast<uint64_t>(g) * dpf_.group_dimension() + idx * b;
-    std::copy(encoded.begin() + start, encoded.begin() + start + b,
+    std::copy(encoded.begin() + block_start(g), encoded.begin() + block_start(g) + b,
               values.begin() + static_cast<size_t>(g) * b);
   }
   TANDEM_ASSIGN_OR_RETURN(auto keys, dpf_.GenerateKeys(indices, values, rng));
+  report.block_indices = indices;
   if (!report_id.empty()) {
     report.report_id = std::string(report_id);
   } else {
     report.report_id.assign(16, '\0');
-    TANDEM_RETURN_IF_ERROR(rng->Fill(
-        absl::MakeSpan(reinterpret_cast<uint8_t*>(report.report_id.data()), 16)));
+    TANDEM_RETURN_IF_ERROR(
+        rng->Fill(absl::MakeSpan(reinterpret_cast<uint8_t*>(report.report_id.data()), 16)));
   }
   if (proof_.has_value()) {
     TANDEM_ASSIGN_OR_RETURN(auto shares,
@@ -118,8 +157,29 @@ absl::StatusOr<BuiltReport> ReportBuilder::Build(absl::Span<const float> update,
   report.helper_share = std::move(keys.second);
   report.upload_bytes = report.leader_share.ByteSizeLong() + report.helper_share.ByteSizeLong();
   if (proof_.has_value()) {
-    report.upload_bytes += report.leader_proof->ByteSizeLong() + report.helper_proof->ByteSizeLong();
+    report.upload_bytes +=
+        report.leader_proof->ByteSizeLong() + report.helper_proof->ByteSizeLong();
   }
+  return report;
+}
+
+absl::StatusOr<BuiltReport> BuildWithErrorFeedback(const ReportBuilder& builder,
+                                                   absl::string_view task_id,
+                                                   absl::Span<const float> update,
+                                                   SecureRandom* rng, absl::string_view report_id,
+                                                   ErrorFeedback* memory, StateStore* store) {
+  if (memory == nullptr || builder.block_selection() != proto::BLOCK_SELECTION_TOP_NORM) {
+    return builder.Build(update, rng, report_id);
+  }
+  ErrorFeedback loaded = *memory;
+  TANDEM_RETURN_IF_ERROR(LoadErrorFeedback(store, &loaded));
+  const std::vector<float> compensated = loaded.Compensate(task_id, update);
+  TANDEM_ASSIGN_OR_RETURN(BuiltReport report, builder.Build(compensated, rng, report_id));
+  TANDEM_ASSIGN_OR_RETURN(std::vector<float> residual,
+                          UnsentResidual(compensated, report.block_indices, builder.geometry()));
+  loaded.Keep(task_id, std::move(residual));
+  TANDEM_RETURN_IF_ERROR(SaveErrorFeedback(store, loaded));
+  *memory = std::move(loaded);
   return report;
 }
 
@@ -142,8 +202,8 @@ UploadRequests MakeUploadRequests(BuiltReport report, const std::string& task_id
   return out;
 }
 
-UploadRequests MakeUploadRequests(BuiltReport report, const std::string& task_id,
-                                  uint64_t round_id, const proto::SignedUploadTicket& ticket) {
+UploadRequests MakeUploadRequests(BuiltReport report, const std::string& task_id, uint64_t round_id,
+                                  const proto::SignedUploadTicket& ticket) {
   UploadRequests out = MakeUploadRequests(std::move(report), task_id, round_id);
   *out.to_leader.mutable_ticket() = ticket;
   *out.to_helper.mutable_ticket() = ticket;

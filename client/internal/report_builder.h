@@ -5,8 +5,11 @@
 //   1. clip the whole update to L2 norm C and encode it in fixed point
 //      (crypto/fixed_point: round(x * 2^f) in Z_2^64);
 //   2. in each of the k groups of D/k coordinates, pick one block of B
-//      coordinates uniformly at random (SecureRandom; the choice is the
-//      secret sampling pattern that gives privacy amplification);
+//      coordinates: uniformly at random (SecureRandom; the round's
+//      block_selection RANDOM, the paper's secret sampling pattern), or the
+//      block of largest L2 norm (TOP_NORM; block_selection.h: then the
+//      selected blocks, not the whole update, are clipped to C, and the
+//      caller keeps the unsent rest as its error-feedback residual);
 //   3. generate the k block-DPF key pairs of those blocks (crypto/dpf);
 //   4. when the round has a norm bound, prove that every sent block and the
 //      whole report are within it (crypto/proof/norm_proof.h): one proof
@@ -31,6 +34,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "base/random.h"
+#include "client/internal/block_selection.h"
 #include "crypto/dpf/sparse_dpf.h"
 #include "crypto/fixed_point/fixed_point.h"
 #include "crypto/proof/norm_proof.h"
@@ -52,6 +56,8 @@ struct ReportParameters {
   uint64_t max_dimension = uint64_t{1} << 24;
   // Norm proofs (the round's norm_bound); unset = no proof, as before.
   std::optional<proto::NormBoundParameters> norm_bound;
+  // RoundParameters.block_selection.
+  proto::BlockSelection block_selection = proto::BLOCK_SELECTION_RANDOM;
 };
 
 // The report parameters of a round as the coordinator announces it
@@ -59,15 +65,19 @@ struct ReportParameters {
 ReportParameters ReportParametersFromRound(const proto::RoundParameters& round);
 
 struct BuiltReport {
-  std::string report_id;            // 16 bytes: the upload ticket's id, or random (idempotency key)
+  std::string report_id;  // 16 bytes: the upload ticket's id, or random (idempotency key)
   proto::SparseKeySet leader_share;
   proto::SparseKeySet helper_share;
-  double clip_factor = 1.0;         // min(1, C / ||update||)
-  uint64_t upload_bytes = 0;        // serialized size of both shares (and proofs)
+  double clip_factor = 1.0;   // min(1, C / ||update||)
+  uint64_t upload_bytes = 0;  // serialized size of both shares (and proofs)
   // Rounds with a norm bound: each server's proof share (UploadRequest.
   // norm_proof); unset otherwise.
   std::optional<proto::NormProofShare> leader_proof;
   std::optional<proto::NormProofShare> helper_proof;
+  // The block sent from each group (k entries). Client-secret: never
+  // uploaded in the clear; the caller needs it for the error-feedback
+  // residual (UnsentResidual).
+  std::vector<uint32_t> block_indices;
 };
 
 class ReportBuilder {
@@ -89,15 +99,38 @@ class ReportBuilder {
 
   const crypto::SparseDpf& dpf() const { return dpf_; }
   const crypto::FixedPointCodec& codec() const { return codec_; }
+  BlockGeometry geometry() const;
+  proto::BlockSelection block_selection() const { return selection_; }
 
  private:
   ReportBuilder(crypto::SparseDpf dpf, crypto::FixedPointCodec codec,
-                std::optional<crypto::proof::NormProofSystem> proof)
-      : dpf_(std::move(dpf)), codec_(std::move(codec)), proof_(std::move(proof)) {}
+                std::optional<crypto::proof::NormProofSystem> proof,
+                proto::BlockSelection selection)
+      : dpf_(std::move(dpf)),
+        codec_(std::move(codec)),
+        proof_(std::move(proof)),
+        selection_(selection) {}
+  // The selected block of each group (RANDOM: by rejection from `rng`).
+  absl::StatusOr<std::vector<uint32_t>> SelectBlocks(absl::Span<const float> padded,
+                                                     SecureRandom* rng) const;
   crypto::SparseDpf dpf_;
   crypto::FixedPointCodec codec_;
   std::optional<crypto::proof::NormProofSystem> proof_;
+  proto::BlockSelection selection_;
 };
+
+// The participants' build step: `builder.Build(update, rng, report_id)`,
+// with error feedback in TOP_NORM rounds when `memory` is not null: the
+// memory of `task_id` (loaded from `store` when there is one) is added to
+// the update first, and the new residual (UnsentResidual of the compensated
+// update) is kept in `memory` and saved to `store` before returning (see
+// LoadErrorFeedback for the crash window). RANDOM rounds ignore the memory.
+// Errors of Build and of the store propagate; the memory is unchanged then.
+absl::StatusOr<BuiltReport> BuildWithErrorFeedback(const ReportBuilder& builder,
+                                                   absl::string_view task_id,
+                                                   absl::Span<const float> update,
+                                                   SecureRandom* rng, absl::string_view report_id,
+                                                   ErrorFeedback* memory, StateStore* store);
 
 // The two servers' UploadRequests of `report` in round `round_id` of
 // `task_id`: the shared report id, each server's key share and, in
@@ -111,8 +144,8 @@ UploadRequests MakeUploadRequests(BuiltReport report, const std::string& task_id
 // As above, with the assignment's upload ticket in both requests (field 6;
 // the aggregators refuse a ticketed deployment's uploads without it). The
 // report should have been built under the ticket's id (Build(..., id)).
-UploadRequests MakeUploadRequests(BuiltReport report, const std::string& task_id,
-                                  uint64_t round_id, const proto::SignedUploadTicket& ticket);
+UploadRequests MakeUploadRequests(BuiltReport report, const std::string& task_id, uint64_t round_id,
+                                  const proto::SignedUploadTicket& ticket);
 
 }  // namespace tandem::client
 

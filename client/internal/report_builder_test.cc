@@ -1,6 +1,8 @@
 #include "client/internal/report_builder.h"
 
 #include <cmath>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "base/random.h"
@@ -138,7 +140,8 @@ bool ServersAccept(const ReportBuilder& b, const crypto::proof::NormProofSystem&
   for (int party = 0; party < 2; ++party) {
     const proto::SparseKeySet& keys = party == 0 ? r.leader_share : r.helper_share;
     const proto::NormProofShare& share = party == 0 ? *r.leader_proof : *r.helper_proof;
-    std::vector<uint64_t> expansion(b.dpf().dimension(), 0), derived(sys.circuit().derived_length());
+    std::vector<uint64_t> expansion(b.dpf().dimension(), 0),
+        derived(sys.circuit().derived_length());
     auto digest = b.dpf().EvaluateAndAccumulate(keys, absl::MakeSpan(expansion), &scratch);
     EXPECT_THAT(digest.status(), IsOk());
     if (!digest.ok()) return false;
@@ -169,7 +172,8 @@ TEST(ReportBuilder, NormBoundRoundsCarryProofsTheServersAccept) {
   for (int trial = 0; trial < 4; ++trial) {
     // Updates of norm up to 4 C: clipped to C, so always within the bound.
     std::vector<float> update(p.dimension);
-    for (float& x : update) x = static_cast<float>(int64_t(rng->NextUint64().value() % 2001) - 1000) / 100.0f;
+    for (float& x : update)
+      x = static_cast<float>(int64_t(rng->NextUint64().value() % 2001) - 1000) / 100.0f;
     auto r = builder->Build(update, rng.get());
     ASSERT_THAT(r.status(), IsOk());
     ASSERT_TRUE(r->leader_proof.has_value() && r->helper_proof.has_value());
@@ -247,6 +251,145 @@ TEST(ReportBuilder, RoundNormBoundReachesTheParameters) {
   round.mutable_norm_bound()->set_max_l2_squared(5);
   ASSERT_TRUE(ReportParametersFromRound(round).norm_bound.has_value());
   EXPECT_EQ(ReportParametersFromRound(round).norm_bound->max_l2_squared(), 5u);
+}
+
+TEST(ReportBuilder, TopNormSendsTheLargestBlockOfEachGroupClippedAlone) {
+  ReportParameters p = Params();
+  p.block_selection = proto::BLOCK_SELECTION_TOP_NORM;
+  p.clip_l2_norm = 1.0;
+  TANDEM_ASSERT_OK_AND_ASSIGN(ReportBuilder builder, ReportBuilder::Create(p));
+  std::vector<float> update(64, 0.05f);  // ||update|| = 0.4 < C
+  for (int j = 0; j < 4; ++j) {
+    update[5 * 4 + j] = 0.2f;        // group 0, block 5
+    update[32 + 2 * 4 + j] = -0.1f;  // group 1, block 2
+  }
+  auto rng = DeterministicRandom::FromSeed(9);
+  TANDEM_ASSERT_OK_AND_ASSIGN(BuiltReport r, builder.Build(update, rng.get()));
+  EXPECT_THAT(r.block_indices, ::testing::ElementsAre(5, 2));
+  std::vector<double> got = Reconstruct(builder, r);
+  for (int i = 0; i < 64; ++i) {
+    const bool sent = (i >= 20 && i < 24) || (i >= 40 && i < 44);
+    EXPECT_NEAR(got[i], sent ? update[i] : 0.0, 1e-4) << i;
+  }
+  EXPECT_EQ(r.clip_factor, 1.0);
+  // The same input gives the same choice whatever the randomness.
+  auto other = DeterministicRandom::FromSeed(10);
+  EXPECT_EQ(builder.Build(update, other.get())->block_indices, r.block_indices);
+
+  // Large: the sent blocks (norm sqrt(8) * 5) are clipped to C alone, not
+  // with the whole update (norm sqrt(8 * 25 + 56)).
+  std::vector<float> big(64, 1.0f);
+  for (int j = 0; j < 4; ++j) big[3 * 4 + j] = big[32 + 7 * 4 + j] = 5.0f;
+  TANDEM_ASSERT_OK_AND_ASSIGN(BuiltReport rb, builder.Build(big, rng.get()));
+  EXPECT_THAT(rb.block_indices, ::testing::ElementsAre(3, 7));
+  EXPECT_NEAR(rb.clip_factor, 1.0 / std::sqrt(8 * 25.0), 1e-9);
+  got = Reconstruct(builder, rb);
+  double norm_sq = 0;
+  for (double x : got) norm_sq += x * x;
+  EXPECT_NEAR(std::sqrt(norm_sq), 1.0, 1e-3);
+}
+
+TEST(ReportBuilder, TopNormReportsPassTheNormProof) {
+  ReportParameters p = Params();
+  p.block_selection = proto::BLOCK_SELECTION_TOP_NORM;
+  const uint64_t bound = crypto::proof::L2SquaredBoundForClip(p.clip_l2_norm, p.frac_bits, 8);
+  proto::NormBoundParameters nb;
+  nb.set_max_block_l2_squared(bound);
+  nb.set_max_l2_squared(bound);
+  p.norm_bound = nb;
+  TANDEM_ASSERT_OK_AND_ASSIGN(ReportBuilder builder, ReportBuilder::Create(p));
+  proto::BlockDpfParameters g;
+  g.set_log_num_blocks(p.log_num_blocks);
+  g.set_block_size(p.block_size);
+  g.set_value_bits(64);
+  auto sys = crypto::proof::NormProofSystem::Create(g, p.num_groups, nb).value();
+  auto rng = DeterministicRandom::FromSeed(23);
+  for (int trial = 0; trial < 3; ++trial) {
+    // Norms up to ~8 C over the whole update; the selected blocks are
+    // clipped to C, so the report is within the bound.
+    std::vector<float> update(p.dimension);
+    for (float& x : update) {
+      x = static_cast<float>(int64_t(rng->NextUint64().value() % 2001) - 1000) / 100.0f;
+    }
+    TANDEM_ASSERT_OK_AND_ASSIGN(BuiltReport r, builder.Build(update, rng.get()));
+    EXPECT_TRUE(ServersAccept(builder, sys, r)) << trial;
+  }
+}
+
+TEST(ReportBuilder, BlockSelectionComesFromTheRound) {
+  proto::RoundParameters round;
+  EXPECT_EQ(ReportParametersFromRound(round).block_selection, proto::BLOCK_SELECTION_RANDOM);
+  round.set_block_selection(proto::BLOCK_SELECTION_TOP_NORM);
+  EXPECT_EQ(ReportParametersFromRound(round).block_selection, proto::BLOCK_SELECTION_TOP_NORM);
+  ReportParameters p = Params();
+  p.block_selection = static_cast<proto::BlockSelection>(7);
+  EXPECT_THAT(ReportBuilder::Create(p).status(), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+// A StateStore in memory (what a file store would keep across a restart).
+class MapStore : public StateStore {
+ public:
+  absl::StatusOr<std::optional<std::string>> Get(const std::string& key) override {
+    auto it = map_.find(key);
+    if (it == map_.end()) return std::optional<std::string>();
+    return it->second;
+  }
+  absl::Status Put(const std::string& key, const std::string& value) override {
+    map_[key] = value;
+    return absl::OkStatus();
+  }
+  absl::Status Delete(const std::string& key) override {
+    map_.erase(key);
+    return absl::OkStatus();
+  }
+
+ private:
+  std::map<std::string, std::string> map_;
+};
+
+TEST(ReportBuilder, ErrorFeedbackSurvivesARestartThroughTheStore) {
+  ReportParameters p = Params();
+  p.block_selection = proto::BLOCK_SELECTION_TOP_NORM;
+  TANDEM_ASSERT_OK_AND_ASSIGN(ReportBuilder builder, ReportBuilder::Create(p));
+  std::vector<float> update(64);
+  for (int i = 0; i < 64; ++i) update[i] = 0.01f * ((i * 37) % 64) - 0.3f;
+  MapStore store;
+  auto rng = DeterministicRandom::FromSeed(4);
+  ErrorFeedback before_crash;
+  TANDEM_ASSERT_OK_AND_ASSIGN(
+      BuiltReport first,
+      BuildWithErrorFeedback(builder, "t", update, rng.get(), "", &before_crash, &store));
+  TANDEM_ASSERT_OK_AND_ASSIGN(std::vector<float> want,
+                              UnsentResidual(update, first.block_indices, builder.geometry()));
+  EXPECT_EQ(before_crash.residual(), want);
+  // A new process: empty memory, same store. A zero update sends the
+  // largest blocks of the stored residual.
+  ErrorFeedback after_restart;
+  TANDEM_ASSERT_OK_AND_ASSIGN(BuiltReport second,
+                              BuildWithErrorFeedback(builder, "t", std::vector<float>(64, 0.0f),
+                                                     rng.get(), "", &after_restart, &store));
+  TANDEM_ASSERT_OK_AND_ASSIGN(std::vector<uint32_t> top,
+                              SelectTopNormBlocks(want, builder.geometry()));
+  EXPECT_EQ(second.block_indices, top);
+  const std::vector<double> got = Reconstruct(builder, second);
+  double sent_norm = 0;
+  for (int i = 0; i < 64; ++i) sent_norm += got[i] * got[i];
+  EXPECT_GT(sent_norm, 0.0);
+  for (int i = 0; i < 64; ++i) {
+    if (got[i] != 0) {
+      EXPECT_NEAR(got[i], want[i], 1e-4) << i;
+    }
+  }
+  // Another task's residual is not applied; random rounds ignore the memory.
+  ErrorFeedback other;
+  TANDEM_ASSERT_OK_AND_ASSIGN(BuiltReport third,
+                              BuildWithErrorFeedback(builder, "u", std::vector<float>(64, 0.0f),
+                                                     rng.get(), "", &other, &store));
+  for (double x : Reconstruct(builder, third)) EXPECT_EQ(x, 0.0);
+  TANDEM_ASSERT_OK_AND_ASSIGN(ReportBuilder random, ReportBuilder::Create(Params()));
+  ErrorFeedback untouched;
+  ASSERT_TRUE(BuildWithErrorFeedback(random, "u", update, rng.get(), "", &untouched, &store).ok());
+  EXPECT_TRUE(untouched.empty());
 }
 
 }  // namespace

@@ -23,7 +23,7 @@ class ReportEncoderImpl : public ReportEncoder {
 
   absl::StatusOr<EncodedReport> Encode(absl::Span<const float> update) const override {
     TANDEM_ASSIGN_OR_RETURN(BuiltReport built, builder_.Build(update, random_));
-    return Serialize(std::move(built), nullptr);
+    return Serialize(update, std::move(built), nullptr);
   }
 
   absl::StatusOr<EncodedReport> EncodeWithTicket(absl::Span<const float> update,
@@ -36,13 +36,17 @@ class ReportEncoderImpl : public ReportEncoder {
     TANDEM_ASSIGN_OR_RETURN(proto::UploadTicket t,
                             ParseUploadTicketFor(ticket, spec_.task_id, spec_.round_id));
     TANDEM_ASSIGN_OR_RETURN(BuiltReport built, builder_.Build(update, random_, t.ticket_id()));
-    return Serialize(std::move(built), &ticket);
+    return Serialize(update, std::move(built), &ticket);
   }
 
  private:
-  absl::StatusOr<EncodedReport> Serialize(BuiltReport built,
+  absl::StatusOr<EncodedReport> Serialize(absl::Span<const float> update, BuiltReport built,
                                           const proto::SignedUploadTicket* ticket) const {
     EncodedReport out;
+    if (builder_.block_selection() == proto::BLOCK_SELECTION_TOP_NORM) {
+      TANDEM_ASSIGN_OR_RETURN(out.residual,
+                              UnsentResidual(update, built.block_indices, builder_.geometry()));
+    }
     out.report_id = built.report_id;
     out.clip_factor = built.clip_factor;
     const UploadRequests r =
@@ -85,6 +89,9 @@ absl::StatusOr<std::unique_ptr<ReportEncoder>> ReportEncoder::Create(const Round
   p.clip_l2_norm = spec.clip_l2_norm;
   p.max_summands = spec.max_summands;
   p.max_dimension = spec.max_dimension;
+  p.block_selection = spec.block_selection == BlockSelection::kTopNorm
+                          ? proto::BLOCK_SELECTION_TOP_NORM
+                          : proto::BLOCK_SELECTION_RANDOM;
   return MakeEncoder(spec, p, random);
 }
 
@@ -108,6 +115,9 @@ absl::StatusOr<std::unique_ptr<ReportEncoder>> ReportEncoder::CreateForRound(
   spec.clip_l2_norm = p.clip_l2_norm;
   spec.max_summands = p.max_summands;
   spec.max_dimension = max_dimension;
+  spec.block_selection = p.block_selection == proto::BLOCK_SELECTION_TOP_NORM
+                             ? BlockSelection::kTopNorm
+                             : BlockSelection::kRandom;
   return MakeEncoder(spec, p, random);
 }
 

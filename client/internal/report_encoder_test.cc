@@ -43,7 +43,8 @@ std::vector<double> Reconstruct(const std::string& a, const std::string& b) {
   for (const std::string* wire : {&a, &b}) {
     proto::UploadRequest req;
     EXPECT_TRUE(req.ParseFromString(*wire));
-    EXPECT_THAT(crypto::ValidateSparseKeySet(req.key_share(), dpf->Shape()), ::tandem::testing::IsOk());
+    EXPECT_THAT(crypto::ValidateSparseKeySet(req.key_share(), dpf->Shape()),
+                ::tandem::testing::IsOk());
     EXPECT_THAT(dpf->EvaluateAndAccumulate(req.key_share(), absl::MakeSpan(acc), &scratch).status(),
                 ::tandem::testing::IsOk());
   }
@@ -68,9 +69,8 @@ TEST(ReportEncoder, CreateForRoundFollowsTheAnnouncedRound) {
   rp.mutable_fixed_point()->set_fractional_bits(16);
   rp.mutable_fixed_point()->set_clip_l2_norm(100);
   auto rng = DeterministicRandom::FromSeed(4);
-  TANDEM_ASSERT_OK_AND_ASSIGN(auto encoder,
-                              ReportEncoder::CreateForRound(rp.SerializeAsString(), 1 << 24,
-                                                            rng.get()));
+  TANDEM_ASSERT_OK_AND_ASSIGN(
+      auto encoder, ReportEncoder::CreateForRound(rp.SerializeAsString(), 1 << 24, rng.get()));
   std::vector<float> update(64, 1.0f);
   TANDEM_ASSERT_OK_AND_ASSIGN(EncodedReport r, encoder->Encode(update));
   int nonzero = 0;
@@ -118,6 +118,28 @@ TEST(ReportEncoder, EmitsUploadsThatReconstructOneBlockPerGroup) {
   EXPECT_EQ(nonzero, 16);  // one block of 8 per group, two groups (update has no zeros)
 }
 
+TEST(ReportEncoder, TopNormSendsTheLargestBlocksAndReturnsTheResidual) {
+  auto rng = DeterministicRandom::FromSeed(4);
+  RoundSpec spec = Spec();
+  spec.block_selection = BlockSelection::kTopNorm;
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto encoder, ReportEncoder::Create(spec, rng.get()));
+  std::vector<float> update(60);
+  // Group 0: block 3 is the largest; group 1 (entries 32..59): block 2, as
+  // block 3 has only 4 entries (the rest is padding).
+  for (int i = 0; i < 60; ++i) update[i] = 0.5f + (i % 32);
+  TANDEM_ASSERT_OK_AND_ASSIGN(EncodedReport r, encoder->Encode(update));
+  ASSERT_EQ(r.residual.size(), 60u);
+  const std::vector<double> v = Reconstruct(r.to_leader, r.to_helper);
+  for (int i = 0; i < 60; ++i) {
+    const bool sent = (i >= 24 && i < 32) || (i >= 48 && i < 56);
+    EXPECT_NEAR(v[i], sent ? update[i] * r.clip_factor : 0.0, 1e-3) << i;
+    EXPECT_EQ(r.residual[i], sent ? 0.0f : update[i]) << i;
+  }
+  // Random selection returns no residual.
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto plain, ReportEncoder::Create(Spec(), rng.get()));
+  EXPECT_TRUE(plain->Encode(update)->residual.empty());
+}
+
 TEST(ReportEncoder, RejectsBadSpecsAndUpdates) {
   RoundSpec bad = Spec();
   bad.dimension = 63;
@@ -126,7 +148,8 @@ TEST(ReportEncoder, RejectsBadSpecsAndUpdates) {
   bad.task_id.clear();
   EXPECT_THAT(ReportEncoder::Create(bad), StatusIs(absl::StatusCode::kInvalidArgument));
   TANDEM_ASSERT_OK_AND_ASSIGN(auto encoder, ReportEncoder::Create(Spec()));
-  EXPECT_THAT(encoder->Encode(std::vector<float>(65)), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(encoder->Encode(std::vector<float>(65)),
+              StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 TEST(CApi, EncodesAndReportsErrors) {
@@ -137,9 +160,9 @@ TEST(CApi, EncodesAndReportsErrors) {
   std::vector<float> update(64, 0.25f);
   uint8_t id[16];
   tandem_buffer a{}, b{};
-  ASSERT_EQ(tandem_report_encoder_encode(enc, update.data(), update.size(), id, &a, &b, err,
-                                         sizeof(err)),
-            0)
+  ASSERT_EQ(
+      tandem_report_encoder_encode(enc, update.data(), update.size(), id, &a, &b, err, sizeof(err)),
+      0)
       << err;
   const std::vector<double> v = Reconstruct(std::string(reinterpret_cast<char*>(a.data), a.size),
                                             std::string(reinterpret_cast<char*>(b.data), b.size));

@@ -14,8 +14,8 @@
 #include "client/internal/report_builder.h"
 #include "client/internal/report_delivery.h"
 #include "ml/coido/coido.h"
-#include "ml/fedluar/fedluar.h"
 #include "ml/fedluar/federated_sim.h"
+#include "ml/fedluar/fedluar.h"
 #include "ml/model/model_zoo.h"
 #include "ml/optim/optimizer.h"
 #include "ml/train/trainer.h"
@@ -40,7 +40,8 @@ absl::StatusOr<ml::Dataset> DatasetFromLocalData(const LocalData& d) {
   out.labels = d.labels;
   out.shape = {1, 1, d.cols};  // flat features
   out.features = Eigen::Map<const ml::Matrix>(d.features.data(), d.rows, d.cols);
-  if (!out.features.allFinite()) return absl::InvalidArgumentError("local data has non-finite features");
+  if (!out.features.allFinite())
+    return absl::InvalidArgumentError("local data has non-finite features");
   TANDEM_RETURN_IF_ERROR(out.Validate());
   return out;
 }
@@ -48,8 +49,10 @@ absl::StatusOr<ml::Dataset> DatasetFromLocalData(const LocalData& d) {
 absl::StatusOr<std::unique_ptr<RoundRunner>> RoundRunner::Create(
     const ParticipantOptions& options, const Environment& env,
     std::unique_ptr<RoundTransport> transport) {
-  if (env.data == nullptr || env.clock == nullptr || env.random == nullptr || transport == nullptr) {
-    return absl::InvalidArgumentError("participant needs a data source, clock, random and transport");
+  if (env.data == nullptr || env.clock == nullptr || env.random == nullptr ||
+      transport == nullptr) {
+    return absl::InvalidArgumentError(
+        "participant needs a data source, clock, random and transport");
   }
   TANDEM_RETURN_IF_ERROR(ValidateId(options.client_id, "client_id"));
   if (options.threads < 1 || options.upload_attempts < 1 || options.rpc_timeout_ms < 1) {
@@ -142,7 +145,10 @@ absl::StatusOr<RoundResult> RoundRunner::Contribute(const proto::CheckInResponse
   // The report id is the ticket id (norm proofs bind it); random without one.
   const absl::string_view id =
       ticket.has_value() ? absl::string_view(ticket->ticket_id()) : absl::string_view();
-  TANDEM_ASSIGN_OR_RETURN(BuiltReport report, builder.Build(packed, env_.random, id));
+  TANDEM_ASSIGN_OR_RETURN(
+      BuiltReport report,
+      BuildWithErrorFeedback(builder, task.task_id(), packed, env_.random, id,
+                             options_.error_feedback ? &feedback_ : nullptr, env_.storage));
   result.clip_factor = report.clip_factor;
   PendingReport out;
   out.round_id = task.round_id();
@@ -179,11 +185,12 @@ absl::StatusOr<std::vector<float>> RoundRunner::TrainUpdate(const proto::CheckIn
   TANDEM_RETURN_IF_ERROR(model->SetParams(global));
   TANDEM_ASSIGN_OR_RETURN(LocalData local, env_.data->Load());
   TANDEM_ASSIGN_OR_RETURN(ml::Dataset data, DatasetFromLocalData(local));
-  if (data.features.cols() != tc.model().input_dim() || data.num_classes != tc.model().num_classes()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "local data (", data.features.cols(), " features, ", data.num_classes,
-        " classes) does not fit the task's model (", tc.model().input_dim(), ", ",
-        tc.model().num_classes(), ")"));
+  if (data.features.cols() != tc.model().input_dim() ||
+      data.num_classes != tc.model().num_classes()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("local data (", data.features.cols(), " features, ", data.num_classes,
+                     " classes) does not fit the task's model (", tc.model().input_dim(), ", ",
+                     tc.model().num_classes(), ")"));
   }
   TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<ml::GradientEngine> engine,
                           ml::GradientEngine::Create(options_.threads));
@@ -201,9 +208,9 @@ absl::StatusOr<std::vector<float>> RoundRunner::TrainUpdate(const proto::CheckIn
     co.select_fraction = tc.coido_fraction();
     co.num_clusters = static_cast<int>(std::min<int64_t>(10, data.size() / 2));
     co.seed = gen();
-    TANDEM_ASSIGN_OR_RETURN(ml::CoidoResult pick,
-                            ml::CoidoSelect(el.embeddings, el.losses, data.labels,
-                                            data.num_classes, co));
+    TANDEM_ASSIGN_OR_RETURN(
+        ml::CoidoResult pick,
+        ml::CoidoSelect(el.embeddings, el.losses, data.labels, data.num_classes, co));
     TANDEM_ASSIGN_OR_RETURN(data, data.Subset(pick.selected));
   }
   result->examples = static_cast<uint64_t>(data.size());

@@ -13,6 +13,7 @@
 #include <memory>
 
 #include "client/internal/assignment_checks.h"
+#include "client/internal/block_selection.h"
 #include "client/internal/report_delivery.h"
 #include "client/internal/round_transport.h"
 #include "ml/data/dataset.h"
@@ -47,6 +48,7 @@ class RoundRunner : public Participant {
   std::atomic<bool> cancelled_{false};
   std::atomic<bool> running_{false};
   std::atomic<bool> warned_unpinned_{false};  // the no-pins warning is logged once
+  ErrorFeedback feedback_;                    // top-norm rounds' residual (also in env_.storage)
 };
 
 // LocalData -> ml::Dataset. INVALID_ARGUMENT for inconsistent sizes, labels

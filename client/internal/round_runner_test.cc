@@ -169,7 +169,7 @@ TEST_F(RoundRunnerTest, AStoredReportIsResentWithItsOwnTicket) {
   EXPECT_TRUE(res.resent);
   EXPECT_EQ(transport_->downloads, 0);  // no second training
   ASSERT_EQ(transport_->uploads.size(), 1u);
-  EXPECT_EQ(transport_->uploads[0].first.SerializeAsString(), a0);   // byte for byte
+  EXPECT_EQ(transport_->uploads[0].first.SerializeAsString(), a0);  // byte for byte
   EXPECT_EQ(transport_->uploads[0].second.SerializeAsString(), b0);
   EXPECT_EQ(transport_->uploads[0].first.ticket().SerializeAsString(), first_ticket);
   ASSERT_EQ(transport_->done.size(), 1u);
@@ -276,8 +276,8 @@ TEST_F(RoundRunnerTest, OversizedAssignmentsAreRefusedBeforeDownloadOrAllocation
   transport_->check_in = TicketedTask(4);
   transport_->check_in.mutable_training()->mutable_model()->set_hidden(0, int64_t{1} << 24);
   transport_->check_in.mutable_training()->mutable_model()->add_hidden(int64_t{1} << 24);
-  EXPECT_THAT(r->ParticipateOnce().status(),
-              StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("max_model_bytes")));
+  EXPECT_THAT(r->ParticipateOnce().status(), StatusIs(absl::StatusCode::kInvalidArgument,
+                                                      ::testing::HasSubstr("max_model_bytes")));
   transport_->check_in = TicketedTask(4);
   transport_->check_in.mutable_training()->set_local_steps(4000000000u);
   EXPECT_THAT(r->ParticipateOnce().status(), StatusIs(absl::StatusCode::kInvalidArgument));
@@ -298,8 +298,8 @@ TEST_F(RoundRunnerTest, OversizedAssignmentsAreRefusedBeforeDownloadOrAllocation
   TANDEM_ASSERT_OK_AND_ASSIGN(auto r2, Make(nullptr, small));
   transport_->check_in = TicketedTask(4);
   transport_->model_blob = ModelBlob(26) + std::string(100, '\0');
-  EXPECT_THAT(r2->ParticipateOnce().status(),
-              StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("max_model_bytes")));
+  EXPECT_THAT(r2->ParticipateOnce().status(), StatusIs(absl::StatusCode::kInvalidArgument,
+                                                       ::testing::HasSubstr("max_model_bytes")));
   EXPECT_TRUE(transport_->uploads.empty());
 }
 
@@ -326,6 +326,41 @@ TEST(FileStateStore, PutGetDeleteAndKeyValidation) {
   TANDEM_ASSERT_OK(s->Delete("k"));  // idempotent
   EXPECT_FALSE(s->Get("k")->has_value());
   EXPECT_THAT(s->Put("../escape", "x"), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+TEST_F(RoundRunnerTest, TopNormRoundsKeepTheUnsentResidualInTheStore) {
+  const auto dir = std::filesystem::path(::testing::TempDir()) / "round_runner_ef";
+  for (const bool feedback : {true, false}) {
+    for (const auto sel : {proto::BLOCK_SELECTION_RANDOM, proto::BLOCK_SELECTION_TOP_NORM}) {
+      std::filesystem::remove_all(dir);
+      TANDEM_ASSERT_OK_AND_ASSIGN(auto store, MakeFileStateStore(dir.string()));
+      ParticipantOptions o;
+      o.error_feedback = feedback;
+      TANDEM_ASSERT_OK_AND_ASSIGN(auto r, Make(store.get(), o));
+      transport_->check_in = Task(7);
+      transport_->check_in.mutable_round_parameters()->set_block_selection(sel);
+      transport_->model_blob = ModelBlob(26);
+      TANDEM_ASSERT_OK_AND_ASSIGN(RoundResult res, r->ParticipateOnce());
+      EXPECT_EQ(res.outcome, RoundOutcome::kContributed);
+      TANDEM_ASSERT_OK_AND_ASSIGN(auto blob, store->Get(kErrorFeedbackKey));
+      ASSERT_EQ(blob.has_value(), feedback && sel == proto::BLOCK_SELECTION_TOP_NORM);
+      if (!blob.has_value()) continue;
+      TANDEM_ASSERT_OK_AND_ASSIGN(ErrorFeedback ef, ErrorFeedback::Parse(*blob));
+      EXPECT_EQ(ef.task_id(), "t");
+      ASSERT_EQ(ef.residual().size(), 26u);  // the packed update, unpadded
+      // D = 32: 2 groups of 2 blocks of 8. One block per group was sent (its
+      // residual is zero); the other holds the trained update.
+      int zero_blocks = 0, nonzero = 0;
+      for (int blk = 0; blk < 4; ++blk) {
+        bool all_zero = true;
+        for (int i = blk * 8; i < std::min(26, blk * 8 + 8); ++i) all_zero &= ef.residual()[i] == 0;
+        zero_blocks += all_zero;
+      }
+      for (float x : ef.residual()) nonzero += x != 0;
+      EXPECT_EQ(zero_blocks, 2);
+      EXPECT_GT(nonzero, 0);
+    }
+  }
 }
 
 }  // namespace

@@ -247,7 +247,10 @@ absl::StatusOr<UploadResult> StepwiseRunner::Upload(absl::Span<const float> upda
           ParseUploadTicketFor(c.task.ticket(), c.task.task_id(), c.task.round_id()));
       id = t.ticket_id();
     }
-    TANDEM_ASSIGN_OR_RETURN(BuiltReport report, builder.Build(packed, env_.random, id));
+    TANDEM_ASSIGN_OR_RETURN(
+        BuiltReport report,
+        BuildWithErrorFeedback(builder, c.task.task_id(), packed, env_.random, id,
+                               options_.error_feedback ? &feedback_ : nullptr, env_.storage));
     result.clip_factor = report.clip_factor;
     const proto::RoundParameters& rp = c.task.round_parameters();
     UploadRequests requests =

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "client/internal/assignment_checks.h"
+#include "client/internal/block_selection.h"
 #include "client/internal/report_delivery.h"
 #include "client/internal/round_transport.h"
 #include "ml/fedluar/fedluar.h"
@@ -64,6 +65,7 @@ class StepwiseRunner : public StepwiseParticipant {
   std::atomic<bool> busy_{false};
   std::optional<Current> current_;
   std::optional<PendingReport> pending_;  // the last encoded, undelivered report
+  ErrorFeedback feedback_;                // top-norm rounds' residual (also in env_.storage)
 };
 
 }  // namespace tandem::client

@@ -53,6 +53,7 @@ absl::Status ApplyTrust(const tandem_participant_trust* t, tandem::client::Parti
   if (TANDEM_TRUST_HAS(max_dimension) && t->max_dimension != 0) {
     po->max_dimension = t->max_dimension;
   }
+  if (TANDEM_TRUST_HAS(no_error_feedback)) po->error_feedback = t->no_error_feedback == 0;
 #undef TANDEM_TRUST_HAS
   return absl::OkStatus();
 }

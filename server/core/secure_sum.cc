@@ -12,10 +12,13 @@
 namespace tandem::server {
 
 absl::StatusOr<SecureSum> SecureSum::Create(const SecureSumConfig& config) {
-  if (config.model_dimension == 0 || config.block_size == 0 ||
-      config.log_blocks_per_group > 24) {
+  if (config.model_dimension == 0 || config.block_size == 0 || config.log_blocks_per_group > 24) {
     return absl::InvalidArgumentError(
         "model_dimension and block_size must be > 0, log_blocks_per_group <= 24");
+  }
+  if (config.block_selection != proto::BLOCK_SELECTION_RANDOM &&
+      config.block_selection != proto::BLOCK_SELECTION_TOP_NORM) {
+    return absl::InvalidArgumentError("unknown block_selection");
   }
   if (config.noise_multiplier < 0 || !std::isfinite(config.noise_multiplier)) {
     return absl::InvalidArgumentError("noise_multiplier must be finite and >= 0");
@@ -46,6 +49,7 @@ proto::RoundParameters SecureSum::RoundParameters(uint64_t round_id,
   p.mutable_dp()->set_noise_multiplier(config_.noise_multiplier);
   p.mutable_fixed_point()->set_fractional_bits(static_cast<uint32_t>(config_.frac_bits));
   p.mutable_fixed_point()->set_clip_l2_norm(config_.clip_l2_norm);
+  p.set_block_selection(config_.block_selection);
   if (config_.norm_proofs) {
     // The bound of an encoded report of L2 norm <= C over the k * B values
     // a client sends (fixed-point rounding included); a block can be no
@@ -90,8 +94,8 @@ proto::RoundParameters SecureSum::RoundParameters(uint64_t round_id,
   return p;
 }
 
-absl::Status SecureSum::Open(AggregatorClient& leader, AggregatorClient& helper,
-                             uint64_t round_id, int64_t deadline_unix_ms) const {
+absl::Status SecureSum::Open(AggregatorClient& leader, AggregatorClient& helper, uint64_t round_id,
+                             int64_t deadline_unix_ms) const {
   const proto::RoundParameters p = RoundParameters(round_id, deadline_unix_ms);
   TANDEM_RETURN_IF_ERROR(leader.OpenRound(p));
   return helper.OpenRound(p);
@@ -106,8 +110,8 @@ absl::StatusOr<DecodedAggregate> SecureSum::Finalize(AggregatorClient& leader,
   TANDEM_ASSIGN_OR_RETURN(proto::FinalizeResponse a, leader.Finalize(req));
   TANDEM_ASSIGN_OR_RETURN(proto::FinalizeResponse b, helper.Finalize(req));
   if (a.accepted_reports() != b.accepted_reports()) {
-    return absl::DataLossError(absl::StrCat("aggregators disagree: ", a.accepted_reports(),
-                                            " vs ", b.accepted_reports(), " reports"));
+    return absl::DataLossError(absl::StrCat("aggregators disagree: ", a.accepted_reports(), " vs ",
+                                            b.accepted_reports(), " reports"));
   }
   for (const proto::FinalizeResponse* r : {&a, &b}) {
     const proto::Tensor& t = r->aggregate_share();
@@ -126,7 +130,9 @@ absl::StatusOr<DecodedAggregate> SecureSum::Finalize(AggregatorClient& leader,
   out.reports = a.accepted_reports();
   out.sum.resize(config_.model_dimension);
   out.mean.resize(config_.model_dimension);
-  const double scale = static_cast<double>(blocks_per_group());
+  const double scale = config_.block_selection == proto::BLOCK_SELECTION_TOP_NORM
+                           ? 1.0
+                           : static_cast<double>(blocks_per_group());
   for (uint64_t i = 0; i < config_.model_dimension; ++i) {
     out.sum[i] = static_cast<float>(decoded[i] * scale);
     out.mean[i] = out.reports == 0 ? 0.f : static_cast<float>(decoded[i] * scale / out.reports);

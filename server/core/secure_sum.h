@@ -6,7 +6,10 @@
 // Unbiasing [I, see client/internal/report_builder.h]: each client sends one
 // of the blocks_per_group blocks of every group, unscaled; the coordinator
 // multiplies the decoded sum by blocks_per_group (= Delta/k), which is
-// post-processing of the DP release.
+// post-processing of the DP release. With block_selection TOP_NORM each
+// client sends the largest block of every group and keeps the rest as its
+// error-feedback residual (client/internal/block_selection.h): the sum is
+// used as decoded, scale 1.
 #ifndef TANDEM_SERVER_CORE_SECURE_SUM_H_
 #define TANDEM_SERVER_CORE_SECURE_SUM_H_
 
@@ -30,7 +33,7 @@ struct SecureSumConfig {
   // smallest that covers model_dimension: k = ceil(dim / (2^d * B)).
   uint32_t log_blocks_per_group = 1;
   int frac_bits = 16;
-  double clip_l2_norm = 1.0;     // C
+  double clip_l2_norm = 1.0;  // C
   // Discrete Gaussian noise per aggregator, sigma = noise_multiplier * Delta
   // with Delta the report's L2 sensitivity as the aggregators check it:
   // sqrt(norm_bound.max_l2_squared) in norm-proof rounds, C * 2^frac_bits
@@ -41,7 +44,7 @@ struct SecureSumConfig {
   // coordinator's own defaults are the private ones (CoordinatorOptions:
   // noise multiplier 1.0, min batch 10, norm proofs on).
   double noise_multiplier = 0.0;
-  uint32_t max_reports = 1000;   // per round; also the fixed-point headroom
+  uint32_t max_reports = 1000;  // per round; also the fixed-point headroom
   // RoundParameters.dp.min_batch_size: Finalize is refused with fewer
   // accepted reports (the aggregators also refuse a round asking for less
   // than their policy's minimum).
@@ -50,12 +53,14 @@ struct SecureSumConfig {
   // that each sent block and the whole report are within the clipping
   // bound (crypto/proof/norm_proof.h); both aggregators check it jointly.
   bool norm_proofs = false;
+  // Announced in RoundParameters.block_selection; decides Finalize's scale.
+  proto::BlockSelection block_selection = proto::BLOCK_SELECTION_RANDOM;
 };
 
 struct DecodedAggregate {
-  uint64_t reports = 0;          // accepted by both servers
-  std::vector<float> sum;        // unbiased estimate of the sum of clipped updates
-  std::vector<float> mean;       // sum / reports
+  uint64_t reports = 0;     // accepted by both servers
+  std::vector<float> sum;   // unbiased estimate of the sum of clipped updates
+  std::vector<float> mean;  // sum / reports
 };
 
 class SecureSum {

@@ -4,6 +4,8 @@
 #include "server/core/secure_sum.h"
 
 #include <cmath>
+#include <string>
+#include <vector>
 
 #include "base/testing/status_matchers.h"
 #include "gtest/gtest.h"
@@ -15,10 +17,9 @@ namespace {
 double MultiplierSeenByAggregator(const proto::RoundParameters& p) {
   if (p.noise_variance() == 0) return 0;
   const double delta =
-      p.has_norm_bound()
-          ? std::sqrt(static_cast<double>(p.norm_bound().max_l2_squared()))
-          : p.fixed_point().clip_l2_norm() *
-                std::ldexp(1.0, static_cast<int>(p.fixed_point().fractional_bits()));
+      p.has_norm_bound() ? std::sqrt(static_cast<double>(p.norm_bound().max_l2_squared()))
+                         : p.fixed_point().clip_l2_norm() *
+                               std::ldexp(1.0, static_cast<int>(p.fixed_point().fractional_bits()));
   return std::sqrt(p.noise_variance()) / delta;
 }
 
@@ -84,6 +85,48 @@ TEST(SecureSum, NoNoiseIsZeroVariance) {
   EXPECT_EQ(sum.RoundParameters(1).noise_variance(), 0);
   EXPECT_THAT(SecureSum::Create(Config(-1, 1.0, 16, true)).status(),
               ::tandem::testing::StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+// An aggregator whose released share is a fixed vector.
+class FixedShareAggregator : public AggregatorClient {
+ public:
+  explicit FixedShareAggregator(std::vector<uint64_t> share) : share_(std::move(share)) {}
+  absl::Status OpenRound(const proto::RoundParameters&) override { return absl::OkStatus(); }
+  absl::StatusOr<proto::FinalizeResponse> Finalize(const proto::FinalizeRequest&) override {
+    proto::FinalizeResponse r;
+    r.set_accepted_reports(2);
+    proto::Tensor* t = r.mutable_aggregate_share();
+    t->set_dtype(proto::DTYPE_UINT64);
+    t->add_shape(static_cast<int64_t>(share_.size()));
+    t->set_data(std::string(reinterpret_cast<const char*>(share_.data()), share_.size() * 8));
+    return r;
+  }
+
+ private:
+  std::vector<uint64_t> share_;
+};
+
+TEST(SecureSum, TopNormSumsAreNotRescaledRandomOnesAre) {
+  for (const proto::BlockSelection sel :
+       {proto::BLOCK_SELECTION_RANDOM, proto::BLOCK_SELECTION_TOP_NORM}) {
+    SecureSumConfig c = Config(0, 1.0, 16, false);
+    c.block_selection = sel;
+    TANDEM_ASSERT_OK_AND_ASSIGN(SecureSum sum, SecureSum::Create(c));
+    EXPECT_EQ(sum.RoundParameters(1).block_selection(), sel);
+    // Leader's share: 0.5 at coordinate 3 (2^15), helper's: -0.25 there.
+    std::vector<uint64_t> a(sum.padded_dimension(), 0), b(sum.padded_dimension(), 0);
+    a[3] = uint64_t{1} << 15;
+    b[3] = ~uint64_t{0} - (uint64_t{1} << 14) + 1;
+    FixedShareAggregator leader(a), helper(b);
+    TANDEM_ASSERT_OK_AND_ASSIGN(DecodedAggregate agg, sum.Finalize(leader, helper, 1));
+    const double scale = sel == proto::BLOCK_SELECTION_TOP_NORM ? 1.0 : 4.0;  // 2^d, d = 2
+    EXPECT_NEAR(agg.sum[3], 0.25 * scale, 1e-6);
+    EXPECT_NEAR(agg.mean[3], 0.25 * scale / 2, 1e-6);
+    EXPECT_EQ(agg.sum[4], 0.0f);
+  }
+  SecureSumConfig bad = Config(0, 1.0, 16, false);
+  bad.block_selection = static_cast<proto::BlockSelection>(5);
+  EXPECT_FALSE(SecureSum::Create(bad).ok());
 }
 
 }  // namespace

@@ -76,6 +76,9 @@ ABSL_FLAG(int, num_recycled, 0, "FedLUAR: weight tensors recycled per round (0 =
 ABSL_FLAG(uint64_t, fedluar_seed, 1, "FedLUAR draw seed");
 ABSL_FLAG(uint32_t, block_size, 64, "PREAMBLE block size B");
 ABSL_FLAG(uint32_t, log_blocks_per_group, 1, "PREAMBLE d (a client sends 1 of 2^d blocks)");
+ABSL_FLAG(std::string, block_selection, "random",
+          "which block of each group clients send: random (unbiased, the sum is scaled by "
+          "2^d) or topk (the largest-norm block, clients keep the rest as error feedback)");
 ABSL_FLAG(double, clip, 2.0, "L2 clipping bound C");
 ABSL_FLAG(double, noise_multiplier, 1.0,
           "z: discrete Gaussian sigma / L2 sensitivity, added by each aggregator (default 1.0; "
@@ -131,6 +134,11 @@ absl::StatusOr<std::unique_ptr<tandem::server::CoordinatorDaemon>> Run() {
   c.task.epsilon_budget = absl::GetFlag(FLAGS_epsilon_budget);
   c.task.secure_sum.block_size = absl::GetFlag(FLAGS_block_size);
   c.task.secure_sum.log_blocks_per_group = absl::GetFlag(FLAGS_log_blocks_per_group);
+  if (const std::string sel = absl::GetFlag(FLAGS_block_selection); sel == "topk") {
+    c.task.secure_sum.block_selection = tandem::proto::BLOCK_SELECTION_TOP_NORM;
+  } else if (sel != "random") {
+    return absl::InvalidArgumentError("--block_selection must be random or topk");
+  }
   c.task.secure_sum.clip_l2_norm = absl::GetFlag(FLAGS_clip);
   c.task.secure_sum.noise_multiplier = absl::GetFlag(FLAGS_noise_multiplier);
   c.task.secure_sum.max_reports = absl::GetFlag(FLAGS_max_reports);

@@ -115,6 +115,10 @@ typedef struct {
   const char* helper_name;     /* TLS identity the helper's certificate carries */
   uint64_t max_model_bytes;    /* model download bound; 0 = 256 MiB */
   uint64_t max_dimension;      /* round dimension D bound; 0 = 2^24 */
+  /* Appended: nonzero turns error feedback off (ParticipantOptions.
+   * error_feedback; on by default, also for callers whose struct_size
+   * predates this field). */
+  int32_t no_error_feedback;
 } tandem_participant_trust;
 
 int tandem_participant_create(const tandem_participant_options* options,

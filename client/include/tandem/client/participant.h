@@ -136,6 +136,15 @@ struct ParticipantOptions {
   // (INVALID_ARGUMENT beyond them, checked before allocating).
   uint64_t max_model_bytes = uint64_t{256} << 20;  // serialized model download
   uint64_t max_dimension = uint64_t{1} << 24;      // D of a round (the report is O(D))
+
+  // Error feedback, in rounds whose coordinator selects each group's
+  // largest-norm block (top-k by norm; RoundParameters.block_selection
+  // TOP_NORM): the client keeps what it did not send and adds it to its next
+  // update of the same task (Stich et al. 2018; client/internal/
+  // block_selection.h). Kept in the StateStore ("error-feedback", 4 bytes
+  // per parameter) so that it survives a restart; in memory without one.
+  // Ignored in random-selection rounds. Off: top-norm reports drop the rest.
+  bool error_feedback = true;
 };
 
 enum class RoundOutcome {

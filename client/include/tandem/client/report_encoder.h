@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -27,6 +28,13 @@ class SecureRandom;
 }
 
 namespace tandem::client {
+
+// Which block of each group a report carries (RoundParameters.block_selection,
+// set by the coordinator: it decodes accordingly). kTopNorm: each group's
+// largest-L2 block, the rest returned as EncodedReport::residual for the app
+// to add to its next update (error feedback; ParticipantOptions.
+// error_feedback does this for SDK participants).
+enum class BlockSelection { kRandom = 0, kTopNorm = 1 };
 
 struct RoundSpec {
   std::string task_id;
@@ -39,13 +47,17 @@ struct RoundSpec {
   double clip_l2_norm = 1.0;     // C
   uint64_t max_summands = 1;     // reports per round (fixed-point headroom)
   uint64_t max_dimension = uint64_t{1} << 24;  // D refused above this (INVALID_ARGUMENT)
+  BlockSelection block_selection = BlockSelection::kRandom;
 };
 
 struct EncodedReport {
   std::string report_id;   // 16 bytes (the ticket's id), the idempotency key of both uploads
   std::string to_leader;   // serialized tandem.proto.UploadRequest
   std::string to_helper;   // serialized tandem.proto.UploadRequest
-  double clip_factor = 1;  // min(1, C / ||update||)
+  double clip_factor = 1;  // min(1, C / ||update||) (kTopNorm: of the sent blocks)
+  // kTopNorm: `update` minus the blocks sent (same length as `update`),
+  // unclipped; empty for kRandom. Never leaves the device.
+  std::vector<float> residual;
 };
 
 class ReportEncoder {
