@@ -111,7 +111,7 @@ absl::StatusOr<BuiltReport> ReportBuilder::Build(absl::Span<const float> update,
   padded.resize(dim, 0.0f);
   for (size_t i = 0; i < update.size(); ++i) {
     if (!std::isfinite(update[i])) {
-      return absl::InvalidArgumentError(absl::StrCat("update value ", i, " is not finite"));
+      return absl::InvalidArgumentError(absl::StrCat("update value ", i, " is NaN or infinity"));
     }
   }
   BuiltReport report;

@@ -225,7 +225,7 @@ absl::StatusOr<UploadResult> StepwiseRunner::Upload(absl::Span<const float> upda
   }
   for (size_t i = 0; i < update.size(); ++i) {
     if (!std::isfinite(update[i])) {
-      return absl::InvalidArgumentError(absl::StrCat("update value ", i, " is not finite"));
+      return absl::InvalidArgumentError(absl::StrCat("update value ", i, " is NaN or infinity"));
     }
   }
   UploadResult result;
