@@ -100,6 +100,9 @@ absl::StatusOr<std::unique_ptr<Aggregator>> Aggregator::Create(AggregatorOptions
   if (options.verify_batch_size < 1) {
     return absl::InvalidArgumentError("verify_batch_size must be >= 1");
   }
+  if (options.checkpoint_reports < 1) {
+    return absl::InvalidArgumentError("checkpoint_reports must be >= 1");
+  }
   if (options.role == Role::kLeader && peer == nullptr) {
     return absl::InvalidArgumentError("the leader needs a peer channel to its helper");
   }
@@ -177,32 +180,35 @@ absl::Status Aggregator::LoadLatestRound(Task& task) {
                           task.store->ListReports(latest->round_id, ReportFilter::kAll));
 
   absl::MutexLock process_lock(&task.process_mu);
-  absl::MutexLock state_lock(&task.state_mu);
-  task.round_id = latest->round_id;
-  task.closed = latest->state != RoundState::kOpen;
-  task.released = latest->state == RoundState::kReleased;
-  task.parameters = params;
-  task.shape = dpf.Shape(static_cast<int>(options_.role));
-  task.proof = std::move(proof);
-  task.received = static_cast<int64_t>(all.size());
+  {
+    absl::MutexLock state_lock(&task.state_mu);
+    task.round_id = latest->round_id;
+    task.closed = latest->state != RoundState::kOpen;
+    task.released = latest->state == RoundState::kReleased;
+    task.parameters = params;
+    task.shape = dpf.Shape(static_cast<int>(options_.role));
+    task.proof = std::move(proof);
+    task.received = static_cast<int64_t>(all.size());
+  }
   task.dpf.emplace(std::move(dpf));
   task.accumulator = std::move(acc);
   task.counted = snapshot.report_count;
 
-  // A crash between MarkAccepted and SaveAccumulator leaves reports that both
-  // servers decided to count: count them now.
+  // Reports both servers accepted after the last accumulator checkpoint
+  // (or before a crash) keep their shares: expand them into it again.
   std::vector<ReportRecord> uncounted;
   for (ReportRecord& r : all) {
     if (r.state == ReportState::kAccepted && !r.counted) uncounted.push_back(std::move(r));
   }
-  if (!uncounted.empty() && !task.closed) {
-    TANDEM_LOG(WARNING) << "task " << task.id << " round " << task.round_id << ": counting "
-                        << uncounted.size() << " accepted reports left by a restart";
+  const bool closed = latest->state != RoundState::kOpen;
+  if (!uncounted.empty() && !closed) {
+    TANDEM_LOG(INFO) << "task " << task.id << " round " << latest->round_id << ": re-expanding "
+                     << uncounted.size() << " accepted reports after the last checkpoint";
     TANDEM_RETURN_IF_ERROR(CommitRecordsLocked(task, uncounted, {}));
   }
   TANDEM_LOG(INFO) << RoleName(options_.role) << " loaded task " << task.id << " round "
-                   << task.round_id << (task.closed ? " (closed)" : " (open)") << ", "
-                   << task.counted << " reports counted, " << task.received << " received";
+                   << latest->round_id << (closed ? " (closed)" : " (open)") << ", "
+                   << task.counted << " reports counted, " << all.size() << " received";
   return absl::OkStatus();
 }
 
@@ -255,6 +261,7 @@ absl::Status Aggregator::OpenRound(const proto::RoundParameters& parameters) {
   task->accumulator.assign(dpf.dimension(), 0);
   task->dpf.emplace(std::move(dpf));
   task->counted = 0;
+  task->uncheckpointed.clear();
   task->verified.clear();
   task->ResetTentative();
   TANDEM_LOG(INFO) << RoleName(options_.role) << " opened task " << task->id << " round "
@@ -405,10 +412,12 @@ absl::StatusOr<proto::FinalizeResponse> Aggregator::Finalize(
       // Whatever the leader has not committed by now is never counted.
       TANDEM_ASSIGN_OR_RETURN(std::vector<ReportRecord> pending,
                               task->store->ListReports(round_id, ReportFilter::kPending));
-      for (const ReportRecord& r : pending) {
-        TANDEM_RETURN_IF_ERROR(task->store->MarkRejected(r.report_id));
-      }
+      std::vector<std::string> reject;
+      for (const ReportRecord& r : pending) reject.push_back(r.report_id);
+      if (!reject.empty()) TANDEM_RETURN_IF_ERROR(task->store->CommitDecisions(round_id, {}, reject));
     }
+    // The snapshot first, so the store counts what the release contains.
+    TANDEM_RETURN_IF_ERROR(CheckpointLocked(*task));
     std::vector<uint64_t> released_share = task->accumulator;
     // The larger of the round's minimum and this server's own.
     const int64_t min_batch = std::max<int64_t>(
@@ -473,6 +482,7 @@ absl::StatusOr<proto::AggregatorStatusResponse> Aggregator::Status(
     response.set_undo_expansions(static_cast<uint64_t>(task->undo_expansions));
     response.set_check_evaluations(static_cast<uint64_t>(task->check_evaluations));
     response.set_expansion_seconds(task->expansion_seconds);
+    response.set_accumulator_checkpoints(static_cast<uint64_t>(task->checkpoints));
   }
   response.set_epsilon_budget(task->policy.epsilon_budget);
   response.set_delta(task->policy.delta);

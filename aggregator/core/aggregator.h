@@ -24,10 +24,13 @@
 //     inputs, and sends its verifier share next to its digest. Both decide
 //     from the same two verifier shares (plus the digests), so they accept
 //     or reject every report together, in one round trip.
-//   Commit: each server expands the accepted shares into its accumulator
-//     (oneTBB across reports and chunks) and saves the accumulator and the
-//     report states in one store transaction, so a SIGKILL at any point loses
-//     no accepted report and counts none twice.
+//   Commit: each server adds the accepted shares to its accumulator (the
+//     expansion of the verification pass; oneTBB across reports and chunks)
+//     and stores the report states in one transaction; every
+//     checkpoint_reports accepted reports (and before a release) the
+//     accumulator is saved with them in that transaction. Accepted reports
+//     keep their shares until then, so a SIGKILL at any point loses no
+//     accepted report and counts none twice (a restart re-expands them).
 //   Finalize: remaining pending reports are verified or rejected, the batch
 //     size is checked against the minimum (the larger of the round's and
 //     this server's policy), the share gets this server's own discrete
@@ -81,6 +84,13 @@ struct AggregatorOptions {
   Role role = Role::kLeader;
   // Reports verified and committed per exchange with the helper.
   int verify_batch_size = 64;
+  // Accumulator checkpoints: the accumulator (8 bytes per coordinate) is
+  // saved once at least this many accepted reports are not in the saved
+  // snapshot, and before every release. In between, a batch commits only its
+  // decisions and its accepted reports keep their stored shares, so a
+  // restart re-expands at most about checkpoint_reports + verify_batch_size
+  // reports (commit.cc). 1 = a snapshot with every batch.
+  int checkpoint_reports = 512;
   // Upper bound on any round's max_reports (the round may ask for fewer).
   uint32_t max_reports_per_round = 100000;
   // Upper bound on any round's dimension D (memory: 8 bytes per coordinate).
@@ -165,9 +175,9 @@ class Aggregator {
   // adopted; the batch is asked again once.
   absl::StatusOr<int> ProcessBatchLocked(Task& task, const std::vector<ReportRecord>& batch,
                                          bool final_pass, bool seed_retry = false);
-  // Counts `ids` and rejects `rejected` in one store transaction; `next` is
-  // the task's accumulator with the shares of `ids` added (unused when ids
-  // is empty).
+  // Counts `ids` and rejects `rejected` in one store transaction (with an
+  // accumulator checkpoint when due); `next` is the task's accumulator with
+  // the shares of `ids` added (unused when ids is empty).
   absl::Status CommitLocked(Task& task, const std::vector<std::string>& ids,
                             std::vector<uint64_t> next, const std::vector<std::string>& rejected);
   // CommitLocked for stored records: their sum from the helper's tentative
@@ -175,6 +185,8 @@ class Aggregator {
   // expanded here.
   absl::Status CommitRecordsLocked(Task& task, const std::vector<ReportRecord>& accepted,
                                    const std::vector<std::string>& rejected);
+  // Saves the accumulator if it holds reports the stored snapshot lacks.
+  absl::Status CheckpointLocked(Task& task);
 
   const AggregatorOptions options_;
   StoreFactory store_factory_;

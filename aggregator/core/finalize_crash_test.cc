@@ -2,8 +2,9 @@
 // anywhere in Finalize yields exactly one noise draw"). A child process runs
 // a leader and a helper over SQLite, uploads four reports and finalizes
 // both; it is killed just before or just after the k-th store write of the
-// finalization (the helper's commit, the leader's commit, the leader's
-// release, the helper's release). The parent restarts both servers from
+// finalization (the helper's commit of the decisions, the leader's, the
+// leader's accumulator checkpoint, its release, the helper's checkpoint, its
+// release). The parent restarts both servers from
 // the files with other noise seeds and finalizes again: each server must
 // return exactly the draw of whichever process committed its release (the
 // child's if the release transaction was durable, else the parent's), the
@@ -36,7 +37,7 @@ using ::tandem::aggregator::testing::MakeReport;
 using ::tandem::aggregator::testing::MakeRoundParameters;
 using ::tandem::testing::IsOk;
 
-constexpr int kWritesInFinalize = 4;
+constexpr int kWritesInFinalize = 6;
 constexpr char kDirEnv[] = "TANDEM_FINALIZE_CRASH_DIR";
 
 // Kill point of this process: the k-th write after Arm(), before or after
@@ -101,6 +102,10 @@ class KillingStore : public ReportStore {
   absl::Status CommitBatch(int64_t r, absl::string_view b, absl::Span<const std::string> a,
                            absl::Span<const std::string> j) override {
     return Write([&] { return inner_->CommitBatch(r, b, a, j); });
+  }
+  absl::Status CommitDecisions(int64_t r, absl::Span<const std::string> a,
+                               absl::Span<const std::string> j) override {
+    return Write([&] { return inner_->CommitDecisions(r, a, j); });
   }
   absl::StatusOr<AccumulatorSnapshot> LoadAccumulator(int64_t r) override {
     return inner_->LoadAccumulator(r);
@@ -275,9 +280,9 @@ TEST(FinalizeCrashTest, SigkillAtEveryStepYieldsExactlyOneNoiseDraw) {
       helper_kept += helper_released;
     }
   }
-  // The leader's release is write 3, the helper's write 4: killed after
+  // The leader's release is write 4, the helper's write 6: killed after
   // them (and, for the leader, anywhere later) the child's draw survives.
-  EXPECT_EQ(leader_kept, 3);
+  EXPECT_EQ(leader_kept, 5);
   EXPECT_EQ(helper_kept, 1);
   unsetenv(kDirEnv);
   std::filesystem::remove_all(dir);

@@ -1,9 +1,18 @@
 // Sustained ingest of the whole two-server system on this machine: a leader
 // and a helper in one process (both on the same 2 cores, so this is the
 // system rate, not one server's), stores on local disk (see args), real DPF
-// reports. Per iteration: 32 uploads to each server, then the leader's
-// verification pass (digests on both sides, exchange, expansion, one
-// accumulator snapshot per batch of 64).
+// reports.
+//   BM_PairIngest: per iteration, 32 uploads to each server, then the
+//     leader's verification pass (digests on both sides, exchange, one
+//     expansion per report, commit; accumulator checkpoints every
+//     AggregatorOptions::checkpoint_reports accepted reports).
+//   BM_PairIngestPipelined: as the daemons run it: uploader threads keep
+//     uploading (at most 512 reports ahead of the verification) while the
+//     main thread runs verification passes (ProcessPending) back to back;
+//     items = reports decided. Upload fsync waits overlap the expansions.
+//   BM_PairComputeBound: the expansions alone (both servers' shares of 32
+//     reports, into accumulators, digests included), the rate the two
+//     servers' compute allows on these cores: the reference for both above.
 //   build/aggregator/core/aggregator_pair_benchmark
 //   args: log2 D, synchronous (1 = FULL fsync per commit, 0 = NORMAL),
 //         store (0 = SQLite with shares as blobs, 1 = segment store: shares
@@ -13,7 +22,8 @@
 //         the group-commit width), norm (1 = a norm-bound round: every
 //         report carries a norm proof, checked by both servers)
 // Counters: expansions_per_report = share + undo expansions of both
-// servers / reports / 2 (1.0 = one expansion per report per server).
+// servers / reports / 2 (1.0 = one expansion per report per server);
+// checkpoints = accumulator snapshots per server.
 #include <benchmark/benchmark.h>
 #include <stdlib.h>
 
@@ -26,12 +36,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "aggregator/core/aggregator.h"
+#include "aggregator/core/expansion.h"
 #include "aggregator/core/sqlite_store_factory.h"
 #include "aggregator/store/in_memory_report_store.h"
 #include "aggregator/testing/in_process_peer_channel.h"
 #include "aggregator/testing/report_factory.h"
 #include "base/clock.h"
 #include "base/random.h"
+#include "crypto/dpf/sparse_dpf.h"
 
 namespace tandem::aggregator {
 namespace {
@@ -42,10 +54,59 @@ sqlite::DatabaseOptions Sync(bool full) {
   return o;
 }
 
-void BM_PairIngest(benchmark::State& state) {
+constexpr int kPerIteration = 32;
+
+// A leader and a helper over the stores of the benchmark's args, with the
+// round open and a pool of kPerIteration reports (their key shares reused
+// under fresh ids: ids are labels, not inputs).
+struct Pair {
+  std::string dir;
+  FakeClock clock;
+  std::unique_ptr<DeterministicRandom> noise = DeterministicRandom::FromSeed(1);
+  InProcessPeerChannel channel;
+  std::unique_ptr<Aggregator> leader, helper;
+  proto::RoundParameters params;
+  std::vector<testing::TestReport> pool;
+  std::atomic<uint64_t> next_id{0};
+
+  ~Pair() {
+    leader.reset();
+    helper.reset();
+    if (!dir.empty()) std::filesystem::remove_all(dir);
+  }
+  // Uploads pool[i % pool.size()] under a fresh id to both servers.
+  bool UploadOne(size_t i) {
+    testing::TestReport r = pool[i % pool.size()];
+    std::string id(16, '\0');
+    const uint64_t n = ++next_id;
+    std::memcpy(id.data(), &n, sizeof(n));
+    r.to_leader.set_report_id(id);
+    r.to_helper.set_report_id(id);
+    return leader->Upload(r.to_leader).ok() && helper->Upload(r.to_helper).ok();
+  }
+  // Counters of both servers' Status.
+  void Report(benchmark::State& state, double reports) {
+    double expansions = 0, checkpoints = 0;
+    proto::AggregatorStatusRequest sreq;
+    sreq.set_task_id("bench");
+    for (Aggregator* a : {leader.get(), helper.get()}) {
+      auto st = a->Status(sreq);
+      if (!st.ok()) continue;
+      expansions += static_cast<double>(st->share_expansions() + st->undo_expansions());
+      checkpoints += static_cast<double>(st->accumulator_checkpoints());
+    }
+    state.counters["D"] = static_cast<double>(params.dimension());
+    state.counters["expansions_per_report"] = expansions / 2 / reports;
+    state.counters["checkpoints"] = checkpoints / 2;
+  }
+};
+
+std::unique_ptr<Pair> MakePair(benchmark::State& state) {
+  auto p = std::make_unique<Pair>();
   const uint32_t log_d = static_cast<uint32_t>(state.range(0));
   const bool full = state.range(1) != 0;
   const int64_t store_kind = state.range(2);
+  const bool norm = state.range(4) != 0;
   const auto factory = [&](const std::string& d) -> StoreFactory {
     if (store_kind == 2) {
       return [](absl::string_view, bool) -> absl::StatusOr<std::unique_ptr<ReportStore>> {
@@ -58,87 +119,133 @@ void BM_PairIngest(benchmark::State& state) {
   char tmpl[] = "/tmp/tandem-pairbench-XXXXXX";
   if (mkdtemp(tmpl) == nullptr) {
     state.SkipWithError("mkdtemp");
-    return;
+    return nullptr;
   }
-  const std::string dir = tmpl;
-  std::filesystem::create_directories(dir + "/l");
-  std::filesystem::create_directories(dir + "/h");
-  FakeClock clock;
-  auto noise = DeterministicRandom::FromSeed(1);
-  InProcessPeerChannel channel;
+  p->dir = tmpl;
+  std::filesystem::create_directories(p->dir + "/l");
+  std::filesystem::create_directories(p->dir + "/h");
   AggregatorOptions ho;
   ho.policies = ::tandem::aggregator::testing::PermissiveTestPolicies();
   ho.role = Role::kHelper;
-  auto helper = Aggregator::Create(ho, factory(dir + "/h"), nullptr, &clock, noise.get());
-  channel.set_helper(helper->get());
+  p->helper = *Aggregator::Create(ho, factory(p->dir + "/h"), nullptr, &p->clock, p->noise.get());
+  p->channel.set_helper(p->helper.get());
   AggregatorOptions lo;
   lo.policies = ::tandem::aggregator::testing::PermissiveTestPolicies();
-  auto leader = Aggregator::Create(lo, factory(dir + "/l"), &channel, &clock, noise.get());
-  const int uploaders_arg = static_cast<int>(state.range(3));
-  const bool norm = state.range(4) != 0;
+  p->leader =
+      *Aggregator::Create(lo, factory(p->dir + "/l"), &p->channel, &p->clock, p->noise.get());
   // B = 2^10, k = 16; norm rounds bound every block and the report.
-  proto::RoundParameters params =
-      norm ? testing::MakeNormRoundParameters("bench", 1, log_d - 14, 1024, 16, 1 << 14, 1 << 16)
-           : testing::MakeRoundParameters("bench", 1, log_d - 14, 1024, 16);
-  if (!(*leader)->OpenRound(params).ok() || !(*helper)->OpenRound(params).ok()) {
+  p->params = norm ? testing::MakeNormRoundParameters("bench", 1, log_d - 14, 1024, 16, 1 << 14,
+                                                      1 << 16)
+                   : testing::MakeRoundParameters("bench", 1, log_d - 14, 1024, 16);
+  if (!p->leader->OpenRound(p->params).ok() || !p->helper->OpenRound(p->params).ok()) {
     state.SkipWithError("open");
-    return;
+    return nullptr;
   }
-  constexpr int kPerIteration = 32;
-  std::vector<testing::TestReport> pool;
-  for (int i = 0; i < kPerIteration; ++i) pool.push_back(*testing::MakeReport(params, 500 + i));
-  uint64_t next_id = 0;
-  const int kUploaders = uploaders_arg;  // concurrent clients, as on a gRPC server
+  for (int i = 0; i < kPerIteration; ++i) {
+    p->pool.push_back(*testing::MakeReport(p->params, 500 + static_cast<uint64_t>(i)));
+  }
+  return p;
+}
+
+void BM_PairIngest(benchmark::State& state) {
+  std::unique_ptr<Pair> p = MakePair(state);
+  if (p == nullptr) return;
+  const int uploaders_n = static_cast<int>(state.range(3));  // concurrent clients
   double upload_s = 0, process_s = 0;  // Wall time of the two phases.
   for (auto _ : state) {
     const auto t0 = std::chrono::steady_clock::now();
-    for (testing::TestReport& r : pool) {
-      // Same key shares under a fresh report id: ids are labels, not inputs.
-      std::string id(16, '\0');
-      ++next_id;
-      std::memcpy(id.data(), &next_id, sizeof(next_id));
-      r.to_leader.set_report_id(id);
-      r.to_helper.set_report_id(id);
-    }
     std::atomic<int> failures{0};
     std::vector<std::thread> uploaders;
-    for (int t = 0; t < kUploaders; ++t) {
+    for (int t = 0; t < uploaders_n; ++t) {
       uploaders.emplace_back([&, t] {
-        for (int i = t; i < kPerIteration; i += kUploaders) {
-          if (!(*leader)->Upload(pool[i].to_leader).ok() ||
-              !(*helper)->Upload(pool[i].to_helper).ok()) {
-            ++failures;
-          }
+        for (int i = t; i < kPerIteration; i += uploaders_n) {
+          if (!p->UploadOne(static_cast<size_t>(i))) ++failures;
         }
       });
     }
     for (std::thread& t : uploaders) t.join();
     if (failures > 0) state.SkipWithError("upload");
     const auto t1 = std::chrono::steady_clock::now();
-    auto decided = (*leader)->ProcessPending("bench");
+    auto decided = p->leader->ProcessPending("bench");
     const auto t2 = std::chrono::steady_clock::now();
     upload_s += std::chrono::duration<double>(t1 - t0).count();
     process_s += std::chrono::duration<double>(t2 - t1).count();
     if (!decided.ok() || *decided != kPerIteration) state.SkipWithError("process");
   }
   state.SetItemsProcessed(state.iterations() * kPerIteration);
-  state.counters["D"] = static_cast<double>(params.dimension());
   // Per-iteration milliseconds of the upload and the verification phases.
   state.counters["upload_ms"] = 1e3 * upload_s / static_cast<double>(state.iterations());
   state.counters["process_ms"] = 1e3 * process_s / static_cast<double>(state.iterations());
-  double expansions = 0;
-  proto::AggregatorStatusRequest sreq;
-  sreq.set_task_id("bench");
-  for (Aggregator* a : {leader->get(), helper->get()}) {
-    auto st = a->Status(sreq);
-    if (st.ok()) expansions += static_cast<double>(st->share_expansions() + st->undo_expansions());
-  }
-  state.counters["expansions_per_report"] =
-      expansions / 2 / static_cast<double>(state.iterations() * kPerIteration);
-  leader->reset();
-  helper->reset();
-  std::filesystem::remove_all(dir);
+  p->Report(state, static_cast<double>(state.iterations() * kPerIteration));
 }
+
+void BM_PairIngestPipelined(benchmark::State& state) {
+  std::unique_ptr<Pair> p = MakePair(state);
+  if (p == nullptr) return;
+  const int uploaders_n = static_cast<int>(state.range(3));
+  constexpr int64_t kAhead = 512;  // uploads ahead of the verification, at most
+  std::atomic<int64_t> uploaded{0}, decided{0};
+  std::atomic<bool> stop{false}, failed{false};
+  std::vector<std::thread> uploaders;
+  for (int t = 0; t < uploaders_n; ++t) {
+    uploaders.emplace_back([&, t] {
+      for (size_t i = static_cast<size_t>(t); !stop.load(); i += static_cast<size_t>(uploaders_n)) {
+        while (uploaded.load() - decided.load() >= kAhead && !stop.load()) {
+          std::this_thread::sleep_for(std::chrono::microseconds(200));
+        }
+        if (stop.load()) break;
+        if (!p->UploadOne(i)) failed = true;
+        ++uploaded;
+      }
+    });
+  }
+  int64_t in_loop = 0;
+  for (auto _ : state) {
+    // One verification pass over whatever is pending (batches of up to 64).
+    absl::StatusOr<int> n = p->leader->ProcessPending("bench");
+    if (!n.ok()) {
+      state.SkipWithError("process");
+      break;
+    }
+    if (*n == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
+    decided += *n;
+    in_loop += *n;
+  }
+  stop = true;
+  for (std::thread& t : uploaders) t.join();
+  if (failed) state.SkipWithError("upload");
+  state.SetItemsProcessed(in_loop);
+  p->Report(state, static_cast<double>(std::max<int64_t>(1, decided.load())));
+}
+
+void BM_PairComputeBound(benchmark::State& state) {
+  std::unique_ptr<Pair> p = MakePair(state);
+  if (p == nullptr) return;
+  auto leader_dpf = crypto::SparseDpf::Create(p->params.dimension(), 1024, 16, 64);
+  if (!leader_dpf.ok()) {
+    state.SkipWithError("dpf");
+    return;
+  }
+  std::vector<const proto::SparseKeySet*> l, h;
+  for (const testing::TestReport& r : p->pool) {
+    l.push_back(&r.to_leader.key_share());
+    h.push_back(&r.to_helper.key_share());
+  }
+  std::vector<uint64_t> acc_l(p->params.dimension()), acc_h(p->params.dimension());
+  for (auto _ : state) {
+    // Both servers' one expansion per report (with its digest); norm-proof
+    // rounds add the verifier inputs, which this bound leaves out.
+    if (!ComputeDigests(*leader_dpf, l, absl::MakeSpan(acc_l)).ok() ||
+        !ComputeDigests(*leader_dpf, h, absl::MakeSpan(acc_h)).ok()) {
+      state.SkipWithError("expand");
+    }
+    benchmark::DoNotOptimize(acc_l.data());
+    benchmark::DoNotOptimize(acc_h.data());
+  }
+  state.SetItemsProcessed(state.iterations() * kPerIteration);
+  state.counters["D"] = static_cast<double>(p->params.dimension());
+}
+
 BENCHMARK(BM_PairIngest)
     ->ArgNames({"log2D", "full", "store", "uploaders", "norm"})
     ->Args({17, 1, 0, 8, 0})
@@ -155,6 +262,24 @@ BENCHMARK(BM_PairIngest)
     ->Args({20, 1, 1, 32, 0})
     ->Args({20, 1, 1, 8, 1})
     ->Args({20, 0, 2, 8, 1})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(BM_PairIngestPipelined)
+    ->ArgNames({"log2D", "full", "store", "uploaders", "norm"})
+    ->Args({17, 1, 1, 8, 0})
+    ->Args({17, 1, 0, 8, 0})
+    ->Args({17, 0, 2, 8, 0})
+    ->Args({20, 1, 1, 8, 0})
+    ->Args({20, 1, 0, 8, 0})
+    ->Args({20, 0, 1, 8, 0})
+    ->Args({20, 0, 2, 8, 0})
+    ->Args({20, 1, 1, 8, 1})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(BM_PairComputeBound)
+    ->ArgNames({"log2D", "full", "store", "uploaders", "norm"})
+    ->Args({17, 0, 2, 8, 0})
+    ->Args({20, 0, 2, 8, 0})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

@@ -61,7 +61,13 @@ struct Aggregator::Task {
 
   std::optional<crypto::SparseDpf> dpf ABSL_GUARDED_BY(process_mu);
   std::vector<uint64_t> accumulator ABSL_GUARDED_BY(process_mu);
+  // Reports in `accumulator` (accepted by both servers this round).
   int64_t counted ABSL_GUARDED_BY(process_mu) = 0;
+  // The accepted reports in `accumulator` but not yet in the stored
+  // snapshot (decided with CommitDecisions, shares still stored); the next
+  // checkpoint counts them (commit.cc). Always a subset of `counted`.
+  std::vector<std::string> uncheckpointed ABSL_GUARDED_BY(process_mu);
+  int64_t checkpoints ABSL_GUARDED_BY(process_mu) = 0;  // since the task loaded
   // This server's accounting of the task: every released round (rebuilt
   // from the store's kReleased rounds on load). The accountant's own budget
   // is unbounded; the policy's is compared in OpenRound.

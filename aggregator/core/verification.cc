@@ -24,13 +24,6 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-std::vector<const proto::SparseKeySet*> KeysOf(const std::vector<ParsedShare>& shares) {
-  std::vector<const proto::SparseKeySet*> out;
-  out.reserve(shares.size());
-  for (const ParsedShare& s : shares) out.push_back(&s.keys);
-  return out;
-}
-
 }  // namespace
 
 absl::StatusOr<int> Aggregator::ProcessPending(absl::string_view task_id) {
@@ -224,77 +217,6 @@ absl::StatusOr<int> Aggregator::ProcessBatchLocked(Task& task,
   TANDEM_RETURN_IF_ERROR(peer_->CommitAcceptedSet(commit).status());
   TANDEM_RETURN_IF_ERROR(CommitLocked(task, ids, std::move(next), rejected));
   return static_cast<int>(accepted.size() + rejected.size());
-}
-
-absl::Status Aggregator::CommitRecordsLocked(Task& task,
-                                             const std::vector<ReportRecord>& accepted,
-                                             const std::vector<std::string>& rejected) {
-  crypto::ExpectedKeySetShape shape;
-  std::shared_ptr<const crypto::proof::NormProofSystem> proof;
-  {
-    absl::ReaderMutexLock lock(&task.state_mu);
-    shape = task.shape;
-    proof = task.proof;
-  }
-  if (accepted.empty()) return CommitLocked(task, {}, {}, rejected);
-  const bool ticketed = options_.ticket_key != nullptr;
-  const int party = static_cast<int>(options_.role);
-  auto parse = [&](absl::string_view blob) {
-    return ParseStoredShare(blob, shape, proof.get(), party, ticketed);
-  };
-  // next = counted + the accepted reports. Those in the tentative aggregate
-  // (expanded at Verify) come from it, the tentative ones not accepted are
-  // subtracted, the others are expanded now (after a restart, or a commit
-  // for an exchange whose tentative sum was reset).
-  std::vector<uint64_t> next = task.accumulator;
-  absl::flat_hash_set<std::string> accepted_ids;
-  for (const ReportRecord& r : accepted) accepted_ids.insert(r.report_id);
-  std::vector<ParsedShare> fresh, undo;
-  const bool used_tentative = !task.tentative_ids.empty();
-  if (used_tentative) {
-    TANDEM_RETURN_IF_ERROR(
-        AddAccumulator(absl::MakeSpan(next), task.tentative, task.dpf->value_bits()));
-    for (const std::string& id : task.tentative_ids) {
-      if (accepted_ids.contains(id)) continue;
-      TANDEM_ASSIGN_OR_RETURN(ReportRecord r, task.store->GetReport(id));
-      TANDEM_ASSIGN_OR_RETURN(ParsedShare parsed, parse(r.share));
-      undo.push_back(std::move(parsed));
-    }
-  }
-  std::vector<std::string> ids;
-  for (const ReportRecord& r : accepted) {
-    ids.push_back(r.report_id);
-    if (task.tentative_ids.contains(r.report_id)) continue;
-    TANDEM_ASSIGN_OR_RETURN(ParsedShare parsed, parse(r.share));
-    fresh.push_back(std::move(parsed));
-  }
-  const auto started = std::chrono::steady_clock::now();
-  TANDEM_RETURN_IF_ERROR(AccumulateShares(*task.dpf, KeysOf(fresh), absl::MakeSpan(next)));
-  TANDEM_RETURN_IF_ERROR(SubtractShares(*task.dpf, KeysOf(undo), absl::MakeSpan(next)));
-  task.share_expansions += static_cast<int64_t>(fresh.size());
-  task.undo_expansions += static_cast<int64_t>(undo.size());
-  task.expansion_seconds += SecondsSince(started);
-  TANDEM_RETURN_IF_ERROR(CommitLocked(task, ids, std::move(next), rejected));
-  if (used_tentative) task.ResetTentative();
-  return absl::OkStatus();
-}
-
-absl::Status Aggregator::CommitLocked(Task& task, const std::vector<std::string>& ids,
-                                      std::vector<uint64_t> next,
-                                      const std::vector<std::string>& rejected) {
-  int64_t round_id;
-  {
-    absl::ReaderMutexLock lock(&task.state_mu);
-    round_id = task.round_id;
-  }
-  // One transaction: states and accumulator change together or not at all.
-  TANDEM_RETURN_IF_ERROR(task.store->CommitBatch(
-      round_id, ids.empty() ? std::string() : EncodeAccumulator(next), ids, rejected));
-  if (!ids.empty()) task.accumulator = std::move(next);
-  task.counted += static_cast<int64_t>(ids.size());
-  for (const std::string& id : ids) task.verified.erase(id);
-  for (const std::string& id : rejected) task.verified.erase(id);
-  return absl::OkStatus();
 }
 
 absl::StatusOr<proto::VerifyResponse> Aggregator::HandleVerify(

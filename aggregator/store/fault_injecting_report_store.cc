@@ -76,6 +76,11 @@ absl::Status FaultInjectingReportStore::CommitBatch(int64_t round_id, absl::stri
                                                     absl::Span<const std::string> reject) {
   return Write([&] { return inner_->CommitBatch(round_id, bytes, accept_and_count, reject); });
 }
+absl::Status FaultInjectingReportStore::CommitDecisions(int64_t round_id,
+                                                        absl::Span<const std::string> accept,
+                                                        absl::Span<const std::string> reject) {
+  return Write([&] { return inner_->CommitDecisions(round_id, accept, reject); });
+}
 absl::StatusOr<std::vector<RoundRecord>> FaultInjectingReportStore::ListRounds() {
   return inner_->ListRounds();
 }

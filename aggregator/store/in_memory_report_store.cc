@@ -262,6 +262,34 @@ absl::Status InMemoryReportStore::CommitBatch(int64_t round_id, absl::string_vie
   return absl::OkStatus();
 }
 
+absl::Status InMemoryReportStore::CommitDecisions(int64_t round_id,
+                                                  absl::Span<const std::string> accept,
+                                                  absl::Span<const std::string> reject) {
+  TANDEM_RETURN_IF_ERROR(ValidateRoundId(round_id));
+  TANDEM_RETURN_IF_ERROR(ValidateCommitBatch("", accept, reject));
+  absl::MutexLock lock(&mu_);
+  TANDEM_RETURN_IF_ERROR(OpenRoundLocked(round_id).status());
+  for (const std::string& id : accept) {  // all checks first
+    auto it = reports_.find(id);
+    const bool ok = it != reports_.end() && it->second.round_id == round_id &&
+                    it->second.state != ReportState::kRejected;
+    if (!ok) return absl::FailedPreconditionError("CommitDecisions: a report cannot be accepted");
+  }
+  for (const std::string& id : reject) {
+    auto it = reports_.find(id);
+    const bool ok = it != reports_.end() && it->second.round_id == round_id &&
+                    it->second.state != ReportState::kAccepted;
+    if (!ok) return absl::FailedPreconditionError("CommitDecisions: a report cannot be rejected");
+  }
+  for (const std::string& id : accept) reports_.find(id)->second.state = ReportState::kAccepted;
+  for (const std::string& id : reject) {
+    ReportRecord& r = reports_.find(id)->second;
+    r.state = ReportState::kRejected;
+    r.share.clear();
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<AccumulatorSnapshot> InMemoryReportStore::LoadAccumulator(int64_t round_id) {
   TANDEM_RETURN_IF_ERROR(ValidateRoundId(round_id));
   absl::MutexLock lock(&mu_);

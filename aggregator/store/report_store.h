@@ -3,8 +3,9 @@
 //
 // Report lifecycle (the only transitions):
 //
-//     PutPending ──> kPending ──MarkAccepted──> kAccepted ──SaveAccumulator──> kAccepted+counted
-//                        └──────MarkRejected──> kRejected
+//     PutPending ──> kPending ──MarkAccepted / CommitDecisions──> kAccepted ──SaveAccumulator──> kAccepted+counted
+//                        ├──────────────CommitBatch (decided and counted at once)──────────────────┘
+//                        └──────MarkRejected / CommitDecisions / CommitBatch──> kRejected
 //
 // Report ids are global to the store (one store per task), so an id seen in
 // any round is refused in every later round (replay protection). PutPending
@@ -158,6 +159,17 @@ class ReportStore {
   virtual absl::Status CommitBatch(int64_t round_id, absl::string_view bytes,
                                    absl::Span<const std::string> accept_and_count,
                                    absl::Span<const std::string> reject) = 0;
+  // One decided batch whose accumulator is not saved yet (the aggregator
+  // checkpoints its accumulator every few batches, not every batch): every
+  // report of `accept` (pending, or already accepted: no-op) becomes
+  // accepted and stays uncounted, KEEPING its share, so a restarted daemon
+  // re-accumulates it from ListReports(round, kAcceptedUncounted); every
+  // report of `reject` (pending, or already rejected) becomes rejected and
+  // drops its share. A later SaveAccumulator or CommitBatch counts the
+  // accepted ones. All or nothing, in one transaction; errors as CommitBatch
+  // (FAILED_PRECONDITION when any report is in another state or round).
+  virtual absl::Status CommitDecisions(int64_t round_id, absl::Span<const std::string> accept,
+                                       absl::Span<const std::string> reject) = 0;
   // The latest snapshot (version 0, empty bytes before the first save).
   virtual absl::StatusOr<AccumulatorSnapshot> LoadAccumulator(int64_t round_id) = 0;
 };

@@ -158,12 +158,17 @@ void Say(int fd, const std::string& line) {
     auto rec = store.GetReport(id);
     if (!rec.ok()) _exit(8);
     if (rec->state == ReportState::kPending) {
-      if (Accept(i)) {
-        if (!store.MarkAccepted(id).ok()) _exit(6);
+      // Decided as the aggregator decides a batch between checkpoints.
+      const std::vector<std::string> one = {id};
+      const bool accept = Accept(i);
+      if (!store.CommitDecisions(1, accept ? one : std::vector<std::string>(),
+                                 accept ? std::vector<std::string>() : one)
+               .ok()) {
+        _exit(6);
+      }
+      if (accept) {
         AddShare(acc, ShareOf(i));
         newly.push_back(id);
-      } else if (!store.MarkRejected(id).ok()) {
-        _exit(6);
       }
     }
     if (newly.size() >= 3) {
@@ -185,7 +190,7 @@ struct ChildRun {
 
 // Forks a child; kills it `delay_us` microseconds after its `kill_after`-th
 // acknowledged report (kill_after 0: never). The delay spreads the kill
-// points over the whole write path (the fsyncs of PutPending, MarkAccepted
+// points over the whole write path (the fsyncs of PutPending, CommitDecisions
 // and SaveAccumulator), not only just after an acknowledgement.
 ChildRun RunChild(const std::string& kind, const std::string& path, int kill_after,
                   int delay_us = 0) {

@@ -244,6 +244,70 @@ TEST_P(ReportStoreContractTest, CommitBatchIsAllOrNothing) {
               StatusIs(absl::StatusCode::kFailedPrecondition));  // counted once only
 }
 
+TEST_P(ReportStoreContractTest, CommitDecisionsKeepsAcceptedSharesUntilTheCheckpoint) {
+  for (const char* id : {"a", "b", "c", "d"}) {
+    ASSERT_THAT(store_->PutPending(1, id, absl::StrCat("share-", id)), IsOk());
+  }
+  const std::vector<std::string> accept = {"a", "b"};
+  const std::vector<std::string> reject = {"c"};
+  ASSERT_THAT(store_->CommitDecisions(1, accept, reject), IsOk());
+  // Decided, not counted: the accepted keep their shares for a restart.
+  EXPECT_THAT(Ids(ReportFilter::kAcceptedUncounted), ElementsAre("a", "b"));
+  EXPECT_THAT(Ids(ReportFilter::kCounted), ElementsAre());
+  EXPECT_THAT(Ids(ReportFilter::kRejected), ElementsAre("c"));
+  EXPECT_THAT(Ids(ReportFilter::kPending), ElementsAre("d"));
+  TANDEM_ASSERT_OK_AND_ASSIGN(ReportRecord a, store_->GetReport("a"));
+  EXPECT_EQ(a.state, ReportState::kAccepted);
+  EXPECT_FALSE(a.counted);
+  EXPECT_EQ(a.share, "share-a");
+  TANDEM_ASSERT_OK_AND_ASSIGN(ReportRecord c, store_->GetReport("c"));
+  EXPECT_TRUE(c.share.empty());
+  TANDEM_ASSERT_OK_AND_ASSIGN(AccumulatorSnapshot snap, store_->LoadAccumulator(1));
+  EXPECT_EQ(snap.version, 0);  // no accumulator written
+  TANDEM_ASSERT_OK_AND_ASSIGN(ReportCounts counts, store_->CountReports(1));
+  EXPECT_EQ(counts.accepted, 2);
+  // A repeat is a no-op; the checkpoint (with d decided at the same time)
+  // counts them and drops the shares.
+  ASSERT_THAT(store_->CommitDecisions(1, accept, reject), IsOk());
+  const std::vector<std::string> count = {"a", "b", "d"};
+  ASSERT_THAT(store_->CommitBatch(1, "acc-abd", count, {}), IsOk());
+  EXPECT_THAT(Ids(ReportFilter::kCounted), ElementsAre("a", "b", "d"));
+  TANDEM_ASSERT_OK_AND_ASSIGN(a, store_->GetReport("a"));
+  EXPECT_TRUE(a.share.empty());
+  TANDEM_ASSERT_OK_AND_ASSIGN(snap, store_->LoadAccumulator(1));
+  EXPECT_EQ(snap.report_count, 3);
+  // Counted reports stay accepted: accepting again is a no-op.
+  ASSERT_THAT(store_->CommitDecisions(1, accept, {}), IsOk());
+  TANDEM_ASSERT_OK_AND_ASSIGN(snap, store_->LoadAccumulator(1));
+  EXPECT_EQ(snap.report_count, 3);
+}
+
+TEST_P(ReportStoreContractTest, CommitDecisionsIsAllOrNothing) {
+  for (const char* id : {"a", "b", "c"}) ASSERT_THAT(store_->PutPending(1, id, "s"), IsOk());
+  ASSERT_THAT(store_->MarkRejected("b"), IsOk());
+  ASSERT_THAT(store_->MarkAccepted("c"), IsOk());
+  const std::vector<std::string> accept_ab = {"a", "b"};  // b is rejected
+  EXPECT_THAT(store_->CommitDecisions(1, accept_ab, {}),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_THAT(Ids(ReportFilter::kPending), ElementsAre("a"));  // a untouched
+  const std::vector<std::string> a = {"a"};
+  const std::vector<std::string> c = {"c"};  // accepted: cannot be rejected
+  EXPECT_THAT(store_->CommitDecisions(1, a, c), StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_THAT(Ids(ReportFilter::kPending), ElementsAre("a"));
+  EXPECT_THAT(store_->CommitDecisions(1, a, a), StatusIs(absl::StatusCode::kInvalidArgument));
+  const std::vector<std::string> unknown = {"zz"};
+  EXPECT_THAT(store_->CommitDecisions(1, unknown, {}),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
+  ASSERT_THAT(store_->OpenRound(2, "params-2"), IsOk());
+  EXPECT_THAT(store_->CommitDecisions(2, a, {}),  // a report of round 1
+              StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_THAT(store_->CommitDecisions(9, a, {}), StatusIs(absl::StatusCode::kNotFound));
+  ASSERT_THAT(store_->CloseRound(1), IsOk());
+  EXPECT_THAT(store_->CommitDecisions(1, a, {}),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_THAT(Ids(ReportFilter::kPending), ElementsAre("a"));
+}
+
 TEST_P(ReportStoreContractTest, PutPendingBatchAnswersPerReport) {
   ASSERT_THAT(store_->PutPending(1, "old", "s0"), IsOk());
   const std::vector<PendingReport> batch = {

@@ -263,20 +263,8 @@ absl::Status SegmentReportStore::SaveAccumulator(int64_t round_id, absl::string_
   absl::Cleanup discard = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { DiscardLocked(); };
   TANDEM_ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(db_.get()));
   TANDEM_RETURN_IF_ERROR(RequireOpenLocked(round_id));
-  TANDEM_ASSIGN_OR_RETURN(
-      Statement mark,
-      db_->Prepare("UPDATE reports SET counted = 1, seg = NULL, off = NULL, len = NULL "
-                   "WHERE report_id = ?1 AND round_id = ?2 AND state = 1 AND counted = 0"));
-  for (const std::string& id : newly_counted) {
-    TANDEM_RETURN_IF_ERROR(mark.BindBlob(1, id));
-    TANDEM_RETURN_IF_ERROR(mark.BindInt64(2, round_id));
-    TANDEM_RETURN_IF_ERROR(mark.StepDone());
-    if (db_->ChangedRows() != 1) {  // The transaction rolls back on return.
-      return absl::FailedPreconditionError(
-          "SaveAccumulator: a report is not accepted and uncounted in this round");
-    }
-    TANDEM_RETURN_IF_ERROR(mark.Reset());
-  }
+  TANDEM_RETURN_IF_ERROR(ApplyTransition(*db_, ReportTransition::kCount, kDropShare, round_id,
+                                         newly_counted, "SaveAccumulator"));
   TANDEM_RETURN_IF_ERROR(
       WriteAccumulatorLocked(round_id, bytes, static_cast<int64_t>(newly_counted.size())));
   TANDEM_RETURN_IF_ERROR(CommitWithSharesLocked(tx));
@@ -294,38 +282,34 @@ absl::Status SegmentReportStore::CommitBatch(int64_t round_id, absl::string_view
   TANDEM_ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(db_.get()));
   TANDEM_RETURN_IF_ERROR(RequireOpenLocked(round_id));
   // Any failure returns before Commit, so the transaction rolls back whole.
-  TANDEM_ASSIGN_OR_RETURN(
-      Statement count,
-      db_->Prepare("UPDATE reports SET state = 1, counted = 1, seg = NULL, off = NULL, len = NULL "
-                   "WHERE report_id = ?1 "
-                   "AND round_id = ?2 AND (state = 0 OR (state = 1 AND counted = 0))"));
-  for (const std::string& id : accept_and_count) {
-    TANDEM_RETURN_IF_ERROR(count.BindBlob(1, id));
-    TANDEM_RETURN_IF_ERROR(count.BindInt64(2, round_id));
-    TANDEM_RETURN_IF_ERROR(count.StepDone());
-    if (db_->ChangedRows() != 1) {
-      return absl::FailedPreconditionError("CommitBatch: a report cannot be counted");
-    }
-    TANDEM_RETURN_IF_ERROR(count.Reset());
-  }
-  TANDEM_ASSIGN_OR_RETURN(
-      Statement rej,
-      db_->Prepare("UPDATE reports SET state = 2, seg = NULL, off = NULL, len = NULL "
-                   "WHERE report_id = ?1 "
-                   "AND round_id = ?2 AND (state = 0 OR state = 2)"));
-  for (const std::string& id : reject) {
-    TANDEM_RETURN_IF_ERROR(rej.BindBlob(1, id));
-    TANDEM_RETURN_IF_ERROR(rej.BindInt64(2, round_id));
-    TANDEM_RETURN_IF_ERROR(rej.StepDone());
-    if (db_->ChangedRows() != 1) {
-      return absl::FailedPreconditionError("CommitBatch: a report cannot be rejected");
-    }
-    TANDEM_RETURN_IF_ERROR(rej.Reset());
-  }
+  TANDEM_RETURN_IF_ERROR(ApplyTransition(*db_, ReportTransition::kAcceptAndCount, kDropShare,
+                                         round_id, accept_and_count, "CommitBatch"));
+  TANDEM_RETURN_IF_ERROR(ApplyTransition(*db_, ReportTransition::kReject, kDropShare, round_id,
+                                         reject, "CommitBatch"));
   if (!accept_and_count.empty()) {
     TANDEM_RETURN_IF_ERROR(
         WriteAccumulatorLocked(round_id, bytes, static_cast<int64_t>(accept_and_count.size())));
   }
+  TANDEM_RETURN_IF_ERROR(CommitWithSharesLocked(tx));
+  ReclaimLocked();
+  return absl::OkStatus();
+}
+
+absl::Status SegmentReportStore::CommitDecisions(int64_t round_id,
+                                                 absl::Span<const std::string> accept,
+                                                 absl::Span<const std::string> reject) {
+  TANDEM_RETURN_IF_ERROR(ValidateRoundId(round_id));
+  TANDEM_RETURN_IF_ERROR(ValidateCommitBatch("", accept, reject));
+  absl::MutexLock lock(&mu_);
+  absl::Cleanup discard = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { DiscardLocked(); };
+  TANDEM_ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(db_.get()));
+  TANDEM_RETURN_IF_ERROR(RequireOpenLocked(round_id));
+  // Any failure returns before Commit, so the transaction rolls back whole.
+  // Accepted reports keep their share (uncounted until the next checkpoint).
+  TANDEM_RETURN_IF_ERROR(ApplyTransition(*db_, ReportTransition::kAccept, kDropShare, round_id,
+                                         accept, "CommitDecisions"));
+  TANDEM_RETURN_IF_ERROR(ApplyTransition(*db_, ReportTransition::kReject, kDropShare, round_id,
+                                         reject, "CommitDecisions"));
   TANDEM_RETURN_IF_ERROR(CommitWithSharesLocked(tx));
   ReclaimLocked();
   return absl::OkStatus();

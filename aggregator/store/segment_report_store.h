@@ -85,6 +85,8 @@ class SegmentReportStore : public ReportStore {
   absl::Status CommitBatch(int64_t round_id, absl::string_view bytes,
                            absl::Span<const std::string> accept_and_count,
                            absl::Span<const std::string> reject) override;
+  absl::Status CommitDecisions(int64_t round_id, absl::Span<const std::string> accept,
+                               absl::Span<const std::string> reject) override;
   absl::StatusOr<AccumulatorSnapshot> LoadAccumulator(int64_t round_id) override;
 
  private:

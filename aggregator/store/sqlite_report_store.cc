@@ -41,6 +41,23 @@ CREATE TABLE IF NOT EXISTS round_secrets (
 
 constexpr absl::string_view kReportColumns =
     "report_id, round_id, state, counted, share_digest, share";
+// The SET clause that forgets a report's share (ApplyTransition).
+constexpr absl::string_view kDropShare = "share = NULL";
+
+// The round's accumulator row: `bytes` replaces the snapshot, `newly_counted`
+// is added to its report count, the version goes up by one.
+absl::Status WriteAccumulatorRow(sqlite::Database& db, int64_t round_id, absl::string_view bytes,
+                                 int64_t newly_counted) {
+  TANDEM_ASSIGN_OR_RETURN(
+      sqlite::Statement up,
+      db.Prepare("INSERT INTO accumulators VALUES (?1, ?2, ?3, 1) ON CONFLICT(round_id) DO "
+                 "UPDATE SET bytes = excluded.bytes, report_count = report_count + "
+                 "excluded.report_count, version = version + 1"));
+  TANDEM_RETURN_IF_ERROR(up.BindInt64(1, round_id));
+  TANDEM_RETURN_IF_ERROR(up.BindBlob(2, bytes));
+  TANDEM_RETURN_IF_ERROR(up.BindInt64(3, newly_counted));
+  return up.StepDone();
+}
 
 
 // Decodes and validates one reports row (columns in kReportColumns order).
@@ -308,28 +325,10 @@ absl::Status SqliteReportStore::SaveAccumulator(int64_t round_id, absl::string_v
   absl::MutexLock lock(&mu_);
   TANDEM_ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(db_.get()));
   TANDEM_RETURN_IF_ERROR(RequireOpenLocked(round_id));
-  TANDEM_ASSIGN_OR_RETURN(
-      Statement mark, db_->Prepare("UPDATE reports SET counted = 1, share = NULL "
-                                   "WHERE report_id = ?1 AND round_id = ?2 AND state = 1 AND counted = 0"));
-  for (const std::string& id : newly_counted) {
-    TANDEM_RETURN_IF_ERROR(mark.BindBlob(1, id));
-    TANDEM_RETURN_IF_ERROR(mark.BindInt64(2, round_id));
-    TANDEM_RETURN_IF_ERROR(mark.StepDone());
-    if (db_->ChangedRows() != 1) {  // The transaction rolls back on return.
-      return absl::FailedPreconditionError(
-          "SaveAccumulator: a report is not accepted and uncounted in this round");
-    }
-    TANDEM_RETURN_IF_ERROR(mark.Reset());
-  }
-  TANDEM_ASSIGN_OR_RETURN(
-      Statement up,
-      db_->Prepare("INSERT INTO accumulators VALUES (?1, ?2, ?3, 1) ON CONFLICT(round_id) DO UPDATE SET "
-                   "bytes = excluded.bytes, report_count = report_count + excluded.report_count, "
-                   "version = version + 1"));
-  TANDEM_RETURN_IF_ERROR(up.BindInt64(1, round_id));
-  TANDEM_RETURN_IF_ERROR(up.BindBlob(2, bytes));
-  TANDEM_RETURN_IF_ERROR(up.BindInt64(3, static_cast<int64_t>(newly_counted.size())));
-  TANDEM_RETURN_IF_ERROR(up.StepDone());
+  TANDEM_RETURN_IF_ERROR(ApplyTransition(*db_, ReportTransition::kCount, kDropShare, round_id,
+                                         newly_counted, "SaveAccumulator"));
+  TANDEM_RETURN_IF_ERROR(WriteAccumulatorRow(*db_, round_id, bytes,
+                                             static_cast<int64_t>(newly_counted.size())));
   return tx.Commit();
 }
 
@@ -342,42 +341,31 @@ absl::Status SqliteReportStore::CommitBatch(int64_t round_id, absl::string_view 
   TANDEM_ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(db_.get()));
   TANDEM_RETURN_IF_ERROR(RequireOpenLocked(round_id));
   // Any failure returns before Commit, so the transaction rolls back whole.
-  TANDEM_ASSIGN_OR_RETURN(
-      Statement count,
-      db_->Prepare("UPDATE reports SET state = 1, counted = 1, share = NULL WHERE report_id = ?1 "
-                   "AND round_id = ?2 AND (state = 0 OR (state = 1 AND counted = 0))"));
-  for (const std::string& id : accept_and_count) {
-    TANDEM_RETURN_IF_ERROR(count.BindBlob(1, id));
-    TANDEM_RETURN_IF_ERROR(count.BindInt64(2, round_id));
-    TANDEM_RETURN_IF_ERROR(count.StepDone());
-    if (db_->ChangedRows() != 1) {
-      return absl::FailedPreconditionError("CommitBatch: a report cannot be counted");
-    }
-    TANDEM_RETURN_IF_ERROR(count.Reset());
-  }
-  TANDEM_ASSIGN_OR_RETURN(
-      Statement rej, db_->Prepare("UPDATE reports SET state = 2, share = NULL WHERE report_id = ?1 "
-                                  "AND round_id = ?2 AND (state = 0 OR state = 2)"));
-  for (const std::string& id : reject) {
-    TANDEM_RETURN_IF_ERROR(rej.BindBlob(1, id));
-    TANDEM_RETURN_IF_ERROR(rej.BindInt64(2, round_id));
-    TANDEM_RETURN_IF_ERROR(rej.StepDone());
-    if (db_->ChangedRows() != 1) {
-      return absl::FailedPreconditionError("CommitBatch: a report cannot be rejected");
-    }
-    TANDEM_RETURN_IF_ERROR(rej.Reset());
-  }
+  TANDEM_RETURN_IF_ERROR(ApplyTransition(*db_, ReportTransition::kAcceptAndCount, kDropShare,
+                                         round_id, accept_and_count, "CommitBatch"));
+  TANDEM_RETURN_IF_ERROR(ApplyTransition(*db_, ReportTransition::kReject, kDropShare, round_id,
+                                         reject, "CommitBatch"));
   if (!accept_and_count.empty()) {
-    TANDEM_ASSIGN_OR_RETURN(
-        Statement up,
-        db_->Prepare("INSERT INTO accumulators VALUES (?1, ?2, ?3, 1) ON CONFLICT(round_id) DO "
-                     "UPDATE SET bytes = excluded.bytes, report_count = report_count + "
-                     "excluded.report_count, version = version + 1"));
-    TANDEM_RETURN_IF_ERROR(up.BindInt64(1, round_id));
-    TANDEM_RETURN_IF_ERROR(up.BindBlob(2, bytes));
-    TANDEM_RETURN_IF_ERROR(up.BindInt64(3, static_cast<int64_t>(accept_and_count.size())));
-    TANDEM_RETURN_IF_ERROR(up.StepDone());
+    TANDEM_RETURN_IF_ERROR(WriteAccumulatorRow(*db_, round_id, bytes,
+                                               static_cast<int64_t>(accept_and_count.size())));
   }
+  return tx.Commit();
+}
+
+absl::Status SqliteReportStore::CommitDecisions(int64_t round_id,
+                                                absl::Span<const std::string> accept,
+                                                absl::Span<const std::string> reject) {
+  TANDEM_RETURN_IF_ERROR(ValidateRoundId(round_id));
+  TANDEM_RETURN_IF_ERROR(ValidateCommitBatch("", accept, reject));
+  absl::MutexLock lock(&mu_);
+  TANDEM_ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(db_.get()));
+  TANDEM_RETURN_IF_ERROR(RequireOpenLocked(round_id));
+  // Any failure returns before Commit, so the transaction rolls back whole.
+  // Accepted reports keep their share (uncounted until the next checkpoint).
+  TANDEM_RETURN_IF_ERROR(ApplyTransition(*db_, ReportTransition::kAccept, kDropShare, round_id,
+                                         accept, "CommitDecisions"));
+  TANDEM_RETURN_IF_ERROR(ApplyTransition(*db_, ReportTransition::kReject, kDropShare, round_id,
+                                         reject, "CommitDecisions"));
   return tx.Commit();
 }
 

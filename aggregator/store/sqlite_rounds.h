@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "aggregator/store/report_store.h"
 #include "base/sqlite/database.h"
 
@@ -36,6 +37,25 @@ absl::Status CloseRoundRow(sqlite::Database& db, int64_t round_id);
 absl::StatusOr<std::string> BindRoundSecretRow(sqlite::Database& db, int64_t round_id,
                                                absl::string_view secret);
 absl::StatusOr<ReportCounts> CountReportRows(sqlite::Database& db, int64_t round_id);
+
+// The per-report state changes of SaveAccumulator, CommitBatch and
+// CommitDecisions on the shared reports(report_id, round_id, state, counted,
+// ...) table (states: 0 pending, 1 accepted, 2 rejected).
+enum class ReportTransition {
+  kCount,           // accepted and uncounted -> counted; the share is dropped
+  kAcceptAndCount,  // pending or accepted-uncounted -> accepted and counted; dropped
+  kAccept,          // pending or accepted -> accepted; the share is KEPT
+  kReject,          // pending or rejected -> rejected; dropped
+};
+// Applies `t` to every report of `ids` in round `round_id`, inside the
+// caller's open transaction. `drop_share` is the store's SET clause that
+// forgets a share ("share = NULL" for blobs in the row, the segment
+// locator's columns for segment files). FAILED_PRECONDITION "<op>: ..." at
+// the first report in a state `t` does not allow or of another round; the
+// caller then returns before committing, so its transaction rolls back whole.
+absl::Status ApplyTransition(sqlite::Database& db, ReportTransition t, absl::string_view drop_share,
+                             int64_t round_id, absl::Span<const std::string> ids,
+                             absl::string_view op);
 
 }  // namespace tandem::aggregator
 

@@ -1,0 +1,179 @@
+// Accumulator checkpoints (AggregatorOptions::checkpoint_reports, commit.cc):
+// between checkpoints a batch stores only its decisions, accepted reports
+// keep their shares, and a restart re-expands exactly those; nothing is lost
+// or counted twice. Run over both durable stores.
+#include <stdlib.h>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "aggregator/core/aggregator.h"
+#include "aggregator/core/sqlite_store_factory.h"
+#include "aggregator/store/segment_report_store.h"
+#include "aggregator/store/sqlite_report_store.h"
+#include "aggregator/testing/in_process_peer_channel.h"
+#include "aggregator/testing/report_factory.h"
+#include "base/clock.h"
+#include "base/random.h"
+#include "base/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace tandem::aggregator {
+namespace {
+
+using ::tandem::aggregator::testing::AddInto;
+using ::tandem::aggregator::testing::MakeReport;
+using ::tandem::aggregator::testing::MakeRoundParameters;
+using ::tandem::aggregator::testing::TestReport;
+using ::tandem::testing::IsOk;
+
+class CheckpointTest : public ::testing::TestWithParam<bool /*segment store*/> {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/tandem-checkpoint-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    params_ = MakeRoundParameters("task", 1, /*log_num_blocks=*/3, /*block_size=*/8,
+                                  /*num_groups=*/4);
+  }
+  void TearDown() override {
+    leader_.reset();
+    helper_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  StoreFactory Factory(const std::string& sub) {
+    std::filesystem::create_directories(dir_ + "/" + sub);
+    return GetParam() ? MakeSegmentStoreFactory(dir_ + "/" + sub)
+                      : MakeSqliteStoreFactory(dir_ + "/" + sub);
+  }
+  void Start(int checkpoint_reports) {
+    leader_.reset();
+    helper_.reset();
+    AggregatorOptions o;
+    o.policies = testing::PermissiveTestPolicies();
+    o.verify_batch_size = 2;
+    o.checkpoint_reports = checkpoint_reports;
+    o.role = Role::kHelper;
+    helper_ = Aggregator::Create(o, Factory("helper"), nullptr, &clock_, noise_.get()).value();
+    channel_.set_helper(helper_.get());
+    o.role = Role::kLeader;
+    leader_ = Aggregator::Create(o, Factory("leader"), &channel_, &clock_, noise_.get()).value();
+  }
+  // The store of one server, opened directly (its daemon must be stopped).
+  std::unique_ptr<ReportStore> OpenStore(const std::string& role) {
+    absl::StatusOr<std::unique_ptr<ReportStore>> s;
+    if (GetParam()) {
+      s = SegmentReportStore::Open(dir_ + "/" + role + "/task-task.segments");
+    } else {
+      s = SqliteReportStore::Open(dir_ + "/" + role + "/task-task.sqlite");
+    }
+    EXPECT_THAT(s.status(), IsOk());
+    return s.ok() ? *std::move(s) : nullptr;
+  }
+  proto::AggregatorStatusResponse StatusOf(Aggregator& a) {
+    proto::AggregatorStatusRequest req;
+    req.set_task_id("task");
+    return a.Status(req).value();
+  }
+  void Upload(uint64_t seed) {
+    TestReport r = MakeReport(params_, seed).value();
+    TANDEM_ASSERT_OK(leader_->Upload(r.to_leader));
+    TANDEM_ASSERT_OK(helper_->Upload(r.to_helper));
+    AddInto(expected_, r.dense);
+  }
+
+  std::string dir_;
+  FakeClock clock_;
+  std::unique_ptr<DeterministicRandom> noise_ = DeterministicRandom::FromSeed(7);
+  InProcessPeerChannel channel_;
+  std::unique_ptr<Aggregator> leader_, helper_;
+  proto::RoundParameters params_;
+  std::vector<uint64_t> expected_;
+};
+
+TEST_P(CheckpointTest, SnapshotEveryNReportsAndARestartReexpandsOnlyTheRest) {
+  Start(/*checkpoint_reports=*/4);
+  TANDEM_ASSERT_OK(leader_->OpenRound(params_));
+  TANDEM_ASSERT_OK(helper_->OpenRound(params_));
+  for (uint64_t s = 1; s <= 9; ++s) Upload(s);
+  ASSERT_THAT(leader_->ProcessPending("task"), ::tandem::testing::IsOkAndHolds(9));
+  // Batches of 2: snapshots after the 4th and the 8th accepted report.
+  EXPECT_EQ(StatusOf(*leader_).accumulator_checkpoints(), 2u);
+  EXPECT_EQ(StatusOf(*helper_).accumulator_checkpoints(), 2u);
+  EXPECT_EQ(StatusOf(*leader_).accepted_reports(), 9u);
+  leader_.reset();
+  helper_.reset();
+  for (const char* role : {"leader", "helper"}) {
+    SCOPED_TRACE(role);
+    std::unique_ptr<ReportStore> store = OpenStore(role);
+    ASSERT_NE(store, nullptr);
+    TANDEM_ASSERT_OK_AND_ASSIGN(AccumulatorSnapshot snap, store->LoadAccumulator(1));
+    EXPECT_EQ(snap.report_count, 8);
+    TANDEM_ASSERT_OK_AND_ASSIGN(std::vector<ReportRecord> rest,
+                                store->ListReports(1, ReportFilter::kAcceptedUncounted));
+    ASSERT_EQ(rest.size(), 1u);
+    EXPECT_FALSE(rest[0].share.empty());  // kept for the restart
+  }
+  // Restarted, each server expands the one report after its last snapshot.
+  Start(/*checkpoint_reports=*/4);
+  EXPECT_EQ(StatusOf(*leader_).share_expansions(), 1u);
+  EXPECT_EQ(StatusOf(*helper_).share_expansions(), 1u);
+  Upload(10);
+  proto::FinalizeRequest req;
+  req.set_task_id("task");
+  req.set_round_id(1);
+  TANDEM_ASSERT_OK_AND_ASSIGN(proto::FinalizeResponse a, leader_->Finalize(req));
+  TANDEM_ASSERT_OK_AND_ASSIGN(proto::FinalizeResponse b, helper_->Finalize(req));
+  EXPECT_EQ(a.accepted_reports(), 10u);
+  EXPECT_EQ(b.accepted_reports(), 10u);
+  TANDEM_ASSERT_OK_AND_ASSIGN(std::vector<uint64_t> sum, testing::SumShares(a, b));
+  EXPECT_EQ(sum, expected_);
+  leader_.reset();
+  helper_.reset();
+  // The release checkpointed first: every accepted report is counted.
+  for (const char* role : {"leader", "helper"}) {
+    std::unique_ptr<ReportStore> store = OpenStore(role);
+    ASSERT_NE(store, nullptr);
+    TANDEM_ASSERT_OK_AND_ASSIGN(AccumulatorSnapshot snap, store->LoadAccumulator(1));
+    EXPECT_EQ(snap.report_count, 10) << role;
+    TANDEM_ASSERT_OK_AND_ASSIGN(std::vector<ReportRecord> rest,
+                                store->ListReports(1, ReportFilter::kAcceptedUncounted));
+    EXPECT_TRUE(rest.empty()) << role;
+  }
+}
+
+TEST_P(CheckpointTest, EveryBatchWithCheckpointOne) {
+  Start(/*checkpoint_reports=*/1);
+  TANDEM_ASSERT_OK(leader_->OpenRound(params_));
+  TANDEM_ASSERT_OK(helper_->OpenRound(params_));
+  for (uint64_t s = 1; s <= 5; ++s) Upload(s);
+  ASSERT_THAT(leader_->ProcessPending("task"), ::tandem::testing::IsOkAndHolds(5));
+  EXPECT_EQ(StatusOf(*leader_).accumulator_checkpoints(), 3u);  // batches 2 + 2 + 1
+  // Nothing is left to re-expand after a restart.
+  Start(/*checkpoint_reports=*/1);
+  EXPECT_EQ(StatusOf(*leader_).share_expansions(), 0u);
+  EXPECT_EQ(StatusOf(*helper_).share_expansions(), 0u);
+}
+
+TEST(CheckpointOptions, AtLeastOneReport) {
+  FakeClock clock;
+  auto noise = DeterministicRandom::FromSeed(1);
+  AggregatorOptions o;
+  o.role = Role::kHelper;
+  o.checkpoint_reports = 0;
+  EXPECT_THAT(
+      Aggregator::Create(o, MakeSqliteStoreFactory("/tmp"), nullptr, &clock, noise.get()).status(),
+      ::tandem::testing::StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+INSTANTIATE_TEST_SUITE_P(Stores, CheckpointTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "Segment" : "Sqlite";
+                         });
+
+}  // namespace
+}  // namespace tandem::aggregator
