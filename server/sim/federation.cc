@@ -73,7 +73,9 @@ absl::StatusOr<std::vector<float>> PrivateMean(const FederationOptions& o,
   server::GrpcAggregatorClient helper(
       Channel(ep.helper_collector.empty() ? ep.helper : ep.helper_collector, ep.certs_dir,
               "helper.tandem", /*as_coordinator=*/true));
+  const absl::Time open_start = absl::Now();
   TANDEM_RETURN_IF_ERROR(sum.Open(leader, helper, round));
+  rec->aggregate_seconds += absl::ToDoubleSeconds(absl::Now() - open_start);
   // The coordinator signs one upload ticket per report (its id is the
   // report id), as tandem-coordinator does at check-in.
   std::optional<crypto::Ed25519SigningKey> ticket_key;
@@ -96,6 +98,7 @@ absl::StatusOr<std::vector<float>> PrivateMean(const FederationOptions& o,
     rng = seeded.get();
   }
   for (const std::vector<float>& u : updates) {
+    absl::Time t0 = absl::Now();
     proto::UploadTicket ticket;
     ticket.set_task_id(sum.config().task_id);
     ticket.set_round_id(round);
@@ -113,9 +116,14 @@ absl::StatusOr<std::vector<float>> PrivateMean(const FederationOptions& o,
                                                    signed_ticket);
     rec->bytes_up += a.ByteSizeLong() + b.ByteSizeLong();
     rec->dense_bytes_up += 2 * u.size() * sizeof(uint64_t);  // dense 2-server shares
+    const absl::Time t1 = absl::Now();
+    rec->encode_seconds += absl::ToDoubleSeconds(t1 - t0);
     TANDEM_RETURN_IF_ERROR(uploader.Upload(a, b));
+    rec->aggregate_seconds += absl::ToDoubleSeconds(absl::Now() - t1);
   }
+  const absl::Time t2 = absl::Now();
   TANDEM_ASSIGN_OR_RETURN(server::DecodedAggregate agg, sum.Finalize(leader, helper, round));
+  rec->aggregate_seconds += absl::ToDoubleSeconds(absl::Now() - t2);
   rec->accepted_reports = agg.reports;
   return agg.mean;
 }
@@ -162,6 +170,38 @@ absl::StatusOr<ml::Partition> SplitClients(const FederationOptions& o, const ml:
       "partition must be mixture, dirichlet, iid or quantity; got '", o.partition, "'"));
 }
 
+absl::StatusOr<ClientShards> ClientShards::Create(const ml::Partition& partition,
+                                                  int64_t samples) {
+  if (partition.empty()) return absl::InvalidArgumentError("client shards: no clients");
+  ClientShards s;
+  size_t total = 0;
+  for (const auto& c : partition) total += c.size();
+  s.rows_.reserve(total);
+  s.offsets_.reserve(partition.size() + 1);
+  s.offsets_.push_back(0);
+  std::vector<bool> used(static_cast<size_t>(std::max<int64_t>(samples, 0)));
+  for (size_t c = 0; c < partition.size(); ++c) {
+    if (partition[c].empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("client shards: client ", c, " is empty"));
+    }
+    for (int64_t i : partition[c]) {
+      if (i < 0 || i >= samples || used[static_cast<size_t>(i)]) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "client shards: sample ", i, " of client ", c, " is out of range or used twice"));
+      }
+      used[static_cast<size_t>(i)] = true;
+      s.rows_.push_back(i);
+    }
+    s.offsets_.push_back(static_cast<int64_t>(s.rows_.size()));
+  }
+  return s;
+}
+
+absl::StatusOr<ClientShards> ShardClients(const FederationOptions& o, const ml::Dataset& train) {
+  TANDEM_ASSIGN_OR_RETURN(ml::Partition partition, SplitClients(o, train));
+  return ClientShards::Create(partition, train.size());
+}
+
 absl::StatusOr<std::vector<RoundRecord>> RunFederation(
     const FederationOptions& o, const ml::Dataset& train, const ml::Dataset& test,
     const AggregatorEndpoints& aggregators,
@@ -169,15 +209,12 @@ absl::StatusOr<std::vector<RoundRecord>> RunFederation(
   if (o.rounds < 1 || o.clients < 1 || o.sample_rate <= 0 || o.sample_rate > 1) {
     return absl::InvalidArgumentError("rounds, clients >= 1 and sample_rate in (0, 1] required");
   }
-  TANDEM_ASSIGN_OR_RETURN(ml::Partition partition, SplitClients(o, train));
-  std::vector<ml::Dataset> clients;
-  for (const auto& idx : partition) {
-    TANDEM_ASSIGN_OR_RETURN(ml::Dataset d, train.Subset(idx));
-    clients.push_back(std::move(d));
-  }
+  // The clients' data: index ranges into `train`, no copies.
+  TANDEM_ASSIGN_OR_RETURN(const ClientShards shards, ShardClients(o, train));
   TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<ml::Model> global,
                           ml::MakeMlp(train.features.cols(), o.hidden, train.num_classes));
   global->InitFromSeed(o.seed);
+  const double flops_per_sample = ml::ForwardFlopsPerSample(*global);
   TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<ml::GradientEngine> engine,
                           ml::GradientEngine::Create(o.threads));
   // The coordinator's side: model, FedLUAR, server optimizer, accountant.
@@ -208,13 +245,17 @@ absl::StatusOr<std::vector<RoundRecord>> RunFederation(
 
     const std::vector<float> weights = global->Flatten();
     std::vector<std::vector<float>> packed_updates;
+    const absl::Time train_start = absl::Now();
     for (int c : cohort) {
       std::unique_ptr<ml::Model> local = global->Clone();
       ml::SgdOptions so;
       so.learning_rate = o.client_lr;
       so.momentum = 0.9;
       TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<ml::Optimizer> opt, ml::CreateSgd(so));
-      const ml::Dataset* data = &clients[c];
+      // The client's own rows, held only while it trains (a device holds
+      // its data; the simulator holds one client's at a time).
+      TANDEM_ASSIGN_OR_RETURN(const ml::Dataset own, train.Subset(shards.rows(c)));
+      const ml::Dataset* data = &own;
       ml::Dataset selected;
       if (o.coido) {
         TANDEM_ASSIGN_OR_RETURN(ml::EmbeddingsAndLosses el, engine->EmbedAndLoss(*global, *data));
@@ -230,18 +271,22 @@ absl::StatusOr<std::vector<RoundRecord>> RunFederation(
       }
       TANDEM_RETURN_IF_ERROR(
           ml::TrainSteps(*local, *opt, *engine, *data, o.local_steps, o.batch_size, gen));
+      rec.train_flops += 3.0 * flops_per_sample * static_cast<double>(o.local_steps) *
+                         static_cast<double>(std::min<int64_t>(o.batch_size, data->size()));
       std::vector<float> update = local->Flatten();
       for (size_t i = 0; i < update.size(); ++i) update[i] -= weights[i];
       TANDEM_ASSIGN_OR_RETURN(std::vector<float> packed, coordinator->PackUpdate(update));
       packed_updates.push_back(std::move(packed));
       rec.bytes_down += weights.size() * sizeof(float);
     }
+    rec.train_seconds = absl::ToDoubleSeconds(absl::Now() - train_start);
 
     std::vector<float> mean;
     if (o.private_aggregation) {
       TANDEM_ASSIGN_OR_RETURN(mean, PrivateMean(o, *plan->sum, plan->round_id, packed_updates,
                                                 aggregators, &rec));
     } else {
+      const absl::Time mean_start = absl::Now();
       mean.assign(packed_updates[0].size(), 0.f);
       for (const auto& u : packed_updates) {
         for (size_t i = 0; i < u.size(); ++i) mean[i] += u[i] / packed_updates.size();
@@ -249,6 +294,7 @@ absl::StatusOr<std::vector<RoundRecord>> RunFederation(
         rec.dense_bytes_up += u.size() * sizeof(float);
       }
       rec.accepted_reports = packed_updates.size();
+      rec.aggregate_seconds = absl::ToDoubleSeconds(absl::Now() - mean_start);
     }
     TANDEM_RETURN_IF_ERROR(coordinator->FinishRound(mean));
     TANDEM_RETURN_IF_ERROR(global->SetParams(coordinator->params()));

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "ml/data/dataset.h"
 #include "ml/data/partition.h"
 
@@ -67,6 +68,35 @@ struct FederationOptions {
 // INVALID_ARGUMENT for an unknown partition; the partitioners' errors.
 absl::StatusOr<ml::Partition> SplitClients(const FederationOptions& o, const ml::Dataset& train);
 
+// The clients' data as index ranges into the one shared training set: the
+// rows of client c are rows[offsets[c]] .. rows[offsets[c + 1] - 1] of it.
+// 8 bytes per sample plus 8 per client whatever the number of clients; no
+// client's samples are copied until it trains (then only its own, for the
+// length of its local steps). Immutable after construction; thread-safe to
+// read.
+class ClientShards {
+ public:
+  // Flattens `partition` (every index in [0, samples), each at most once;
+  // INVALID_ARGUMENT otherwise, or for an empty partition or client).
+  static absl::StatusOr<ClientShards> Create(const ml::Partition& partition, int64_t samples);
+
+  int clients() const { return static_cast<int>(offsets_.size()) - 1; }
+  absl::Span<const int64_t> rows(int client) const {
+    return absl::MakeConstSpan(rows_).subspan(offsets_[client],
+                                              offsets_[client + 1] - offsets_[client]);
+  }
+  // Heap bytes held (the benchmark's memory figure).
+  size_t bytes() const { return (rows_.capacity() + offsets_.capacity()) * sizeof(int64_t); }
+
+ private:
+  ClientShards() = default;
+  std::vector<int64_t> rows_;
+  std::vector<int64_t> offsets_;
+};
+
+// SplitClients as ClientShards (the transient Partition is freed).
+absl::StatusOr<ClientShards> ShardClients(const FederationOptions& o, const ml::Dataset& train);
+
 struct RoundRecord {
   std::string variant;
   int round = 0;
@@ -79,6 +109,19 @@ struct RoundRecord {
   uint64_t bytes_down = 0;       // model download, all clients
   double epsilon = 0;            // cumulative, at `delta`
   double seconds = 0;
+  // Where the round's wall time went (all clients of the round, one thread):
+  // local training (incl. the client's copy of its rows and FedLUAR
+  // packing), encoding (clipping, fixed point, PREAMBLE key shares, norm
+  // proofs, tickets, request serialization) and aggregation (uploads to
+  // both daemons, their verification and expansion, the release and its
+  // decoding; the clear baseline: the plain mean).
+  double train_seconds = 0;
+  double encode_seconds = 0;
+  double aggregate_seconds = 0;
+  // Floating-point operations of the round's local training (3x the
+  // forward pass per sample and step: forward, input and weight
+  // gradients; 0 where the training is a callback's).
+  double train_flops = 0;
 };
 
 // A running aggregator pair as its coordinator reaches it.

@@ -47,6 +47,7 @@ absl::StatusOr<ModelFederationResult> RunModelFederation(
 
     const std::vector<float> weights(coordinator->params().begin(), coordinator->params().end());
     std::vector<std::vector<float>> packed_updates;
+    const absl::Time train_start = absl::Now();
     for (int c : cohort) {
       TANDEM_ASSIGN_OR_RETURN(std::vector<float> update, train(c, round, weights));
       if (update.size() != weights.size()) {
@@ -64,12 +65,14 @@ absl::StatusOr<ModelFederationResult> RunModelFederation(
       packed_updates.push_back(std::move(packed));
       rec.bytes_down += weights.size() * sizeof(float);
     }
+    rec.train_seconds = absl::ToDoubleSeconds(absl::Now() - train_start);
 
     std::vector<float> mean;
     if (o.private_aggregation) {
       TANDEM_ASSIGN_OR_RETURN(
           mean, PrivateMean(o, *plan->sum, plan->round_id, packed_updates, aggregators, &rec));
     } else {
+      const absl::Time mean_start = absl::Now();
       mean.assign(packed_updates[0].size(), 0.f);
       for (const auto& u : packed_updates) {
         for (size_t i = 0; i < u.size(); ++i) mean[i] += u[i] / packed_updates.size();
@@ -77,6 +80,7 @@ absl::StatusOr<ModelFederationResult> RunModelFederation(
         rec.dense_bytes_up += u.size() * sizeof(float);
       }
       rec.accepted_reports = packed_updates.size();
+      rec.aggregate_seconds = absl::ToDoubleSeconds(absl::Now() - mean_start);
     }
     TANDEM_RETURN_IF_ERROR(coordinator->FinishRound(mean));
     if (evaluate) {

@@ -102,21 +102,25 @@ absl::Status WriteReport(const std::string& dir, const std::string& title,
   if (ec) return absl::InternalError(absl::StrCat("cannot create ", dir, ": ", ec.message()));
   std::ofstream csv(dir + "/metrics.csv");
   csv << "variant,round,participants,accepted_reports,test_accuracy,test_loss,bytes_up,"
-         "dense_bytes_up,bytes_down,epsilon,seconds\n";
+         "dense_bytes_up,bytes_down,epsilon,seconds,train_seconds,encode_seconds,"
+         "aggregate_seconds,train_flops\n";
   std::ofstream json(dir + "/metrics.json");
   json << "[\n";
   for (size_t i = 0; i < records.size(); ++i) {
     const RoundRecord& r = records[i];
-    csv << absl::StrFormat("%s,%d,%d,%d,%.6f,%.6f,%d,%d,%d,%.6f,%.3f\n", r.variant, r.round,
-                           r.participants, r.accepted_reports, r.test_accuracy, r.test_loss,
-                           r.bytes_up, r.dense_bytes_up, r.bytes_down, r.epsilon, r.seconds);
+    csv << absl::StrFormat("%s,%d,%d,%d,%.6f,%.6f,%d,%d,%d,%.6f,%.3f,%.4f,%.4f,%.4f,%.4g\n",
+                           r.variant, r.round, r.participants, r.accepted_reports,
+                           r.test_accuracy, r.test_loss, r.bytes_up, r.dense_bytes_up,
+                           r.bytes_down, r.epsilon, r.seconds, r.train_seconds,
+                           r.encode_seconds, r.aggregate_seconds, r.train_flops);
     json << absl::StrFormat(
         "  {\"variant\": \"%s\", \"round\": %d, \"participants\": %d, \"accepted_reports\": %d, "
         "\"test_accuracy\": %.6f, \"test_loss\": %.6f, \"bytes_up\": %d, \"dense_bytes_up\": %d, "
-        "\"bytes_down\": %d, \"epsilon\": %.6f, \"seconds\": %.3f}%s\n",
+        "\"bytes_down\": %d, \"epsilon\": %.6f, \"seconds\": %.3f, \"train_seconds\": %.4f, "
+        "\"encode_seconds\": %.4f, \"aggregate_seconds\": %.4f, \"train_flops\": %.4g}%s\n",
         r.variant, r.round, r.participants, r.accepted_reports, r.test_accuracy, r.test_loss,
-        r.bytes_up, r.dense_bytes_up, r.bytes_down, r.epsilon, r.seconds,
-        i + 1 < records.size() ? "," : "");
+        r.bytes_up, r.dense_bytes_up, r.bytes_down, r.epsilon, r.seconds, r.train_seconds,
+        r.encode_seconds, r.aggregate_seconds, r.train_flops, i + 1 < records.size() ? "," : "");
   }
   json << "]\n";
   std::ofstream html(dir + "/report.html");

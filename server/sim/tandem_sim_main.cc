@@ -5,6 +5,7 @@
 // noise, and a clear-text FedAvg baseline), prints progress and writes a
 // report folder (metrics.csv, metrics.json, report.html).
 //   tandem-sim --rounds=5 --clients=20 --report_dir=reports/latest
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -100,6 +101,29 @@ std::string SimPolicy() {
                       " require_norm_proofs: ", absl::GetFlag(FLAGS_norm_proofs) ? "true" : "false",
                       " sampling_rate: ", absl::GetFlag(FLAGS_sample_rate), " epsilon_budget: ",
                       z > 0 && budget > 0 ? absl::StrCat(budget) : std::string("inf"));
+}
+
+// Where a variant's time went: client updates per second of each phase
+// (bench/sim.md compares them with their compute bounds).
+void PrintPhases(const std::string& variant,
+                 const std::vector<tandem::sim::RoundRecord>& records) {
+  double train = 0, encode = 0, aggregate = 0, flops = 0, total = 0;
+  long long updates = 0;
+  for (const tandem::sim::RoundRecord& r : records) {
+    train += r.train_seconds;
+    encode += r.encode_seconds;
+    aggregate += r.aggregate_seconds;
+    flops += r.train_flops;
+    total += r.seconds;
+    updates += r.participants;
+  }
+  const auto rate = [&](double seconds) { return seconds > 0 ? updates / seconds : 0.0; };
+  std::printf("[%-26s] %lld client updates in %.2f s (%.1f /s): training %.2f s (%.1f /s, "
+              "%.2f GFLOP/s), encoding %.2f s (%.1f /s), aggregation %.2f s (%.1f /s)\n",
+              variant.c_str(), updates, total, rate(total), train, rate(train),
+              train > 0 ? flops / train / 1e9 : 0.0, encode, rate(encode), aggregate,
+              rate(aggregate));
+  std::fflush(stdout);
 }
 
 }  // namespace
@@ -264,6 +288,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "%s failed: %s\n", o.name.c_str(), records.status().ToString().c_str());
       return 1;
     }
+    PrintPhases(o.name, *records);
     all.insert(all.end(), records->begin(), records->end());
   }
   const std::string dir = absl::GetFlag(FLAGS_report_dir);
@@ -272,6 +297,10 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::printf("report: %s/report.html (metrics.csv, metrics.json)\n", dir.c_str());
+  struct rusage usage {};
+  getrusage(RUSAGE_SELF, &usage);
+  std::printf("peak RSS of tandem-sim: %.1f MiB (the aggregator daemons not included)\n",
+              usage.ru_maxrss / 1024.0);
   if (pair.ok()) {
     (void)pair->leader->Terminate();
     (void)pair->helper->Terminate();
