@@ -369,7 +369,9 @@ absl::Status Aggregator::StoreUpload(Task& task, int64_t round_id, std::string r
     task.upload_queue = std::move(rest);
     std::vector<PendingReport> reports;
     reports.reserve(batch.size());
-    for (Task::QueuedUpload* u : batch) reports.push_back(u->report);
+    // Moved, not copied (134 KB per share at D = 2^20): a waiting upload
+    // reads only its status back.
+    for (Task::QueuedUpload* u : batch) reports.push_back(std::move(u->report));
     task.upload_mu.Unlock();
     absl::StatusOr<std::vector<absl::Status>> results =
         task.store->PutPendingBatch(round, reports);

@@ -42,6 +42,7 @@
 #include "aggregator/testing/in_process_peer_channel.h"
 #include "aggregator/testing/report_factory.h"
 #include "base/clock.h"
+#include "base/large_buffers.h"
 #include "base/random.h"
 #include "crypto/dpf/sparse_dpf.h"
 
@@ -105,6 +106,11 @@ struct Pair {
 };
 
 std::unique_ptr<Pair> MakePair(benchmark::State& state) {
+  // As tandem-aggregator's main does (base/large_buffers.h); TANDEM_MALLOC=
+  // default measures glibc's own thresholds.
+  if (const char* m = getenv("TANDEM_MALLOC"); m == nullptr || std::string(m) != "default") {
+    TuneAllocatorForLargeBuffers();
+  }
   auto p = std::make_unique<Pair>();
   const uint32_t log_d = static_cast<uint32_t>(state.range(0));
   const bool full = state.range(1) != 0;
@@ -269,6 +275,10 @@ BENCHMARK(BM_PairIngest)
     ->UseRealTime();
 BENCHMARK(BM_PairIngestPipelined)
     ->ArgNames({"log2D", "full", "store", "uploaders", "norm"})
+    ->Args({17, 1, 1, 64, 0})
+    ->Args({20, 1, 1, 64, 0})
+    ->Args({17, 0, 2, 64, 0})
+    ->Args({20, 0, 2, 64, 0})
     ->Args({17, 1, 1, 8, 0})
     ->Args({17, 1, 0, 8, 0})
     ->Args({17, 0, 2, 8, 0})

@@ -16,6 +16,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "aggregator/service/daemon.h"
+#include "base/large_buffers.h"
 #include "base/logging.h"
 #include "base/shutdown_signals.h"
 #include "google/protobuf/text_format.h"
@@ -52,6 +53,7 @@ ABSL_FLAG(int, verbosity, 0, "TANDEM_VLOG level");
 ABSL_FLAG(bool, check_config, false, "validate the configuration, print the result and exit");
 
 int main(int argc, char** argv) {
+  tandem::TuneAllocatorForLargeBuffers();  // report shares churn ~134 KB buffers
   absl::SetProgramUsageMessage("tandem aggregation server (leader or helper)");
   absl::ParseCommandLine(argc, argv);
   tandem::SetVerbosity(absl::GetFlag(FLAGS_verbosity));
