@@ -9,19 +9,12 @@
 #include "absl/strings/str_cat.h"
 
 namespace tandem::ml {
-namespace {
-// Samples unfolded into one column matrix per GEMM (bounds the scratch to
-// fan_in x 16 x pixels floats per thread).
-constexpr Eigen::Index kSamplesPerGemm = 16;
-}  // namespace
-
-absl::StatusOr<std::unique_ptr<Conv2DLayer>> Conv2DLayer::Create(std::string name,
-                                                                 ImageShape in,
+absl::StatusOr<std::unique_ptr<Conv2DLayer>> Conv2DLayer::Create(std::string name, ImageShape in,
                                                                  Conv2DOptions o) {
-  if (in.channels <= 0 || in.height <= 0 || in.width <= 0 || o.out_channels <= 0 ||
-      o.kernel <= 0 || o.stride <= 0 || o.padding < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "conv2d '", name, "': sizes must be positive and padding non-negative"));
+  if (in.channels <= 0 || in.height <= 0 || in.width <= 0 || o.out_channels <= 0 || o.kernel <= 0 ||
+      o.stride <= 0 || o.padding < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("conv2d '", name, "': sizes must be positive and padding non-negative"));
   }
   if (o.kernel > in.height + 2 * o.padding || o.kernel > in.width + 2 * o.padding) {
     return absl::InvalidArgumentError(
@@ -39,8 +32,7 @@ std::string Conv2DLayer::config() const {
 }
 
 std::vector<ParamSpec> Conv2DLayer::params() const {
-  return {{"weight", ParamKind::kWeight,
-           {out_.channels, in_.channels * opt_.kernel * opt_.kernel}},
+  return {{"weight", ParamKind::kWeight, {out_.channels, in_.channels * opt_.kernel * opt_.kernel}},
           {"bias", ParamKind::kBias, {out_.channels}}};
 }
 
@@ -48,7 +40,8 @@ void Conv2DLayer::Init(absl::Span<float> params, absl::BitGenRef gen) const {
   const int64_t fan_in = in_.channels * opt_.kernel * opt_.kernel;
   const double limit = std::sqrt(6.0 / static_cast<double>(fan_in));
   const int64_t nw = out_.channels * fan_in;
-  for (int64_t i = 0; i < nw; ++i) params[i] = static_cast<float>(absl::Uniform(gen, -limit, limit));
+  for (int64_t i = 0; i < nw; ++i)
+    params[i] = static_cast<float>(absl::Uniform(gen, -limit, limit));
   for (int64_t i = nw; i < nw + out_.channels; ++i) params[i] = 0.0f;
 }
 
@@ -118,6 +111,10 @@ void Conv2DLayer::Col2ImAdd(const float* col, int64_t ld, float* image) const {
   }
 }
 
+// One GEMM per sample, written straight into the sample's output row (a
+// C x pixels block), so no sample-interleaved temporary is copied back; the
+// per-sample column matrix (fan_in x pixels, 225 KiB for 32x14x14 3x3) stays
+// in L2 between im2col and the GEMM.
 absl::Status Conv2DLayer::Forward(absl::Span<const float> params, const Matrix& in,
                                   Matrix* out) const {
   const int64_t fan_in = in_.channels * opt_.kernel * opt_.kernel;
@@ -125,18 +122,15 @@ absl::Status Conv2DLayer::Forward(absl::Span<const float> params, const Matrix& 
   ConstMatrixMap w(params.data(), out_.channels, fan_in);
   Eigen::Map<const Eigen::VectorXf> b(params.data() + out_.channels * fan_in, out_.channels);
   out->resize(in.rows(), out_.size());
-  // Blocks of up to kSamplesPerGemm samples share one column matrix
-  // (fan_in x block*npix), so each block is a single larger GEMM.
-  thread_local Matrix col, y;  // per-thread scratch, reused across calls
-  for (Eigen::Index r0 = 0; r0 < in.rows(); r0 += kSamplesPerGemm) {
-    const Eigen::Index nb = std::min<Eigen::Index>(kSamplesPerGemm, in.rows() - r0);
-    col.resize(fan_in, nb * npix);
-    for (Eigen::Index j = 0; j < nb; ++j) Im2Col(in.row(r0 + j).data(), col.data() + j * npix, nb * npix);
-    y.noalias() = w * col;
-    y.colwise() += b;
-    for (Eigen::Index j = 0; j < nb; ++j) {
-      MatrixMap(out->row(r0 + j).data(), out_.channels, npix) = y.middleCols(j * npix, npix);
-    }
+  thread_local Matrix col;  // per-thread scratch, reused across calls
+  col.resize(fan_in, npix);
+  for (Eigen::Index r = 0; r < in.rows(); ++r) {
+    Im2Col(in.row(r).data(), col.data(), npix);
+    // Bias first, then the GEMM accumulates (Eigen would zero-fill the
+    // destination of a plain assignment: one pass less over the output).
+    MatrixMap y(out->row(r).data(), out_.channels, npix);
+    y.colwise() = b;
+    y.noalias() += w * col;
   }
   return absl::OkStatus();
 }
@@ -149,42 +143,34 @@ void Conv2DLayer::Backward(absl::Span<const float> params, const Matrix& in, con
   ConstMatrixMap w(params.data(), out_.channels, fan_in);
   MatrixMap gw(grad_params.data(), out_.channels, fan_in);
   Eigen::Map<Eigen::VectorXf> gb(grad_params.data() + out_.channels * fan_in, out_.channels);
-  if (grad_in != nullptr) grad_in->setZero(in.rows(), in_.size());
-  thread_local Matrix col, gy, gcol;  // per-thread scratch
-  for (Eigen::Index r0 = 0; r0 < in.rows(); r0 += kSamplesPerGemm) {
-    const Eigen::Index nb = std::min<Eigen::Index>(kSamplesPerGemm, in.rows() - r0);
-    const Eigen::Index ld = nb * npix;
-    col.resize(fan_in, ld);
-    gy.resize(out_.channels, ld);
-    for (Eigen::Index j = 0; j < nb; ++j) {
-      Im2Col(in.row(r0 + j).data(), col.data() + j * npix, ld);
-      gy.middleCols(j * npix, npix) = ConstMatrixMap(grad_out.row(r0 + j).data(), out_.channels, npix);
-    }
+  if (grad_in != nullptr) grad_in->resize(in.rows(), in_.size());
+  thread_local Matrix col, gcol;  // per-thread scratch
+  col.resize(fan_in, npix);
+  if (grad_in != nullptr) gcol.resize(fan_in, npix);
+  for (Eigen::Index r = 0; r < in.rows(); ++r) {
+    Im2Col(in.row(r).data(), col.data(), npix);
+    ConstMatrixMap gy(grad_out.row(r).data(), out_.channels, npix);
     gw.noalias() += gy * col.transpose();
     gb += gy.rowwise().sum();
     if (grad_in != nullptr) {
       gcol.noalias() = w.transpose() * gy;
-      for (Eigen::Index j = 0; j < nb; ++j) {
-        Col2ImAdd(gcol.data() + j * npix, ld, grad_in->row(r0 + j).data());
-      }
+      grad_in->row(r).setZero();  // zeroed here, while the row is in cache
+      Col2ImAdd(gcol.data(), npix, grad_in->row(r).data());
     }
   }
 }
 
-absl::StatusOr<std::unique_ptr<Pool2DLayer>> Pool2DLayer::Create(std::string name,
-                                                                 PoolKind kind, ImageShape in,
-                                                                 int64_t kernel,
+absl::StatusOr<std::unique_ptr<Pool2DLayer>> Pool2DLayer::Create(std::string name, PoolKind kind,
+                                                                 ImageShape in, int64_t kernel,
                                                                  int64_t stride) {
   if (in.channels <= 0 || in.height <= 0 || in.width <= 0 || kernel <= 0 || stride <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("pool2d '", name, "': sizes must be positive"));
+    return absl::InvalidArgumentError(absl::StrCat("pool2d '", name, "': sizes must be positive"));
   }
   if (kernel > in.height || kernel > in.width) {
     return absl::InvalidArgumentError(
         absl::StrCat("pool2d '", name, "': window ", kernel, " exceeds the input"));
   }
-  ImageShape out{in.channels, (in.height - kernel) / stride + 1,
-                 (in.width - kernel) / stride + 1};
+  ImageShape out{in.channels, (in.height - kernel) / stride + 1, (in.width - kernel) / stride + 1};
   return std::unique_ptr<Pool2DLayer>(
       new Pool2DLayer(std::move(name), kind, in, out, kernel, stride));
 }
@@ -245,8 +231,13 @@ void Pool2DLayer::Backward(absl::Span<const float> params, const Matrix& in, con
   if (grad_in == nullptr) return;
   const int64_t h = in_.height, w = in_.width, oh = out_.height, ow = out_.width;
   const float inv_area = 1.0f / static_cast<float>(kernel_ * kernel_);
-  grad_in->setZero(in.rows(), in_.size());
-  if (kind_ == PoolKind::kMax && kernel_ == 2 && stride_ == 2) {
+  const bool fast = kind_ == PoolKind::kMax && kernel_ == 2 && stride_ == 2;
+  if (fast && h == 2 * oh && w == 2 * ow) {
+    grad_in->resize(in.rows(), in_.size());  // the windows tile the input: all cells written
+  } else {
+    grad_in->setZero(in.rows(), in_.size());
+  }
+  if (fast) {
     // The first window element equal to the forward maximum takes the
     // gradient (same rule as the general path).
     for (Eigen::Index r = 0; r < in.rows(); ++r) {
@@ -258,19 +249,24 @@ void Pool2DLayer::Backward(absl::Span<const float> params, const Matrix& in, con
         for (int64_t oy = 0; oy < oh; ++oy) {
           const int64_t o = (c * oh + oy) * ow;
           const int64_t b0 = (c * h + 2 * oy) * w;
+          const float* __restrict x0 = x + b0;
+          const float* __restrict x1 = x0 + w;
+          const float* __restrict yr = y + o;
+          const float* __restrict gr = g + o;
+          float* __restrict g0 = gx + b0;
+          float* __restrict g1 = g0 + w;
           for (int64_t ox = 0; ox < ow; ++ox) {
-            // Branch-free: windows do not overlap, so each cell is written
-            // once (cells outside every window keep the zero fill).
-            const int64_t b = b0 + 2 * ox;
-            const float m = y[o + ox], go = g[o + ox];
-            const bool e0 = x[b] == m;
-            const bool e1 = !e0 && x[b + 1] == m;
-            const bool e2 = !e0 && !e1 && x[b + w] == m;
-            const bool e3 = !e0 && !e1 && !e2;
-            gx[b] = e0 ? go : 0.0f;
-            gx[b + 1] = e1 ? go : 0.0f;
-            gx[b + w] = e2 ? go : 0.0f;
-            gx[b + w + 1] = e3 ? go : 0.0f;
+            // Branch-free (bitwise, not short-circuit, so it vectorises):
+            // windows do not overlap, so each cell is written once.
+            const float m = yr[ox], go = gr[ox];
+            const bool e0 = x0[2 * ox] == m;
+            const bool e1 = (x0[2 * ox + 1] == m) & !e0;
+            const bool e2 = (x1[2 * ox] == m) & !(e0 | e1);
+            const bool e3 = !(e0 | e1 | e2);
+            g0[2 * ox] = e0 ? go : 0.0f;
+            g0[2 * ox + 1] = e1 ? go : 0.0f;
+            g1[2 * ox] = e2 ? go : 0.0f;
+            g1[2 * ox + 1] = e3 ? go : 0.0f;
           }
         }
       }

@@ -2,11 +2,13 @@
 // chain, plus validation tests. Gradients are compared in float with
 // central differences (eps 1e-2 on smooth inputs, double accumulation of the
 // scalar objective); tolerances are relative to the gradient scale.
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <random>
 
 #include "absl/random/random.h"
+#include "absl/strings/str_cat.h"
 #include "base/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -64,7 +66,8 @@ void CheckLayerGradients(const Layer& l, Matrix in, uint64_t seed, float eps = 1
   }
   if (!check_input) return;
   double iscale = 1e-3;
-  for (Eigen::Index i = 0; i < gin.size(); ++i) iscale = std::max(iscale, double{std::abs(gin.data()[i])});
+  for (Eigen::Index i = 0; i < gin.size(); ++i)
+    iscale = std::max(iscale, double{std::abs(gin.data()[i])});
   for (Eigen::Index i = 0; i < in.size(); ++i) {
     Matrix x = in;
     x.data()[i] = in.data()[i] + eps;
@@ -191,7 +194,8 @@ TEST(Conv2DLayer, LargeBatchesMatchRowByRowResults) {
     l->Backward(p, in.middleRows(r, 1), o1, gout.middleRows(r, 1), &g1, absl::MakeSpan(gp_rows));
     ASSERT_TRUE(g1.isApprox(gin.middleRows(r, 1), 1e-5f)) << r;
   }
-  for (size_t i = 0; i < gp.size(); ++i) ASSERT_NEAR(gp[i], gp_rows[i], 1e-3 * (1 + std::abs(gp[i]))) << i;
+  for (size_t i = 0; i < gp.size(); ++i)
+    ASSERT_NEAR(gp[i], gp_rows[i], 1e-3 * (1 + std::abs(gp[i]))) << i;
 }
 
 TEST(Pool2DLayer, MaxAndAverageGradients) {
@@ -204,15 +208,18 @@ TEST(Pool2DLayer, MaxAndAverageGradients) {
   std::copy(vals.begin(), vals.end(), in.data());
   TANDEM_ASSERT_OK_AND_ASSIGN(auto mx, Pool2DLayer::Create("mp", PoolKind::kMax, {2, 4, 4}, 2, 2));
   CheckLayerGradients(*mx, in, 13);
-  TANDEM_ASSERT_OK_AND_ASSIGN(auto avg, Pool2DLayer::Create("ap", PoolKind::kAverage, {2, 4, 4}, 3, 1));
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto avg,
+                              Pool2DLayer::Create("ap", PoolKind::kAverage, {2, 4, 4}, 3, 1));
   CheckLayerGradients(*avg, in, 14);
   // General max path (window 3, stride 1) and the 2x2 fast path on an odd
   // size (5x5 -> 2x2, last row/column dropped).
-  TANDEM_ASSERT_OK_AND_ASSIGN(auto mx3, Pool2DLayer::Create("mp3", PoolKind::kMax, {2, 4, 4}, 3, 1));
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto mx3,
+                              Pool2DLayer::Create("mp3", PoolKind::kMax, {2, 4, 4}, 3, 1));
   CheckLayerGradients(*mx3, in, 16);
   Matrix odd(1, 25);
   for (int i = 0; i < 25; ++i) odd(0, i) = static_cast<float>((i * 7) % 25);
-  TANDEM_ASSERT_OK_AND_ASSIGN(auto mx5, Pool2DLayer::Create("mp5", PoolKind::kMax, {1, 5, 5}, 2, 2));
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto mx5,
+                              Pool2DLayer::Create("mp5", PoolKind::kMax, {1, 5, 5}, 2, 2));
   Matrix out;
   TANDEM_ASSERT_OK(mx5->Forward({}, odd, &out));
   ASSERT_EQ(out.cols(), 4);
@@ -271,7 +278,8 @@ TEST(SoftmaxCrossEntropy, KnownAnswerAndGradient) {
 TEST(SoftmaxCrossEntropy, StableForHugeLogitsAndRejectsBadLabels) {
   Matrix logits(1, 2);
   logits << 1e4f, -1e4f;
-  TANDEM_ASSERT_OK_AND_ASSIGN(LossResult r, SoftmaxCrossEntropy(logits, std::vector<int>{1}, nullptr));
+  TANDEM_ASSERT_OK_AND_ASSIGN(LossResult r,
+                              SoftmaxCrossEntropy(logits, std::vector<int>{1}, nullptr));
   EXPECT_NEAR(r.mean_loss, 2e4, 1.0);
   EXPECT_THAT(SoftmaxCrossEntropy(logits, std::vector<int>{2}, nullptr),
               StatusIs(absl::StatusCode::kInvalidArgument));
@@ -314,6 +322,55 @@ TEST(Model, EndToEndCnnGradientMatchesFiniteDifferences) {
   EXPECT_GE(agree, checked * 95 / 100) << agree << " of " << checked;
 }
 
+// MakeCnn runs conv-maxpool-relu; the textbook conv-relu-maxpool with the
+// same parameters gives bit-identical logits and parameter gradients (ReLU
+// commutes with max, and both orders route a window's gradient to the same
+// cell or drop it). Also run twice: the per-layer gradient buffers that
+// Backward reuses across calls carry nothing over.
+TEST(Model, CnnPoolBeforeReluMatchesReluBeforePool) {
+  CnnOptions o{3, 4, 8};
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto fast, MakeCnn({1, 8, 8}, 3, o));
+  fast->InitFromSeed(31);
+  std::vector<std::unique_ptr<Layer>> layers;
+  ImageShape s{1, 8, 8};
+  for (int i = 1; i <= 2; ++i) {
+    auto c = *Conv2DLayer::Create(absl::StrCat("conv", i), s, {i == 1 ? 3 : 4, 3, 1, 1});
+    s = c->out_shape();
+    layers.push_back(std::move(c));
+    layers.push_back(
+        *ActivationLayer::Create(absl::StrCat("relu", i), Activation::kRelu, s.size()));
+    auto p = *Pool2DLayer::Create(absl::StrCat("pool", i), PoolKind::kMax, s, 2, 2);
+    s = p->out_shape();
+    layers.push_back(std::move(p));
+  }
+  layers.push_back(*DenseLayer::Create("fc1", s.size(), 8));
+  layers.push_back(*ActivationLayer::Create("relu3", Activation::kRelu, 8));
+  layers.push_back(*DenseLayer::Create("out", 8, 3));
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto textbook, Model::Create(std::move(layers)));
+  TANDEM_ASSERT_OK(textbook->SetParams(fast->params()));
+  std::mt19937_64 gen(32);
+  const std::vector<int> y = {0, 2, 1, 1, 0};
+  for (int round = 0; round < 2; ++round) {
+    const Matrix x = RandomMatrix(5, 64, gen);
+    std::vector<float> grads[2];
+    Matrix logits[2];
+    int k = 0;
+    for (const Model* m : {fast.get(), textbook.get()}) {
+      Activations acts;
+      TANDEM_ASSERT_OK(m->Forward(x, &acts));
+      Matrix gl;
+      TANDEM_ASSERT_OK(SoftmaxCrossEntropy(acts.logits(), y, &gl, 0.2f).status());
+      grads[k].assign(static_cast<size_t>(m->num_params()), 0.0f);
+      TANDEM_ASSERT_OK(m->Backward(acts, gl, absl::MakeSpan(grads[k])));
+      logits[k++] = acts.logits();
+    }
+    EXPECT_EQ(logits[0], logits[1]);
+    EXPECT_EQ(grads[0], grads[1]) << "round " << round;
+    EXPECT_GT(std::count_if(grads[0].begin(), grads[0].end(), [](float v) { return v != 0; }),
+              static_cast<long>(grads[0].size() / 2));
+  }
+}
+
 TEST(Model, CreateRejectsBrokenChainsAndDuplicates) {
   std::vector<std::unique_ptr<Layer>> layers;
   layers.push_back(*DenseLayer::Create("a", 4, 3));
@@ -347,7 +404,8 @@ TEST(Model, ParamInfosDistinguishWeightsAndBiasesAndFlattenRoundTrips) {
   EXPECT_NE(other->Flatten(), flat);
   TANDEM_ASSERT_OK(other->SetParams(flat));
   EXPECT_EQ(other->Flatten(), flat);
-  EXPECT_THAT(other->SetParams(std::vector<float>(3)), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(other->SetParams(std::vector<float>(3)),
+              StatusIs(absl::StatusCode::kInvalidArgument));
   flat[0] = std::nanf("");
   EXPECT_THAT(other->SetParams(flat), StatusIs(absl::StatusCode::kInvalidArgument));
   Matrix wrong(1, 7);

@@ -16,8 +16,7 @@ namespace tandem::ml {
 // fc1, act1, fc2, act2, ..., out. Parameters are zero until Init().
 // Returns INVALID_ARGUMENT for non-positive sizes.
 absl::StatusOr<std::unique_ptr<Model>> MakeMlp(int64_t in, const std::vector<int64_t>& hidden,
-                                               int64_t classes,
-                                               Activation act = Activation::kRelu);
+                                               int64_t classes, Activation act = Activation::kRelu);
 
 struct CnnOptions {
   int64_t conv1_channels = 32;
@@ -26,7 +25,9 @@ struct CnnOptions {
 };
 
 // conv1(3x3, pad 1) relu maxpool(2) conv2(3x3, pad 1) relu maxpool(2)
-// fc(hidden) relu out(classes): the usual small Fashion-MNIST CNN.
+// fc(hidden) relu out(classes): the usual small Fashion-MNIST CNN. Built as
+// conv maxpool relu (same function and gradients, cheaper; layers conv1
+// pool1 relu1 conv2 pool2 relu2 fc1 relu3 out).
 // Returns INVALID_ARGUMENT for bad shapes (e.g. images smaller than 4x4).
 absl::StatusOr<std::unique_ptr<Model>> MakeCnn(ImageShape in, int64_t classes,
                                                const CnnOptions& options = {});
