@@ -2,6 +2,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <cmath>
 #include <fstream>
 #include <optional>
 #include <random>
@@ -23,7 +24,9 @@
 #include "ml/train/trainer.h"
 #include "server/core/federated_task.h"
 #include "server/core/secure_sum.h"
+#include "server/sim/client_memory.h"
 #include "server/sim/private_mean.h"
+#include "server/sim/sim_models.h"
 #include "server/transport/grpc_aggregator_client.h"
 #include "tests/testing/certificates.h"
 
@@ -128,7 +131,42 @@ absl::StatusOr<std::vector<float>> PrivateMean(const FederationOptions& o,
   return agg.mean;
 }
 
-absl::StatusOr<server::FederatedTaskOptions> SimTaskOptions(const FederationOptions& o) {
+absl::StatusOr<uint32_t> LogBlocksPerGroup(const FederationOptions& o, uint64_t model_dimension) {
+  const double f = o.blocks_fraction;
+  if (!(f >= 0 && f <= 1)) {
+    return absl::InvalidArgumentError(absl::StrCat("blocks_fraction must be in (0, 1], got ", f));
+  }
+  if (f == 0) return o.log_blocks_per_group;
+  if (o.block_size == 0 || model_dimension == 0) {
+    return absl::InvalidArgumentError("block_size and the model dimension must be > 0");
+  }
+  const uint64_t blocks = (model_dimension + o.block_size - 1) / o.block_size;
+  const double target =
+      std::max<double>(1.0, std::llround(f * static_cast<double>(blocks)));
+  std::optional<uint32_t> best;
+  double best_gap = 0;
+  for (uint32_t d = 0; d <= 24; ++d) {
+    const uint64_t per_group = uint64_t{1} << d;
+    const uint64_t k = (blocks + per_group - 1) / per_group;
+    if (k <= 4096) {
+      const double gap = std::abs(std::log(static_cast<double>(k) / target));
+      if (!best.has_value() || gap < best_gap - 1e-12) {
+        best = d;
+        best_gap = gap;
+      }
+    }
+    if (k == 1) break;  // larger d only pads the one group
+  }
+  if (!best.has_value()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a model of ", model_dimension, " parameters needs more than 4096 groups of blocks of ",
+        o.block_size, ": raise block_size"));
+  }
+  return *best;
+}
+
+absl::StatusOr<server::FederatedTaskOptions> SimTaskOptions(const FederationOptions& o,
+                                                            uint64_t model_dimension) {
   uint64_t nonce = 0;
   TANDEM_RETURN_IF_ERROR(OpenSslRandom::Default()->Fill(
       absl::MakeSpan(reinterpret_cast<uint8_t*>(&nonce), sizeof(nonce))));
@@ -136,6 +174,11 @@ absl::StatusOr<server::FederatedTaskOptions> SimTaskOptions(const FederationOpti
   to.secure_sum.task_id = absl::StrCat("sim-", o.name, "-", nonce % 1000000007);
   to.secure_sum.block_size = o.block_size;
   to.secure_sum.log_blocks_per_group = o.log_blocks_per_group;
+  if (o.private_aggregation) {
+    TANDEM_ASSIGN_OR_RETURN(to.secure_sum.log_blocks_per_group,
+                            LogBlocksPerGroup(o, model_dimension));
+    to.secure_sum.block_selection = o.block_selection;
+  }
   to.secure_sum.clip_l2_norm = o.clip_l2_norm;
   to.secure_sum.noise_multiplier = o.private_aggregation ? o.noise_multiplier : 0.0;
   to.secure_sum.max_reports = static_cast<uint32_t>(std::max(1, o.clients));
@@ -212,16 +255,21 @@ absl::StatusOr<std::vector<RoundRecord>> RunFederation(
   // The clients' data: index ranges into `train`, no copies.
   TANDEM_ASSIGN_OR_RETURN(const ClientShards shards, ShardClients(o, train));
   TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<ml::Model> global,
-                          ml::MakeMlp(train.features.cols(), o.hidden, train.num_classes));
+                          MakeSimModel(o.model, train.features.cols(), o.hidden,
+                                       train.num_classes));
   global->InitFromSeed(o.seed);
   const double flops_per_sample = ml::ForwardFlopsPerSample(*global);
   TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<ml::GradientEngine> engine,
                           ml::GradientEngine::Create(o.threads));
   // The coordinator's side: model, FedLUAR, server optimizer, accountant.
-  TANDEM_ASSIGN_OR_RETURN(const server::FederatedTaskOptions to, SimTaskOptions(o));
+  TANDEM_ASSIGN_OR_RETURN(
+      const server::FederatedTaskOptions to,
+      SimTaskOptions(o, static_cast<uint64_t>(global->num_params())));
   TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<server::FederatedTask> coordinator,
                           server::FederatedTask::Create(to, ml::TensorSlices(*global),
                                                         global->Flatten()));
+  // The clients' error-feedback residuals (TOP_NORM rounds only).
+  ClientMemories memories;
 
   std::mt19937_64 gen(o.seed * 7919 + 1);
   std::vector<RoundRecord> records;
@@ -274,8 +322,20 @@ absl::StatusOr<std::vector<RoundRecord>> RunFederation(
       rec.train_flops += 3.0 * flops_per_sample * static_cast<double>(o.local_steps) *
                          static_cast<double>(std::min<int64_t>(o.batch_size, data->size()));
       std::vector<float> update = local->Flatten();
-      for (size_t i = 0; i < update.size(); ++i) update[i] -= weights[i];
+      for (size_t i = 0; i < update.size(); ++i) {
+        update[i] -= weights[i];
+        if (!std::isfinite(update[i])) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "client ", c, "'s local training diverged in round ", round,
+              " (non-finite parameter ", i, "): lower client_lr"));
+        }
+      }
       TANDEM_ASSIGN_OR_RETURN(std::vector<float> packed, coordinator->PackUpdate(update));
+      if (o.private_aggregation) {
+        // What the client's report is built from: its update plus the
+        // residual it kept from its last TOP_NORM report (RANDOM: as is).
+        TANDEM_ASSIGN_OR_RETURN(packed, memories.Compensate(c, std::move(packed), *plan->sum));
+      }
       packed_updates.push_back(std::move(packed));
       rec.bytes_down += weights.size() * sizeof(float);
     }

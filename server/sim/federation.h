@@ -17,6 +17,7 @@
 #include "absl/types/span.h"
 #include "ml/data/dataset.h"
 #include "ml/data/partition.h"
+#include "proto/aggregator.pb.h"
 
 namespace tandem::sim {
 
@@ -37,9 +38,21 @@ struct FederationOptions {
   double client_lr = 0.05;
   double server_lr = 1.0;
   std::vector<int64_t> hidden = {32};
+  // The model the clients train (sim_models.h): "mlp" (of `hidden`), "cnn"
+  // or "deep_cnn" (square one-channel images, e.g. Fashion-MNIST's 28x28).
+  std::string model = "mlp";
   // PREAMBLE / DP
   uint32_t block_size = 256;
   uint32_t log_blocks_per_group = 1;  // a client sends 1 of 2^d blocks per group
+  // The fraction of its blocks a client sends, in (0, 1]; 0 = 1 / 2^d with
+  // d = log_blocks_per_group. Otherwise it sets d (LogBlocksPerGroup below).
+  double blocks_fraction = 0;
+  // Which block of each group a client sends (client/internal/
+  // block_selection.h): RANDOM (unbiased by the coordinator's 2^d scale) or
+  // TOP_NORM (the largest block, unscaled; each client keeps what it did
+  // not send as its error-feedback residual, client_memory.h). Private
+  // rounds only: the clear baseline averages the dense updates.
+  proto::BlockSelection block_selection = proto::BLOCK_SELECTION_RANDOM;
   double clip_l2_norm = 2.0;
   double noise_multiplier = 0.3; // sigma / C per aggregator (0 = no noise)
   double delta = 1e-5;
@@ -63,6 +76,17 @@ struct FederationOptions {
   uint64_t crypto_seed = 0;
   int threads = 1;
 };
+
+// PREAMBLE's d for a model of `model_dimension` parameters. With
+// blocks_fraction f > 0: the model has n = ceil(dim / B) blocks and the
+// target number of groups (one block sent from each) is k* = max(1,
+// round(f * n)); a round's k is ceil(n / 2^d) (SecureSum), so d is the one
+// whose k is nearest to k* in ratio (ties: the smaller d, more upload),
+// among those with k <= 4096. The sent fraction is then about 1 / 2^d: a
+// power of two, the granularity of the block DPF's groups. With f = 0:
+// log_blocks_per_group. INVALID_ARGUMENT for f outside [0, 1] or a model
+// too large for 4096 groups at any d <= 24.
+absl::StatusOr<uint32_t> LogBlocksPerGroup(const FederationOptions& o, uint64_t model_dimension);
 
 // The clients' shards of `train` as FederationOptions.partition says.
 // INVALID_ARGUMENT for an unknown partition; the partitioners' errors.
@@ -140,7 +164,10 @@ struct AggregatorEndpoints {
 };
 
 
-// Runs one variant and calls `progress` after each round.
+// Runs one variant and calls `progress` after each round. INVALID_ARGUMENT
+// for bad options (including MakeSimModel's) or a client whose local
+// training diverged (a non-finite update); the aggregators' errors
+// propagate.
 absl::StatusOr<std::vector<RoundRecord>> RunFederation(
     const FederationOptions& options, const ml::Dataset& train, const ml::Dataset& test,
     const AggregatorEndpoints& aggregators,

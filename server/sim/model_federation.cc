@@ -8,6 +8,7 @@
 #include "base/random.h"
 #include "base/status_macros.h"
 #include "server/core/federated_task.h"
+#include "server/sim/client_memory.h"
 #include "server/sim/private_mean.h"
 
 namespace tandem::sim {
@@ -22,11 +23,13 @@ absl::StatusOr<ModelFederationResult> RunModelFederation(
   if (!train) return absl::InvalidArgumentError("a local training step is required");
   if (model.initial_params.empty()) return absl::InvalidArgumentError("the model is empty");
   // The coordinator's side: model, FedLUAR, server optimizer, accountant.
-  TANDEM_ASSIGN_OR_RETURN(const server::FederatedTaskOptions to, SimTaskOptions(o));
+  TANDEM_ASSIGN_OR_RETURN(const server::FederatedTaskOptions to,
+                          SimTaskOptions(o, model.initial_params.size()));
   TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<server::FederatedTask> coordinator,
                           server::FederatedTask::Create(to, model.tensors, model.initial_params));
 
   std::mt19937_64 gen(o.seed * 7919 + 1);
+  ClientMemories memories;  // the clients' error feedback (TOP_NORM rounds)
   ModelFederationResult result;
   for (int round = 1; round <= o.rounds; ++round) {
     const absl::Time start = absl::Now();
@@ -62,6 +65,9 @@ absl::StatusOr<ModelFederationResult> RunModelFederation(
         }
       }
       TANDEM_ASSIGN_OR_RETURN(std::vector<float> packed, coordinator->PackUpdate(update));
+      if (o.private_aggregation) {
+        TANDEM_ASSIGN_OR_RETURN(packed, memories.Compensate(c, std::move(packed), *plan->sum));
+      }
       packed_updates.push_back(std::move(packed));
       rec.bytes_down += weights.size() * sizeof(float);
     }

@@ -11,9 +11,10 @@
 //
 // Of FederationOptions this uses name, fedluar, num_recycled,
 // private_aggregation, rounds, clients, sample_rate, server_lr, block_size,
-// log_blocks_per_group, clip_l2_norm, noise_multiplier, delta,
+// log_blocks_per_group, blocks_fraction, block_selection (TOP_NORM with the
+// clients' error feedback, client_memory.h), clip_l2_norm, noise_multiplier, delta,
 // epsilon_budget, norm_proofs, min_batch_size, seed and crypto_seed; the
-// training settings (local_steps, batch_size, client_lr, hidden, coido,
+// training settings (local_steps, batch_size, client_lr, hidden, model, coido,
 // dirichlet_alpha, threads) are the callbacks' business.
 // Thread safety: the callbacks are called from the calling thread, one at a
 // time, in cohort order.

@@ -25,11 +25,16 @@ absl::StatusOr<std::vector<float>> PrivateMean(const FederationOptions& options,
                                                const AggregatorEndpoints& aggregators,
                                                RoundRecord* record);
 
-// The coordinator-side task of a simulated run of `options` (secure sum,
-// FedLUAR, server optimizer, accountant), under a fresh task id so that
-// reruns against long-lived daemons never collide with the replay
-// protection of an earlier run. Errors of the OpenSSL randomness.
-absl::StatusOr<server::FederatedTaskOptions> SimTaskOptions(const FederationOptions& options);
+// The coordinator-side task of a simulated run of `options` over a model of
+// `model_dimension` parameters (secure sum, FedLUAR, server optimizer,
+// accountant), under a fresh task id so that reruns against long-lived
+// daemons never collide with the replay protection of an earlier run.
+// Private runs take d and the block selection from the options
+// (LogBlocksPerGroup); the clear baseline keeps log_blocks_per_group and
+// RANDOM (its SecureSum is never used). LogBlocksPerGroup's errors; errors
+// of the OpenSSL randomness.
+absl::StatusOr<server::FederatedTaskOptions> SimTaskOptions(const FederationOptions& options,
+                                                            uint64_t model_dimension);
 
 }  // namespace tandem::sim
 

@@ -35,6 +35,17 @@ absl::StatusOr<std::vector<RoundRecord>> RunProcessFederation(
         "process mode runs with TLS, roles and tickets: it needs the certificates directory and "
         "both collector addresses");
   }
+  if (o.model != "mlp") {
+    return absl::InvalidArgumentError(
+        "process mode trains MLPs only (tandem-coordinator serves proto ModelSpec MLPs)");
+  }
+  // Dense 2-server secret sharing of the full update: 2 x 8 bytes x params
+  // of the model the coordinator builds (ml/model_zoo).
+  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<ml::Model> model,
+                          ml::MakeMlp(p.input_dim, o.hidden, p.num_classes));
+  const uint64_t dense_per_client = 2 * 8 * static_cast<uint64_t>(model->num_params());
+  TANDEM_ASSIGN_OR_RETURN(const uint32_t log_blocks_per_group,
+                          LogBlocksPerGroup(o, static_cast<uint64_t>(model->num_params())));
   const std::string& certs = aggregators.certs_dir;
   const std::string dir = absl::StrCat(p.work_dir, "/", o.name);
   std::filesystem::remove_all(dir);
@@ -62,7 +73,9 @@ absl::StatusOr<std::vector<RoundRecord>> RunProcessFederation(
       absl::StrCat("--round_timeout_s=", p.round_timeout_s),
       absl::StrCat("--num_recycled=", o.fedluar ? o.num_recycled : 0),
       absl::StrCat("--fedluar_seed=", o.seed), absl::StrCat("--block_size=", o.block_size),
-      absl::StrCat("--log_blocks_per_group=", o.log_blocks_per_group),
+      absl::StrCat("--log_blocks_per_group=", log_blocks_per_group),
+      o.block_selection == proto::BLOCK_SELECTION_TOP_NORM ? "--block_selection=topk"
+                                                           : "--block_selection=random",
       absl::StrCat("--clip=", o.clip_l2_norm), absl::StrCat("--noise_multiplier=", o.noise_multiplier),
       absl::StrCat("--delta=", o.delta), absl::StrCat("--epsilon_budget=", o.epsilon_budget),
       absl::StrCat("--local_steps=", o.local_steps), absl::StrCat("--batch_size=", o.batch_size),
@@ -98,11 +111,6 @@ absl::StatusOr<std::vector<RoundRecord>> RunProcessFederation(
     roots.pem_root_certs.assign(std::istreambuf_iterator<char>(in), {});
   }
   auto stub = proto::Coordinator::NewStub(grpc::CreateChannel(address, grpc::SslCredentials(roots)));
-  // Dense 2-server secret sharing of the full update: 2 x 8 bytes x params
-  // of the model the coordinator builds (ml/model_zoo).
-  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<ml::Model> model,
-                          ml::MakeMlp(p.input_dim, o.hidden, p.num_classes));
-  const uint64_t dense_per_client = 2 * 8 * static_cast<uint64_t>(model->num_params());
   std::vector<RoundRecord> records;
   const absl::Time end = absl::Now() + absl::Seconds(p.round_timeout_s * (o.rounds + 1));
   while (absl::Now() < end) {

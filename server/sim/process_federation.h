@@ -30,6 +30,9 @@ struct ProcessOptions {
 
 // Runs one variant (o.private_aggregation must be true: the coordinator
 // always aggregates through PREAMBLE; noise_multiplier 0 turns DP off).
+// The model must be "mlp" (INVALID_ARGUMENT otherwise: the coordinator
+// serves MLPs); the block selection and d (LogBlocksPerGroup) go to the
+// coordinator's flags, and each tandem-client keeps its own error feedback.
 // Calls `progress` once per released round.
 absl::StatusOr<std::vector<RoundRecord>> RunProcessFederation(
     const FederationOptions& o, const ProcessOptions& p, const AggregatorEndpoints& aggregators,

@@ -1,6 +1,8 @@
 // A short private federation on sklearn digits through two real aggregator
 // daemons: it learns, every participant's report is counted, PREAMBLE sends
-// less than dense two-server sharing, and the report folder is written.
+// less than dense two-server sharing, and the report folder is written; and
+// a deep CNN with top-norm block selection and error feedback.
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -74,6 +76,54 @@ TEST(Simulator, PrivateFederationOnDigitsLearnsAndReports) {
   EXPECT_THAT(page, ::testing::HasSubstr("fedavg-preamble-dp"));
   EXPECT_TRUE(std::filesystem::exists(dir + "/report/metrics.csv"));
   EXPECT_TRUE(std::filesystem::exists(dir + "/report/metrics.json"));
+  std::filesystem::remove_all(dir);
+}
+
+// A deep CNN (8x8 digits) with top-norm block selection: a quarter of the
+// blocks sent, the rest carried as each client's error feedback, norm
+// proofs on (the clipped selected blocks must pass the aggregators' check).
+TEST(Simulator, TopNormDeepCnnReportsAreAllAccepted) {
+  auto all = ml::LoadDigitsCsv();
+  ASSERT_THAT(all, IsOk()) << "install the data with deploy/install-deps.sh";
+  auto split = ml::TrainTestSplit(*all, 0.25, 3);
+  ASSERT_THAT(split, IsOk());
+  const std::string dir = tandem::testing::MakeTempDir("tandem-simtest-topnorm");
+  ASSERT_THAT(tandem::testing::MakeRoleCertificates(dir), IsOk());
+  tandem::testing::AggregatorPairOptions po;
+  po.certs_dir = dir;
+  po.ticket_public_key = dir + "/ticket.pub";
+  po.policy = "min_noise_multiplier: 0.05 min_batch_size: 1 require_norm_proofs: true "
+              "sampling_rate: 0.75 epsilon_budget: inf";
+  auto pair = tandem::testing::StartAggregatorPair(TANDEM_AGGREGATOR_BIN, dir + "/state", po);
+  ASSERT_THAT(pair, IsOk());
+
+  FederationOptions o;
+  o.name = "fedavg-preamble-dp-topnorm";
+  o.model = "deep_cnn";
+  o.rounds = 3;
+  o.clients = 6;
+  o.partition = "iid";
+  o.sample_rate = 0.75;
+  o.local_steps = 10;
+  o.block_size = 64;
+  o.blocks_fraction = 0.25;
+  o.block_selection = proto::BLOCK_SELECTION_TOP_NORM;
+  o.norm_proofs = true;
+  o.noise_multiplier = 0.05;
+  o.crypto_seed = 12;
+  auto records = RunFederation(o, split->first, split->second,
+                               {pair->leader_address(), pair->helper_address(),
+                                pair->leader_collector_address(),
+                                pair->helper_collector_address(), dir},
+                               nullptr);
+  ASSERT_THAT(records, IsOk());
+  ASSERT_EQ(records->size(), 3u);
+  for (const RoundRecord& r : *records) {
+    EXPECT_EQ(r.accepted_reports, static_cast<uint64_t>(r.participants)) << r.round;
+    // A quarter of the blocks as key shares, plus the norm proofs.
+    EXPECT_LT(r.bytes_up, r.dense_bytes_up) << r.round;
+    EXPECT_TRUE(std::isfinite(r.test_loss)) << r.round;
+  }
   std::filesystem::remove_all(dir);
 }
 

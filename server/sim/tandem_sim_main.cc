@@ -3,8 +3,11 @@
 // among N clients (Dirichlet label skew), runs R rounds per variant (FedAvg,
 // FedLUAR; private = PREAMBLE block-sparse DPF reports + discrete Gaussian
 // noise, and a clear-text FedAvg baseline), prints progress and writes a
-// report folder (metrics.csv, metrics.json, report.html).
+// report folder (metrics.csv, metrics.json, report.html). --model picks the
+// clients' model (sim_models.h); --block_selection and --blocks_fraction set
+// which and how many blocks each private report carries.
 //   tandem-sim --rounds=5 --clients=20 --report_dir=reports/latest
+//   tandem-sim --model=deep_cnn --block_selection=top_norm --blocks_fraction=0.25
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -23,6 +26,7 @@
 #include "server/sim/federation.h"
 #include "server/sim/process_federation.h"
 #include "server/sim/report.h"
+#include "server/sim/sim_models.h"
 #include "tests/testing/certificates.h"
 #include "tests/testing/daemon_process.h"
 
@@ -48,10 +52,19 @@ ABSL_FLAG(std::string, partition, "mixture",
 ABSL_FLAG(double, size_sigma, 0.0,
           "log-normal sigma of client sizes for --partition=mixture|quantity (0 = equal)");
 ABSL_FLAG(std::string, hidden, "32", "MLP hidden widths, comma separated");
+ABSL_FLAG(std::string, model, "mlp",
+          "model the clients train: mlp (--hidden), cnn or deep_cnn (8 weight tensors; square "
+          "images such as Fashion-MNIST's; --mode=inprocess only)");
 ABSL_FLAG(int, num_recycled, 1, "FedLUAR: weight tensors recycled per round");
 ABSL_FLAG(int, block_size, 256, "PREAMBLE block size B");
 ABSL_FLAG(int, log_blocks_per_group, 1,
           "PREAMBLE d: one of 2^d blocks per group is sent (upload ~ 1/2^d)");
+ABSL_FLAG(double, blocks_fraction, 0,
+          "fraction of its blocks a client sends, in (0, 1]; sets d to the nearest power of two "
+          "(0 = use --log_blocks_per_group)");
+ABSL_FLAG(std::string, block_selection, "random",
+          "private variants: random (one uniform block per group, unbiased by 2^d) or top_norm "
+          "(the largest block per group, the rest kept as the client's error feedback)");
 ABSL_FLAG(double, clip, 1.0, "L2 clipping bound C of each update");
 ABSL_FLAG(double, noise_multiplier, 0.5, "discrete Gaussian sigma / C per aggregator");
 ABSL_FLAG(double, epsilon_budget, 0,
@@ -143,6 +156,64 @@ int main(int argc, char** argv) {
   const tandem::ml::Dataset& train = data->first;
   const tandem::ml::Dataset& test = data->second;
 
+  // The run's options, checked before any daemon starts.
+  std::vector<tandem::sim::FederationOptions> runs;
+  tandem::sim::FederationOptions base;
+  base.rounds = absl::GetFlag(FLAGS_rounds);
+  base.clients = absl::GetFlag(FLAGS_clients);
+  base.sample_rate = absl::GetFlag(FLAGS_sample_rate);
+  base.local_steps = absl::GetFlag(FLAGS_local_steps);
+  base.client_lr = absl::GetFlag(FLAGS_client_lr);
+  base.dirichlet_alpha = absl::GetFlag(FLAGS_alpha);
+  base.partition = absl::GetFlag(FLAGS_partition);
+  base.size_sigma = absl::GetFlag(FLAGS_size_sigma);
+  base.num_recycled = absl::GetFlag(FLAGS_num_recycled);
+  base.hidden.clear();
+  for (absl::string_view h : absl::StrSplit(absl::GetFlag(FLAGS_hidden), ',', absl::SkipEmpty())) {
+    int64_t w = 0;
+    if (!absl::SimpleAtoi(h, &w) || w < 1) {
+      std::fprintf(stderr, "--hidden must be positive integers separated by commas\n");
+      return 2;
+    }
+    base.hidden.push_back(w);
+  }
+  base.model = absl::GetFlag(FLAGS_model);
+  base.block_size = static_cast<uint32_t>(absl::GetFlag(FLAGS_block_size));
+  base.log_blocks_per_group = static_cast<uint32_t>(absl::GetFlag(FLAGS_log_blocks_per_group));
+  base.blocks_fraction = absl::GetFlag(FLAGS_blocks_fraction);
+  if (const std::string sel = absl::GetFlag(FLAGS_block_selection); sel == "top_norm") {
+    base.block_selection = tandem::proto::BLOCK_SELECTION_TOP_NORM;
+  } else if (sel != "random") {
+    std::fprintf(stderr, "--block_selection must be random or top_norm\n");
+    return 2;
+  }
+  // The model and what each private report carries of it, checked before
+  // any variant runs.
+  auto model = tandem::sim::MakeSimModel(base.model, train.features.cols(), base.hidden,
+                                         train.num_classes);
+  if (!model.ok()) {
+    std::fprintf(stderr, "--model: %s\n", model.status().ToString().c_str());
+    return 2;
+  }
+  const auto dimension = static_cast<uint64_t>((*model)->num_params());
+  auto log_blocks = tandem::sim::LogBlocksPerGroup(base, dimension);
+  if (!log_blocks.ok()) {
+    std::fprintf(stderr, "%s\n", log_blocks.status().ToString().c_str());
+    return 2;
+  }
+  const uint64_t blocks = (dimension + base.block_size - 1) / base.block_size;
+  const uint64_t groups = (blocks + (uint64_t{1} << *log_blocks) - 1) >> *log_blocks;
+  std::printf("model %s: %llu parameters, %llu blocks of %u; private reports: %s, d=%u, "
+              "one block from each of %llu groups (%.1f%% of the blocks)\n",
+              base.model.c_str(), static_cast<unsigned long long>(dimension),
+              static_cast<unsigned long long>(blocks), base.block_size,
+              absl::GetFlag(FLAGS_block_selection).c_str(), *log_blocks,
+              static_cast<unsigned long long>(groups), 100.0 * groups / blocks);
+  if (absl::GetFlag(FLAGS_mode) == "processes" && base.model != "mlp") {
+    std::fprintf(stderr, "--mode=processes trains MLPs only (tandem-coordinator's models)\n");
+    return 2;
+  }
+
   // Either aggregators already running elsewhere (--leader/--helper, e.g.
   // the docker-compose topology) or a pair started here on loopback.
   tandem::sim::AggregatorEndpoints endpoints{
@@ -194,28 +265,6 @@ int main(int argc, char** argv) {
               endpoints.leader.c_str(), endpoints.helper.c_str(),
               state.empty() ? "running elsewhere" : ("started here, logs in " + state).c_str());
 
-  std::vector<tandem::sim::FederationOptions> runs;
-  tandem::sim::FederationOptions base;
-  base.rounds = absl::GetFlag(FLAGS_rounds);
-  base.clients = absl::GetFlag(FLAGS_clients);
-  base.sample_rate = absl::GetFlag(FLAGS_sample_rate);
-  base.local_steps = absl::GetFlag(FLAGS_local_steps);
-  base.client_lr = absl::GetFlag(FLAGS_client_lr);
-  base.dirichlet_alpha = absl::GetFlag(FLAGS_alpha);
-  base.partition = absl::GetFlag(FLAGS_partition);
-  base.size_sigma = absl::GetFlag(FLAGS_size_sigma);
-  base.num_recycled = absl::GetFlag(FLAGS_num_recycled);
-  base.hidden.clear();
-  for (absl::string_view h : absl::StrSplit(absl::GetFlag(FLAGS_hidden), ',', absl::SkipEmpty())) {
-    int64_t w = 0;
-    if (!absl::SimpleAtoi(h, &w) || w < 1) {
-      std::fprintf(stderr, "--hidden must be positive integers separated by commas\n");
-      return 2;
-    }
-    base.hidden.push_back(w);
-  }
-  base.block_size = static_cast<uint32_t>(absl::GetFlag(FLAGS_block_size));
-  base.log_blocks_per_group = static_cast<uint32_t>(absl::GetFlag(FLAGS_log_blocks_per_group));
   base.clip_l2_norm = absl::GetFlag(FLAGS_clip);
   base.noise_multiplier = absl::GetFlag(FLAGS_noise_multiplier);
   base.seed = absl::GetFlag(FLAGS_seed);
@@ -226,11 +275,13 @@ int main(int argc, char** argv) {
     tandem::sim::FederationOptions o = base;
     o.name = "fedavg-clear";
     o.private_aggregation = false;
+    o.block_selection = tandem::proto::BLOCK_SELECTION_RANDOM;  // dense mean: no blocks
     runs.push_back(o);
   }
   // Variant labels say what protects the updates: PREAMBLE alone (secure
   // aggregation) or PREAMBLE with DP noise.
-  const std::string suffix = base.noise_multiplier > 0 ? "-preamble-dp" : "-preamble";
+  std::string suffix = base.noise_multiplier > 0 ? "-preamble-dp" : "-preamble";
+  if (base.block_selection == tandem::proto::BLOCK_SELECTION_TOP_NORM) suffix += "-topnorm";
   for (absl::string_view v : absl::StrSplit(absl::GetFlag(FLAGS_variants), ',', absl::SkipEmpty())) {
     tandem::sim::FederationOptions o = base;
     if (v == "fedavg") {
