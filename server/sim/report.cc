@@ -1,70 +1,322 @@
 #include "server/sim/report.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 
 namespace tandem::sim {
 namespace {
 
-const char* kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"};
+const char* kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b",
+                         "#e377c2", "#17becf"};
+constexpr int kNumColors = 8;
 
-// One line chart of `value(record)` per variant.
-std::string Chart(const std::string& title, const std::vector<RoundRecord>& records,
-                  double (*value)(const RoundRecord&)) {
-  std::map<std::string, std::vector<const RoundRecord*>> by_variant;
-  std::vector<std::string> order;
-  double max_v = 0;
-  int max_round = 1;
-  for (const RoundRecord& r : records) {
-    if (!by_variant.count(r.variant)) order.push_back(r.variant);
-    by_variant[r.variant].push_back(&r);
-    max_v = std::max(max_v, value(r));
-    max_round = std::max(max_round, r.round);
+// Text for HTML element content and attribute values.
+std::string Escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += c;
+    }
   }
-  if (max_v <= 0) max_v = 1;
-  const double w = 520, h = 260, left = 60, bottom = 30, top = 20;
+  return out;
+}
+
+// An axis tick: 3 significant digits, whole numbers from 1000 up (no
+// exponent notation on the page).
+std::string Tick(double v) {
+  return std::fabs(v) >= 1000 ? absl::StrFormat("%.0f", v) : absl::StrFormat("%.3g", v);
+}
+
+// One line of an XY plot. horizontal: a line across the whole x range at
+// points[0].second (the x values are ignored).
+struct Series {
+  std::string label;
+  std::string color;
+  std::vector<std::pair<double, double>> points;
+  bool dashed = false;
+  bool markers = false;
+  bool horizontal = false;
+};
+
+// An inline-SVG line plot with a caption: axes from 0 (y) and from the
+// smallest x (or 1 with integer_x, the rounds), five y ticks, the axes'
+// labels, a legend on the right.
+std::string Plot(const std::string& title, const std::string& caption, const std::string& y_label,
+                 const std::string& x_label, bool integer_x, const std::vector<Series>& series) {
+  double x0 = integer_x ? 1 : 0, x1 = x0, y1 = 0;
+  bool any_x = false;
+  for (const Series& s : series) {
+    for (const auto& [x, y] : s.points) {
+      y1 = std::max(y1, y);
+      if (s.horizontal) continue;
+      x1 = any_x ? std::max(x1, x) : std::max(x0, x);
+      any_x = true;
+    }
+  }
+  if (y1 <= 0) y1 = 1;
+  if (x1 <= x0) x1 = x0 + 1;
+  const double w = 520, h = 260, left = 60, bottom = 34, top = 26;
+  const auto px = [&](double x) { return left + (w - left) * (x - x0) / (x1 - x0); };
+  const auto py = [&](double y) { return h - bottom - (h - bottom - top) * y / y1; };
   std::string svg = absl::StrFormat(
-      "<figure><figcaption>%s</figcaption><svg width=\"%d\" height=\"%d\" "
-      "xmlns=\"http://www.w3.org/2000/svg\">",
-      title, static_cast<int>(w + 240), static_cast<int>(h));
+      "<figure>\n<svg width=\"%d\" height=\"%d\" role=\"img\" aria-label=\"%s\">",
+      static_cast<int>(w + 260), static_cast<int>(h), Escape(title));
   absl::StrAppendFormat(&svg,
                         "<line x1=\"%g\" y1=\"%g\" x2=\"%g\" y2=\"%g\" stroke=\"#444\"/>"
                         "<line x1=\"%g\" y1=\"%g\" x2=\"%g\" y2=\"%g\" stroke=\"#444\"/>",
                         left, top, left, h - bottom, left, h - bottom, w, h - bottom);
   for (int t = 0; t <= 4; ++t) {
-    const double y = h - bottom - (h - bottom - top) * t / 4.0;
+    const double y = y1 * t / 4.0;
     absl::StrAppendFormat(&svg,
-                          "<text x=\"%g\" y=\"%g\" font-size=\"11\" text-anchor=\"end\">%.3g</text>",
-                          left - 4, y + 4, max_v * t / 4.0);
+                          "<text x=\"%g\" y=\"%g\" font-size=\"11\" text-anchor=\"end\">%s</text>",
+                          left - 4, py(y) + 4, Tick(y));
   }
-  for (int r = 1; r <= max_round; ++r) {
-    const double x = left + (w - left) * (max_round == 1 ? 0.5 : (r - 1.0) / (max_round - 1.0));
-    absl::StrAppendFormat(&svg,
-                          "<text x=\"%g\" y=\"%g\" font-size=\"11\" text-anchor=\"middle\">%d</text>",
-                          x, h - bottom + 14, r);
+  std::vector<double> ticks;
+  if (integer_x) {
+    const int step = std::max(1, static_cast<int>(std::ceil((x1 - x0) / 10)));
+    for (int r = static_cast<int>(x0); r <= static_cast<int>(x1); r += step) ticks.push_back(r);
+  } else {
+    for (int t = 0; t <= 4; ++t) ticks.push_back(x0 + (x1 - x0) * t / 4.0);
   }
-  absl::StrAppendFormat(&svg, "<text x=\"%g\" y=\"%g\" font-size=\"11\">round</text>", w + 8,
-                        h - bottom + 14);
-  for (size_t v = 0; v < order.size(); ++v) {
-    std::string points;
-    for (const RoundRecord* r : by_variant[order[v]]) {
-      const double x = left + (w - left) * (max_round == 1 ? 0.5 : (r->round - 1.0) / (max_round - 1.0));
-      const double y = h - bottom - (h - bottom - top) * value(*r) / max_v;
-      absl::StrAppendFormat(&points, "%.1f,%.1f ", x, y);
+  for (double x : ticks) {
+    absl::StrAppendFormat(
+        &svg, "<text x=\"%.1f\" y=\"%g\" font-size=\"11\" text-anchor=\"middle\">%s</text>",
+        px(x), h - bottom + 14, Tick(x));
+  }
+  absl::StrAppendFormat(&svg,
+                        "<text x=\"%g\" y=\"%g\" font-size=\"11\" text-anchor=\"middle\">%s</text>",
+                        (left + w) / 2, h - 4, Escape(x_label));
+  absl::StrAppendFormat(&svg, "<text x=\"%g\" y=\"%g\" font-size=\"11\">%s</text>", left + 6,
+                        top - 6, Escape(y_label));
+  for (size_t i = 0; i < series.size(); ++i) {
+    const Series& s = series[i];
+    const std::string dash = s.dashed ? " stroke-dasharray=\"6,4\"" : "";
+    if (s.horizontal) {
+      if (s.points.empty()) continue;
+      absl::StrAppendFormat(&svg,
+                            "<line x1=\"%g\" y1=\"%.1f\" x2=\"%g\" y2=\"%.1f\" stroke=\"%s\" "
+                            "stroke-width=\"2\"%s/>",
+                            left, py(s.points[0].second), w, py(s.points[0].second), s.color, dash);
+    } else {
+      std::string points;
+      for (const auto& [x, y] : s.points) absl::StrAppendFormat(&points, "%.1f,%.1f ", px(x), py(y));
+      absl::StrAppendFormat(&svg,
+                            "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\"%s "
+                            "points=\"%s\"/>",
+                            s.color, dash, points);
+      if (s.markers) {
+        for (const auto& [x, y] : s.points) {
+          absl::StrAppendFormat(&svg, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"/>",
+                                px(x), py(y), s.color);
+        }
+      }
     }
-    const char* color = kColors[v % 6];
-    absl::StrAppendFormat(&svg,
-                          "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\" points=\"%s\"/>"
-                          "<text x=\"%g\" y=\"%g\" font-size=\"12\" fill=\"%s\">%s</text>",
-                          color, points, w + 10, top + 16 * (v + 1), color, order[v]);
+    absl::StrAppendFormat(&svg, "<text x=\"%g\" y=\"%g\" font-size=\"12\" fill=\"%s\">%s</text>",
+                          w + 10, top + 16 * (i + 1), s.color, Escape(s.label));
   }
-  svg += "</svg></figure>\n";
+  absl::StrAppendFormat(&svg, "</svg>\n<figcaption><b>%s.</b> %s</figcaption>\n</figure>\n",
+                        Escape(title), Escape(caption));
   return svg;
+}
+
+// The records grouped by variant, in the order the variants first appear.
+std::vector<std::pair<std::string, std::vector<const RoundRecord*>>> ByVariant(
+    const std::vector<RoundRecord>& records) {
+  std::vector<std::pair<std::string, std::vector<const RoundRecord*>>> out;
+  std::map<std::string, size_t> index;
+  for (const RoundRecord& r : records) {
+    auto [it, added] = index.emplace(r.variant, out.size());
+    if (added) out.push_back({r.variant, {}});
+    out[it->second].second.push_back(&r);
+  }
+  return out;
+}
+
+const ReportVariant* FindVariant(const ReportParameters& p, const std::string& name) {
+  for (const ReportVariant& v : p.variants) {
+    if (v.name == name) return &v;
+  }
+  return nullptr;
+}
+
+// Private: from the parameters, else from the bytes (a clear round sends
+// exactly its dense floats).
+bool IsPrivate(const ReportParameters& p, const std::string& name,
+               const std::vector<const RoundRecord*>& rounds) {
+  if (const ReportVariant* v = FindVariant(p, name)) return v->private_aggregation;
+  for (const RoundRecord* r : rounds) {
+    if (r->bytes_up != r->dense_bytes_up || r->epsilon > 0) return true;
+  }
+  return false;
+}
+
+// One series per variant of `value(record)` against the round.
+std::vector<Series> PerRound(const std::vector<RoundRecord>& records, bool private_only,
+                             const ReportParameters& p, double (*value)(const RoundRecord&)) {
+  std::vector<Series> out;
+  const auto groups = ByVariant(records);
+  for (size_t v = 0; v < groups.size(); ++v) {
+    if (private_only && !IsPrivate(p, groups[v].first, groups[v].second)) continue;
+    Series s{groups[v].first, kColors[v % kNumColors], {}};
+    for (const RoundRecord* r : groups[v].second) s.points.push_back({r->round, value(*r)});
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+// Accuracy against cumulative epsilon: every DP run's rounds, a dashed line
+// joining the end points of runs of one family (a noise sweep), and the
+// clear variants' final accuracy as horizontal lines. Empty without a DP run.
+std::string PrivacyUtility(const std::vector<RoundRecord>& records, const ReportParameters& p) {
+  const auto groups = ByVariant(records);
+  std::vector<Series> series;
+  std::vector<std::string> family_order;
+  std::map<std::string, std::vector<std::pair<double, double>>> family_ends;
+  for (size_t v = 0; v < groups.size(); ++v) {
+    const auto& [name, rounds] = groups[v];
+    const bool priv = IsPrivate(p, name, rounds);
+    if (!priv) {
+      series.push_back({absl::StrCat(name, " (final)"), kColors[v % kNumColors],
+                        {{0, rounds.back()->test_accuracy}}, true, false, true});
+      continue;
+    }
+    if (rounds.back()->epsilon <= 0) continue;  // no noise: no epsilon to plot against
+    Series s{name, kColors[v % kNumColors], {}, false, true};
+    for (const RoundRecord* r : rounds) s.points.push_back({r->epsilon, r->test_accuracy});
+    series.push_back(std::move(s));
+    const ReportVariant* rv = FindVariant(p, name);
+    const std::string family = rv && !rv->family.empty() ? rv->family : name;
+    if (!family_ends.count(family)) family_order.push_back(family);
+    family_ends[family].push_back({rounds.back()->epsilon, rounds.back()->test_accuracy});
+  }
+  bool any_dp = false;
+  for (const Series& s : series) any_dp |= !s.horizontal;
+  if (!any_dp) return "";
+  for (const std::string& f : family_order) {
+    auto ends = family_ends[f];
+    if (ends.size() < 2) continue;
+    std::sort(ends.begin(), ends.end());
+    series.push_back({absl::StrCat(f, " (end points)"), "#333", ends, true, false});
+  }
+  return Plot("Privacy-utility: test accuracy vs epsilon",
+              absl::StrFormat("Each DP run's test accuracy against the epsilon it had spent "
+                              "(delta = %g) after each round, one dot per round, the last dot "
+                              "being the run's end; a black dashed line joins the end points "
+                              "of runs that differ only in their noise multiplier, and a "
+                              "horizontal dashed line marks the clear FedAvg baseline's final "
+                              "accuracy (no privacy).",
+                              p.delta > 0 ? p.delta : 1e-5),
+              "test accuracy", "epsilon (cumulative)", false, series);
+}
+
+std::string Row(const std::string& name, const std::string& value) {
+  return absl::StrCat("<tr><th>", Escape(name), "</th><td>", Escape(value), "</td></tr>\n");
+}
+
+std::string ParametersTable(const ReportParameters& p) {
+  std::set<double> noises;
+  for (const ReportVariant& v : p.variants) {
+    if (v.private_aggregation) noises.insert(v.noise_multiplier);
+  }
+  std::vector<std::string> z;
+  for (double n : noises) z.push_back(absl::StrFormat("%g (sigma = %g)", n, n * p.clip));
+  std::string t = "<h2>Parameters</h2>\n<table class=\"params\">\n";
+  t += Row("dataset", p.dataset);
+  t += Row("model", p.model);
+  t += Row("clients", absl::StrCat(p.clients));
+  t += Row("rounds per variant", absl::StrCat(p.rounds));
+  t += Row("sample rate q (Poisson)", absl::StrFormat("%g", p.sample_rate));
+  t += Row("local steps, client learning rate", absl::StrFormat("%d, %g", p.local_steps, p.client_lr));
+  t += Row("client split", absl::StrFormat("%s (alpha %g)", p.partition, p.alpha));
+  t += Row("model parameters D", absl::StrCat(p.dimension));
+  t += Row("block size B", absl::StrCat(p.block_size));
+  t += Row("blocks ceil(D / B)", absl::StrCat(p.blocks));
+  t += Row("d (one of 2^d blocks per group)", absl::StrCat(p.log_blocks_per_group));
+  t += Row("blocks sent per report k (groups)",
+           absl::StrFormat("%d (%.1f%% of the blocks)", p.groups,
+                           p.blocks > 0 ? 100.0 * p.groups / p.blocks : 0.0));
+  t += Row("block selection", p.block_selection);
+  t += Row("clip C (L2)", absl::StrFormat("%g", p.clip));
+  t += Row("noise multiplier z per aggregator",
+           z.empty() ? std::string("none (no private variant)") : absl::StrJoin(z, ", "));
+  t += Row("delta", absl::StrFormat("%g", p.delta));
+  t += Row("norm proofs", p.norm_proofs ? "on" : "off");
+  t += Row("mode", p.mode);
+  t += "</table>\n";
+  return t;
+}
+
+std::string Ratio(double a, double b) { return b > 0 ? absl::StrFormat("%.3f", a / b) : "n/a"; }
+
+std::string SummaryTable(const std::vector<RoundRecord>& records, const ReportParameters& p) {
+  const double clear_bytes = 4.0 * p.dimension;  // float32 update to one server
+  const double dense_bytes = 8.0 * p.dimension;  // a 64-bit share of D to each server
+  std::string t = "<h2>Summary per variant</h2>\n<table class=\"summary\">\n";
+  t += absl::StrFormat(
+      "<tr><th>variant</th><th>noise z</th><th>rounds</th><th>final accuracy</th>"
+      "<th>final epsilon</th><th>mean s / round</th><th>bytes / client / server</th>"
+      "<th>vs clear FedAvg (4D = %.0f B)</th><th>vs dense 2-server (8D = %.0f B)</th></tr>\n",
+      clear_bytes, dense_bytes);
+  for (const auto& [name, rounds] : ByVariant(records)) {
+    const bool priv = IsPrivate(p, name, rounds);
+    const ReportVariant* rv = FindVariant(p, name);
+    double seconds = 0, bytes = 0, clients = 0;
+    for (const RoundRecord* r : rounds) {
+      seconds += r->seconds;
+      bytes += r->bytes_up;
+      clients += r->participants;
+    }
+    // A private report goes to both servers (its two requests' mean).
+    const double per = clients > 0 ? bytes / clients / (priv ? 2 : 1) : 0;
+    const RoundRecord& last = *rounds.back();
+    absl::StrAppendFormat(
+        &t,
+        "<tr><td class=\"name\">%s</td><td>%s</td><td>%d</td><td>%.4f</td><td>%s</td>"
+        "<td>%.2f</td><td>%.0f</td><td>%s</td><td>%s</td></tr>\n",
+        Escape(name), !priv ? "clear" : rv ? absl::StrFormat("%g", rv->noise_multiplier) : "?",
+        rounds.size(), last.test_accuracy,
+        priv && last.epsilon > 0 ? absl::StrFormat("%.3f", last.epsilon)
+                                 : std::string(priv ? "no DP" : "none (clear)"),
+        seconds / rounds.size(), per, Ratio(per, clear_bytes), Ratio(per, dense_bytes));
+  }
+  t += "</table>\n<p class=\"note\">Bytes per client per server: each round's upload bytes "
+       "over its participants, for a private variant halved between the two servers (the "
+       "serialized PREAMBLE requests with key shares, norm proof and ticket); the ratios "
+       "compare it with a clear FedAvg client sending D float32 values to one server and with "
+       "dense two-server secret sharing sending a 64-bit share of all D values to each server "
+       "(n/a: D unknown).</p>\n";
+  return t;
+}
+
+std::string RoundsTable(const std::vector<RoundRecord>& records) {
+  std::string t =
+      "<h2>Every round</h2>\n<table class=\"rounds\">\n<tr><th>variant</th><th>round</th>"
+      "<th>clients</th><th>reports</th><th>accuracy</th><th>KiB up</th><th>dense KiB</th>"
+      "<th>epsilon</th><th>s</th></tr>\n";
+  for (const RoundRecord& r : records) {
+    absl::StrAppendFormat(&t,
+                          "<tr><td class=\"name\">%s</td><td>%d</td><td>%d</td><td>%d</td>"
+                          "<td>%.4f</td><td>%.1f</td><td>%.1f</td><td>%.3f</td><td>%.2f</td>"
+                          "</tr>\n",
+                          Escape(r.variant), r.round, r.participants, r.accepted_reports,
+                          r.test_accuracy, r.bytes_up / 1024.0, r.dense_bytes_up / 1024.0,
+                          r.epsilon, r.seconds);
+  }
+  t += "</table>\n";
+  return t;
 }
 
 double Accuracy(const RoundRecord& r) { return r.test_accuracy; }
@@ -73,30 +325,60 @@ double Epsilon(const RoundRecord& r) { return r.epsilon; }
 
 }  // namespace
 
-std::string RenderHtml(const std::string& title, const std::vector<RoundRecord>& records) {
+std::string RenderHtml(const std::string& title, const std::vector<RoundRecord>& records,
+                       const ReportParameters& p) {
   std::string html = absl::StrCat(
-      "<!doctype html><html><head><meta charset=\"utf-8\"><title>", title,
-      "</title><style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
-      "td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}</style></head><body><h1>",
-      title, "</h1>\n");
-  html += Chart("Test accuracy vs round", records, Accuracy);
-  html += Chart("Upload per round, all clients (KiB)", records, KiBUp);
-  html += Chart("Privacy spent: epsilon vs round", records, Epsilon);
-  html += "<table><tr><th>variant</th><th>round</th><th>clients</th><th>reports</th>"
-          "<th>accuracy</th><th>KiB up</th><th>dense KiB</th><th>epsilon</th><th>s</th></tr>\n";
-  for (const RoundRecord& r : records) {
-    absl::StrAppendFormat(&html,
-                          "<tr><td>%s</td><td>%d</td><td>%d</td><td>%d</td><td>%.4f</td>"
-                          "<td>%.1f</td><td>%.1f</td><td>%.3f</td><td>%.2f</td></tr>\n",
-                          r.variant, r.round, r.participants, r.accepted_reports, r.test_accuracy,
-                          r.bytes_up / 1024.0, r.dense_bytes_up / 1024.0, r.epsilon, r.seconds);
+      "<!doctype html>\n<html lang=\"en\">\n<head><meta charset=\"utf-8\"><title>", Escape(title),
+      "</title>\n<style>body{font-family:sans-serif;margin:2em;max-width:60em}"
+      "table{border-collapse:collapse;margin:0.5em 0}"
+      "td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}"
+      "td.name,table.params th,table.params td{text-align:left}figcaption{max-width:48em;font-size:0.9em}"
+      "p.note{font-size:0.9em;max-width:48em}</style>\n</head>\n<body>\n<h1>",
+      Escape(title), "</h1>\n");
+  if (p.dimension > 0) html += ParametersTable(p);
+  if (!records.empty()) html += SummaryTable(records, p);
+  html += "<h2>Plots</h2>\n";
+  html += Plot("Test accuracy vs round",
+               "The global model's accuracy on the held-out test set after each round, one line "
+               "per variant; the clear FedAvg baseline averages the updates with neither PREAMBLE "
+               "nor noise.",
+               "test accuracy", "round", true, PerRound(records, false, p, Accuracy));
+  html += Plot("Upload per round, all clients (KiB)",
+               "The bytes all of a round's participants uploaded (a private variant: to both "
+               "servers together); it follows the cohort size, which Poisson sampling varies "
+               "from round to round (variants that send the same bytes draw over one another).",
+               "KiB uploaded", "round", true, PerRound(records, false, p, KiBUp));
+  std::vector<Series> eps = PerRound(records, true, p, Epsilon);
+  if (!eps.empty()) {
+    html += Plot("Privacy spent: epsilon vs round",
+                 absl::StrFormat("The cumulative epsilon at delta = %g of each private variant "
+                                 "after each round (RDP accountant, Poisson subsampling at rate "
+                                 "q; 0 without noise); the clear baseline has no privacy "
+                                 "guarantee and is not drawn.",
+                                 p.delta > 0 ? p.delta : 1e-5),
+                 "epsilon", "round", true, eps);
   }
-  html += "</table></body></html>\n";
+  if (std::string pu = PrivacyUtility(records, p); !pu.empty()) {
+    html += pu;
+  } else {
+    html += "<p class=\"note\">No run with DP noise: no privacy-utility plot.</p>\n";
+  }
+  html += RoundsTable(records);
+  html += "</body>\n</html>\n";
   return html;
+}
+
+std::string RenderHtml(const std::string& title, const std::vector<RoundRecord>& records) {
+  return RenderHtml(title, records, ReportParameters{});
 }
 
 absl::Status WriteReport(const std::string& dir, const std::string& title,
                          const std::vector<RoundRecord>& records) {
+  return WriteReport(dir, title, records, ReportParameters{});
+}
+
+absl::Status WriteReport(const std::string& dir, const std::string& title,
+                         const std::vector<RoundRecord>& records, const ReportParameters& p) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return absl::InternalError(absl::StrCat("cannot create ", dir, ": ", ec.message()));
@@ -124,7 +406,7 @@ absl::Status WriteReport(const std::string& dir, const std::string& title,
   }
   json << "]\n";
   std::ofstream html(dir + "/report.html");
-  html << RenderHtml(title, records);
+  html << RenderHtml(title, records, p);
   if (!csv || !json || !html) return absl::InternalError(absl::StrCat("cannot write into ", dir));
   return absl::OkStatus();
 }

@@ -5,12 +5,16 @@
 // noise, and a clear-text FedAvg baseline), prints progress and writes a
 // report folder (metrics.csv, metrics.json, report.html). --model picks the
 // clients' model (sim_models.h); --block_selection and --blocks_fraction set
-// which and how many blocks each private report carries.
+// which and how many blocks each private report carries; --noise_sweep runs
+// every private variant once per noise multiplier (the report's
+// privacy-utility plot).
 //   tandem-sim --rounds=5 --clients=20 --report_dir=reports/latest
 //   tandem-sim --model=deep_cnn --block_selection=top_norm --blocks_fraction=0.25
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 
@@ -67,6 +71,9 @@ ABSL_FLAG(std::string, block_selection, "random",
           "(the largest block per group, the rest kept as the client's error feedback)");
 ABSL_FLAG(double, clip, 1.0, "L2 clipping bound C of each update");
 ABSL_FLAG(double, noise_multiplier, 0.5, "discrete Gaussian sigma / C per aggregator");
+ABSL_FLAG(std::string, noise_sweep, "",
+          "comma-separated noise multipliers, e.g. 0.5,1,2: every private variant runs once per "
+          "value (replaces --noise_multiplier; the report's privacy-utility plot joins them)");
 ABSL_FLAG(double, epsilon_budget, 0,
           "stop a private variant before a round would exceed this epsilon (0 = no limit)");
 ABSL_FLAG(uint64_t, seed, 1, "seed of data split, init and sampling");
@@ -102,12 +109,11 @@ std::string BinDir() {
   return SelfDir() + "/../..";
 }
 
-// The aggregators' policy for this run: its noise as the floor (0 = a run
-// without DP, an explicit choice of the simulator's operator), its minimum
-// batch, norm proofs as asked, the simulator's Poisson rate as the trusted
-// sampling rate, and its budget (none when 0).
-std::string SimPolicy() {
-  const double z = absl::GetFlag(FLAGS_noise_multiplier);
+// The aggregators' policy for this run: its smallest noise multiplier `z`
+// as the floor (0 = a run without DP, an explicit choice of the simulator's
+// operator), its minimum batch, norm proofs as asked, the simulator's
+// Poisson rate as the trusted sampling rate, and its budget (none when 0).
+std::string SimPolicy(double z) {
   const double budget = absl::GetFlag(FLAGS_epsilon_budget);
   return absl::StrCat("min_noise_multiplier: ", z,
                       " min_batch_size: ", absl::GetFlag(FLAGS_min_batch_size),
@@ -209,6 +215,20 @@ int main(int argc, char** argv) {
               static_cast<unsigned long long>(blocks), base.block_size,
               absl::GetFlag(FLAGS_block_selection).c_str(), *log_blocks,
               static_cast<unsigned long long>(groups), 100.0 * groups / blocks);
+  // The noise multipliers the private variants run with: --noise_sweep's,
+  // else --noise_multiplier alone.
+  std::vector<double> noises;
+  for (absl::string_view z :
+       absl::StrSplit(absl::GetFlag(FLAGS_noise_sweep), ',', absl::SkipEmpty())) {
+    double v = 0;
+    if (!absl::SimpleAtod(z, &v) || !(v >= 0) || std::isinf(v)) {
+      std::fprintf(stderr, "--noise_sweep must be non-negative numbers separated by commas\n");
+      return 2;
+    }
+    noises.push_back(v);
+  }
+  const bool sweep = !noises.empty();
+  if (!sweep) noises.push_back(absl::GetFlag(FLAGS_noise_multiplier));
   if (absl::GetFlag(FLAGS_mode) == "processes" && base.model != "mlp") {
     std::fprintf(stderr, "--mode=processes trains MLPs only (tandem-coordinator's models)\n");
     return 2;
@@ -247,7 +267,7 @@ int main(int argc, char** argv) {
     tandem::testing::AggregatorPairOptions po;
     po.certs_dir = certs;
     po.ticket_public_key = certs + "/ticket.pub";
-    po.policy = SimPolicy();
+    po.policy = SimPolicy(*std::min_element(noises.begin(), noises.end()));
     std::printf("aggregator policy: %s\n", po.policy.c_str());
     pair = tandem::testing::StartAggregatorPair(bin, state, po);
     if (!pair.ok()) {
@@ -279,25 +299,33 @@ int main(int argc, char** argv) {
     runs.push_back(o);
   }
   // Variant labels say what protects the updates: PREAMBLE alone (secure
-  // aggregation) or PREAMBLE with DP noise.
-  std::string suffix = base.noise_multiplier > 0 ? "-preamble-dp" : "-preamble";
-  if (base.block_selection == tandem::proto::BLOCK_SELECTION_TOP_NORM) suffix += "-topnorm";
-  for (absl::string_view v : absl::StrSplit(absl::GetFlag(FLAGS_variants), ',', absl::SkipEmpty())) {
-    tandem::sim::FederationOptions o = base;
-    if (v == "fedavg") {
-      o.name = "fedavg" + suffix;
-    } else if (v == "fedluar") {
-      o.name = "fedluar" + suffix;
-      o.fedluar = true;
-    } else if (v == "fedluar-coido") {
-      o.name = "fedluar-coido" + suffix;
-      o.fedluar = true;
-      o.coido = true;
-    } else {
-      std::fprintf(stderr, "unknown variant %s\n", std::string(v).c_str());
-      return 2;
+  // aggregation) or PREAMBLE with DP noise, and with a sweep the noise.
+  std::vector<std::string> families;  // runs[i]'s label without its noise
+  if (!runs.empty()) families.push_back(runs[0].name);
+  for (double z : noises) {
+    std::string suffix = z > 0 ? "-preamble-dp" : "-preamble";
+    if (base.block_selection == tandem::proto::BLOCK_SELECTION_TOP_NORM) suffix += "-topnorm";
+    for (absl::string_view v :
+         absl::StrSplit(absl::GetFlag(FLAGS_variants), ',', absl::SkipEmpty())) {
+      tandem::sim::FederationOptions o = base;
+      o.noise_multiplier = z;
+      if (v == "fedavg") {
+        o.name = "fedavg" + suffix;
+      } else if (v == "fedluar") {
+        o.name = "fedluar" + suffix;
+        o.fedluar = true;
+      } else if (v == "fedluar-coido") {
+        o.name = "fedluar-coido" + suffix;
+        o.fedluar = true;
+        o.coido = true;
+      } else {
+        std::fprintf(stderr, "unknown variant %s\n", std::string(v).c_str());
+        return 2;
+      }
+      families.push_back(o.name);
+      if (sweep) o.name += absl::StrCat("-z", z);
+      runs.push_back(o);
     }
-    runs.push_back(o);
   }
 
   const bool processes = absl::GetFlag(FLAGS_mode) == "processes";
@@ -343,7 +371,34 @@ int main(int argc, char** argv) {
     all.insert(all.end(), records->begin(), records->end());
   }
   const std::string dir = absl::GetFlag(FLAGS_report_dir);
-  if (absl::Status s = tandem::sim::WriteReport(dir, "tandem federation report", all); !s.ok()) {
+  // What the report's parameters table shows: the values the runs used.
+  tandem::sim::ReportParameters rp;
+  rp.dataset = absl::GetFlag(FLAGS_dataset);
+  rp.model = base.model == "mlp" ? absl::StrCat("mlp (hidden ", absl::GetFlag(FLAGS_hidden), ")")
+                                 : base.model;
+  rp.mode = absl::GetFlag(FLAGS_mode);
+  rp.dimension = dimension;
+  rp.block_size = base.block_size;
+  rp.blocks = blocks;
+  rp.log_blocks_per_group = *log_blocks;
+  rp.groups = groups;
+  rp.block_selection = absl::GetFlag(FLAGS_block_selection);
+  rp.clip = base.clip_l2_norm;
+  rp.sample_rate = base.sample_rate;
+  rp.delta = base.delta;
+  rp.rounds = base.rounds;
+  rp.clients = base.clients;
+  rp.local_steps = base.local_steps;
+  rp.client_lr = base.client_lr;
+  rp.partition = base.partition;
+  rp.alpha = base.dirichlet_alpha;
+  rp.norm_proofs = base.norm_proofs;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    rp.variants.push_back({runs[i].name, families[i], runs[i].private_aggregation,
+                           runs[i].private_aggregation ? runs[i].noise_multiplier : 0.0});
+  }
+  if (absl::Status s = tandem::sim::WriteReport(dir, "tandem federation report", all, rp);
+      !s.ok()) {
     std::fprintf(stderr, "%s\n", s.ToString().c_str());
     return 1;
   }
