@@ -45,6 +45,10 @@ std::vector<KernelSpec> Specs() {
                "HDD (arXiv 2505.24623): features -> Lorentz hyperboloid <x,x>_L = -k (float64 inside)",
                false, {{"features", kF32, 2}}, {Real("k", 1.0, 1e-6, 1e6)}, {{"points", kF32, 2}},
                [](const KernelCall& c) -> absl::StatusOr<Outputs> {
+                 // LorentzModel::Exp0 REQUIRES at least one feature.
+                 if (c.f32(0).dim(1) < 1) {
+                   return absl::InvalidArgumentError("hdd.expmap0 needs D >= 1");
+                 }
                  TANDEM_RETURN_IF_ERROR(Budget(Dim(c.f32(0), 0) * (Dim(c.f32(0), 1) + 1), kMaxScratch,
                                                "HDD float64 points"));
                  TANDEM_ASSIGN_OR_RETURN(const ds::LorentzModel m, ds::LorentzModel::Create(c.param("k")));

@@ -2,14 +2,10 @@
 // kernel through a gRPC stub and compares with the CPU reference of
 // ml/kernels called in-process, then sends malformed requests. Label
 // integration.
-#include <signal.h>
-#include <sys/types.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <cstdio>
 #include <cstring>
+#include <map>
 #include <string>
+#include <vector>
 
 #include <grpcpp/grpcpp.h>
 
@@ -25,6 +21,7 @@
 #include "ml/worker/builtin_kernels.h"
 #include "ml/worker/tensor_codec.h"
 #include "proto/worker.grpc.pb.h"
+#include "tests/integration/worker_process.h"
 
 namespace tandem {
 namespace {
@@ -35,62 +32,18 @@ using ml::kernels::testing::RandomTensor;
 using ml::worker::EncodeBytes;
 using ml::worker::EncodeFloat;
 using ml::worker::ToFloatTensor;
-
-// A tandem-worker child process; SIGTERM on Stop().
-struct WorkerProcess {
-  pid_t pid = -1;
-  int port = 0;
-
-  bool Start(const std::vector<std::string>& flags) {
-    int fds[2];
-    if (pipe(fds) != 0) return false;
-    pid = fork();
-    if (pid == 0) {
-      dup2(fds[1], STDOUT_FILENO);
-      close(fds[0]);
-      close(fds[1]);
-      std::vector<char*> argv;
-      std::string bin = TANDEM_WORKER_BINARY;
-      argv.push_back(bin.data());
-      std::vector<std::string> copy = flags;
-      for (auto& f : copy) argv.push_back(f.data());
-      argv.push_back(nullptr);
-      execv(bin.c_str(), argv.data());
-      _exit(127);
-    }
-    close(fds[1]);
-    FILE* out = fdopen(fds[0], "r");
-    char line[512];
-    while (out != nullptr && fgets(line, sizeof(line), out) != nullptr) {
-      const char* at = std::strstr(line, "listening on ");
-      if (at == nullptr) continue;
-      const std::string rest(at + std::strlen("listening on "));
-      port = std::atoi(rest.substr(rest.rfind(':', rest.find(' ')) + 1).c_str());
-      break;
-    }
-    return port > 0;
-  }
-
-  // Returns the exit status (0 = clean shutdown).
-  int Stop() {
-    if (pid <= 0) return -1;
-    kill(pid, SIGTERM);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    pid = -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  }
-};
+using ::tandem::testing::WorkerProcess;
 
 class WorkerIntegrationTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     process_ = new WorkerProcess;
-    ASSERT_TRUE(process_->Start({"--listen=127.0.0.1:0", "--max_concurrency=2"}));
+    ASSERT_TRUE(
+        process_->Start(TANDEM_WORKER_BINARY, {"--listen=127.0.0.1:0", "--max_concurrency=2"}));
     grpc::ChannelArguments args;
     args.SetMaxReceiveMessageSize(64 << 20);
     stub_ = proto::Worker::NewStub(grpc::CreateCustomChannel(
-                                       "127.0.0.1:" + std::to_string(process_->port),
+                                       "127.0.0.1:" + std::to_string(process_->port()),
                                        grpc::InsecureChannelCredentials(), args))
                 .release();
   }
@@ -274,10 +227,10 @@ TEST_F(WorkerIntegrationTest, MalformedRequestsAreRejected) {
 
 TEST(WorkerProcessTest, SigtermShutsDownCleanlyAndBadFlagsFail) {
   WorkerProcess p;
-  ASSERT_TRUE(p.Start({"--listen=127.0.0.1:0"}));
+  ASSERT_TRUE(p.Start(TANDEM_WORKER_BINARY, {"--listen=127.0.0.1:0"}));
   EXPECT_EQ(p.Stop(), 0);
   WorkerProcess bad;
-  EXPECT_FALSE(bad.Start({"--listen=127.0.0.1:0", "--max_concurrency=0"}));
+  EXPECT_FALSE(bad.Start(TANDEM_WORKER_BINARY, {"--listen=127.0.0.1:0", "--max_concurrency=0"}));
   EXPECT_NE(bad.Stop(), 0);
 }
 
