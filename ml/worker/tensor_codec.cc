@@ -30,13 +30,20 @@ int DTypeSize(proto::DType dtype) {
 
 absl::string_view DTypeName(proto::DType dtype) {
   switch (dtype) {
-    case proto::DTYPE_FLOAT32: return "float32";
-    case proto::DTYPE_FLOAT64: return "float64";
-    case proto::DTYPE_INT32: return "int32";
-    case proto::DTYPE_INT64: return "int64";
-    case proto::DTYPE_UINT64: return "uint64";
-    case proto::DTYPE_UINT8: return "uint8";
-    default: return "unspecified";
+    case proto::DTYPE_FLOAT32:
+      return "float32";
+    case proto::DTYPE_FLOAT64:
+      return "float64";
+    case proto::DTYPE_INT32:
+      return "int32";
+    case proto::DTYPE_INT64:
+      return "int64";
+    case proto::DTYPE_UINT64:
+      return "uint64";
+    case proto::DTYPE_UINT8:
+      return "uint8";
+    default:
+      return "unspecified";
   }
 }
 
@@ -54,13 +61,13 @@ absl::StatusOr<WireTensor> DecodeTensor(const proto::Tensor& t, int64_t max_elem
   auto n = kernels::Tensor::NumElements(shape);
   if (!n.ok()) return absl::InvalidArgumentError(absl::StrCat(what, ": ", n.status().message()));
   if (*n > max_elements) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ": ", *n, " elements exceed the cap of ",
-                                                   max_elements));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": ", *n, " elements exceed the cap of ", max_elements));
   }
   if (static_cast<int64_t>(t.data().size()) != *n * size) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, ": shape [", absl::StrJoin(shape, ", "), "] of ", DTypeName(t.dtype()),
-                     " needs ", *n * size, " bytes, got ", t.data().size()));
+    return absl::InvalidArgumentError(absl::StrCat(what, ": shape [", absl::StrJoin(shape, ", "),
+                                                   "] of ", DTypeName(t.dtype()), " needs ",
+                                                   *n * size, " bytes, got ", t.data().size()));
   }
   WireTensor out;
   out.name = t.name();
@@ -89,6 +96,21 @@ absl::StatusOr<WireTensor> DecodeTensor(const proto::Tensor& t, int64_t max_elem
     out.raw = t.data();
   }
   return out;
+}
+
+absl::Status CheckFiniteOutput(const proto::Tensor& t, absl::string_view what) {
+  if (t.dtype() != proto::DTYPE_FLOAT32) return absl::OkStatus();
+  const size_t n = t.data().size() / sizeof(float);
+  for (size_t i = 0; i < n; ++i) {
+    float x;
+    std::memcpy(&x, t.data().data() + i * sizeof(float), sizeof(float));
+    if (!std::isfinite(x)) {
+      return absl::OutOfRangeError(
+          absl::StrCat(what, " holds NaN or infinity at index ", i,
+                       ": the inputs overflow float32 in this kernel; scale them down"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 proto::Tensor EncodeFloat(absl::string_view name, const kernels::Tensor& t) {
@@ -131,8 +153,8 @@ proto::Tensor EncodeBytes(absl::string_view name, std::vector<int64_t> shape, st
 
 absl::StatusOr<kernels::Tensor> ToFloatTensor(const proto::Tensor& t) {
   if (t.dtype() != proto::DTYPE_FLOAT32) {
-    return absl::InvalidArgumentError(absl::StrCat("tensor '", t.name(), "' is ",
-                                                   DTypeName(t.dtype()), ", not float32"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor '", t.name(), "' is ", DTypeName(t.dtype()), ", not float32"));
   }
   auto w = DecodeTensor(t, kernels::kMaxTensorElements, t.name());
   if (!w.ok()) return w.status();

@@ -48,6 +48,13 @@ proto::Tensor EncodeInt32(absl::string_view name, std::vector<int64_t> shape,
 // Raw bytes as DTYPE_UINT8 (shape must describe bytes.size() elements).
 proto::Tensor EncodeBytes(absl::string_view name, std::vector<int64_t> shape, std::string bytes);
 
+// OK when every value of a DTYPE_FLOAT32 tensor is finite (other dtypes:
+// always OK); else OUT_OF_RANGE naming `what` and the first bad index. The
+// worker runs it on every kernel output: valid, finite inputs can still
+// overflow float32 inside a kernel (e.g. 1e30-scaled attention inputs), and a
+// caller must not receive NaN as an answer.
+absl::Status CheckFiniteOutput(const proto::Tensor& t, absl::string_view what);
+
 // Decodes a DTYPE_FLOAT32 proto tensor into a kernels::Tensor (test and
 // client helper). INVALID_ARGUMENT on any mismatch.
 absl::StatusOr<kernels::Tensor> ToFloatTensor(const proto::Tensor& t);

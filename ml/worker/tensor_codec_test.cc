@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "base/testing/status_matchers.h"
 #include "gtest/gtest.h"
@@ -69,6 +70,24 @@ TEST(TensorCodec, RejectsMalformedTensors) {
   EXPECT_THAT(DecodeTensor(nan, 100, "x"), StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(ToFloatTensor(EncodeInt64("i", {1}, {1})),
               StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+TEST(TensorCodec, CheckFiniteOutputNamesTheFirstBadValue) {
+  auto t = kernels::Tensor::FromData({3}, {1.0f, 2.0f, 3.0f});
+  ASSERT_TRUE(t.ok());
+  proto::Tensor ok = EncodeFloat("y", *t);
+  EXPECT_TRUE(CheckFiniteOutput(ok, "out 0").ok());
+  for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                    -std::numeric_limits<float>::infinity()}) {
+    auto b = kernels::Tensor::FromData({3}, {1.0f, bad, 3.0f});
+    ASSERT_TRUE(b.ok());
+    const absl::Status s = CheckFiniteOutput(EncodeFloat("y", *b), "out 0");
+    EXPECT_EQ(s.code(), absl::StatusCode::kOutOfRange);
+    EXPECT_NE(s.message().find("out 0 holds NaN or infinity at index 1"), std::string::npos)
+        << s.message();
+  }
+  // Integer outputs are not floats: never refused.
+  EXPECT_TRUE(CheckFiniteOutput(EncodeInt32("i", {2}, {-1, 7}), "out 1").ok());
 }
 
 }  // namespace

@@ -1,7 +1,5 @@
 #include "ml/worker/worker_service.h"
 
-#include "ml/worker/tensor_stream.h"
-
 #include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
@@ -10,6 +8,8 @@
 #include "base/grpc_status.h"
 #include "base/logging.h"
 #include "ml/kernels/backend.h"
+#include "ml/worker/tensor_codec.h"
+#include "ml/worker/tensor_stream.h"
 
 namespace tandem::ml::worker {
 namespace {
@@ -28,8 +28,9 @@ class SlotGuard {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<WorkerService>> WorkerService::Create(
-    const KernelRegistry* registry, const Clock* clock, WorkerOptions options) {
+absl::StatusOr<std::unique_ptr<WorkerService>> WorkerService::Create(const KernelRegistry* registry,
+                                                                     const Clock* clock,
+                                                                     WorkerOptions options) {
   if (registry == nullptr || clock == nullptr) {
     return absl::InvalidArgumentError("registry and clock are required");
   }
@@ -79,6 +80,12 @@ grpc::Status WorkerService::Run(grpc::ServerContext*, const proto::KernelRequest
   absl::StatusOr<std::vector<proto::Tensor>> outputs = spec->run(*call);
   const absl::Duration elapsed = clock_->Now() - start;
   if (!outputs.ok()) return ToGrpcStatus(outputs.status());
+  for (size_t i = 0; i < outputs->size(); ++i) {
+    absl::Status finite = CheckFiniteOutput(
+        (*outputs)[i],
+        absl::StrCat(request->kernel(), " output ", i, " (", (*outputs)[i].name(), ")"));
+    if (!finite.ok()) return ToGrpcStatus(finite);
+  }
   for (proto::Tensor& t : *outputs) *response->add_outputs() = std::move(t);
   response->set_backend(std::string(kernels::BackendName(call->backend)));
   response->set_elapsed_us(absl::ToInt64Microseconds(elapsed));
@@ -110,7 +117,8 @@ grpc::Status WorkerService::RunStream(
 }
 
 RunningWorker::~RunningWorker() {
-  if (server != nullptr) server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  if (server != nullptr)
+    server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
 }
 
 absl::StatusOr<std::unique_ptr<RunningWorker>> StartWorker(

@@ -373,6 +373,56 @@ TEST_F(WorkerAllKernelsTest, KernelLevelErrorsAndSizeLimits) {
 
 // Zero-size dimensions in turn in every input of every kernel: the worker
 // answers OK or INVALID_ARGUMENT, never crashes, hangs or fails internally.
+// Finite inputs scaled to the edges of float32 (1e30, 1e-30) overflow
+// inside some kernels (attention, CAT, DuSA, ...): the worker answers
+// OUT_OF_RANGE for an output that holds NaN or infinity, never the NaN
+// itself, and keeps serving.
+TEST_F(WorkerAllKernelsTest, OverflowingInputsNeverAnswerNaN) {
+  int out_of_range = 0;
+  for (const auto& [name, c] : Cases()) {
+    for (const float scale : {1e30f, 1e-30f}) {
+      SCOPED_TRACE(absl::StrCat(name, " inputs x ", scale));
+      proto::KernelRequest r = c.request;
+      bool scaled = false;
+      for (int i = 0; i < r.inputs_size(); ++i) {
+        proto::Tensor* t = r.mutable_inputs(i);
+        if (t->dtype() != proto::DTYPE_FLOAT32) continue;
+        std::string& data = *t->mutable_data();
+        for (size_t k = 0; k + sizeof(float) <= data.size(); k += sizeof(float)) {
+          float x;
+          std::memcpy(&x, data.data() + k, sizeof(x));
+          x *= scale;
+          std::memcpy(data.data() + k, &x, sizeof(x));
+        }
+        scaled = true;
+      }
+      if (!scaled) continue;
+      proto::KernelResponse resp;
+      const grpc::Status s = Run(r, &resp);
+      if (s.error_code() == Code::OUT_OF_RANGE) {
+        EXPECT_NE(s.error_message().find("NaN or infinity"), std::string::npos)
+            << s.error_message();
+        ++out_of_range;
+        continue;
+      }
+      // Kernels may also refuse such inputs up front.
+      ASSERT_TRUE(s.ok() || s.error_code() == Code::INVALID_ARGUMENT)
+          << s.error_code() << ": " << s.error_message();
+      for (const proto::Tensor& o : resp.outputs()) {
+        if (o.dtype() != proto::DTYPE_FLOAT32) continue;
+        for (size_t k = 0; k + sizeof(float) <= o.data().size(); k += sizeof(float)) {
+          float x;
+          std::memcpy(&x, o.data().data() + k, sizeof(x));
+          ASSERT_TRUE(std::isfinite(x)) << o.name() << "[" << k / sizeof(float) << "]";
+        }
+      }
+    }
+  }
+  // Without the output check ten kernels answered NaN or infinity here.
+  EXPECT_GT(out_of_range, 0);
+  ExpectStillServing();
+}
+
 TEST_F(WorkerAllKernelsTest, ZeroSizeDimensionsNeverBreakTheWorker) {
   const std::map<std::string, KernelCase> cases = Cases();
   for (const auto& [name, c] : cases) {
