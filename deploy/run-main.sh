@@ -5,11 +5,14 @@
 #      20 tandem-client processes on Fashion-MNIST (Dirichlet 0.5 split),
 #      FedAvg, FedLUAR and FedLUAR+CoIDO through PREAMBLE, beside clear FedAvg
 #      -> reports/latest/federation/
+#   1b. the same processes with the daemons' private defaults (noise
+#      multiplier 1.0 per aggregator, norm proofs): 10 clients a round drown
+#      in that noise, shown rather than hidden -> reports/latest/federation-dp/
 #   2. differential privacy at scale: 2000 simulated clients (q = 0.05, ~100
 #      per round, 20 rounds, sigma = 1.0 C per aggregator) against the same
 #      kind of aggregator daemons, PREAMBLE + discrete Gaussian noise: epsilon
 #      ~2.6 at delta = 1e-5 over the run -> reports/latest/dp/
-# Extra arguments go to both tandem-sim runs, e.g. deploy/run-main.sh --rounds=10
+# Extra arguments go to every tandem-sim run, e.g. deploy/run-main.sh --rounds=10
 set -euo pipefail
 cd "$(dirname "$0")/.."
 JOBS=${JOBS:-$(nproc)}
@@ -28,6 +31,12 @@ echo "== 1/2: the federation as processes (coordinator, 2 aggregators, 20 client
 build/server/sim/tandem-sim --mode=processes --clients=20 --sample_rate=0.5 --rounds=5 \
   --train_items=20000 --noise_multiplier=0 --certs_dir=build/certs \
   --report_dir=reports/latest/federation "$@"
+echo "== 1b: the same processes with the daemons' private defaults: noise multiplier 1.0 per"
+echo "   aggregator and norm proofs; 10 clients a round cannot hide in that noise (accuracy"
+echo "   near chance, epsilon ~10): DP needs the cohorts of part 2"
+build/server/sim/tandem-sim --mode=processes --clients=20 --sample_rate=0.5 --rounds=5 \
+  --train_items=20000 --noise_multiplier=1.0 --variants=fedavg --baseline=false \
+  --certs_dir=build/certs --report_dir=reports/latest/federation-dp "$@"
 echo "== 2/2: PREAMBLE + DP with 2000 simulated clients (q = 0.05, 20 rounds, sigma = 1.0)"
 # An operating point a practitioner accepts: epsilon ~2.6 at delta = 1e-5
 # over the whole run (RDP accountant, Poisson subsampling).

@@ -137,6 +137,14 @@ void PrintPhases(const std::string& variant,
     updates += r.participants;
   }
   const auto rate = [&](double seconds) { return seconds > 0 ? updates / seconds : 0.0; };
+  if (train + encode + aggregate <= 0) {
+    // Process mode: the phases run in the tandem-client processes.
+    std::printf("[%-26s] %lld client updates in %.2f s (%.1f /s; per-phase times are "
+                "measured in --mode=inprocess only)\n",
+                variant.c_str(), updates, total, rate(total));
+    std::fflush(stdout);
+    return;
+  }
   std::printf("[%-26s] %lld client updates in %.2f s (%.1f /s): training %.2f s (%.1f /s, "
               "%.2f GFLOP/s), encoding %.2f s (%.1f /s), aggregation %.2f s (%.1f /s)\n",
               variant.c_str(), updates, total, rate(total), train, rate(train),
