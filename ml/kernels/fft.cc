@@ -17,14 +17,17 @@ inline cf Mul(cf a, cf b) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Fft>> Fft::Create(int64_t n) {
+absl::StatusOr<std::unique_ptr<Fft>> Fft::Create(int64_t n, FftImpl impl) {
   if (n < 1 || n > (int64_t{1} << 26)) {
     return absl::InvalidArgumentError(absl::StrCat("FFT length ", n, " outside [1, 2^26]"));
   }
-  return std::unique_ptr<Fft>(new Fft(n));
+  if (impl == FftImpl::kFftw) return internal::CreateFftwFft(n);
+  return std::unique_ptr<Fft>(new internal::ReferenceFft(n));
 }
 
-Fft::Fft(int64_t n) : n_(n), pow2_((n & (n - 1)) == 0) {
+namespace internal {
+
+ReferenceFft::ReferenceFft(int64_t n) : Fft(n), pow2_((n & (n - 1)) == 0) {
   m_ = 1;
   while (m_ < (pow2_ ? n : 2 * n - 1)) m_ <<= 1;
   int log_m = 0;
@@ -42,15 +45,15 @@ Fft::Fft(int64_t n) : n_(n), pow2_((n & (n - 1)) == 0) {
   }
   if (!pow2_) {
     // chirp_k = exp(-pi i k^2 / n); k^2 is reduced mod 2n to keep precision.
-    chirp_.resize(n_);
-    for (int64_t k = 0; k < n_; ++k) {
-      const int64_t k2 = (k * k) % (2 * n_);
-      const double a = -std::numbers::pi * static_cast<double>(k2) / static_cast<double>(n_);
+    chirp_.resize(size());
+    for (int64_t k = 0; k < size(); ++k) {
+      const int64_t k2 = (k * k) % (2 * size());
+      const double a = -std::numbers::pi * static_cast<double>(k2) / static_cast<double>(size());
       chirp_[k] = cf(static_cast<float>(std::cos(a)), static_cast<float>(std::sin(a)));
     }
     chirp_fft_.assign(m_, cf(0, 0));
     chirp_fft_[0] = std::conj(chirp_[0]);
-    for (int64_t k = 1; k < n_; ++k) {
+    for (int64_t k = 1; k < size(); ++k) {
       chirp_fft_[k] = std::conj(chirp_[k]);
       chirp_fft_[m_ - k] = std::conj(chirp_[k]);
     }
@@ -58,7 +61,7 @@ Fft::Fft(int64_t n) : n_(n), pow2_((n & (n - 1)) == 0) {
   }
 }
 
-void Fft::Radix2(cf* x, bool inverse) const {
+void ReferenceFft::Radix2(cf* x, bool inverse) const {
   for (int64_t i = 0; i < m_; ++i) {
     const int64_t j = bitrev_[i];
     if (i < j) std::swap(x[i], x[j]);
@@ -78,17 +81,17 @@ void Fft::Radix2(cf* x, bool inverse) const {
   }
 }
 
-void Fft::Bluestein(cf* x) const {
+void ReferenceFft::Bluestein(cf* x) const {
   std::vector<cf> a(m_, cf(0, 0));
-  for (int64_t k = 0; k < n_; ++k) a[k] = Mul(x[k], chirp_[k]);
+  for (int64_t k = 0; k < size(); ++k) a[k] = Mul(x[k], chirp_[k]);
   Radix2(a.data(), false);
   for (int64_t k = 0; k < m_; ++k) a[k] = Mul(a[k], chirp_fft_[k]);
   Radix2(a.data(), true);
   const float inv_m = 1.0f / static_cast<float>(m_);
-  for (int64_t k = 0; k < n_; ++k) x[k] = Mul(a[k], chirp_[k]) * inv_m;
+  for (int64_t k = 0; k < size(); ++k) x[k] = Mul(a[k], chirp_[k]) * inv_m;
 }
 
-void Fft::Forward(cf* x) const {
+void ReferenceFft::Forward(cf* x) const {
   if (pow2_) {
     Radix2(x, false);
   } else {
@@ -96,17 +99,18 @@ void Fft::Forward(cf* x) const {
   }
 }
 
-void Fft::Inverse(cf* x) const {
-  const float inv_n = 1.0f / static_cast<float>(n_);
+void ReferenceFft::Inverse(cf* x) const {
+  const float inv_n = 1.0f / static_cast<float>(size());
   if (pow2_) {
     Radix2(x, true);
-    for (int64_t k = 0; k < n_; ++k) x[k] *= inv_n;
+    for (int64_t k = 0; k < size(); ++k) x[k] *= inv_n;
     return;
   }
   // IFFT(x) = conj(FFT(conj(x))) / n.
-  for (int64_t k = 0; k < n_; ++k) x[k] = std::conj(x[k]);
+  for (int64_t k = 0; k < size(); ++k) x[k] = std::conj(x[k]);
   Bluestein(x);
-  for (int64_t k = 0; k < n_; ++k) x[k] = std::conj(x[k]) * inv_n;
+  for (int64_t k = 0; k < size(); ++k) x[k] = std::conj(x[k]) * inv_n;
 }
 
+}  // namespace internal
 }  // namespace tandem::ml::kernels

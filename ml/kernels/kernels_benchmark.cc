@@ -11,6 +11,7 @@
 // in bench/kernels.md.
 #include <chrono>
 #include <cmath>
+#include <complex>
 #include <vector>
 
 #include "benchmark/benchmark.h"
@@ -18,6 +19,7 @@
 #include "ml/kernels/attention.h"
 #include "ml/kernels/cat.h"
 #include "ml/kernels/dusa.h"
+#include "ml/kernels/fft.h"
 #include "ml/kernels/ren.h"
 #include "ml/kernels/spotlight.h"
 #include "ml/kernels/spotlight_train.h"
@@ -57,6 +59,30 @@ void BM_DusaForward(benchmark::State& state) {
 }
 BENCHMARK(BM_DusaForward)->Name("BM_DusaForward_Small")->Args({64, 8})->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_DusaForward)->Args({4096, 64})->Args({16384, 128})->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// One complex FFT of length n, forward then inverse (two transforms per
+// iteration, so the data stays bounded), single thread: FFTW (impl 0) against
+// our reference radix-2/Bluestein (impl 1). FLOPs by the 5 n log2 n convention.
+void BM_Fft(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  const FftImpl impl = state.range(1) ? FftImpl::kReference : FftImpl::kFftw;
+  auto fft = Fft::Create(n, impl);
+  if (!fft.ok()) {
+    state.SkipWithError(fft.status().ToString().c_str());
+    return;
+  }
+  const Tensor t = RandomTensor({2 * n}, 1);
+  std::vector<std::complex<float>> buf(n);
+  for (int64_t k = 0; k < n; ++k) buf[k] = {t.data()[2 * k], t.data()[2 * k + 1]};
+  for (auto _ : state) {
+    (*fft)->Forward(buf.data());
+    (*fft)->Inverse(buf.data());
+    benchmark::DoNotOptimize(buf.data());
+  }
+  ReportFlops(state, 2 * 5.0 * n * std::log2(double(n)));
+}
+BENCHMARK(BM_Fft)->Name("BM_Fft_Small")->Args({64, 0})->Args({60, 1});
+BENCHMARK(BM_Fft)->ArgsProduct({{4096, 4000, 1000, 65536}, {0, 1}})->Unit(benchmark::kMicrosecond);
 
 void BM_CatMix(benchmark::State& state) {
   const int64_t h = 8, n = state.range(0), d = 512;
