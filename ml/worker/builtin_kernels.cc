@@ -14,6 +14,7 @@
 #include "ml/kernels/spotlight.h"
 #include "ml/kernels/spotlight_train.h"
 #include "ml/worker/distill_kernels.h"
+#include "ml/worker/eco_kernels.h"
 #include "ml/worker/search_kernels.h"
 #include "ml/worker/training_kernels.h"
 #include "ml/worker/kernel_spec_helpers.h"
@@ -296,6 +297,7 @@ absl::Status RegisterBuiltinKernels(KernelRegistry* registry) {
   TANDEM_RETURN_IF_ERROR(RegisterTrainingKernels(registry));
   TANDEM_RETURN_IF_ERROR(RegisterDistillKernels(registry));
   TANDEM_RETURN_IF_ERROR(RegisterSearchKernels(registry));
+  TANDEM_RETURN_IF_ERROR(RegisterEcoKernels(registry));
   return absl::OkStatus();
 }
 

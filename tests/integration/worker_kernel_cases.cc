@@ -5,6 +5,7 @@
 #include <initializer_list>
 #include <map>
 #include <random>
+#include <string>
 #include <utility>
 
 #include "ml/kernels/spotlight.h"
@@ -199,11 +200,38 @@ std::vector<KernelCase> Search() {
   return v;
 }
 
+std::vector<KernelCase> Eco() {
+  // MakeCnn(1x8x8, 3 classes, conv1 4, conv2 6, hidden 8): 489 parameters.
+  const std::map<std::string, double> arch = {{"channels", 1}, {"height", 8}, {"width", 8},
+                                              {"classes", 3},  {"conv1", 4},  {"conv2", 6},
+                                              {"hidden", 8}};
+  auto with = [&](std::map<std::string, double> more) {
+    more.insert(arch.begin(), arch.end());
+    return more;
+  };
+  // Kept units 2 of 4, 3 of 6, 4 of 8: gene = 2 x (9 + 1) + 3 x (2 x 9 + 1) +
+  // 4 x (3 x 4 + 1) = 129 values (fc1 takes 4 pooled columns per conv2 channel).
+  const std::string masks("\x01\x01\x00\x00"
+                          "\x01\x00\x01\x00\x01\x00"
+                          "\x01\x01\x00\x00\x01\x00\x00\x01",
+                          18);
+  std::vector<KernelCase> v;
+  v.push_back(Case("eco.extract", {F("weights", {489}, 70, 0.3f)}, with({{"keep_fraction", 0.5}})));
+  v.push_back(Case("eco.insert",
+                   {F("weights", {489}, 71, 0.3f), EncodeBytes("masks", {18}, masks),
+                    F("gene", {129}, 72, 0.3f)},
+                   arch));
+  v.push_back(Case("eco.generate_step",
+                   {EncodeBytes("masks", {18}, masks), F("gene", {129}, 73, 0.3f)},
+                   with({{"rate", 0.5}, {"seed", 5}})));
+  return v;
+}
+
 }  // namespace
 
 std::vector<KernelCase> AllKernelCases() {
   std::vector<KernelCase> all;
-  for (auto family : {Attention, Training, Distill, Search}) {
+  for (auto family : {Attention, Training, Distill, Search, Eco}) {
     for (KernelCase& c : family()) all.push_back(std::move(c));
   }
   return all;
