@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <utility>
@@ -44,14 +45,24 @@ std::vector<ParamSpec> With(std::vector<ParamSpec> base, std::vector<ParamSpec> 
 }
 
 // INVALID_ARGUMENT "request too large" before MakeCnn allocates more than
-// kMaxScratch parameters (upper bound: pooled sizes rounded up).
-absl::StatusOr<Carrier> MakeCarrier(const KernelCall& c) {
+// kMaxScratch parameters, and, when `weights` is given, INVALID_ARGUMENT
+// unless it is exactly the network's parameter count: both are checked
+// before the network is built, so a small request never makes the worker
+// allocate a large one. MakeCnn's shapes: 3x3 convolutions with padding 1
+// keep H x W, each 2x2 max pool of stride 2 floors it to half.
+absl::StatusOr<Carrier> MakeCarrier(const KernelCall& c,
+                                    std::optional<int64_t> weights = std::nullopt) {
   const double ch = c.param("channels"), c1 = c.param("conv1"), c2 = c.param("conv2"),
                hid = c.param("hidden"), cls = c.param("classes");
-  const double pooled = (c.param("height") / 4 + 1) * (c.param("width") / 4 + 1);
-  TANDEM_RETURN_IF_ERROR(
-      Budget(c1 * (ch * 9 + 1) + c2 * (c1 * 9 + 1) + hid * (c2 * pooled + 1) + cls * (hid + 1),
-             kMaxScratch, "ECO CNN parameters"));
+  const double pooled =
+      static_cast<double>((c.int_param("height") / 2 / 2) * (c.int_param("width") / 2 / 2));
+  const double params =
+      c1 * (ch * 9 + 1) + c2 * (c1 * 9 + 1) + hid * (c2 * pooled + 1) + cls * (hid + 1);
+  TANDEM_RETURN_IF_ERROR(Budget(params, kMaxScratch, "ECO CNN parameters"));
+  if (weights.has_value() && static_cast<double>(*weights) != params) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "weights have ", *weights, " values, the CNN has ", static_cast<int64_t>(params)));
+  }
   Carrier out;
   TANDEM_ASSIGN_OR_RETURN(
       out.model, MakeCnn({c.int_param("channels"), c.int_param("height"), c.int_param("width")},
@@ -145,7 +156,7 @@ absl::StatusOr<proto::Tensor> EncodeGene(const eco::Learngene& g) {
 }
 
 absl::StatusOr<Outputs> RunExtract(const KernelCall& c) {
-  TANDEM_ASSIGN_OR_RETURN(Carrier carrier, MakeCarrier(c));
+  TANDEM_ASSIGN_OR_RETURN(Carrier carrier, MakeCarrier(c, static_cast<int64_t>(c.f32(0).size())));
   TANDEM_RETURN_IF_ERROR(SetWeights(c, 0, &carrier));
   TANDEM_ASSIGN_OR_RETURN(
       Masks masks, eco::SelectCircuit(*carrier.model, carrier.layout, c.param("keep_fraction")));
@@ -159,7 +170,7 @@ absl::StatusOr<Outputs> RunExtract(const KernelCall& c) {
 }
 
 absl::StatusOr<Outputs> RunInsert(const KernelCall& c) {
-  TANDEM_ASSIGN_OR_RETURN(Carrier carrier, MakeCarrier(c));
+  TANDEM_ASSIGN_OR_RETURN(Carrier carrier, MakeCarrier(c, static_cast<int64_t>(c.f32(0).size())));
   TANDEM_RETURN_IF_ERROR(SetWeights(c, 0, &carrier));
   TANDEM_ASSIGN_OR_RETURN(Masks masks, DecodeMasks(c.inputs[1], carrier.layout));
   TANDEM_ASSIGN_OR_RETURN(eco::Learngene g, DecodeGene(c.f32(2), std::move(masks), carrier.layout));

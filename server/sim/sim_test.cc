@@ -5,6 +5,9 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <optional>
+#include <string>
+#include <utility>
 
 #include "base/testing/status_matchers.h"
 #include "gmock/gmock.h"
@@ -20,21 +23,45 @@ namespace {
 
 using ::tandem::testing::IsOk;
 
-TEST(Simulator, PrivateFederationOnDigitsLearnsAndReports) {
+// The sklearn digits split and both aggregator daemons, started as tandem-sim
+// starts them: TLS, roles, tickets and `policy`. Owns the temporary folder.
+struct DigitsAndPair {
+  ml::Dataset train, test;
+  std::string dir;
+  std::optional<tandem::testing::AggregatorPair> pair;
+
+  AggregatorEndpoints Endpoints() const {
+    return {pair->leader_address(), pair->helper_address(), pair->leader_collector_address(),
+            pair->helper_collector_address(), dir};
+  }
+};
+
+void StartDigitsAndPair(const std::string& name, const std::string& policy, DigitsAndPair* out) {
   auto all = ml::LoadDigitsCsv();
   ASSERT_THAT(all, IsOk()) << "install the data with deploy/install-deps.sh";
   auto split = ml::TrainTestSplit(*all, 0.25, 3);
   ASSERT_THAT(split, IsOk());
-  const std::string dir = tandem::testing::MakeTempDir("tandem-simtest");
-  // As tandem-sim starts them: TLS, roles, tickets, a policy for this run.
-  ASSERT_THAT(tandem::testing::MakeRoleCertificates(dir), IsOk());
+  out->train = std::move(split->first);
+  out->test = std::move(split->second);
+  out->dir = tandem::testing::MakeTempDir(name);
+  ASSERT_THAT(tandem::testing::MakeRoleCertificates(out->dir), IsOk());
   tandem::testing::AggregatorPairOptions po;
-  po.certs_dir = dir;
-  po.ticket_public_key = dir + "/ticket.pub";
-  po.policy = "min_noise_multiplier: 0.05 min_batch_size: 1 require_norm_proofs: false "
-              "sampling_rate: 0.75 epsilon_budget: inf";
-  auto pair = tandem::testing::StartAggregatorPair(TANDEM_AGGREGATOR_BIN, dir + "/state", po);
+  po.certs_dir = out->dir;
+  po.ticket_public_key = out->dir + "/ticket.pub";
+  po.policy = policy;
+  auto pair = tandem::testing::StartAggregatorPair(TANDEM_AGGREGATOR_BIN, out->dir + "/state", po);
   ASSERT_THAT(pair, IsOk());
+  out->pair.emplace(*std::move(pair));
+}
+
+TEST(Simulator, PrivateFederationOnDigitsLearnsAndReports) {
+  DigitsAndPair env;
+  ASSERT_NO_FATAL_FAILURE(
+      StartDigitsAndPair("tandem-simtest",
+                         "min_noise_multiplier: 0.05 min_batch_size: 1 require_norm_proofs: false "
+                         "sampling_rate: 0.75 epsilon_budget: inf",
+                         &env));
+  const std::string& dir = env.dir;
 
   FederationOptions o;
   o.name = "fedavg-preamble-dp";
@@ -51,11 +78,8 @@ TEST(Simulator, PrivateFederationOnDigitsLearnsAndReports) {
   o.crypto_seed = 11;
   o.clip_l2_norm = 2.0;
   int calls = 0;
-  auto records = RunFederation(o, split->first, split->second,
-                               {pair->leader_address(), pair->helper_address(),
-                                pair->leader_collector_address(),
-                                pair->helper_collector_address(), dir},
-                               [&](const RoundRecord&) { ++calls; });
+  auto records =
+      RunFederation(o, env.train, env.test, env.Endpoints(), [&](const RoundRecord&) { ++calls; });
   ASSERT_THAT(records, IsOk());
   ASSERT_EQ(records->size(), 6u);
   EXPECT_EQ(calls, 6);
@@ -83,19 +107,13 @@ TEST(Simulator, PrivateFederationOnDigitsLearnsAndReports) {
 // blocks sent, the rest carried as each client's error feedback, norm
 // proofs on (the clipped selected blocks must pass the aggregators' check).
 TEST(Simulator, TopNormDeepCnnReportsAreAllAccepted) {
-  auto all = ml::LoadDigitsCsv();
-  ASSERT_THAT(all, IsOk()) << "install the data with deploy/install-deps.sh";
-  auto split = ml::TrainTestSplit(*all, 0.25, 3);
-  ASSERT_THAT(split, IsOk());
-  const std::string dir = tandem::testing::MakeTempDir("tandem-simtest-topnorm");
-  ASSERT_THAT(tandem::testing::MakeRoleCertificates(dir), IsOk());
-  tandem::testing::AggregatorPairOptions po;
-  po.certs_dir = dir;
-  po.ticket_public_key = dir + "/ticket.pub";
-  po.policy = "min_noise_multiplier: 0.05 min_batch_size: 1 require_norm_proofs: true "
-              "sampling_rate: 0.75 epsilon_budget: inf";
-  auto pair = tandem::testing::StartAggregatorPair(TANDEM_AGGREGATOR_BIN, dir + "/state", po);
-  ASSERT_THAT(pair, IsOk());
+  DigitsAndPair env;
+  ASSERT_NO_FATAL_FAILURE(
+      StartDigitsAndPair("tandem-simtest-topnorm",
+                         "min_noise_multiplier: 0.05 min_batch_size: 1 require_norm_proofs: true "
+                         "sampling_rate: 0.75 epsilon_budget: inf",
+                         &env));
+  const std::string& dir = env.dir;
 
   FederationOptions o;
   o.name = "fedavg-preamble-dp-topnorm";
@@ -111,11 +129,7 @@ TEST(Simulator, TopNormDeepCnnReportsAreAllAccepted) {
   o.norm_proofs = true;
   o.noise_multiplier = 0.05;
   o.crypto_seed = 12;
-  auto records = RunFederation(o, split->first, split->second,
-                               {pair->leader_address(), pair->helper_address(),
-                                pair->leader_collector_address(),
-                                pair->helper_collector_address(), dir},
-                               nullptr);
+  auto records = RunFederation(o, env.train, env.test, env.Endpoints(), nullptr);
   ASSERT_THAT(records, IsOk());
   ASSERT_EQ(records->size(), 3u);
   for (const RoundRecord& r : *records) {
