@@ -32,9 +32,7 @@ class DistillKernelsTest : public ::testing::Test {
     req.set_kernel(kernel);
     for (proto::Tensor& t : inputs) *req.add_inputs() = std::move(t);
     for (const auto& [k, v] : params) (*req.mutable_params())[k] = v;
-    absl::StatusOr<KernelCall> call = registry_.Validate(req);
-    if (!call.ok()) return call.status();
-    return registry_.Find(kernel)->run(*call);
+    return registry_.Run(req);
   }
 
   static Tensor F(const proto::Tensor& t) { return *ToFloatTensor(t); }

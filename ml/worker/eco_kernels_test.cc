@@ -42,9 +42,7 @@ class EcoKernelsTest : public ::testing::Test {
     for (proto::Tensor& t : inputs) *req.add_inputs() = std::move(t);
     for (const auto& [k, v] : kArch) (*req.mutable_params())[k] = v;
     for (const auto& [k, v] : params) (*req.mutable_params())[k] = v;
-    absl::StatusOr<KernelCall> call = registry_.Validate(req);
-    if (!call.ok()) return call.status();
-    return registry_.Find(kernel)->run(*call);
+    return registry_.Run(req);
   }
 
   static proto::Tensor Flat(const char* name, std::vector<float> v) {

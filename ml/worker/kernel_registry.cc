@@ -72,8 +72,8 @@ absl::StatusOr<KernelCall> KernelRegistry::Validate(const proto::KernelRequest& 
     const std::string what = absl::StrCat(spec->name, " input ", i, " (", s.name, ")");
     const bool float_ok = s.dtype == proto::DTYPE_FLOAT32 && t.dtype() == proto::DTYPE_FLOAT64;
     if (t.dtype() != s.dtype && !float_ok) {
-      return absl::InvalidArgumentError(absl::StrCat(what, ": dtype ", DTypeName(t.dtype()),
-                                                     ", expected ", DTypeName(s.dtype)));
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": dtype ", DTypeName(t.dtype()), ", expected ", DTypeName(s.dtype)));
     }
     if (t.shape_size() != s.rank) {
       return absl::InvalidArgumentError(
@@ -86,14 +86,13 @@ absl::StatusOr<KernelCall> KernelRegistry::Validate(const proto::KernelRequest& 
     const auto it = std::find_if(spec->params.begin(), spec->params.end(),
                                  [&](const ParamSpec& p) { return p.name == name; });
     if (it == spec->params.end()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(spec->name, ": unknown param '", name, "'"));
+      return absl::InvalidArgumentError(absl::StrCat(spec->name, ": unknown param '", name, "'"));
     }
     if (!std::isfinite(value) || value < it->min || value > it->max ||
         (it->integer && value != std::floor(value))) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          spec->name, ": param ", name, " = ", value, " must be ", it->integer ? "an integer " : "",
-          "in [", it->min, ", ", it->max, "]"));
+      return absl::InvalidArgumentError(absl::StrCat(spec->name, ": param ", name, " = ", value,
+                                                     " must be ", it->integer ? "an integer " : "",
+                                                     "in [", it->min, ", ", it->max, "]"));
     }
   }
   for (const ParamSpec& p : spec->params) {
@@ -101,6 +100,13 @@ absl::StatusOr<KernelCall> KernelRegistry::Validate(const proto::KernelRequest& 
     call.params[p.name] = it == request.params().end() ? p.default_value : it->second;
   }
   return call;
+}
+
+absl::StatusOr<std::vector<proto::Tensor>> KernelRegistry::Run(
+    const proto::KernelRequest& request) const {
+  absl::StatusOr<KernelCall> call = Validate(request);
+  if (!call.ok()) return call.status();
+  return Find(request.kernel())->run(*call);
 }
 
 }  // namespace tandem::ml::worker

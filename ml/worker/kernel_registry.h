@@ -43,15 +43,13 @@ struct ParamSpec {
 
 // A validated request, handed to a runner.
 struct KernelCall {
-  std::vector<WireTensor> inputs;          // in signature order
-  std::map<std::string, double> params;    // every declared param, defaults filled
+  std::vector<WireTensor> inputs;        // in signature order
+  std::map<std::string, double> params;  // every declared param, defaults filled
   kernels::Backend backend = kernels::Backend::kCpu;
 
   const kernels::Tensor& f32(size_t i) const { return inputs[i].f32; }
   double param(const std::string& name) const { return params.at(name); }
-  int64_t int_param(const std::string& name) const {
-    return static_cast<int64_t>(params.at(name));
-  }
+  int64_t int_param(const std::string& name) const { return static_cast<int64_t>(params.at(name)); }
 };
 
 struct KernelSpec {
@@ -82,6 +80,10 @@ class KernelRegistry {
   std::vector<proto::KernelInfo> Describe() const;
   // See the header comment for the codes.
   absl::StatusOr<KernelCall> Validate(const proto::KernelRequest& request) const;
+  // Validate, then the kernel's runner on the same thread: what the worker
+  // service runs for a request, without the transport (the in-process
+  // reference of the tests). Validate's codes, then the kernel's.
+  absl::StatusOr<std::vector<proto::Tensor>> Run(const proto::KernelRequest& request) const;
 
  private:
   RegistryLimits limits_;

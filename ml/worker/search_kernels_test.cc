@@ -27,8 +27,7 @@ KernelRegistry Registry() {
 
 absl::StatusOr<std::vector<proto::Tensor>> Call(const KernelRegistry& r,
                                                 const proto::KernelRequest& req) {
-  TANDEM_ASSIGN_OR_RETURN(KernelCall call, r.Validate(req));
-  return r.Find(req.kernel())->run(call);
+  return r.Run(req);
 }
 
 template <typename T>

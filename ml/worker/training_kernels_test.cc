@@ -26,8 +26,7 @@ class TrainingKernelsTest : public ::testing::Test {
   void SetUp() override { ASSERT_TRUE(RegisterTrainingKernels(&registry_).ok()); }
 
   absl::StatusOr<std::vector<proto::Tensor>> Run(const proto::KernelRequest& req) {
-    TANDEM_ASSIGN_OR_RETURN(KernelCall call, registry_.Validate(req));
-    return registry_.Find(req.kernel())->run(call);
+    return registry_.Run(req);
   }
 
   KernelRegistry registry_;
