@@ -1,0 +1,201 @@
+// Worker over the wire (issue 20 item 7): one real tandem-worker process on
+// loopback, called through a gRPC stub. Measures
+//   BM_HealthRoundTrip     gRPC floor: an empty unary call, no kernel.
+//   BM_RunSmall            Run of sdpgo.feature_weights on a (1, 4) float32
+//                          input: client-observed latency next to the
+//                          server's elapsed_us (counter server_us).
+//   BM_RunLarge            the same kernel on a (4096, 4096) float32 input
+//                          (64 MiB in, 64 MiB out): bytes/s of request plus
+//                          response next to the kernel's elapsed_us.
+//   BM_Memcpy64MiB         in-process memcpy of 64 MiB, the reference for the
+//                          loopback bandwidth.
+//   BM_RunSmallShared      requests/s of the small call, 1/4/16 client
+//                          threads sharing ONE channel and stub.
+//   BM_RunSmallPerThread   the same with one channel per client thread
+//                          (local subchannel pool, so separate connections).
+// The worker is started once, lazily, by the first benchmark that needs it,
+// and SIGKILLed at normal process exit (WorkerProcess's destructor). Stubs are
+// thread-safe; every other global here is written once under the
+// function-local static initialisation.
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "benchmark/benchmark.h"
+#include "proto/worker.grpc.pb.h"
+#include "tests/integration/worker_process.h"
+
+namespace tandem {
+namespace {
+
+using ::tandem::testing::WorkerProcess;
+
+constexpr int kMessageMb = 80;          // 64 MiB tensor + headroom
+constexpr int64_t kLargeSide = 4096;    // 4096 * 4096 * 4 B = 64 MiB
+constexpr int kMaxClientThreads = 16;
+
+std::shared_ptr<grpc::Channel> NewChannel(const std::string& address, bool own_pool) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(kMessageMb << 20);
+  args.SetMaxSendMessageSize(kMessageMb << 20);
+  if (own_pool) args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+}
+
+// The worker process and the stubs; built once, owned by a function-local
+// static destroyed at exit (stubs first, then the process, which SIGKILLs the
+// child). Null process when the worker failed to start.
+struct Wire {
+  std::unique_ptr<WorkerProcess> process;
+  std::unique_ptr<proto::Worker::Stub> shared;              // one channel
+  std::vector<std::unique_ptr<proto::Worker::Stub>> per_thread;  // one channel each
+};
+
+const Wire& GetWire() {
+  static const Wire wire = [] {
+    Wire wire_init;
+    Wire* w = &wire_init;
+    w->process = std::make_unique<WorkerProcess>();
+    // max_concurrency above the client thread count, so no call is refused.
+    if (!w->process->Start(TANDEM_WORKER_BINARY,
+                           {"--listen=127.0.0.1:0", "--max_concurrency=64",
+                            "--max_message_mb=" + std::to_string(kMessageMb),
+                            "--max_tensor_melements=64"})) {
+      w->process.reset();
+      return wire_init;
+    }
+    w->shared = proto::Worker::NewStub(NewChannel(w->process->address(), false));
+    for (int i = 0; i < kMaxClientThreads; ++i) {
+      w->per_thread.push_back(proto::Worker::NewStub(NewChannel(w->process->address(), true)));
+    }
+    return wire_init;
+  }();
+  return wire;
+}
+
+proto::KernelRequest FeatureWeightsRequest(int64_t rows, int64_t cols) {
+  proto::KernelRequest req;
+  req.set_kernel("sdpgo.feature_weights");
+  proto::Tensor* t = req.add_inputs();
+  t->set_name("feature_grad");
+  t->set_dtype(proto::DTYPE_FLOAT32);
+  t->add_shape(rows);
+  t->add_shape(cols);
+  std::vector<float> v(static_cast<size_t>(rows * cols));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>((i % 97) + 1) * 0.01f;
+  t->set_data(v.data(), v.size() * sizeof(float));
+  return req;
+}
+
+grpc::Status CallRun(proto::Worker::Stub* stub, const proto::KernelRequest& req,
+                     proto::KernelResponse* resp) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  return stub->Run(&ctx, req, resp);
+}
+
+// Skips the benchmark when the worker is missing; true when it may run.
+bool Ready(benchmark::State& state) {
+  if (GetWire().process == nullptr) {
+    state.SkipWithError("tandem-worker did not start");
+    return false;
+  }
+  return true;
+}
+
+void BM_HealthRoundTrip(benchmark::State& state) {
+  if (!Ready(state)) return;
+  proto::Worker::Stub* stub = GetWire().shared.get();
+  for (auto _ : state) {
+    grpc::ClientContext ctx;
+    proto::HealthRequest req;
+    proto::HealthResponse resp;
+    grpc::Status s = stub->Health(&ctx, req, &resp);
+    if (!s.ok()) {
+      state.SkipWithError(s.error_message().c_str());
+      return;
+    }
+  }
+}
+BENCHMARK(BM_HealthRoundTrip)->UseRealTime();
+
+// Shared body of the Run benchmarks: counters server_us (mean elapsed_us of
+// the kernel as the worker reports it) and bytes/s of request + response.
+void RunLoop(benchmark::State& state, proto::Worker::Stub* stub, const proto::KernelRequest& req) {
+  int64_t server_us = 0, bytes = 0;
+  for (auto _ : state) {
+    proto::KernelResponse resp;
+    grpc::Status s = CallRun(stub, req, &resp);
+    if (!s.ok()) {
+      state.SkipWithError(s.error_message().c_str());
+      return;
+    }
+    server_us += resp.elapsed_us();
+    bytes += static_cast<int64_t>(req.ByteSizeLong() + resp.ByteSizeLong());
+  }
+  state.counters["server_us"] =
+      benchmark::Counter(static_cast<double>(server_us), benchmark::Counter::kAvgIterations);
+  state.SetBytesProcessed(bytes);
+}
+
+void BM_RunSmall(benchmark::State& state) {
+  if (!Ready(state)) return;
+  const proto::KernelRequest req = FeatureWeightsRequest(1, 4);
+  RunLoop(state, GetWire().shared.get(), req);
+}
+BENCHMARK(BM_RunSmall)->UseRealTime();
+
+void BM_RunLarge(benchmark::State& state) {
+  if (!Ready(state)) return;
+  const proto::KernelRequest req = FeatureWeightsRequest(kLargeSide, kLargeSide);
+  RunLoop(state, GetWire().shared.get(), req);
+}
+BENCHMARK(BM_RunLarge)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+void BM_Memcpy64MiB(benchmark::State& state) {
+  const size_t n = static_cast<size_t>(kLargeSide * kLargeSide) * sizeof(float);
+  std::vector<char> src(n, 1), dst(n, 0);
+  for (auto _ : state) {
+    std::memcpy(dst.data(), src.data(), n);
+    benchmark::DoNotOptimize(dst.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(n));
+}
+BENCHMARK(BM_Memcpy64MiB)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+// Requests/s: items_per_second summed over threads (real time).
+void SmallThroughput(benchmark::State& state, bool per_thread) {
+  if (!Ready(state)) return;
+  const Wire& w = GetWire();
+  proto::Worker::Stub* stub =
+      per_thread ? w.per_thread[static_cast<size_t>(state.thread_index())].get() : w.shared.get();
+  const proto::KernelRequest req = FeatureWeightsRequest(1, 4);
+  for (auto _ : state) {
+    proto::KernelResponse resp;
+    grpc::Status s = CallRun(stub, req, &resp);
+    if (!s.ok()) {
+      state.SkipWithError(s.error_message().c_str());
+      return;
+    }
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+
+void BM_RunSmallShared(benchmark::State& state) { SmallThroughput(state, false); }
+BENCHMARK(BM_RunSmallShared)->Threads(1)->Threads(4)->Threads(kMaxClientThreads)->UseRealTime();
+
+void BM_RunSmallPerThread(benchmark::State& state) { SmallThroughput(state, true); }
+BENCHMARK(BM_RunSmallPerThread)
+    ->Threads(1)
+    ->Threads(4)
+    ->Threads(kMaxClientThreads)
+    ->UseRealTime();
+
+}  // namespace
+}  // namespace tandem
