@@ -179,11 +179,12 @@ absl::Status Aggregator::LoadLatestRound(Task& task) {
   TANDEM_ASSIGN_OR_RETURN(std::vector<ReportRecord> all,
                           task.store->ListReports(latest->round_id, ReportFilter::kAll));
 
+  const bool closed = latest->state != RoundState::kOpen;
   absl::MutexLock process_lock(&task.process_mu);
   {
     absl::MutexLock state_lock(&task.state_mu);
     task.round_id = latest->round_id;
-    task.closed = latest->state != RoundState::kOpen;
+    task.closed = closed;
     task.released = latest->state == RoundState::kReleased;
     task.parameters = params;
     task.shape = dpf.Shape(static_cast<int>(options_.role));
@@ -200,7 +201,6 @@ absl::Status Aggregator::LoadLatestRound(Task& task) {
   for (ReportRecord& r : all) {
     if (r.state == ReportState::kAccepted && !r.counted) uncounted.push_back(std::move(r));
   }
-  const bool closed = latest->state != RoundState::kOpen;
   if (!uncounted.empty() && !closed) {
     TANDEM_LOG(INFO) << "task " << task.id << " round " << latest->round_id << ": re-expanding "
                      << uncounted.size() << " accepted reports after the last checkpoint";

@@ -21,10 +21,6 @@
 namespace tandem::aggregator {
 namespace {
 
-double SecondsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
 std::vector<const proto::SparseKeySet*> KeysOf(const std::vector<ParsedShare>& shares) {
   std::vector<const proto::SparseKeySet*> out;
   out.reserve(shares.size());

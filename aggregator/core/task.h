@@ -2,6 +2,7 @@
 #ifndef TANDEM_AGGREGATOR_CORE_TASK_H_
 #define TANDEM_AGGREGATOR_CORE_TASK_H_
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -22,6 +23,11 @@
 #include "proto/aggregator.pb.h"
 
 namespace tandem::aggregator {
+
+// Seconds since `start` on the steady clock (Task::expansion_seconds).
+inline double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
 
 // Lock order: process_mu before state_mu. state_mu is held only briefly
 // (uploads read the round under it); process_mu serialises verification,

@@ -20,10 +20,6 @@ namespace {
 // request is refused before any store lookup.
 constexpr int kMaxChecksPerExchange = 4096;
 
-double SecondsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
 }  // namespace
 
 absl::StatusOr<int> Aggregator::ProcessPending(absl::string_view task_id) {

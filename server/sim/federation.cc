@@ -131,6 +131,24 @@ absl::StatusOr<std::vector<float>> PrivateMean(const FederationOptions& o,
   return agg.mean;
 }
 
+absl::StatusOr<std::vector<float>> RoundMean(const FederationOptions& o,
+                                             const server::SecureSum& sum, uint64_t round,
+                                             const std::vector<std::vector<float>>& updates,
+                                             const AggregatorEndpoints& ep, RoundRecord* rec) {
+  if (updates.empty()) return absl::InvalidArgumentError("a round needs at least one update");
+  if (o.private_aggregation) return PrivateMean(o, sum, round, updates, ep, rec);
+  const absl::Time start = absl::Now();
+  std::vector<float> mean(updates[0].size(), 0.f);
+  for (const auto& u : updates) {
+    for (size_t i = 0; i < u.size(); ++i) mean[i] += u[i] / updates.size();
+    rec->bytes_up += u.size() * sizeof(float);
+    rec->dense_bytes_up += u.size() * sizeof(float);
+  }
+  rec->accepted_reports = updates.size();
+  rec->aggregate_seconds += absl::ToDoubleSeconds(absl::Now() - start);
+  return mean;
+}
+
 absl::StatusOr<uint32_t> LogBlocksPerGroup(const FederationOptions& o, uint64_t model_dimension) {
   const double f = o.blocks_fraction;
   if (!(f >= 0 && f <= 1)) {
@@ -341,21 +359,9 @@ absl::StatusOr<std::vector<RoundRecord>> RunFederation(
     }
     rec.train_seconds = absl::ToDoubleSeconds(absl::Now() - train_start);
 
-    std::vector<float> mean;
-    if (o.private_aggregation) {
-      TANDEM_ASSIGN_OR_RETURN(mean, PrivateMean(o, *plan->sum, plan->round_id, packed_updates,
-                                                aggregators, &rec));
-    } else {
-      const absl::Time mean_start = absl::Now();
-      mean.assign(packed_updates[0].size(), 0.f);
-      for (const auto& u : packed_updates) {
-        for (size_t i = 0; i < u.size(); ++i) mean[i] += u[i] / packed_updates.size();
-        rec.bytes_up += u.size() * sizeof(float);
-        rec.dense_bytes_up += u.size() * sizeof(float);
-      }
-      rec.accepted_reports = packed_updates.size();
-      rec.aggregate_seconds = absl::ToDoubleSeconds(absl::Now() - mean_start);
-    }
+    TANDEM_ASSIGN_OR_RETURN(
+        std::vector<float> mean,
+        RoundMean(o, *plan->sum, plan->round_id, packed_updates, aggregators, &rec));
     TANDEM_RETURN_IF_ERROR(coordinator->FinishRound(mean));
     TANDEM_RETURN_IF_ERROR(global->SetParams(coordinator->params()));
 

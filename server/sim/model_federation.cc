@@ -73,21 +73,9 @@ absl::StatusOr<ModelFederationResult> RunModelFederation(
     }
     rec.train_seconds = absl::ToDoubleSeconds(absl::Now() - train_start);
 
-    std::vector<float> mean;
-    if (o.private_aggregation) {
-      TANDEM_ASSIGN_OR_RETURN(
-          mean, PrivateMean(o, *plan->sum, plan->round_id, packed_updates, aggregators, &rec));
-    } else {
-      const absl::Time mean_start = absl::Now();
-      mean.assign(packed_updates[0].size(), 0.f);
-      for (const auto& u : packed_updates) {
-        for (size_t i = 0; i < u.size(); ++i) mean[i] += u[i] / packed_updates.size();
-        rec.bytes_up += u.size() * sizeof(float);
-        rec.dense_bytes_up += u.size() * sizeof(float);
-      }
-      rec.accepted_reports = packed_updates.size();
-      rec.aggregate_seconds = absl::ToDoubleSeconds(absl::Now() - mean_start);
-    }
+    TANDEM_ASSIGN_OR_RETURN(
+        std::vector<float> mean,
+        RoundMean(o, *plan->sum, plan->round_id, packed_updates, aggregators, &rec));
     TANDEM_RETURN_IF_ERROR(coordinator->FinishRound(mean));
     if (evaluate) {
       TANDEM_ASSIGN_OR_RETURN(Evaluation eval, evaluate(round, coordinator->params()));

@@ -25,6 +25,18 @@ absl::StatusOr<std::vector<float>> PrivateMean(const FederationOptions& options,
                                                const AggregatorEndpoints& aggregators,
                                                RoundRecord* record);
 
+// The mean of one round's packed updates as the run aggregates them:
+// PrivateMean when options.private_aggregation, else the clear mean (what
+// clear FedAvg uploads: 4 bytes per value, counted as both bytes_up and
+// dense_bytes_up). Either way adds the round's aggregation time to
+// record->aggregate_seconds. INVALID_ARGUMENT for no updates; PrivateMean's
+// errors.
+absl::StatusOr<std::vector<float>> RoundMean(const FederationOptions& options,
+                                             const server::SecureSum& sum, uint64_t round,
+                                             const std::vector<std::vector<float>>& updates,
+                                             const AggregatorEndpoints& aggregators,
+                                             RoundRecord* record);
+
 // The coordinator-side task of a simulated run of `options` over a model of
 // `model_dimension` parameters (secure sum, FedLUAR, server optimizer,
 // accountant), under a fresh task id so that reruns against long-lived

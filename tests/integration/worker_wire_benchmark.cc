@@ -175,15 +175,7 @@ void SmallThroughput(benchmark::State& state, bool per_thread) {
   const Wire& w = GetWire();
   proto::Worker::Stub* stub =
       per_thread ? w.per_thread[static_cast<size_t>(state.thread_index())].get() : w.shared.get();
-  const proto::KernelRequest req = FeatureWeightsRequest(1, 4);
-  for (auto _ : state) {
-    proto::KernelResponse resp;
-    grpc::Status s = CallRun(stub, req, &resp);
-    if (!s.ok()) {
-      state.SkipWithError(s.error_message().c_str());
-      return;
-    }
-  }
+  RunLoop(state, stub, FeatureWeightsRequest(1, 4));
   state.SetItemsProcessed(state.iterations());
 }
 
