@@ -52,7 +52,7 @@ void BM_MlpTrain(benchmark::State& state) {
   model->InitFromSeed(1);
   RunTraining(state, *model);
 }
-BENCHMARK(BM_MlpTrain)->ArgsProduct({{1, 2}, {64}})->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_MlpTrain)->ArgsProduct({{1, 2}, {64, 256}})->UseRealTime()->Unit(benchmark::kMillisecond);
 
 void BM_CnnTrain(benchmark::State& state) {
   auto model = *MakeCnn({1, 28, 28}, 10);
@@ -104,6 +104,34 @@ BENCHMARK(BM_DeepCnnTrain)
     ->ArgsProduct({{1, 2}, {64}})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
+
+// The MLP step's two parts timed apart at batch 64 (arg 1: 0 = gradient,
+// 1 = Adam step), weights unchanged between iterations so each part runs with
+// its working set hot: separates the part that scales with threads (the GEMMs)
+// from the one that does not (Adam's sqrt/div and memory traffic); see the
+// thread-scaling note in bench/training.md.
+void BM_MlpStepParts(benchmark::State& state) {
+  const int threads = static_cast<int>(state.range(0));
+  const bool adam_only = state.range(1) == 1;
+  auto model = *MakeMlp(784, {256, 128}, 10);
+  model->InitFromSeed(1);
+  static const Dataset data = Synthetic(1024);
+  auto engine = *GradientEngine::Create(threads);
+  auto opt = *CreateAdam({});
+  std::vector<int64_t> rows(64);
+  for (int64_t i = 0; i < 64; ++i) rows[i] = i;
+  std::vector<float> grad;
+  if (!engine->ComputeGradient(*model, data, rows, &grad).ok()) state.SkipWithError("gradient");
+  state.SetLabel(adam_only ? "adam step" : "gradient");
+  for (auto _ : state) {
+    if (adam_only) {
+      benchmark::DoNotOptimize(engine->ApplyStep(*opt, *model, grad));
+    } else {
+      benchmark::DoNotOptimize(engine->ComputeGradient(*model, data, rows, &grad));
+    }
+  }
+}
+BENCHMARK(BM_MlpStepParts)->ArgsProduct({{1, 2}, {0, 1}})->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace tandem::ml
