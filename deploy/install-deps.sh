@@ -16,6 +16,9 @@ PACKAGES=(
   prometheus-cpp-dev
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
+  # the PostgreSQL report store (libpq) and its tests, which start their own
+  # throwaway server on a free loopback port (never the packaged cluster's 5432)
+  libpq-dev postgresql-15
   # datasets installed from Debian packages (Fashion-MNIST IDX files; sklearn digits CSV)
   dataset-fashion-mnist python3-sklearn
   # deploy file checks (tests/config)

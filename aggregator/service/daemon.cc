@@ -9,6 +9,7 @@
 #include <grpcpp/server_builder.h>
 
 #include "absl/strings/str_cat.h"
+#include "aggregator/core/postgres_store_factory.h"
 #include "aggregator/core/sqlite_store_factory.h"
 #include "aggregator/service/grpc_peer_channel.h"
 #include "base/grpc_credentials.h"
@@ -119,10 +120,15 @@ absl::StatusOr<std::unique_ptr<AggregatorDaemon>> AggregatorDaemon::Start(
   }
   sqlite::DatabaseOptions db_options;
   if (config.relaxed_durability()) db_options.synchronous = sqlite::Synchronous::kNormal;
-  StoreFactory stores =
-      config.segment_share_files()
-          ? MakeSegmentStoreFactory(config.state_path(), db_options, max_tasks)
-          : MakeSqliteStoreFactory(config.state_path(), db_options, max_tasks);
+  StoreFactory stores;
+  if (!config.postgres_conninfo().empty()) {
+    // The connection string may hold a password: it is never logged.
+    stores = MakePostgresStoreFactory(config.postgres_conninfo(), max_tasks);
+  } else if (config.segment_share_files()) {
+    stores = MakeSegmentStoreFactory(config.state_path(), db_options, max_tasks);
+  } else {
+    stores = MakeSqliteStoreFactory(config.state_path(), db_options, max_tasks);
+  }
   TANDEM_ASSIGN_OR_RETURN(daemon->aggregator_,
                           Aggregator::Create(options, std::move(stores),
                                              daemon->metered_peer_.get(), clock, noise_random));

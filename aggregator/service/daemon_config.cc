@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "aggregator/core/policy.h"
+#include "aggregator/core/postgres_store_factory.h"
 #include "aggregator/service/daemon.h"
 #include "base/net_address.h"
 #include "base/status_macros.h"
@@ -36,6 +37,17 @@ absl::Status ValidateConfig(const proto::AggregatorConfig& config) {
     return absl::InvalidArgumentError("listen_address is required");
   }
   if (config.state_path().empty()) return absl::InvalidArgumentError("state_path is required");
+  if (!config.postgres_conninfo().empty()) {
+    if (config.segment_share_files() || config.relaxed_durability()) {
+      return absl::InvalidArgumentError(
+          "postgres_conninfo excludes segment_share_files and relaxed_durability (SQLite "
+          "settings; PostgreSQL's durability is the server's synchronous_commit)");
+    }
+    if (!PostgresStoreBuiltIn()) {
+      return absl::InvalidArgumentError(
+          "postgres_conninfo: this binary was built without the PostgreSQL report store");
+    }
+  }
   if (role == Role::kLeader && config.peer().address().empty()) {
     return absl::InvalidArgumentError("the leader needs peer.address (its helper's peer listener)");
   }

@@ -1,6 +1,7 @@
 // ValidateConfig: the trust settings a daemon refuses to start without.
 #include "aggregator/service/daemon.h"
 
+#include "aggregator/core/postgres_store_factory.h"
 #include "base/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -107,6 +108,29 @@ TEST(ValidateConfigTest, MetricsListenerHasItsOwnPort) {
   c.set_metrics_listen_address("9102");
   EXPECT_THAT(ValidateConfig(c), StatusIs(absl::StatusCode::kInvalidArgument,
                                           HasSubstr("host:port")));
+}
+
+TEST(ValidateConfigTest, PostgresExcludesTheSqliteSettings) {
+  proto::AggregatorConfig c = Helper();
+  c.set_postgres_conninfo("host=127.0.0.1 dbname=tandem");
+  c.set_segment_share_files(true);
+  EXPECT_THAT(ValidateConfig(c), StatusIs(absl::StatusCode::kInvalidArgument,
+                                          HasSubstr("segment_share_files")));
+  c.set_segment_share_files(false);
+  c.set_relaxed_durability(true);
+  EXPECT_THAT(ValidateConfig(c), StatusIs(absl::StatusCode::kInvalidArgument,
+                                          HasSubstr("relaxed_durability")));
+  c.set_relaxed_durability(false);
+  if (PostgresStoreBuiltIn()) {
+    EXPECT_THAT(ValidateConfig(c), IsOk());
+  } else {
+    EXPECT_THAT(ValidateConfig(c), StatusIs(absl::StatusCode::kInvalidArgument,
+                                            HasSubstr("built without")));
+  }
+  c.clear_postgres_conninfo();  // SQLite again: its settings are fine
+  c.set_segment_share_files(true);
+  c.set_relaxed_durability(true);
+  EXPECT_THAT(ValidateConfig(c), IsOk());
 }
 
 TEST(UploadLimitTest, FollowsThePolicyNotABlanketLimit) {

@@ -24,6 +24,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "aggregator/store/segment_report_store.h"
+#ifdef TANDEM_WITH_POSTGRES
+#include "aggregator/store/postgres_report_store.h"
+#include "aggregator/store/testing/postgres_server.h"
+#endif
 #include "aggregator/store/sqlite_report_store.h"
 #include "base/testing/status_matchers.h"
 #include "gmock/gmock.h"
@@ -59,6 +63,18 @@ absl::StatusOr<std::unique_ptr<ReportStore>> OpenStore(const std::string& kind,
     if (!s.ok()) return s.status();
     return std::unique_ptr<ReportStore>(std::move(*s));
   }
+#ifdef TANDEM_WITH_POSTGRES
+  if (kind == "Postgres") {
+    // The test's server (started by the parent before it forks); `path`
+    // names the task.
+    absl::StatusOr<testing::PostgresServer*> server = testing::PostgresServer::Shared();
+    if (!server.ok()) return server.status();
+    auto s = PostgresReportStore::Open((*server)->conninfo(),
+                                       absl::StrCat("crash_", std::hash<std::string>()(path)));
+    if (!s.ok()) return s.status();
+    return std::unique_ptr<ReportStore>(std::move(*s));
+  }
+#endif
   auto s = SqliteReportStore::Open(path);
   if (!s.ok()) return s.status();
   return std::unique_ptr<ReportStore>(std::move(*s));
@@ -269,11 +285,16 @@ class ReportStoreCrashTest : public ::testing::TestWithParam<std::string> {};
 TEST_P(ReportStoreCrashTest, SigkillNeverLosesOrDoubleCountsReports) {
   SCOPED_TRACE(absl::StrCat("seed ", kSeed));
   const std::string kind = GetParam();
+  static int runs = 0;  // a fresh path (a fresh Postgres task) per run, also under --gtest_repeat
   const auto dir = std::filesystem::path(::testing::TempDir()) /
-                   absl::StrCat("tandem_crash_", getpid(), "_", kind);
+                   absl::StrCat("tandem_crash_", getpid(), "_", kind, "_", ++runs);
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   const std::string path = (dir / "aggregator.db").string();
+#ifdef TANDEM_WITH_POSTGRES
+  // The server belongs to this (parent) process; the children only connect.
+  if (kind == "Postgres") ASSERT_THAT(testing::PostgresServer::Shared().status(), IsOk());
+#endif
 
   std::mt19937_64 rng(kSeed);
   std::uniform_int_distribution<int> kill_point(1, 8);
@@ -322,7 +343,13 @@ TEST_P(ReportStoreCrashTest, SigkillNeverLosesOrDoubleCountsReports) {
   std::filesystem::remove_all(dir);
 }
 
-INSTANTIATE_TEST_SUITE_P(Stores, ReportStoreCrashTest, ::testing::Values("Sqlite", "Segment"),
+INSTANTIATE_TEST_SUITE_P(Stores, ReportStoreCrashTest,
+                         ::testing::Values("Sqlite", "Segment"
+#ifdef TANDEM_WITH_POSTGRES
+                                           ,
+                                           "Postgres"
+#endif
+                                           ),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 }  // namespace

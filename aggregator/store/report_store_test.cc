@@ -11,6 +11,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "aggregator/store/in_memory_report_store.h"
+#ifdef TANDEM_WITH_POSTGRES
+#include "aggregator/store/postgres_report_store.h"
+#include "aggregator/store/testing/postgres_server.h"
+#endif
 #include "aggregator/store/segment_report_store.h"
 #include "aggregator/store/sqlite_report_store.h"
 #include "base/testing/status_matchers.h"
@@ -394,6 +398,22 @@ TEST_P(ReportStoreContractTest, CountReportsByStateWithoutShares) {
   EXPECT_EQ(c.pending + c.accepted + c.rejected, 0);
 }
 
+#ifdef TANDEM_WITH_POSTGRES
+// One real PostgreSQL server per test binary; each test gets a fresh task
+// (named after its fresh directory) in the shared database.
+std::unique_ptr<ReportStore> OpenPostgresStore(const std::string& dir) {
+  static int opened = 0;
+  absl::StatusOr<testing::PostgresServer*> server = testing::PostgresServer::Shared();
+  EXPECT_THAT(server.status(), IsOk());
+  if (!server.ok()) return nullptr;
+  auto s = PostgresReportStore::Open(
+      (*server)->conninfo(),
+      absl::StrCat(std::filesystem::path(dir).filename().string(), "_", ++opened));
+  EXPECT_THAT(s.status(), IsOk());
+  return s.ok() ? std::move(*s) : nullptr;
+}
+#endif
+
 INSTANTIATE_TEST_SUITE_P(
     Implementations, ReportStoreContractTest,
     ::testing::Values(
@@ -411,7 +431,12 @@ INSTANTIATE_TEST_SUITE_P(
                        auto s = SegmentReportStore::Open(dir + "/segstore", options);
                        EXPECT_THAT(s.status(), IsOk());
                        return s.ok() ? std::move(*s) : nullptr;
-                     }}),
+                     }}
+#ifdef TANDEM_WITH_POSTGRES
+        ,
+        StoreFactory{"Postgres", OpenPostgresStore}
+#endif
+        ),
     [](const ::testing::TestParamInfo<StoreFactory>& info) { return info.param.name; });
 
 }  // namespace
