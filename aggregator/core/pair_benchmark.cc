@@ -18,7 +18,10 @@
 //         store (0 = SQLite with shares as blobs, 1 = segment store: shares
 //         and accumulator snapshots in append-only segment files, SQLite as
 //         the index, 2 = in memory: no durability, the ceiling that storage
-//         leaves to the rest of the system), uploaders (concurrent clients:
+//         leaves to the rest of the system, 3 = PostgreSQL: one throwaway
+//         local server (aggregator/store/testing/postgres_server.h), one
+//         database per server, synchronous_commit on with full = 1 and off
+//         with full = 0), uploaders (concurrent clients:
 //         the group-commit width), norm (1 = a norm-bound round: every
 //         report carries a norm proof, checked by both servers)
 // Counters: expansions_per_report = share + undo expansions of both
@@ -37,6 +40,7 @@
 #include "absl/strings/str_cat.h"
 #include "aggregator/core/aggregator.h"
 #include "aggregator/core/expansion.h"
+#include "aggregator/core/postgres_store_factory.h"
 #include "aggregator/core/sqlite_store_factory.h"
 #include "aggregator/store/in_memory_report_store.h"
 #include "aggregator/testing/in_process_peer_channel.h"
@@ -45,6 +49,9 @@
 #include "base/large_buffers.h"
 #include "base/random.h"
 #include "crypto/dpf/sparse_dpf.h"
+#ifdef TANDEM_WITH_POSTGRES
+#include "aggregator/store/testing/postgres_server.h"
+#endif
 
 namespace tandem::aggregator {
 namespace {
@@ -56,6 +63,29 @@ sqlite::DatabaseOptions Sync(bool full) {
 }
 
 constexpr int kPerIteration = 32;
+
+// A fresh database on the benchmark's shared PostgreSQL server for each
+// server of each Pair; an empty string (and a skipped benchmark) without one.
+std::string PostgresDatabase(benchmark::State& state, bool full) {
+#ifdef TANDEM_WITH_POSTGRES
+  static int databases = 0;
+  auto server = testing::PostgresServer::Shared();
+  if (!server.ok()) {
+    state.SkipWithError(std::string(server.status().message()).c_str());
+    return "";
+  }
+  auto conninfo = (*server)->CreateDatabase(absl::StrCat("pair_", ++databases));
+  if (!conninfo.ok()) {
+    state.SkipWithError(std::string(conninfo.status().message()).c_str());
+    return "";
+  }
+  return full ? *conninfo : absl::StrCat(*conninfo, " options='-c synchronous_commit=off'");
+#else
+  (void)full;
+  state.SkipWithError("built without PostgreSQL");
+  return "";
+#endif
+}
 
 // A leader and a helper over the stores of the benchmark's args, with the
 // round open and a pool of kPerIteration reports (their key shares reused
@@ -117,6 +147,7 @@ std::unique_ptr<Pair> MakePair(benchmark::State& state) {
   const int64_t store_kind = state.range(2);
   const bool norm = state.range(4) != 0;
   const auto factory = [&](const std::string& d) -> StoreFactory {
+    if (store_kind == 3) return MakePostgresStoreFactory(PostgresDatabase(state, full));
     if (store_kind == 2) {
       return [](absl::string_view, bool) -> absl::StatusOr<std::unique_ptr<ReportStore>> {
         return std::make_unique<InMemoryReportStore>();
@@ -271,6 +302,10 @@ BENCHMARK(BM_PairIngest)
     ->Args({20, 1, 1, 32, 0})
     ->Args({20, 1, 1, 8, 1})
     ->Args({20, 0, 2, 8, 1})
+    ->Args({17, 1, 3, 8, 0})
+    ->Args({20, 1, 3, 8, 0})
+    ->Args({17, 0, 3, 8, 0})
+    ->Args({20, 0, 3, 8, 0})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 BENCHMARK(BM_PairIngestPipelined)
@@ -287,6 +322,8 @@ BENCHMARK(BM_PairIngestPipelined)
     ->Args({20, 0, 1, 8, 0})
     ->Args({20, 0, 2, 8, 0})
     ->Args({20, 1, 1, 8, 1})
+    ->Args({17, 1, 3, 64, 0})
+    ->Args({20, 1, 3, 64, 0})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 BENCHMARK(BM_PairComputeBound)
