@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <utility>
+#include <variant>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
@@ -15,8 +16,10 @@
 #include "ml/kernels/spotlight_train.h"
 #include "ml/worker/distill_kernels.h"
 #include "ml/worker/eco_kernels.h"
+#include "ml/worker/model_kernels.h"
 #include "ml/worker/search_kernels.h"
 #include "ml/worker/training_kernels.h"
+#include "ml/worker/zoo_kernels.h"
 #include "ml/worker/kernel_spec_helpers.h"
 
 namespace tandem::ml::worker {
@@ -46,11 +49,16 @@ std::string CodeBytes(const kernels::PackedCodes& c) {
   return std::string(reinterpret_cast<const char*>(c.bits.data()), c.bits.size() * 4);
 }
 
-absl::StatusOr<kernels::SpotlightHashWeights> HashWeightsFrom(const KernelCall& c, size_t first) {
-  kernels::SpotlightHashWeights w{c.f32(first), c.f32(first + 1), c.f32(first + 2),
-                                  c.f32(first + 3)};
-  TANDEM_RETURN_IF_ERROR(kernels::ValidateHashWeights(w));
-  return w;
+// The hash weights: the referenced model's (no copy), else inputs first ..
+// first + 3 copied into *storage.
+absl::StatusOr<const kernels::SpotlightHashWeights*> HashWeightsFrom(
+    const KernelCall& c, size_t first, kernels::SpotlightHashWeights* storage) {
+  if (c.model != nullptr) {
+    return &std::get<kernels::SpotlightHashWeights>(c.model->model().weights);
+  }
+  *storage = {c.f32(first), c.f32(first + 1), c.f32(first + 2), c.f32(first + 3)};
+  TANDEM_RETURN_IF_ERROR(kernels::ValidateHashWeights(*storage));
+  return storage;
 }
 
 absl::Status SnapBudget(const KernelCall& c) {
@@ -71,8 +79,9 @@ kernels::SnapKvOptions SnapFrom(const KernelCall& c) {
 
 std::vector<KernelSpec> Specs() {
   std::vector<KernelSpec> s;
-  const std::vector<InputSpec> hash_w = {{"w1", kF32, 2}, {"b1", kF32, 1}, {"w2", kF32, 2},
-                                         {"b2", kF32, 1}};
+  // Supplied by a loaded "spotlight.hash" model when the request names one.
+  const std::vector<InputSpec> hash_w = {{"w1", kF32, 2, true}, {"b1", kF32, 1, true},
+                                         {"w2", kF32, 2, true}, {"b2", kF32, 1, true}};
   const std::vector<ParamSpec> snap = {Int("window", 32, 1, kMaxInt), Int("kernel", 7, 1, 255),
                                        Flag("gqa_max"), Flag("pool_avg")};
 
@@ -189,8 +198,10 @@ std::vector<KernelSpec> Specs() {
                  TANDEM_RETURN_IF_ERROR(Budget(4 * Dim(c.f32(0), 0) * Dim(c.f32(0), 1) *
                                                    Dim(c.f32(0), 1),
                                                kMaxWork, "hash FLOPs"));
-                 TANDEM_ASSIGN_OR_RETURN(kernels::SpotlightHashWeights w, HashWeightsFrom(c, 1));
-                 TANDEM_ASSIGN_OR_RETURN(Tensor h, kernels::SpotlightHash(c.f32(0), w));
+                 kernels::SpotlightHashWeights storage;
+                 TANDEM_ASSIGN_OR_RETURN(const kernels::SpotlightHashWeights* w,
+                                         HashWeightsFrom(c, 1, &storage));
+                 TANDEM_ASSIGN_OR_RETURN(Tensor h, kernels::SpotlightHash(c.f32(0), *w));
                  TANDEM_ASSIGN_OR_RETURN(kernels::PackedCodes codes, kernels::PackSignBits(h));
                  return Outputs{EncodeFloat("h", h),
                                 EncodeBytes("codes", {codes.rows, codes.words * 4},
@@ -233,7 +244,9 @@ std::vector<KernelSpec> Specs() {
                  TANDEM_RETURN_IF_ERROR(Budget(nq * nk, kMaxScratch / 8, "score matrix"));
                  TANDEM_RETURN_IF_ERROR(Budget(nq * nk * nk * c.param("top_fraction"), 1e10,
                                                "ranking pairs"));
-                 TANDEM_ASSIGN_OR_RETURN(kernels::SpotlightHashWeights w, HashWeightsFrom(c, 2));
+                 kernels::SpotlightHashWeights storage;
+                 TANDEM_ASSIGN_OR_RETURN(const kernels::SpotlightHashWeights* w,
+                                         HashWeightsFrom(c, 2, &storage));
                  kernels::SpotlightLossOptions o;
                  o.gamma = static_cast<float>(c.param("gamma"));
                  o.beta = static_cast<float>(c.param("beta"));
@@ -241,7 +254,7 @@ std::vector<KernelSpec> Specs() {
                  o.top_fraction = static_cast<float>(c.param("top_fraction"));
                  o.causal = c.int_param("causal") != 0;
                  TANDEM_ASSIGN_OR_RETURN(kernels::SpotlightLossResult r,
-                                         kernels::SpotlightRankingLoss(c.f32(0), c.f32(1), w, o));
+                                         kernels::SpotlightRankingLoss(c.f32(0), c.f32(1), *w, o));
                  TANDEM_ASSIGN_OR_RETURN(Tensor loss,
                                          Tensor::FromData({}, {static_cast<float>(r.loss)}));
                  return Outputs{EncodeFloat("loss", loss), EncodeFloat("d_w1", r.grads.w1),
@@ -251,29 +264,40 @@ std::vector<KernelSpec> Specs() {
 
   s.push_back({"ren.forward",
                "REN (arXiv 2505.18153): region tokens by cross-attention from point prompts; "
-               "weights drawn from weight_seed",
+               "weights of the named \"ren\" model (heads, layers, weight_seed then ignored), "
+               "else drawn from weight_seed",
                false, {{"features", kF32, 3}, {"points", kF32, 2}},
                {Real("image_size", 518, 1e-3, 1e6), Int("heads", 8, 1, 64),
                 Int("layers", 4, 1, 16), Int("weight_seed", 42, 0, kMaxInt)},
                {{"tokens", kF32, 2}, {"maps", kF32, 3}},
                [](const KernelCall& c) -> absl::StatusOr<Outputs> {
                  const Tensor& f = c.f32(0);
+                 const kernels::RenWeights* loaded =
+                     c.model ? &std::get<kernels::RenWeights>(c.model->model().weights) : nullptr;
                  const double d = Dim(f, 0), nk = Dim(f, 1) * Dim(f, 2), np = Dim(c.f32(1), 0);
-                 const double layers = static_cast<double>(c.int_param("layers"));
-                 TANDEM_RETURN_IF_ERROR(Budget(9 * d * d * layers, kMaxScratch, "REN weights"));
-                 TANDEM_RETURN_IF_ERROR(Budget(static_cast<double>(c.int_param("heads")) * np * nk,
-                                               kMaxScratch, "REN attention maps"));
+                 const double layers = static_cast<double>(
+                     loaded ? static_cast<int64_t>(loaded->layers.size()) : c.int_param("layers"));
+                 const double heads =
+                     static_cast<double>(loaded ? loaded->heads : c.int_param("heads"));
+                 if (loaded == nullptr) {
+                   TANDEM_RETURN_IF_ERROR(Budget(9 * d * d * layers, kMaxScratch, "REN weights"));
+                 }
+                 TANDEM_RETURN_IF_ERROR(Budget(heads * np * nk, kMaxScratch, "REN attention maps"));
                  TANDEM_RETURN_IF_ERROR(Budget(layers * kernels::RenBlockFlops(
                                                             c.f32(1).dim(0), f.dim(1) * f.dim(2),
                                                             f.dim(0)),
                                                kMaxWork, "REN FLOPs"));
+                 kernels::RenWeights seeded;
+                 if (loaded == nullptr) {
+                   TANDEM_ASSIGN_OR_RETURN(
+                       seeded, kernels::RenWeights::Random(
+                                   f.dim(0), c.int_param("heads"), c.int_param("layers"),
+                                   static_cast<uint64_t>(c.int_param("weight_seed"))));
+                 }
                  TANDEM_ASSIGN_OR_RETURN(
-                     kernels::RenWeights w,
-                     kernels::RenWeights::Random(f.dim(0), c.int_param("heads"),
-                                                 c.int_param("layers"),
-                                                 static_cast<uint64_t>(c.int_param("weight_seed"))));
-                 TANDEM_ASSIGN_OR_RETURN(kernels::RenOutput r,
-                                         kernels::RenForward(f, c.f32(1), c.param("image_size"), w));
+                     kernels::RenOutput r,
+                     kernels::RenForward(f, c.f32(1), c.param("image_size"),
+                                         loaded ? *loaded : seeded));
                  return Outputs{EncodeFloat("tokens", r.tokens), EncodeFloat("maps", r.maps)};
                }});
 
@@ -287,6 +311,12 @@ std::vector<KernelSpec> Specs() {
                                          kernels::MergeRegionTokens(c.f32(0), c.param("threshold")));
                  return Outputs{EncodeFloat("merged", m)};
                }});
+  for (KernelSpec& k : s) {
+    if (k.name == "ren.forward") k.model_kinds = {"ren"};
+    if (k.name == "spotlight.hash" || k.name == "spotlight.ranking_loss") {
+      k.model_kinds = {"spotlight.hash"};
+    }
+  }
   return s;
 }
 
@@ -298,6 +328,8 @@ absl::Status RegisterBuiltinKernels(KernelRegistry* registry) {
   TANDEM_RETURN_IF_ERROR(RegisterDistillKernels(registry));
   TANDEM_RETURN_IF_ERROR(RegisterSearchKernels(registry));
   TANDEM_RETURN_IF_ERROR(RegisterEcoKernels(registry));
+  TANDEM_RETURN_IF_ERROR(RegisterModelKernels(registry));
+  TANDEM_RETURN_IF_ERROR(RegisterZooKernels(registry));
   return absl::OkStatus();
 }
 

@@ -6,6 +6,11 @@
 //   adakv.scores / adakv.compress   SnapKV scoring + Ada-KV allocation/compaction
 //   spotlight.hash / spotlight.topk (CUDA) / spotlight.ranking_loss
 //   ren.forward / ren.merge         REN region tokens from point prompts
+// and the families of training_kernels.h, distill_kernels.h,
+// search_kernels.h, eco_kernels.h and model_kernels.h (training steps on
+// loaded models: spotlight.train_step, trajmamba.mask_train_step).
+// Kernels with weights take them from a loaded model when the request names
+// one (KernelInfo.model_kinds; ml/worker/model_store.h).
 #ifndef TANDEM_ML_WORKER_BUILTIN_KERNELS_H_
 #define TANDEM_ML_WORKER_BUILTIN_KERNELS_H_
 

@@ -95,9 +95,11 @@ std::vector<KernelSpec> Specs() {
   }
   s.push_back({"hdd.distill_step",
                "HDD: v = momentum v + grad, synthetic -= lr v over C classes; optional frozen "
-               "random linear embedding (embed_dim, embed_seed)",
-               false, {{"real", kF32, 3}, {"synthetic", kF32, 3}, {"velocity", kF32, 3}}, step,
-               {{"loss", kF32, 0}, {"synthetic", kF32, 3}, {"velocity", kF32, 3}},
+               "random linear embedding (embed_dim, embed_seed); with a named \"tensors\" "
+               "model holding synthetic and velocity, updates them in place",
+               false,
+               {{"real", kF32, 3}, {"synthetic", kF32, 3, true}, {"velocity", kF32, 3, true}},
+               step, {{"loss", kF32, 0}, {"synthetic", kF32, 3, true}, {"velocity", kF32, 3, true}},
                [](const KernelCall& c) -> absl::StatusOr<Outputs> {
                  const double rows = Dim(c.f32(0), 1) + Dim(c.f32(1), 1), din = Dim(c.f32(0), 2);
                  const double e = c.int_param("embed_dim") == 0 ? din : static_cast<double>(c.int_param("embed_dim"));
@@ -161,14 +163,15 @@ std::vector<KernelSpec> Specs() {
 
   s.push_back({"sdpgo.step",
                "SDPGO: CE + alpha tau^2 KL(q_hist || softmax(z/tau)) + beta sum w (f - f_prev)^2, "
-               "gradients, and the KL-proximal refinement q_next of the history",
+               "gradients, and the KL-proximal refinement q_next of the history (with a "
+               "\"tensors\" model holding q_hist, q_next replaces it in place)",
                false,
                {{"logits", kF32, 2}, {"labels", proto::DTYPE_INT64, 1}, {"features", kF32, 2},
-                {"feature_grad", kF32, 2}, {"prev_features", kF32, 2}, {"q_hist", kF32, 2}},
+                {"feature_grad", kF32, 2}, {"prev_features", kF32, 2}, {"q_hist", kF32, 2, true}},
                {Real("temperature", 3.0, 1e-2, 1e2), Real("alpha", 1.0, 0, 1e6), Real("beta", 1.0, 0, 1e6),
                 Real("lambda", 0, 0, 1e6), Real("eta", 1.0, 0, 1e6)},
                {{"loss", kF32, 0}, {"terms", kF32, 1}, {"d_logits", kF32, 2}, {"d_features", kF32, 2},
-                {"weights", kF32, 2}, {"q_next", kF32, 2}},
+                {"weights", kF32, 2}, {"q_next", kF32, 2, true, "q_hist"}},
                [](const KernelCall& c) -> absl::StatusOr<Outputs> {
                  const WireTensor& lw = c.inputs[1];
                  std::vector<int64_t> labels(static_cast<size_t>(lw.shape[0]));
@@ -201,6 +204,20 @@ std::vector<KernelSpec> Specs() {
                                          ds::EnergyDistanceLoss(sm, c.f32(1), c.f32(2), {.beta = c.param("beta")}));
                  return Outputs{EncodeFloat("loss", Scalar(r.loss)), EncodeFloat("d_samples", r.grad_samples)};
                }});
+  for (KernelSpec& k : s) {
+    if (k.name == "hdd.distill_step") {
+      // The registry fills synthetic / velocity from the model and writes
+      // the step's result back (kernel_registry.h).
+      k.model_kinds = {"tensors"};
+      k.trains_model = true;
+    }
+    if (k.name == "sdpgo.step") {
+      // The history q lives in a "tensors" model (tensor "q_hist"); each
+      // step replaces it with its KL-proximal refinement q_next.
+      k.model_kinds = {"tensors"};
+      k.trains_model = true;
+    }
+  }
   return s;
 }
 

@@ -195,6 +195,10 @@ absl::StatusOr<Outputs> RunGenerateStep(const KernelCall& c) {
   return Outputs{EncodeMasks(child.masks), std::move(gene)};
 }
 
+// With a loaded "cnn" model (the federation's MakeCnn, e.g. from a
+// checkpoint) "weights" is the model's flat parameter vector, filled in and
+// (eco.insert) written back by the registry; the arch params must describe
+// the same network (MakeCarrier checks the parameter count).
 std::vector<KernelSpec> Specs() {
   std::vector<KernelSpec> s;
   s.push_back({"eco.extract",
@@ -202,18 +206,18 @@ std::vector<KernelSpec> Specs() {
                "of MakeCnn (conv1, conv2, fc1) by |incoming|_2 * |outgoing|_2, return the "
                "masks, the kept sub-tensors and their share of all parameters",
                false,
-               {{"weights", kF32, 1}},
+               {{"weights", kF32, 1, true}},
                With(ArchParams(), {Real("keep_fraction", 0.45, 1e-6, 1)}),
                {{"masks", kU8, 1}, {"gene", kF32, 1}, {"fraction", kF32, 0}},
-               RunExtract});
+               RunExtract, {"cnn"}});
   s.push_back({"eco.insert",
                "ECO: write a learngene (masks, gene) into a new CNN's flat weights; inputs from "
                "units outside the circuit into kept units are zeroed",
                false,
-               {{"weights", kF32, 1}, {"masks", kU8, 1}, {"gene", kF32, 1}},
+               {{"weights", kF32, 1, true}, {"masks", kU8, 1}, {"gene", kF32, 1}},
                ArchParams(),
-               {{"weights", kF32, 1}},
-               RunInsert});
+               {{"weights", kF32, 1, true}},
+               RunInsert, {"cnn"}, false, true});
   s.push_back({"eco.generate_step",
                "ECO Alg. 1: per gene layer swap round(rate * kept) kept units for random unkept "
                "ones (He-uniform re-initialised, seeded); one offspring of the generation loop",

@@ -4,9 +4,91 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "base/status_macros.h"
 
 namespace tandem::ml::worker {
+namespace {
+
+TensorSet::const_iterator FindTensor(const TensorSet& set, const std::string& name) {
+  return std::find_if(set.begin(), set.end(), [&](const NamedTensor& t) { return t.name == name; });
+}
+
+bool IsZoo(const std::string& kind) { return kind == "mlp" || kind == "cnn"; }
+
+// A zoo model's tensors (ml::Model parameter order) as its flat vector.
+kernels::Tensor Flatten(const TensorSet& set) {
+  std::vector<float> flat;
+  for (const NamedTensor& t : set) {
+    flat.insert(flat.end(), t.value.data().begin(), t.value.data().end());
+  }
+  const int64_t n = static_cast<int64_t>(flat.size());
+  return *kernels::Tensor::FromData({n}, std::move(flat));
+}
+
+// Inputs marked from_model, taken by name from a "tensors" model; for a
+// zoo model ("mlp", "cnn") the input "weights" is its flat parameter vector.
+absl::Status FillFromTensors(const KernelSpec& spec, const LoadedModel& m, KernelCall* call) {
+  const TensorSet& set = std::get<TensorSet>(m.weights);
+  for (size_t i = 0; i < spec.inputs.size(); ++i) {
+    const InputSpec& s = spec.inputs[i];
+    if (!s.from_model) continue;
+    if (IsZoo(m.kind) && s.name == "weights" && s.rank == 1) {
+      call->inputs[i].f32 = Flatten(set);
+      call->inputs[i].shape = call->inputs[i].f32.shape();
+      continue;
+    }
+    auto it = FindTensor(set, s.model_name());
+    if (it == set.end() || it->value.rank() != s.rank || s.dtype != proto::DTYPE_FLOAT32) {
+      return absl::InvalidArgumentError(absl::StrCat(spec.name, " needs a float32 tensor '",
+                                                     s.model_name(), "' of rank ", s.rank,
+                                                     " in model '", m.name, "'"));
+    }
+    WireTensor& w = call->inputs[i];
+    w.shape = it->value.shape();
+    w.f32 = it->value;
+  }
+  return absl::OkStatus();
+}
+
+// Outputs marked from_model, written by name into a "tensors" model: all
+// shapes are checked before any tensor is replaced.
+absl::Status WriteToTensors(const std::vector<std::pair<std::string, proto::Tensor*>>& outs,
+                            LoadedModel* m) {
+  TensorSet& set = std::get<TensorSet>(m->weights);
+  std::vector<std::pair<size_t, kernels::Tensor>> updates;
+  for (const auto& [name, t] : outs) {
+    TANDEM_RETURN_IF_ERROR(CheckFiniteOutput(*t, absl::StrCat("model tensor '", name, "'")));
+    TANDEM_ASSIGN_OR_RETURN(kernels::Tensor value, ToFloatTensor(*t));
+    if (IsZoo(m->kind) && name == "weights") {
+      // The flat vector back into the zoo model's tensors.
+      int64_t total = 0;
+      for (const NamedTensor& p : set) total += p.value.size();
+      if (value.size() != total) {
+        return absl::InvalidArgumentError(absl::StrCat("model '", m->name, "' has ", total,
+                                                       " parameters, not ", value.size()));
+      }
+      int64_t offset = 0;
+      for (size_t i = 0; i < set.size(); ++i) {
+        kernels::Tensor part = set[i].value;
+        std::copy_n(value.data().begin() + offset, part.size(), part.mutable_data().begin());
+        offset += part.size();
+        updates.emplace_back(i, std::move(part));
+      }
+      continue;
+    }
+    auto it = FindTensor(set, name);
+    if (it == set.end() || it->value.shape() != value.shape()) {
+      return absl::InvalidArgumentError(absl::StrCat("model '", m->name, "' has no tensor '", name,
+                                                     "' of shape ", value.ShapeString()));
+    }
+    updates.emplace_back(static_cast<size_t>(it - set.begin()), std::move(value));
+  }
+  for (auto& [i, v] : updates) set[i].value = std::move(v);
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::Status KernelRegistry::Register(KernelSpec spec) {
   if (spec.name.empty() || !spec.run) {
@@ -44,7 +126,12 @@ std::vector<proto::KernelInfo> KernelRegistry::Describe() const {
       sig->set_name(s.name);
       sig->set_dtype(s.dtype);
       sig->set_rank(s.rank);
+      sig->set_from_model(s.from_model);
+      if (s.from_model) sig->set_model_tensor(s.model_name());
     };
+    for (const std::string& k : spec.model_kinds) info.add_model_kinds(k);
+    info.set_model_required(spec.model_required);
+    info.set_trains_model(spec.trains_model);
     for (const InputSpec& s : spec.inputs) add(s, info.add_inputs());
     for (const InputSpec& s : spec.outputs) add(s, info.add_outputs());
     for (const ParamSpec& p : spec.params) info.add_params(p.name);
@@ -55,20 +142,38 @@ std::vector<proto::KernelInfo> KernelRegistry::Describe() const {
   return out;
 }
 
-absl::StatusOr<KernelCall> KernelRegistry::Validate(const proto::KernelRequest& request) const {
+absl::StatusOr<KernelCall> KernelRegistry::Validate(const proto::KernelRequest& request,
+                                                    ModelStore* models) const {
   const KernelSpec* spec = Find(request.kernel());
   if (spec == nullptr) {
     return absl::UnimplementedError(absl::StrCat("unknown kernel '", request.kernel(), "'"));
   }
   KernelCall call;
   TANDEM_ASSIGN_OR_RETURN(call.backend, kernels::ChooseBackend(request.backend(), spec->has_cuda));
-  if (request.inputs_size() != static_cast<int>(spec->inputs.size())) {
-    return absl::InvalidArgumentError(absl::StrCat(spec->name, " takes ", spec->inputs.size(),
-                                                   " inputs, got ", request.inputs_size()));
+  const bool with_model = !request.model().name().empty();
+  if (with_model && spec->model_kinds.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(spec->name, " takes no model"));
   }
+  if (!with_model && spec->model_required) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(spec->name, " needs a loaded model (KernelRequest.model)"));
+  }
+  // With a model, the inputs it supplies are not sent.
+  size_t expected = 0;
+  for (const InputSpec& s : spec->inputs) expected += with_model && s.from_model ? 0 : 1;
+  if (request.inputs_size() != static_cast<int>(expected)) {
+    return absl::InvalidArgumentError(absl::StrCat(spec->name, " takes ", expected, " inputs",
+                                                   with_model ? " with a model" : "", ", got ",
+                                                   request.inputs_size()));
+  }
+  int next = 0;
   for (size_t i = 0; i < spec->inputs.size(); ++i) {
     const InputSpec& s = spec->inputs[i];
-    const proto::Tensor& t = request.inputs(static_cast<int>(i));
+    if (with_model && s.from_model) {
+      call.inputs.push_back(WireTensor{s.name, s.dtype, {}, {}, {}});
+      continue;
+    }
+    const proto::Tensor& t = request.inputs(next++);
     const std::string what = absl::StrCat(spec->name, " input ", i, " (", s.name, ")");
     const bool float_ok = s.dtype == proto::DTYPE_FLOAT32 && t.dtype() == proto::DTYPE_FLOAT64;
     if (t.dtype() != s.dtype && !float_ok) {
@@ -99,14 +204,63 @@ absl::StatusOr<KernelCall> KernelRegistry::Validate(const proto::KernelRequest& 
     auto it = request.params().find(p.name);
     call.params[p.name] = it == request.params().end() ? p.default_value : it->second;
   }
+  if (with_model) {
+    if (models == nullptr) {
+      return absl::FailedPreconditionError("this worker holds no models");
+    }
+    TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<ModelLease> lease,
+                            models->Acquire(request.model().name(), request.model().version(),
+                                            spec->trains_model));
+    call.model = std::move(lease);
+    const LoadedModel& m = call.model->model();
+    if (std::find(spec->model_kinds.begin(), spec->model_kinds.end(), m.kind) ==
+        spec->model_kinds.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("model '", m.name, "' is of kind ", m.kind,
+                                                     "; ", spec->name, " takes kind ",
+                                                     absl::StrJoin(spec->model_kinds, ", ")));
+    }
+    if (m.kind == "tensors" || IsZoo(m.kind)) {
+      TANDEM_RETURN_IF_ERROR(FillFromTensors(*spec, m, &call));
+    }
+  }
   return call;
 }
 
-absl::StatusOr<std::vector<proto::Tensor>> KernelRegistry::Run(
-    const proto::KernelRequest& request) const {
-  absl::StatusOr<KernelCall> call = Validate(request);
+absl::StatusOr<std::vector<proto::Tensor>> KernelRegistry::RunCall(const KernelSpec& spec,
+                                                                   KernelCall& call) const {
+  TANDEM_ASSIGN_OR_RETURN(std::vector<proto::Tensor> outputs, spec.run(call));
+  if (call.model == nullptr) return outputs;
+  if (spec.trains_model) {
+    // A step whose answer is not finite must not change the model either.
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      TANDEM_RETURN_IF_ERROR(CheckFiniteOutput(
+          outputs[i], absl::StrCat(spec.name, " output ", i, " (", outputs[i].name(), ")")));
+    }
+  }
+  std::vector<proto::Tensor> kept;
+  std::vector<std::pair<std::string, proto::Tensor*>> into_model;
+  for (size_t i = 0; i < outputs.size() && i < spec.outputs.size(); ++i) {
+    if (spec.outputs[i].from_model) {
+      into_model.emplace_back(spec.outputs[i].model_name(), &outputs[i]);
+    } else {
+      kept.push_back(std::move(outputs[i]));
+    }
+  }
+  const std::string& kind = call.model->model().kind;
+  if ((kind == "tensors" || IsZoo(kind)) && !into_model.empty()) {
+    LoadedModel* m = call.model->mutable_model();
+    if (m == nullptr) return absl::InternalError(absl::StrCat(spec.name, " holds a shared lease"));
+    TANDEM_RETURN_IF_ERROR(WriteToTensors(into_model, m));
+  }
+  if (spec.trains_model) call.model->FinishStep();
+  return kept;
+}
+
+absl::StatusOr<std::vector<proto::Tensor>> KernelRegistry::Run(const proto::KernelRequest& request,
+                                                               ModelStore* models) const {
+  absl::StatusOr<KernelCall> call = Validate(request, models);
   if (!call.ok()) return call.status();
-  return Find(request.kernel())->run(*call);
+  return RunCall(*Find(request.kernel()), *call);
 }
 
 }  // namespace tandem::ml::worker

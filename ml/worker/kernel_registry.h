@@ -6,6 +6,16 @@
 //   element cap, NaN, unknown/out-of-range param    -> INVALID_ARGUMENT
 //   unknown backend name                            -> INVALID_ARGUMENT
 //   "cuda" without a device / CUDA version          -> UNAVAILABLE
+//   a model named for a kernel that takes none, a model of another kind,
+//   no model for a kernel that requires one         -> INVALID_ARGUMENT
+//   the model store's codes (NOT_FOUND, FAILED_PRECONDITION) for the model
+// Models (ml/worker/model_store.h): a request may name a loaded model; the
+// kernel then reads its weights (inputs marked from_model are omitted from
+// the request) and, for a training kernel, updates it in place (outputs
+// marked from_model are written into the model, not returned). For a model
+// of kind "tensors" the registry does both by tensor name, for "mlp" / "cnn"
+// through the flat parameter vector named "weights"; typed kinds are handled
+// by the kernel's runner through KernelCall::model.
 // Lifecycle: built once at startup (Register), then read-only.
 // Thread safety: const methods may be called concurrently once registration
 // is finished; Register is not thread-safe.
@@ -15,6 +25,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -22,6 +33,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "ml/kernels/backend.h"
+#include "ml/worker/model_store.h"
 #include "ml/worker/tensor_codec.h"
 #include "proto/worker.pb.h"
 
@@ -31,6 +43,13 @@ struct InputSpec {
   std::string name;
   proto::DType dtype = proto::DTYPE_FLOAT32;  // FLOAT64 is accepted for FLOAT32 inputs
   int rank = 1;
+  // Supplied by (inputs) or written into (outputs) the referenced model
+  // when the request names one.
+  bool from_model = false;
+  // The model tensor it maps to in a "tensors" model, when not `name`
+  // (e.g. output q_next replaces the model's q_hist).
+  std::string model_tensor = {};
+  const std::string& model_name() const { return model_tensor.empty() ? name : model_tensor; }
 };
 
 struct ParamSpec {
@@ -46,6 +65,11 @@ struct KernelCall {
   std::vector<WireTensor> inputs;        // in signature order
   std::map<std::string, double> params;  // every declared param, defaults filled
   kernels::Backend backend = kernels::Backend::kCpu;
+  // The referenced model, locked (shared, or exclusive for a training
+  // kernel) until the call is destroyed; null without a model. With a
+  // model, inputs marked from_model are empty placeholders unless the
+  // model's kind is "tensors" (then they hold the model's tensors).
+  std::shared_ptr<ModelLease> model;
 
   const kernels::Tensor& f32(size_t i) const { return inputs[i].f32; }
   double param(const std::string& name) const { return params.at(name); }
@@ -61,6 +85,9 @@ struct KernelSpec {
   std::vector<InputSpec> outputs;  // documentation for Capabilities
   // Runs the kernel; kernel-level shape errors come back as INVALID_ARGUMENT.
   std::function<absl::StatusOr<std::vector<proto::Tensor>>(const KernelCall&)> run;
+  std::vector<std::string> model_kinds = {};  // kinds accepted in KernelRequest.model
+  bool model_required = false;           // refuse requests without a model
+  bool trains_model = false;             // exclusive lease; version + 1 per call
 };
 
 struct RegistryLimits {
@@ -78,12 +105,22 @@ class KernelRegistry {
   const KernelSpec* Find(const std::string& name) const;
   // Capabilities entries, sorted by name.
   std::vector<proto::KernelInfo> Describe() const;
-  // See the header comment for the codes.
-  absl::StatusOr<KernelCall> Validate(const proto::KernelRequest& request) const;
-  // Validate, then the kernel's runner on the same thread: what the worker
-  // service runs for a request, without the transport (the in-process
-  // reference of the tests). Validate's codes, then the kernel's.
-  absl::StatusOr<std::vector<proto::Tensor>> Run(const proto::KernelRequest& request) const;
+  // See the header comment for the codes. `models` (not owned, may be
+  // null: then a request naming a model gets FAILED_PRECONDITION) resolves
+  // KernelRequest.model; the lease is taken last.
+  absl::StatusOr<KernelCall> Validate(const proto::KernelRequest& request,
+                                      ModelStore* models = nullptr) const;
+  // The kernel's runner on a validated call, then, with a model: outputs
+  // marked from_model are dropped from the result (and, for a "tensors"
+  // model, written into it by name; INVALID_ARGUMENT and no change when a
+  // shape differs), and a training kernel's step is counted (version + 1).
+  absl::StatusOr<std::vector<proto::Tensor>> RunCall(const KernelSpec& spec,
+                                                     KernelCall& call) const;
+  // Validate, then RunCall on the same thread: what the worker service runs
+  // for a request, without the transport (the in-process reference of the
+  // tests). Validate's codes, then the kernel's.
+  absl::StatusOr<std::vector<proto::Tensor>> Run(const proto::KernelRequest& request,
+                                                 ModelStore* models = nullptr) const;
 
  private:
   RegistryLimits limits_;

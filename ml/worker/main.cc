@@ -1,7 +1,10 @@
 // tandem-worker: serves the paper kernels (ml/kernels) over gRPC.
 //
 //   tandem-worker --listen=127.0.0.1:0 --max_concurrency=4 [--metrics_listen=127.0.0.1:9103]
+//                 [--max_model_mb=4096] [--model_dir=/srv/tandem/models]
 //
+// Models (LoadModel ...) are held in this process's memory up to
+// --max_model_mb in total; checkpoints are read only from --model_dir.
 // Prints "tandem-worker listening on HOST:PORT (backend: ...)" on stdout once
 // serving (PORT is the bound one, useful with port 0), then runs until
 // SIGTERM or SIGINT and shuts down gracefully.
@@ -23,6 +26,7 @@
 #include "ml/kernels/backend.h"
 #include "ml/worker/builtin_kernels.h"
 #include "ml/worker/kernel_registry.h"
+#include "ml/worker/model_store.h"
 #include "ml/worker/worker_service.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:0", "host:port to listen on (port 0 = any free port)");
@@ -30,6 +34,10 @@ ABSL_FLAG(int, max_concurrency, 4, "simultaneous Run calls before RESOURCE_EXHAU
 ABSL_FLAG(int, max_message_mb, 64, "gRPC message size cap in MiB (receive and send)");
 ABSL_FLAG(int, max_tensor_melements, 64, "per-input tensor cap in millions of elements");
 ABSL_FLAG(int, verbosity, 0, "TANDEM_VLOG level");
+ABSL_FLAG(int64_t, max_model_mb, 4096,
+          "memory budget of all loaded models (weights + optimizer state) in MiB");
+ABSL_FLAG(std::string, model_dir, "",
+          "directory LoadModel may read checkpoints from (empty = checkpoints refused)");
 ABSL_FLAG(std::string, metrics_listen, "",
           "Prometheus /metrics (calls by method and code) on this IPv4 host:port, plain HTTP");
 
@@ -50,7 +58,14 @@ int main(int argc, char** argv) {
     std::cerr << "kernel registration failed: " << s << "\n";
     return 1;
   }
+  const int64_t model_mb = absl::GetFlag(FLAGS_max_model_mb);
+  if (model_mb < 0 || model_mb > (int64_t{1} << 30)) {
+    std::cerr << "--max_model_mb must be in [0, 2^30]\n";
+    return 2;
+  }
+  tandem::ml::worker::ModelStore models(model_mb << 20);
   tandem::ml::worker::WorkerOptions options;
+  options.model_dir = absl::GetFlag(FLAGS_model_dir);
   options.max_concurrency = absl::GetFlag(FLAGS_max_concurrency);
   options.max_message_bytes = int64_t{absl::GetFlag(FLAGS_max_message_mb)} << 20;
   const std::string listen = absl::GetFlag(FLAGS_listen);
@@ -68,7 +83,8 @@ int main(int argc, char** argv) {
     std::cout << "metrics on " << metrics->port() << std::endl;
   }
   auto worker = tandem::ml::worker::StartWorker(listen, &registry,
-                                                tandem::RealClock::Default(), options, rpc_metrics);
+                                                tandem::RealClock::Default(), options, rpc_metrics,
+                                                &models);
   if (!worker.ok()) {
     std::cerr << "tandem-worker: " << worker.status() << "\n";
     return 1;

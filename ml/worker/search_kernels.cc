@@ -4,6 +4,7 @@
 #include <cstring>
 #include <string>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -96,42 +97,60 @@ std::vector<KernelSpec> Specs() {
       Int("chunk", 64, 0, 4096),        Int("weight_seed", 42, 0, kMaxInt)};
   v.push_back({"trajmamba.encode",
                "TrajMamba (arXiv 2510.17545): GPS + road Mamba-2 branches, mean-pooled "
-               "trajectory embeddings; weights drawn from weight_seed",
+               "trajectory embeddings; weights (and sizes, chunk) of the named "
+               "\"trajmamba.encoder\" model, else drawn from weight_seed",
                false, {{"gps", kF32, 3}, {"times", kF32, 2}, {"roads", kF32, 2}, {"lengths", kI64, 1}},
                model, {{"embeddings", kF32, 2}, {"points", kF32, 3}},
                [](const KernelCall& c) -> absl::StatusOr<Outputs> {
-                 const s::TrajMambaConfig cfg = ConfigFrom(c);
+                 const s::TrajMambaWeights* loaded =
+                     c.model ? &std::get<s::TrajMambaWeights>(c.model->model().weights) : nullptr;
+                 const s::TrajMambaConfig cfg = loaded ? loaded->config : ConfigFrom(c);
                  const double points = static_cast<double>(c.f32(0).dim(0)) * c.f32(0).dim(1);
-                 TANDEM_RETURN_IF_ERROR(Budget(static_cast<double>(cfg.road_vocab) * cfg.d_model,
-                                               double{1 << 26}, "road embedding table"));
+                 if (loaded == nullptr) {
+                   TANDEM_RETURN_IF_ERROR(Budget(static_cast<double>(cfg.road_vocab) * cfg.d_model,
+                                                 double{1 << 26}, "road embedding table"));
+                 }
                  TANDEM_RETURN_IF_ERROR(Budget(points * cfg.d_model * 4, double{1 << 26},
                                                "point states"));
                  TANDEM_RETURN_IF_ERROR(Budget(s::TrajMambaFlops(cfg, 1) * points, kMaxWork,
                                                "encoder FLOPs"));
-                 TANDEM_ASSIGN_OR_RETURN(
-                     s::TrajMambaWeights w,
-                     s::TrajMambaWeights::Random(cfg, static_cast<uint64_t>(c.int_param("weight_seed"))));
+                 s::TrajMambaWeights seeded;
+                 if (loaded == nullptr) {
+                   TANDEM_ASSIGN_OR_RETURN(
+                       seeded, s::TrajMambaWeights::Random(
+                                   cfg, static_cast<uint64_t>(c.int_param("weight_seed"))));
+                 }
                  s::TrajBatch batch{c.f32(0), c.f32(1), c.f32(2), RawValues<int64_t>(c.inputs[3])};
-                 TANDEM_ASSIGN_OR_RETURN(s::TrajEncoding e, s::TrajMambaEncode(w, batch));
+                 TANDEM_ASSIGN_OR_RETURN(s::TrajEncoding e,
+                                         s::TrajMambaEncode(loaded ? *loaded : seeded, batch));
                  return Outputs{EncodeFloat("embeddings", e.embeddings), EncodeFloat("points", e.points)};
                }});
 
   v.push_back({"trajmamba.mask",
                "TrajMamba mask generator: keep scores m_t = sigmoid(MLP(point_t)) and the hard "
-               "key points (endpoints + top scores)",
+               "key points (endpoints + top scores); weights of the named \"trajmamba.mask\" "
+               "model, else drawn from weight_seed",
                false, {{"points", kF32, 2}},
                {Int("hidden", 32, 1, 1024), Int("weight_seed", 7, 0, kMaxInt),
                 Real("keep_ratio", 0.5, 1e-6, 1)},
                {{"scores", kF32, 1}, {"keep", kI64, 1}},
                [](const KernelCall& c) -> absl::StatusOr<Outputs> {
                  const Tensor& p = c.f32(0);
-                 TANDEM_RETURN_IF_ERROR(Budget(2.0 * p.dim(0) * p.dim(1) * c.int_param("hidden"),
-                                               kMaxWork, "mask FLOPs"));
-                 TANDEM_ASSIGN_OR_RETURN(s::MaskGeneratorWeights w,
-                                         s::MaskGeneratorWeights::Random(
-                                             p.dim(1), c.int_param("hidden"),
-                                             static_cast<uint64_t>(c.int_param("weight_seed"))));
-                 TANDEM_ASSIGN_OR_RETURN(Tensor scores, s::MaskScores(w, p));
+                 const s::MaskGeneratorWeights* loaded =
+                     c.model ? &std::get<s::MaskGeneratorWeights>(c.model->model().weights)
+                             : nullptr;
+                 const double hidden =
+                     static_cast<double>(loaded ? loaded->w1.dim(1) : c.int_param("hidden"));
+                 TANDEM_RETURN_IF_ERROR(
+                     Budget(2.0 * p.dim(0) * p.dim(1) * hidden, kMaxWork, "mask FLOPs"));
+                 s::MaskGeneratorWeights seeded;
+                 if (loaded == nullptr) {
+                   TANDEM_ASSIGN_OR_RETURN(seeded,
+                                           s::MaskGeneratorWeights::Random(
+                                               p.dim(1), c.int_param("hidden"),
+                                               static_cast<uint64_t>(c.int_param("weight_seed"))));
+                 }
+                 TANDEM_ASSIGN_OR_RETURN(Tensor scores, s::MaskScores(loaded ? *loaded : seeded, p));
                  TANDEM_ASSIGN_OR_RETURN(std::vector<int64_t> keep,
                                          s::SelectKeyPoints(scores, c.param("keep_ratio")));
                  const int64_t n = static_cast<int64_t>(keep.size());
@@ -230,6 +249,10 @@ std::vector<KernelSpec> Specs() {
                                 EncodeInt32("volume1", in.shape, p.volume[1].labels),
                                 EncodeFloat("stats", stats)};
                }});
+  for (KernelSpec& k : v) {
+    if (k.name == "trajmamba.encode") k.model_kinds = {"trajmamba.encoder"};
+    if (k.name == "trajmamba.mask") k.model_kinds = {"trajmamba.mask"};
+  }
   return v;
 }
 

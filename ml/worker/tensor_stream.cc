@@ -60,6 +60,7 @@ absl::Status AddChunk(Chunk chunk, uint32_t index, bool* started, size_t* total,
 
 auto RequestTensors = [](proto::KernelRequest& r) { return r.mutable_inputs(); };
 auto ResponseTensors = [](proto::KernelResponse& r) { return r.mutable_outputs(); };
+auto ModelTensors = [](proto::ModelHeader& r) { return r.mutable_tensors(); };
 
 }  // namespace
 
@@ -97,6 +98,23 @@ absl::Status ResponseAssembler::Add(proto::KernelResponseChunk chunk) {
 absl::StatusOr<proto::KernelResponse> ResponseAssembler::Finish() {
   if (!started_) return absl::FailedPreconditionError("no chunk received");
   return std::move(response_);
+}
+
+std::vector<proto::WorkerModelChunk> SplitModel(const proto::ModelHeader& model,
+                                                size_t chunk_bytes) {
+  return Split<proto::WorkerModelChunk>(model, chunk_bytes, ModelTensors,
+                                        &proto::ModelHeader::tensors,
+                                        &proto::WorkerModelChunk::set_tensor_index);
+}
+
+absl::Status ModelAssembler::Add(proto::WorkerModelChunk chunk) {
+  const uint32_t index = chunk.tensor_index();
+  return AddChunk(std::move(chunk), index, &started_, &total_, max_total_, &model_, ModelTensors);
+}
+
+absl::StatusOr<proto::ModelHeader> ModelAssembler::Finish() {
+  if (!started_) return absl::FailedPreconditionError("no chunk received");
+  return std::move(model_);
 }
 
 }  // namespace tandem::ml::worker

@@ -49,6 +49,27 @@ class ResponseAssembler {
   proto::KernelResponse response_;
 };
 
+// Models (LoadModel / ReadModel) travel the same way: the header with the
+// tensors' names, shapes and dtypes first, then data appended to
+// tensors[tensor_index].
+std::vector<proto::WorkerModelChunk> SplitModel(const proto::ModelHeader& model,
+                                                size_t chunk_bytes);
+
+class ModelAssembler {
+ public:
+  explicit ModelAssembler(size_t max_total_bytes) : max_total_(max_total_bytes) {}
+  absl::Status Add(proto::WorkerModelChunk chunk);
+  // The header as received so far; nullptr before the first chunk.
+  const proto::ModelHeader* header() const { return started_ ? &model_ : nullptr; }
+  absl::StatusOr<proto::ModelHeader> Finish();
+
+ private:
+  size_t max_total_;
+  size_t total_ = 0;
+  bool started_ = false;
+  proto::ModelHeader model_;
+};
+
 }  // namespace tandem::ml::worker
 
 #endif  // TANDEM_ML_WORKER_TENSOR_STREAM_H_

@@ -125,7 +125,7 @@ std::vector<KernelSpec> Specs() {
                "CrossSpectra (NeurIPS 2025) [I]: Delta W = scale Re(layer basis x sparse 2-D "
                "IDFT) of coefficients (kappa2, kappa1); transform 0 = DFT, 1 = DCT-II along "
                "layers; locations drawn from location_seed",
-               false, {{"coefficients", kF32, 2}}, fwd,
+               false, {{"coefficients", kF32, 2, true}}, fwd,
                {{"delta", kF32, 4}, {"locations", proto::DTYPE_INT64, 2}},
                [](const KernelCall& c) -> absl::StatusOr<Outputs> {
                  const Tensor& coeffs = c.f32(0);
@@ -248,6 +248,11 @@ std::vector<KernelSpec> Specs() {
                  return Outputs{EncodeBytes("mask", w.shape(), Bytes(mask)),
                                 EncodeFloat("scores", sc), EncodeFloat("loss", Scalar(loss))};
                }});
+  for (KernelSpec& k : s) {
+    // The adapter's coefficients may live in a "tensors" model (tensor
+    // "coefficients"), filled in by the registry (kernel_registry.h).
+    if (k.name == "crossspectra.forward") k.model_kinds = {"tensors"};
+  }
   return s;
 }
 

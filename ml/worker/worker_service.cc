@@ -30,7 +30,8 @@ class SlotGuard {
 
 absl::StatusOr<std::unique_ptr<WorkerService>> WorkerService::Create(const KernelRegistry* registry,
                                                                      const Clock* clock,
-                                                                     WorkerOptions options) {
+                                                                     WorkerOptions options,
+                                                                     ModelStore* models) {
   if (registry == nullptr || clock == nullptr) {
     return absl::InvalidArgumentError("registry and clock are required");
   }
@@ -45,7 +46,8 @@ absl::StatusOr<std::unique_ptr<WorkerService>> WorkerService::Create(const Kerne
     return absl::InvalidArgumentError(absl::StrCat(
         "max_message_bytes must be in [1 KiB, 2 GiB), got ", options.max_message_bytes));
   }
-  return std::unique_ptr<WorkerService>(new WorkerService(registry, clock, options));
+  return std::unique_ptr<WorkerService>(
+      new WorkerService(registry, clock, std::move(options), models));
 }
 
 grpc::Status WorkerService::Health(grpc::ServerContext*, const proto::HealthRequest*,
@@ -70,14 +72,14 @@ grpc::Status WorkerService::Run(grpc::ServerContext*, const proto::KernelRequest
         absl::StrCat("worker is running ", options_.max_concurrency, " kernels; retry later")));
   }
   SlotGuard guard(&in_flight_);
-  absl::StatusOr<KernelCall> call = registry_->Validate(*request);
+  absl::StatusOr<KernelCall> call = registry_->Validate(*request, models_);
   if (!call.ok()) {
     TANDEM_VLOG(1) << "rejected " << request->kernel() << ": " << call.status().code();
     return ToGrpcStatus(call.status());
   }
   const KernelSpec* spec = registry_->Find(request->kernel());
   const absl::Time start = clock_->Now();
-  absl::StatusOr<std::vector<proto::Tensor>> outputs = spec->run(*call);
+  absl::StatusOr<std::vector<proto::Tensor>> outputs = registry_->RunCall(*spec, *call);
   const absl::Duration elapsed = clock_->Now() - start;
   if (!outputs.ok()) return ToGrpcStatus(outputs.status());
   for (size_t i = 0; i < outputs->size(); ++i) {
@@ -89,6 +91,10 @@ grpc::Status WorkerService::Run(grpc::ServerContext*, const proto::KernelRequest
   for (proto::Tensor& t : *outputs) *response->add_outputs() = std::move(t);
   response->set_backend(std::string(kernels::BackendName(call->backend)));
   response->set_elapsed_us(absl::ToInt64Microseconds(elapsed));
+  if (call->model != nullptr) {
+    response->mutable_model()->set_name(request->model().name());
+    response->mutable_model()->set_version(call->model->version());
+  }
   TANDEM_VLOG(1) << request->kernel() << " on " << response->backend() << " in "
                  << response->elapsed_us() << " us";
   return grpc::Status::OK;
@@ -123,8 +129,8 @@ RunningWorker::~RunningWorker() {
 
 absl::StatusOr<std::unique_ptr<RunningWorker>> StartWorker(
     const std::string& listen, const KernelRegistry* registry, const Clock* clock,
-    WorkerOptions options, std::shared_ptr<prometheus::Registry> rpc_metrics) {
-  auto service = WorkerService::Create(registry, clock, options);
+    WorkerOptions options, std::shared_ptr<prometheus::Registry> rpc_metrics, ModelStore* models) {
+  auto service = WorkerService::Create(registry, clock, options, models);
   if (!service.ok()) return service.status();
   auto running = std::make_unique<RunningWorker>();
   running->service = *std::move(service);

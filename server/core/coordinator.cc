@@ -424,11 +424,24 @@ absl::Status Coordinator::Abandon(const std::string& why) {
   return absl::OkStatus();
 }
 
-absl::Status Coordinator::Evaluate(double* accuracy, double* loss) {
+absl::Status Coordinator::Evaluate(proto::RoundSummary* summary) {
   TANDEM_RETURN_IF_ERROR(model_->SetParams(task_->params()));
+  if (options_.evaluator != nullptr) {
+    absl::StatusOr<ml::EvalStats> e =
+        options_.evaluator->Evaluate(*model_, options_.model, task_->completed_rounds());
+    if (e.ok()) {
+      summary->set_accuracy(e->accuracy);
+      summary->set_loss(e->loss);
+      summary->set_evaluated_by(options_.evaluator->Status().address());
+      return absl::OkStatus();
+    }
+    TANDEM_LOG(WARNING) << "coordinator: the worker did not evaluate version "
+                        << task_->completed_rounds() << " (evaluating in process): " << e.status();
+  }
   TANDEM_ASSIGN_OR_RETURN(ml::EvalStats e, engine_->Evaluate(*model_, eval_));
-  *accuracy = e.accuracy;
-  *loss = e.loss;
+  summary->set_accuracy(e.accuracy);
+  summary->set_loss(e.loss);
+  summary->set_evaluated_by("coordinator");
   return absl::OkStatus();
 }
 
@@ -463,13 +476,10 @@ absl::Status Coordinator::Finalize() {
   TANDEM_RETURN_IF_ERROR(task_->FinishRound(agg->mean));
   const double epsilon = plan_->epsilon_after;
   plan_.reset();
-  double accuracy = 0, loss = 0;
-  TANDEM_RETURN_IF_ERROR(Evaluate(&accuracy, &loss));
+  TANDEM_RETURN_IF_ERROR(Evaluate(&summary));
   summary.set_model_version(task_->completed_rounds());
   summary.set_aggregation_round(round);
   summary.set_accepted_reports(agg->reports);
-  summary.set_accuracy(accuracy);
-  summary.set_loss(loss);
   summary.set_epsilon(epsilon);
   TANDEM_ASSIGN_OR_RETURN(proto::TaskCheckpoint cp, task_->Checkpoint());
   absl::MutexLock lock(&mu_);
@@ -477,7 +487,8 @@ absl::Status Coordinator::Finalize() {
   summary.set_seconds(static_cast<double>(NowMs() - opened_ms_) / 1000.0);
   TANDEM_RETURN_IF_ERROR(store_->FinishRound(round, cp, summary));
   TANDEM_LOG(INFO) << "coordinator: released version " << summary.model_version() << " from "
-                   << agg->reports << " reports, accuracy " << accuracy << ", epsilon " << epsilon;
+                   << agg->reports << " reports, accuracy " << summary.accuracy() << " (evaluated by "
+                   << summary.evaluated_by() << "), epsilon " << epsilon;
   history_.push_back(summary);
   epsilon_ = task_->epsilon_spent();
   assigned_.clear();

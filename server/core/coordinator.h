@@ -70,6 +70,7 @@
 #include "proto/coordinator.pb.h"
 #include "server/core/aggregator_client.h"
 #include "server/core/federated_task.h"
+#include "server/core/model_evaluator.h"
 #include "server/store/coordinator_store.h"
 
 namespace tandem::server {
@@ -106,6 +107,11 @@ struct CoordinatorOptions {
   proto::Endpoint leader;
   proto::Endpoint helper;
   int eval_threads = 1;
+  // Not owned; null = evaluate in process. With one (an ML worker), each
+  // released model is pushed to it and evaluated there; when that fails the
+  // coordinator evaluates in process and counts the failure (the worker is
+  // an offload, never a reason to stall or abandon a round).
+  ModelEvaluator* evaluator = nullptr;
 };
 
 // Counters since process start and the current status (without the round
@@ -176,7 +182,9 @@ class Coordinator {
   absl::Status TryOpen();
   absl::Status Finalize();
   absl::Status Abandon(const std::string& why);
-  absl::Status Evaluate(double* accuracy, double* loss);
+  // The released model's held-out loss and accuracy; sets
+  // summary->evaluated_by.
+  absl::Status Evaluate(proto::RoundSummary* summary);
   void PublishModel() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // HMAC-SHA256 under the sampling key of `tag` || round (8 bytes LE) ||
   // client id; false on an OpenSSL failure.

@@ -150,6 +150,7 @@ proto::CoordinatorStatusResponse Coordinator::StatusLocked() {
   s.set_uploads_done(done);
   s.set_total_rounds(options_.rounds);
   s.set_done_reason(done_reason_);
+  if (options_.evaluator != nullptr) *s.mutable_worker() = options_.evaluator->Status();
   return s;
 }
 

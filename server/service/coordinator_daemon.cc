@@ -129,6 +129,13 @@ absl::StatusOr<std::unique_ptr<CoordinatorDaemon>> CoordinatorDaemon::Start(
       MakeCollectorChannel(options.helper_address, options.tls, options.helper_name));
   d->leader_ = std::make_unique<GrpcAggregatorClient>(std::move(leader_channel));
   d->helper_ = std::make_unique<GrpcAggregatorClient>(std::move(helper_channel));
+  if (!options.worker_address.empty()) {
+    TANDEM_ASSIGN_OR_RETURN(
+        d->worker_, WorkerEvaluator::Create({.address = options.worker_address,
+                                             .task_id = co.task_id},
+                                            eval_data));
+    co.evaluator = d->worker_.get();
+  }
   TANDEM_ASSIGN_OR_RETURN(
       std::unique_ptr<CoordinatorStore> store,
       CoordinatorStore::Open((std::filesystem::path(options.state_dir) / "coordinator.db").string()));

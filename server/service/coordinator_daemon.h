@@ -26,6 +26,7 @@
 #include "server/core/coordinator.h"
 #include "server/service/coordinator_service.h"
 #include "server/transport/grpc_aggregator_client.h"
+#include "server/transport/worker_evaluator.h"
 
 namespace tandem::server {
 
@@ -58,6 +59,10 @@ struct CoordinatorDaemonOptions {
   int metrics_port = -1;
   absl::Duration tick = absl::Milliseconds(50);
   size_t chunk_bytes = size_t{1} << 20;
+  // host:port of a tandem-worker that receives each released model and
+  // evaluates it (server/transport/worker_evaluator.h); empty = evaluate in
+  // this process.
+  std::string worker_address;
 };
 
 class CoordinatorDaemon {
@@ -83,6 +88,7 @@ class CoordinatorDaemon {
 
   std::unique_ptr<GrpcAggregatorClient> leader_;
   std::unique_ptr<GrpcAggregatorClient> helper_;
+  std::unique_ptr<WorkerEvaluator> worker_;  // outlives coordinator_
   std::unique_ptr<Coordinator> coordinator_;
   std::unique_ptr<CoordinatorService> service_;
   std::unique_ptr<grpc::Server> server_;

@@ -51,6 +51,9 @@ ABSL_FLAG(std::string, tls_cert, "",
 ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert");
 ABSL_FLAG(std::string, tls_ca, "", "PEM roots verifying the aggregators");
 ABSL_FLAG(int, metrics_port, -1, "serve Prometheus /metrics on this port (0 = any, -1 = off)");
+ABSL_FLAG(std::string, worker, "",
+          "host:port of a tandem-worker (plaintext, same trust domain) that receives each "
+          "released model as 'federation.<task_id>' and evaluates it; empty = evaluate here");
 ABSL_FLAG(std::string, task_id, "default", "task id");
 ABSL_FLAG(std::string, dataset, "digits", "held-out data for evaluation: digits or fmnist");
 ABSL_FLAG(int64_t, eval_items, 2000, "fmnist test images used (0 = all)");
@@ -110,6 +113,7 @@ absl::StatusOr<std::unique_ptr<tandem::server::CoordinatorDaemon>> Run() {
   d.helper_address = absl::GetFlag(FLAGS_helper);
   d.state_dir = absl::GetFlag(FLAGS_state_dir);
   d.metrics_port = absl::GetFlag(FLAGS_metrics_port);
+  d.worker_address = absl::GetFlag(FLAGS_worker);
   d.leader_name = absl::GetFlag(FLAGS_leader_name);
   d.helper_name = absl::GetFlag(FLAGS_helper_name);
   d.ticket_key_path = absl::GetFlag(FLAGS_ticket_key);

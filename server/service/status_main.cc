@@ -1,5 +1,7 @@
-// tandem-status: prints a coordinator's task status and round history.
+// tandem-status: prints a coordinator's task status and round history, and
+// with --worker the models a tandem-worker holds (name, version, bytes).
 //   tandem-status --coordinator=127.0.0.1:7000 --insecure_plaintext [--json]
+//   tandem-status --worker=127.0.0.1:7100
 #include <cstdio>
 
 #include <grpcpp/create_channel.h>
@@ -11,6 +13,7 @@
 #include "base/grpc_status.h"
 #include "google/protobuf/util/json_util.h"
 #include "proto/coordinator.grpc.pb.h"
+#include "proto/worker.grpc.pb.h"
 
 ABSL_FLAG(std::string, coordinator, "", "coordinator host:port");
 ABSL_FLAG(std::string, task_id, "", "task (empty = the coordinator's)");
@@ -20,10 +23,49 @@ ABSL_FLAG(std::string, server_name, "",
           "TLS name the coordinator's certificate must carry, e.g. coordinator.tandem "
           "(default: the host of --coordinator)");
 ABSL_FLAG(bool, json, false, "print the raw status as JSON");
+ABSL_FLAG(std::string, worker, "",
+          "also list the models this tandem-worker holds (host:port, plaintext)");
+
+namespace {
+
+// Prints the worker's ListModels; 0 on success, 1 on an RPC error.
+int PrintWorker(const std::string& address, bool json) {
+  auto stub = tandem::proto::Worker::NewStub(
+      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  tandem::proto::ListModelsResponse r;
+  const absl::Status st =
+      tandem::FromGrpcStatus(stub->ListModels(&ctx, tandem::proto::ListModelsRequest(), &r));
+  if (!st.ok()) {
+    std::fprintf(stderr, "tandem-status: worker %s: %s\n", address.c_str(), st.ToString().c_str());
+    return 1;
+  }
+  if (json) {
+    std::string out;
+    (void)google::protobuf::util::MessageToJsonString(r, &out);
+    std::printf("%s\n", out.c_str());
+    return 0;
+  }
+  std::printf("worker %s: %d models, %lld of %lld bytes\n", address.c_str(), r.models_size(),
+              static_cast<long long>(r.used_bytes()), static_cast<long long>(r.max_bytes()));
+  for (const auto& m : r.models()) {
+    std::printf("  %s version %llu (%s, %lld bytes, %lld training steps)\n", m.name().c_str(),
+                static_cast<unsigned long long>(m.version()), m.kind().c_str(),
+                static_cast<long long>(m.bytes()), static_cast<long long>(m.train_steps()));
+  }
+  return 0;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("tandem-status --coordinator=host:port");
   absl::ParseCommandLine(argc, argv);
+  const std::string worker = absl::GetFlag(FLAGS_worker);
+  if (absl::GetFlag(FLAGS_coordinator).empty() && !worker.empty()) {
+    return PrintWorker(worker, absl::GetFlag(FLAGS_json));
+  }
   tandem::TlsFiles tls;
   tls.insecure_plaintext = absl::GetFlag(FLAGS_insecure_plaintext);
   tls.root_ca_path = absl::GetFlag(FLAGS_tls_ca);
@@ -53,7 +95,7 @@ int main(int argc, char** argv) {
     std::string out;
     (void)google::protobuf::util::MessageToJsonString(s, &out);
     std::printf("%s\n", out.c_str());
-    return 0;
+    return worker.empty() ? 0 : PrintWorker(worker, true);
   }
   std::printf("task %s: %s, %llu/%llu rounds released, epsilon %.4g, accuracy %.4f\n",
               s.task_id().c_str(), s.phase().c_str(),
@@ -67,6 +109,15 @@ int main(int argc, char** argv) {
                 static_cast<unsigned long long>(s.uploads_done()));
   }
   if (!s.done_reason().empty()) std::printf("done: %s\n", s.done_reason().c_str());
+  if (s.has_worker()) {
+    const auto& w = s.worker();
+    std::printf("worker %s holds %s version %llu (%llu rounds evaluated there, %llu failed%s%s)\n",
+                w.address().c_str(), w.model_name().c_str(),
+                static_cast<unsigned long long>(w.model_version()),
+                static_cast<unsigned long long>(w.evaluations()),
+                static_cast<unsigned long long>(w.failures()), w.last_error().empty() ? "" : ": ",
+                w.last_error().c_str());
+  }
   std::printf("%8s %6s %8s %8s %9s %8s %12s %12s\n", "version", "agg", "assigned", "accepted",
               "accuracy", "epsilon", "bytes_up", "bytes_down");
   for (const auto& r : s.history()) {
@@ -78,5 +129,5 @@ int main(int argc, char** argv) {
                 static_cast<unsigned long long>(r.bytes_up()),
                 static_cast<unsigned long long>(r.bytes_down()));
   }
-  return 0;
+  return worker.empty() ? 0 : PrintWorker(worker, false);
 }

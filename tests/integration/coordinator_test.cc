@@ -4,12 +4,17 @@
 //   - a few rounds reach the accuracy of plain FedAvg within noise (DP off);
 //   - a client that vanishes mid-round does not stall it;
 //   - a coordinator killed with SIGKILL resumes from its checkpoint;
-//   - malformed requests get clear errors on the wire.
+//   - malformed requests get clear errors on the wire;
+//   - with --worker, a real tandem-worker holds every released model and
+//     evaluates it (the same figures as in process); without a reachable
+//     worker the coordinator evaluates in process and says so.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -22,9 +27,13 @@
 #include "gtest/gtest.h"
 #include "ml/data/dataset.h"
 #include "ml/data/partition.h"
+#include "ml/model/model_zoo.h"
+#include "ml/train/trainer.h"
 #include "proto/coordinator.grpc.pb.h"
+#include "proto/worker.grpc.pb.h"
 #include "server/sim/federation.h"
 #include "tandem/client/c_api.h"
+#include "tests/integration/worker_process.h"
 #include "tests/testing/certificates.h"
 #include "tests/testing/daemon_process.h"
 
@@ -390,6 +399,127 @@ TEST_F(FederationTest, PrivateDefaultsReleaseWithNoiseProofsAndBudget) {
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(3));
   proto::CoordinatorStatusResponse r;
   EXPECT_FALSE(plain->Status(&ctx, proto::CoordinatorStatusRequest(), &r).ok());
+}
+
+// The shared model on an ML worker (issue 20): the coordinator pushes each
+// released model to a real tandem-worker, which evaluates it. The worker ends
+// up holding the coordinator's final model bit for bit, its evaluation equals
+// the in-process one on the same held-out data, and tandem-status shows the
+// version it holds.
+TEST_F(FederationTest, AWorkerHoldsAndEvaluatesEveryReleasedModel) {
+  WorkerProcess worker;
+  ASSERT_TRUE(worker.Start(TANDEM_WORKER_BIN, {"--listen=127.0.0.1:0"}));
+  ASSERT_NO_FATAL_FAILURE(StartCoordinator({"--rounds=2", "--target_reports=3",
+                                            "--min_reports=3", "--round_timeout_s=60",
+                                            "--worker=" + worker.address()}));
+  for (int k = 0; k < 3; ++k) ASSERT_NO_FATAL_FAILURE(StartClient(k, 3));
+  for (auto& c : clients_) {
+    absl::StatusOr<int> rc = c->Wait(absl::Seconds(240));
+    ASSERT_TRUE(rc.ok()) << rc.status();
+  }
+  const proto::CoordinatorStatusResponse s =
+      WaitFor([](const auto& s) { return s.phase() == "done"; }, absl::Seconds(60));
+  ASSERT_EQ(s.completed_rounds(), 2u) << s.DebugString();
+  EXPECT_EQ(s.worker().address(), worker.address());
+  EXPECT_EQ(s.worker().model_name(), "federation.default");
+  EXPECT_EQ(s.worker().model_version(), 2u);
+  EXPECT_EQ(s.worker().evaluations(), 2u);
+  EXPECT_EQ(s.worker().failures(), 0u) << s.worker().last_error();
+  for (const proto::RoundSummary& r : s.history()) EXPECT_EQ(r.evaluated_by(), worker.address());
+
+  // The coordinator's final model, as a client downloads it...
+  proto::Model global;
+  {
+    grpc::ClientContext ctx;
+    proto::DownloadModelRequest req;
+    req.set_task_id("default");
+    req.set_model_version(2);
+    auto reader = stub_->DownloadModel(&ctx, req);
+    std::string bytes;
+    proto::ModelChunk chunk;
+    while (reader->Read(&chunk)) bytes += chunk.data();
+    ASSERT_TRUE(reader->Finish().ok());
+    ASSERT_TRUE(global.ParseFromString(bytes));
+  }
+  // ...and the worker's copy of it, read back over gRPC: the same weights.
+  auto wstub = proto::Worker::NewStub(
+      grpc::CreateChannel(worker.address(), grpc::InsecureChannelCredentials()));
+  std::vector<float> flat;
+  {
+    grpc::ClientContext ctx;
+    proto::ReadModelRequest req;
+    req.mutable_model()->set_name("federation.default");
+    auto reader = wstub->ReadModel(&ctx, req);
+    proto::WorkerModelChunk chunk;
+    proto::ModelHeader header;
+    while (reader->Read(&chunk)) {
+      if (chunk.has_header()) {
+        header = chunk.header();
+      } else {
+        header.mutable_tensors(static_cast<int>(chunk.tensor_index()))
+            ->mutable_data()
+            ->append(chunk.data());
+      }
+    }
+    ASSERT_TRUE(reader->Finish().ok());
+    EXPECT_EQ(header.version(), 2u);
+    EXPECT_EQ(header.kind(), "mlp");
+    // The coordinator serves the parameters in flatten order (one or more
+    // layers), the worker by tensor: the same bytes once concatenated.
+    std::string worker_bytes, global_bytes;
+    for (const proto::Tensor& t : header.tensors()) worker_bytes += t.data();
+    for (const proto::Tensor& t : global.layers()) global_bytes += t.data();
+    EXPECT_EQ(header.tensors_size(), 4);  // two dense layers: weight and bias each
+    ASSERT_EQ(worker_bytes.size(), (64 * 32 + 32 + 32 * 10 + 10) * sizeof(float));
+    EXPECT_TRUE(worker_bytes == global_bytes) << "the worker holds other weights";
+    flat.resize(worker_bytes.size() / sizeof(float));
+    std::memcpy(flat.data(), worker_bytes.data(), worker_bytes.size());
+  }
+  // The worker's evaluation of version 2 equals the in-process one.
+  auto data = ml::LoadNamedDataset("digits", 1);
+  ASSERT_TRUE(data.ok());
+  auto model = ml::MakeMlp(64, {32}, 10);
+  ASSERT_TRUE(model.ok());
+  ASSERT_TRUE((*model)->SetParams(flat).ok());
+  auto engine = ml::GradientEngine::Create(1);
+  auto local = (*engine)->Evaluate(**model, data->second);
+  ASSERT_TRUE(local.ok()) << local.status();
+  EXPECT_DOUBLE_EQ(s.history(1).accuracy(), local->accuracy);
+  EXPECT_NEAR(s.history(1).loss(), local->loss, 1e-6 * std::max(1.0, local->loss));
+
+  // The operator's view of the worker.
+  const std::string log = dir_ + "/status-worker.txt";
+  auto st = ChildProcess::Spawn(TANDEM_STATUS_BIN,
+                                {absl::StrCat("--coordinator=127.0.0.1:", port_),
+                                 "--tls_ca=" + dir_ + "/ca.pem", "--worker=" + worker.address()},
+                                log);
+  ASSERT_TRUE(st.ok());
+  ASSERT_EQ(*(*st)->Wait(absl::Seconds(20)), 0);
+  std::ifstream in(log);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("holds federation.default version 2 (2 rounds evaluated there, 0 failed)"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("federation.default version 2 (mlp"), std::string::npos) << text;
+}
+
+// A worker that is not there never stalls the task: each round is evaluated
+// in process, and the status says why.
+TEST_F(FederationTest, WithoutItsWorkerTheCoordinatorEvaluatesItself) {
+  const std::string nobody = absl::StrCat("127.0.0.1:", FreePort());
+  ASSERT_NO_FATAL_FAILURE(StartCoordinator({"--rounds=1", "--target_reports=3",
+                                            "--min_reports=3", "--round_timeout_s=60",
+                                            "--worker=" + nobody}));
+  for (int k = 0; k < 3; ++k) ASSERT_NO_FATAL_FAILURE(StartClient(k, 3));
+  const proto::CoordinatorStatusResponse s =
+      WaitFor([](const auto& s) { return s.phase() == "done"; }, absl::Seconds(120));
+  ASSERT_EQ(s.completed_rounds(), 1u) << s.DebugString();
+  EXPECT_EQ(s.history(0).evaluated_by(), "coordinator");
+  EXPECT_GT(s.history(0).accuracy(), 0.0);
+  EXPECT_EQ(s.worker().model_version(), 0u);
+  EXPECT_EQ(s.worker().failures(), 1u);
+  EXPECT_NE(s.worker().last_error().find("UNAVAILABLE"), std::string::npos)
+      << s.worker().last_error();
 }
 
 }  // namespace

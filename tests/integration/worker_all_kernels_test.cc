@@ -29,6 +29,7 @@
 #include "ml/kernels/testing/random_tensor.h"
 #include "ml/worker/builtin_kernels.h"
 #include "ml/worker/kernel_registry.h"
+#include "ml/worker/model_store.h"
 #include "ml/worker/tensor_codec.h"
 #include "proto/worker.grpc.pb.h"
 #include "tests/integration/worker_kernel_cases.h"
@@ -101,12 +102,39 @@ class WorkerAllKernelsTest : public ::testing::Test {
       delete reference_;
       reference_ = nullptr;
     }
+    // The cases' models, on the worker and in the reference's store.
+    models_ = new ml::worker::ModelStore(int64_t{64} << 20);
+    for (const KernelCase& c : AllKernelCases()) {
+      if (!c.model.has_value()) continue;
+      grpc::ClientContext ctx;
+      proto::ModelInfo info;
+      auto writer = stub_->LoadModel(&ctx, &info);
+      proto::WorkerModelChunk chunk;
+      *chunk.mutable_header() = *c.model;
+      writer->Write(chunk);
+      writer->WritesDone();
+      const grpc::Status loaded = writer->Finish();
+      EXPECT_TRUE(loaded.ok()) << c.model->name() << ": " << loaded.error_message();
+      ml::worker::TensorSet tensors;
+      for (const proto::Tensor& t : c.model->tensors()) {
+        auto w = ml::worker::DecodeTensor(t, kMaxTensorElements, t.name());
+        EXPECT_TRUE(w.ok()) << w.status();
+        if (w.ok()) tensors.push_back({t.name(), std::move(w->f32)});
+      }
+      auto held = models_->Load(
+          c.model->name(), 0, c.model->kind(),
+          ml::worker::ModelConfig(c.model->config().begin(), c.model->config().end()),
+          std::move(tensors), false);
+      EXPECT_TRUE(held.ok()) << held.status();
+    }
   }
   static void TearDownTestSuite() {
     delete stub_;
     stub_ = nullptr;
     delete reference_;
     reference_ = nullptr;
+    delete models_;
+    models_ = nullptr;
     if (process_ != nullptr && process_->Alive()) {
       EXPECT_EQ(process_->Stop(), 0);  // clean exit on SIGTERM
     }
@@ -161,10 +189,12 @@ class WorkerAllKernelsTest : public ::testing::Test {
   static WorkerProcess* process_;
   static proto::Worker::Stub* stub_;
   static ml::worker::KernelRegistry* reference_;
+  static ml::worker::ModelStore* models_;  // the reference's models
 };
 WorkerProcess* WorkerAllKernelsTest::process_ = nullptr;
 proto::Worker::Stub* WorkerAllKernelsTest::stub_ = nullptr;
 ml::worker::KernelRegistry* WorkerAllKernelsTest::reference_ = nullptr;
+ml::worker::ModelStore* WorkerAllKernelsTest::models_ = nullptr;
 
 TEST_F(WorkerAllKernelsTest, EveryListedKernelHasACase) {
   const std::vector<proto::KernelInfo> listed = Capabilities();
@@ -200,7 +230,7 @@ TEST_F(WorkerAllKernelsTest, EveryKernelMatchesTheInProcessReference) {
     const grpc::Status s = Run(c.request, &wire);
     ASSERT_TRUE(s.ok()) << s.error_code() << ": " << s.error_message();
     EXPECT_EQ(wire.backend(), "cpu");
-    absl::StatusOr<std::vector<proto::Tensor>> want = reference_->Run(c.request);
+    absl::StatusOr<std::vector<proto::Tensor>> want = reference_->Run(c.request, models_);
     ASSERT_TRUE(want.ok()) << want.status();
     // The outputs are the ones Capabilities documents, in order.
     ASSERT_EQ(wire.outputs_size(), info.outputs_size());

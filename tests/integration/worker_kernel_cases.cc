@@ -8,9 +8,12 @@
 #include <string>
 #include <utility>
 
+#include "ml/kernels/search/traj_mask.h"
 #include "ml/kernels/spotlight.h"
 #include "ml/kernels/tensor.h"
 #include "ml/kernels/testing/random_tensor.h"
+#include "ml/model/model_zoo.h"
+#include "ml/worker/model_kinds.h"
 #include "ml/worker/tensor_codec.h"
 
 namespace tandem::testing {
@@ -105,6 +108,10 @@ std::vector<KernelCase> Attention() {
   v.push_back(Case("spotlight.ranking_loss",
                    Concat({F("q", {8, 128}, 19), F("k", {32, 128}, 20)}, HashWeights()),
                    {{"gamma", 8}, {"top_fraction", 0.1}}));
+  // Stateless here (no model): one AdamW step from zero moments.
+  v.push_back(Case("spotlight.train_step",
+                   Concat({F("q", {8, 128}, 19), F("k", {32, 128}, 20)}, HashWeights()),
+                   {{"gamma", 8}, {"top_fraction", 0.1}, {"lr", 1e-2}}));
   v.push_back(
       Case("ren.forward",
            {F("features", {32, 6, 6}, 21), Literal("points", {3, 2}, {5, 5, 40, 12, 60, 80})},
@@ -191,6 +198,12 @@ std::vector<KernelCase> Search() {
                     EncodeFloat("roads", roads), EncodeInt64("lengths", {batch}, {12, 9})},
                    {{"d_model", 16}, {"road_vocab", 10}}));
   v.push_back(Case("trajmamba.mask", {F("points", {12, 16}, 66)}, {{"keep_ratio", 0.25}}));
+  const auto mask = *ml::kernels::search::MaskGeneratorWeights::Random(16, 8, 3);
+  v.push_back(Case("trajmamba.mask_train_step",
+                   {F("points", {12, 16}, 67), F("teacher", {16}, 68), EncodeFloat("w1", mask.w1),
+                    EncodeFloat("b1", mask.b1), EncodeFloat("w2", mask.w2),
+                    EncodeFloat("b2", mask.b2)},
+                   {{"keep_ratio", 0.25}, {"lr", 0.05}}));
   v.push_back(Case("frappe.allocation", Bandit(), {{"iterations", 2000}}));
   v.push_back(Case("frappe.simulate", Bandit(), {{"runs", 3}, {"max_samples", 20000}}));
   std::vector<int32_t> labels(4 * 2 * 2);  // four one-voxel slabs along x
@@ -227,11 +240,46 @@ std::vector<KernelCase> Eco() {
   return v;
 }
 
+// The federation's model kind (ml/worker/zoo_kernels.h): a "mlp" 6-5-3
+// (seed 9) named `name`, with its weights.
+proto::ModelHeader ZooMlp(const std::string& name) {
+  auto model = *ml::MakeMlp(6, {5}, 3);
+  model->InitFromSeed(9);
+  proto::ModelHeader h;
+  h.set_name(name);
+  h.set_kind("mlp");
+  auto& config = *h.mutable_config();
+  config["in"] = 6;
+  config["classes"] = 3;
+  config["hidden_layers"] = 1;
+  config["hidden0"] = 5;
+  for (const ml::worker::NamedTensor& t : ml::worker::ZooModelTensors(*model)) {
+    *h.add_tensors() = EncodeFloat(t.name, t.value);
+  }
+  return h;
+}
+
+std::vector<KernelCase> Zoo() {
+  std::vector<float> labels;
+  for (int i = 0; i < 40; ++i) labels.push_back(static_cast<float>((i * 7) % 3));
+  KernelCase eval =
+      Case("model.evaluate", {F("features", {40, 6}, 80), Literal("labels", {40}, labels)}, {});
+  eval.model = ZooMlp("cases.evaluate");
+  eval.request.mutable_model()->set_name("cases.evaluate");
+  KernelCase predict = Case("model.predict", {F("features", {7, 6}, 81)}, {});
+  predict.model = ZooMlp("cases.predict");
+  predict.request.mutable_model()->set_name("cases.predict");
+  std::vector<KernelCase> v;
+  v.push_back(std::move(eval));
+  v.push_back(std::move(predict));
+  return v;
+}
+
 }  // namespace
 
 std::vector<KernelCase> AllKernelCases() {
   std::vector<KernelCase> all;
-  for (auto family : {Attention, Training, Distill, Search, Eco}) {
+  for (auto family : {Attention, Training, Distill, Search, Eco, Zoo}) {
     for (KernelCase& c : family()) all.push_back(std::move(c));
   }
   return all;

@@ -8,6 +8,7 @@
 #ifndef TANDEM_TESTS_INTEGRATION_WORKER_KERNEL_CASES_H_
 #define TANDEM_TESTS_INTEGRATION_WORKER_KERNEL_CASES_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,10 @@ struct KernelCase {
   // in the same build, so the defaults are tight.
   double rtol = 1e-6;
   double atol = 1e-7;
+  // A model the request names (request.model), with its tensors' data: the
+  // test loads it on the worker (LoadModel) and into the reference's
+  // ModelStore before any case runs. Names are unique across cases.
+  std::optional<proto::ModelHeader> model;
 };
 
 // Every case, in no particular order; names are unique.
