@@ -153,6 +153,20 @@ absl::StatusOr<std::vector<int32_t>> HammingScores(const PackedCodes& queries,
 absl::StatusOr<std::vector<int64_t>> HammingTopK(const PackedCodes& queries,
                                                  const PackedCodes& keys, int64_t k,
                                                  Backend backend) {
+#ifdef TANDEM_HAVE_CUDA
+  // Device top-k (only the k positions come back); any argument the CUDA
+  // kernel does not take falls through to the path below, which reports
+  // the same errors as the CPU backend.
+  if (backend == Backend::kCuda && CudaDeviceAvailable() && ValidateCodes(queries, "").ok() &&
+      ValidateCodes(keys, "").ok() && queries.words == keys.words &&
+      queries.rows * queries.words <= 4096 && k >= 1 && k <= keys.rows) {
+    std::vector<int64_t> top(static_cast<size_t>(k));
+    const int rc = cuda::HammingTopK(queries.bits.data(), queries.rows, keys.bits.data(),
+                                     keys.rows, keys.words, k, top.data());
+    if (rc == 0) return top;
+    if (rc > 0) return absl::InternalError(absl::StrCat("CUDA Hamming top-k failed: ", rc));
+  }
+#endif
   TANDEM_ASSIGN_OR_RETURN(std::vector<int32_t> scores, HammingScores(queries, keys, backend));
   if (k < 1 || k > keys.rows) {
     return absl::InvalidArgumentError(absl::StrCat("k = ", k, " outside [1, ", keys.rows, "]"));

@@ -1,33 +1,11 @@
-// RAII device buffer for the .cu translation units. Internal to cuda/.
+// TANDEM_CUDA_TRY for the .cu translation units. Internal to cuda/.
 #ifndef TANDEM_ML_KERNELS_CUDA_DEVICE_BUFFER_CUH_
 #define TANDEM_ML_KERNELS_CUDA_DEVICE_BUFFER_CUH_
 
 #include <cuda_runtime.h>
 
-#include <cstddef>
-
-namespace tandem::ml::kernels::cuda {
-
-// Owns one cudaMalloc allocation; check status() after construction.
-template <typename T>
-class DeviceBuffer {
- public:
-  explicit DeviceBuffer(size_t count) { status_ = cudaMalloc(&ptr_, count * sizeof(T) + 1); }
-  ~DeviceBuffer() {
-    if (ptr_ != nullptr) cudaFree(ptr_);
-  }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  T* get() const { return static_cast<T*>(ptr_); }
-  cudaError_t status() const { return status_; }
-
- private:
-  void* ptr_ = nullptr;
-  cudaError_t status_;
-};
-
-}  // namespace tandem::ml::kernels::cuda
-
+// Device memory comes from the per-thread arena (device_arena.cuh); this
+// header keeps the error-propagation macro of the .cu files.
 #define TANDEM_CUDA_TRY(expr)                        \
   do {                                               \
     const cudaError_t tandem_cuda_err_ = (expr);     \

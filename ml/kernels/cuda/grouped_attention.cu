@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "ml/kernels/cuda/cuda_kernels.h"
+#include "ml/kernels/cuda/device_arena.cuh"
 #include "ml/kernels/cuda/device_buffer.cuh"
 
 namespace tandem::ml::kernels::cuda {
@@ -69,23 +70,25 @@ int GroupedAttention(const float* q, const float* k, const float* v, float* out,
                      int64_t n, int64_t d, int64_t groups, int64_t group_len, int64_t group_mul,
                      int64_t step) {
   if (d < 1 || d > kMaxHeadDim || bh < 1 || n < 1 || groups * group_len != n) return -1;
-  const size_t count = static_cast<size_t>(bh * n * d);
-  DeviceBuffer<float> dq(count), dk(count), dv(count), dout(count);
-  TANDEM_CUDA_TRY(dq.status());
-  TANDEM_CUDA_TRY(dk.status());
-  TANDEM_CUDA_TRY(dv.status());
-  TANDEM_CUDA_TRY(dout.status());
-  TANDEM_CUDA_TRY(cudaMemcpy(dq.get(), q, count * sizeof(float), cudaMemcpyHostToDevice));
-  TANDEM_CUDA_TRY(cudaMemcpy(dk.get(), k, count * sizeof(float), cudaMemcpyHostToDevice));
-  TANDEM_CUDA_TRY(cudaMemcpy(dv.get(), v, count * sizeof(float), cudaMemcpyHostToDevice));
+  const size_t count = static_cast<size_t>(bh * n * d), bytes = count * sizeof(float);
+  DeviceArena& arena = DeviceArena::ThisThread();
+  float *dq, *dk, *dv, *dout;
+  TANDEM_CUDA_TRY(arena.Get(0, count, &dq));
+  TANDEM_CUDA_TRY(arena.Get(1, count, &dk));
+  TANDEM_CUDA_TRY(arena.Get(2, count, &dv));
+  TANDEM_CUDA_TRY(arena.Get(3, count, &dout));
+  const cudaStream_t stream = arena.stream();
+  TANDEM_CUDA_TRY(cudaMemcpyAsync(dq, q, bytes, cudaMemcpyHostToDevice, stream));
+  TANDEM_CUDA_TRY(cudaMemcpyAsync(dk, k, bytes, cudaMemcpyHostToDevice, stream));
+  TANDEM_CUDA_TRY(cudaMemcpyAsync(dv, v, bytes, cudaMemcpyHostToDevice, stream));
   const int64_t rows = bh * n;
   const unsigned blocks = static_cast<unsigned>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock);
-  GroupedAttentionKernel<<<blocks, 32 * kWarpsPerBlock>>>(
-      dq.get(), dk.get(), dv.get(), dout.get(), bh, n, d, groups, group_len, group_mul, step,
+  GroupedAttentionKernel<<<blocks, 32 * kWarpsPerBlock, 0, stream>>>(
+      dq, dk, dv, dout, bh, n, d, groups, group_len, group_mul, step,
       1.0f / sqrtf(static_cast<float>(d)));
   TANDEM_CUDA_TRY(cudaGetLastError());
-  TANDEM_CUDA_TRY(cudaDeviceSynchronize());
-  TANDEM_CUDA_TRY(cudaMemcpy(out, dout.get(), count * sizeof(float), cudaMemcpyDeviceToHost));
+  TANDEM_CUDA_TRY(cudaMemcpyAsync(out, dout, bytes, cudaMemcpyDeviceToHost, stream));
+  TANDEM_CUDA_TRY(cudaStreamSynchronize(stream));
   return 0;
 }
 

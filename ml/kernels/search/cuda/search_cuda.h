@@ -3,8 +3,9 @@
 // absl or CUDA headers cross this boundary. The C++ wrapper (ssm_scan.cc)
 // validates shapes and converts the int return code (0 = success,
 // > 0 = cudaError_t, < 0 = unsupported argument) into absl::Status. Each
-// call allocates, copies, runs and synchronises. Thread-safe (no shared
-// state besides the CUDA context).
+// call copies into the calling thread's device arena (ml/kernels/cuda/
+// device_arena.cuh: buffers reused across calls), runs on the thread's
+// stream and synchronises it. Thread-safe (one arena per thread).
 #ifndef TANDEM_ML_KERNELS_SEARCH_CUDA_SEARCH_CUDA_H_
 #define TANDEM_ML_KERNELS_SEARCH_CUDA_SEARCH_CUDA_H_
 

@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "ml/kernels/cuda/device_arena.cuh"
 #include "ml/kernels/search/cuda/search_cuda.h"
 
 namespace tandem::ml::kernels::search::cuda {
@@ -24,23 +25,6 @@ constexpr int kStatesPerLane = 32;
 constexpr int kChannels = 16;  // channels per block: 256 threads
 constexpr int kTile = 8;       // time steps staged per shared-memory fill
 static_assert(kLanes * kStatesPerLane == kMaxScanStateDim, "state capacity");
-
-// Owns one device allocation; check status() after construction.
-class DeviceFloats {
- public:
-  explicit DeviceFloats(size_t count) { status_ = cudaMalloc(&ptr_, count * sizeof(float) + 4); }
-  ~DeviceFloats() {
-    if (ptr_ != nullptr) cudaFree(ptr_);
-  }
-  DeviceFloats(const DeviceFloats&) = delete;
-  DeviceFloats& operator=(const DeviceFloats&) = delete;
-  float* get() const { return static_cast<float*>(ptr_); }
-  cudaError_t status() const { return status_; }
-
- private:
-  void* ptr_ = nullptr;
-  cudaError_t status_;
-};
 
 __global__ void ScanKernel(const float* __restrict__ x, const float* __restrict__ dt,
                            const float* __restrict__ a, const float* __restrict__ b,
@@ -124,13 +108,23 @@ int SelectiveScan(const float* x, const float* dt, const float* a, const float* 
   const size_t rows = static_cast<size_t>(batch * length);
   const size_t nx = rows * heads * head_dim, ndt = rows * heads, nb = rows * state_dim;
   const size_t nh = static_cast<size_t>(batch * heads * head_dim * state_dim);
-  DeviceFloats dx(nx), ddt(ndt), da(heads), db(nb), dc(nb), dd(heads), dbias(heads), dh0(nh),
-      dy(nx), dh(nh);
-  for (const DeviceFloats* buf : {&dx, &ddt, &da, &db, &dc, &dd, &dbias, &dh0, &dy, &dh}) {
-    TANDEM_SEARCH_CUDA_TRY(buf->status());
-  }
-  const auto up = [](const DeviceFloats& dst, const float* src, size_t n) {
-    return cudaMemcpy(dst.get(), src, n * sizeof(float), cudaMemcpyHostToDevice);
+  // Buffers come from the calling thread's device arena (reused across
+  // calls: no cudaMalloc once warm) and the work runs on its stream.
+  namespace kc = ::tandem::ml::kernels::cuda;
+  kc::DeviceArena& arena = kc::DeviceArena::ThisThread();
+  float *dx, *ddt, *dparams, *db, *dc, *dh0, *dy, *dh;
+  TANDEM_SEARCH_CUDA_TRY(arena.Get(0, nx, &dx));
+  TANDEM_SEARCH_CUDA_TRY(arena.Get(1, ndt, &ddt));
+  TANDEM_SEARCH_CUDA_TRY(arena.Get(2, 3 * static_cast<size_t>(heads), &dparams));
+  TANDEM_SEARCH_CUDA_TRY(arena.Get(3, nb, &db));
+  TANDEM_SEARCH_CUDA_TRY(arena.Get(4, nb, &dc));
+  TANDEM_SEARCH_CUDA_TRY(arena.Get(5, h0 != nullptr ? nh : 1, &dh0));
+  TANDEM_SEARCH_CUDA_TRY(arena.Get(6, nx, &dy));
+  TANDEM_SEARCH_CUDA_TRY(arena.Get(7, nh, &dh));
+  float *da = dparams, *dd = dparams + heads, *dbias = dparams + 2 * heads;
+  const cudaStream_t stream = arena.stream();
+  const auto up = [stream](float* dst, const float* src, size_t n) {
+    return cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyHostToDevice, stream);
   };
   TANDEM_SEARCH_CUDA_TRY(up(dx, x, nx));
   TANDEM_SEARCH_CUDA_TRY(up(ddt, dt, ndt));
@@ -143,14 +137,15 @@ int SelectiveScan(const float* x, const float* dt, const float* a, const float* 
   const dim3 grid(static_cast<unsigned>((head_dim + kChannels - 1) / kChannels),
                   static_cast<unsigned>(heads), static_cast<unsigned>(batch));
   const size_t smem = (2 * kTile * state_dim + kTile) * sizeof(float);
-  ScanKernel<<<grid, kChannels * kLanes, smem>>>(dx.get(), ddt.get(), da.get(), db.get(),
-                                                  dc.get(), dd.get(), dbias.get(),
-                                                  h0 != nullptr ? dh0.get() : nullptr, length,
-                                                  heads, head_dim, state_dim, dy.get(), dh.get());
+  ScanKernel<<<grid, kChannels * kLanes, smem, stream>>>(dx, ddt, da, db, dc, dd, dbias,
+                                                         h0 != nullptr ? dh0 : nullptr, length,
+                                                         heads, head_dim, state_dim, dy, dh);
   TANDEM_SEARCH_CUDA_TRY(cudaGetLastError());
-  TANDEM_SEARCH_CUDA_TRY(cudaDeviceSynchronize());
-  TANDEM_SEARCH_CUDA_TRY(cudaMemcpy(y, dy.get(), nx * sizeof(float), cudaMemcpyDeviceToHost));
-  TANDEM_SEARCH_CUDA_TRY(cudaMemcpy(h_out, dh.get(), nh * sizeof(float), cudaMemcpyDeviceToHost));
+  TANDEM_SEARCH_CUDA_TRY(
+      cudaMemcpyAsync(y, dy, nx * sizeof(float), cudaMemcpyDeviceToHost, stream));
+  TANDEM_SEARCH_CUDA_TRY(
+      cudaMemcpyAsync(h_out, dh, nh * sizeof(float), cudaMemcpyDeviceToHost, stream));
+  TANDEM_SEARCH_CUDA_TRY(cudaStreamSynchronize(stream));
   return 0;
 }
 
