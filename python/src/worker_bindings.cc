@@ -6,16 +6,26 @@
 // kernel's signature: INVALID_ARGUMENT -> tandem.InvalidArgumentError);
 // other dtypes raise TypeError, NaN/Inf in a float input ValueError before
 // anything is sent. Requests above 32 MiB go through RunStream in chunks.
+// Models (LoadModel / ReadModel / UnloadModel / ListModels): tensors are
+// float32/float64 arrays (TypeError otherwise, ValueError for NaN/Inf before
+// anything is sent), streamed in chunks of at most 1 MiB; the worker's
+// refusals raise the tandem.Error of their code (NOT_FOUND, FAILED_PRECONDITION,
+// RESOURCE_EXHAUSTED, INVALID_ARGUMENT, PERMISSION_DENIED).
 // GIL: released during the RPC (and the kernel's run on the worker).
 // Thread safety: a Client may be used from several threads at once (gRPC
 // stubs are thread-safe), except close(), which must not race a call.
 #include <grpcpp/grpcpp.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -32,6 +42,7 @@ constexpr size_t kStreamAbove = size_t{32} << 20;  // request bytes sent with Ru
 constexpr size_t kChunkBytes = size_t{4} << 20;
 constexpr int kMaxMessageBytes = 64 << 20;  // the worker's default cap
 constexpr size_t kMaxStreamBytes = size_t{1} << 30;
+constexpr size_t kModelChunkBytes = size_t{1} << 20;  // LoadModel data per chunk
 
 struct DTypeInfo {
   proto::DType dtype;
@@ -163,6 +174,8 @@ class PyWorkerClient {
         d["name"] = t.name();
         d["dtype"] = absl::AsciiStrToLower(proto::DType_Name(t.dtype()).substr(6));
         d["rank"] = t.rank();
+        d["from_model"] = t.from_model();
+        if (t.from_model()) d["model_tensor"] = t.model_tensor();
         out.append(d);
       }
       return out;
@@ -176,16 +189,25 @@ class PyWorkerClient {
       d["params"] = std::vector<std::string>(k.params().begin(), k.params().end());
       d["outputs"] = signature(k.outputs());
       d["description"] = k.description();
+      d["model_kinds"] = std::vector<std::string>(k.model_kinds().begin(), k.model_kinds().end());
+      d["model_required"] = k.model_required();
+      d["trains_model"] = k.trains_model();
       out.append(d);
     }
     return out;
   }
 
+  // model_name "" = no model; model_version 0 = the one held now.
   py::tuple Run(const std::string& kernel, py::handle inputs,
-                const std::map<std::string, double>& params, const std::string& backend) {
+                const std::map<std::string, double>& params, const std::string& backend,
+                const std::string& model_name, uint64_t model_version) {
     proto::KernelRequest req;
     req.set_kernel(kernel);
     req.set_backend(backend);
+    if (!model_name.empty()) {
+      req.mutable_model()->set_name(model_name);
+      req.mutable_model()->set_version(model_version);
+    }
     for (const auto& [k, v] : params) (*req.mutable_params())[k] = v;
     if (py::isinstance<py::dict>(inputs)) {
       for (auto [k, v] : py::reinterpret_borrow<py::dict>(inputs)) {
@@ -215,10 +237,177 @@ class PyWorkerClient {
     }
     py::list outputs;
     for (const proto::Tensor& t : resp.outputs()) outputs.append(DecodeOutput(t));
-    return py::make_tuple(outputs, resp.backend(), resp.elapsed_us());
+    py::object version = py::none();
+    if (resp.has_model()) version = py::int_(resp.model().version());
+    return py::make_tuple(outputs, resp.backend(), resp.elapsed_us(), version);
+  }
+
+  // LoadModel: the header (tensors' names, shapes, dtypes) first, then each
+  // tensor's bytes in chunks of at most kModelChunkBytes, read straight
+  // from the (contiguous) arrays with the GIL released.
+  py::dict LoadModel(const std::string& name, const std::string& kind, py::handle tensors,
+                     const std::map<std::string, int64_t>& config, uint64_t version, bool replace,
+                     const std::string& checkpoint_path) {
+    proto::WorkerModelChunk first;
+    proto::ModelHeader* h = first.mutable_header();
+    h->set_name(name);
+    h->set_kind(kind);
+    h->set_version(version);
+    h->set_replace(replace);
+    h->set_checkpoint_path(checkpoint_path);
+    for (const auto& [k, v] : config) (*h->mutable_config())[k] = v;
+    std::vector<py::array> arrays;  // kept alive while their bytes are sent
+    if (!tensors.is_none()) {
+      if (!py::isinstance<py::dict>(tensors)) {
+        throw py::type_error("tensors must be a dict name -> float32/float64 array");
+      }
+      for (auto [k, v] : py::reinterpret_borrow<py::dict>(tensors)) {
+        const std::string tname = py::str(k);
+        const std::string what = absl::StrCat("model tensor '", tname, "'");
+        py::array a = py::module_::import("numpy").attr("asarray")(v);
+        const bool f32 = a.dtype().is(py::dtype::of<float>());
+        if (!f32 && !a.dtype().is(py::dtype::of<double>())) {
+          throw py::type_error(absl::StrCat(what, ": dtype ",
+                                            std::string(py::str(py::handle(a.dtype()))),
+                                            " is not float32 or float64"));
+        }
+        const DTypeInfo info{f32 ? proto::DTYPE_FLOAT32 : proto::DTYPE_FLOAT64, a.dtype()};
+        a = py::module_::import("numpy").attr("ascontiguousarray")(a);
+        if (info.dtype == proto::DTYPE_FLOAT32) CheckFinite<float>(a, what);
+        if (info.dtype == proto::DTYPE_FLOAT64) CheckFinite<double>(a, what);
+        proto::Tensor* t = h->add_tensors();
+        t->set_name(tname);
+        t->set_dtype(info.dtype);
+        for (py::ssize_t d = 0; d < a.ndim(); ++d) t->add_shape(a.shape(d));
+        arrays.push_back(std::move(a));
+      }
+    }
+    std::vector<std::pair<const char*, size_t>> data;
+    for (const py::array& a : arrays) {
+      data.emplace_back(static_cast<const char*>(a.data()), static_cast<size_t>(a.nbytes()));
+    }
+    CheckOpen();
+    proto::ModelInfo info;
+    grpc::Status s;
+    {
+      py::gil_scoped_release release;
+      grpc::ClientContext ctx;
+      SetDeadline(&ctx);
+      auto writer = stub_->LoadModel(&ctx, &info);
+      // A failed write: the worker answered early (e.g. over budget); Finish says why.
+      bool open = writer->Write(first);
+      for (size_t i = 0; open && i < data.size(); ++i) {
+        for (size_t off = 0; open && off < data[i].second; off += kModelChunkBytes) {
+          proto::WorkerModelChunk c;
+          c.set_tensor_index(static_cast<uint32_t>(i));
+          c.set_data(data[i].first + off, std::min(kModelChunkBytes, data[i].second - off));
+          open = writer->Write(c);
+        }
+      }
+      writer->WritesDone();
+      s = writer->Finish();
+    }
+    OkOrThrow(FromGrpcStatus(s));
+    return InfoDict(info);
+  }
+
+  // ReadModel: (header dict, dict name -> float32 array).
+  py::tuple ReadModel(const std::string& name, uint64_t version) {
+    CheckOpen();
+    proto::ReadModelRequest req;
+    req.mutable_model()->set_name(name);
+    req.mutable_model()->set_version(version);
+    absl::StatusOr<proto::ModelHeader> r;
+    {
+      py::gil_scoped_release release;
+      grpc::ClientContext ctx;
+      SetDeadline(&ctx);
+      auto reader = stub_->ReadModel(&ctx, req);
+      ml::worker::ModelAssembler assembler(kMaxStreamBytes);
+      proto::WorkerModelChunk chunk;
+      absl::Status add = absl::OkStatus();
+      while (reader->Read(&chunk)) {
+        if (add.ok()) add = assembler.Add(std::move(chunk));
+        chunk.Clear();
+      }
+      const grpc::Status s = reader->Finish();
+      if (!s.ok()) {
+        r = FromGrpcStatus(s);
+      } else if (!add.ok()) {
+        r = absl::DataLossError(absl::StrCat("malformed ReadModel stream: ", add.message()));
+      } else {
+        r = assembler.Finish();
+      }
+    }
+    proto::ModelHeader h = ValueOrThrow(std::move(r));
+    py::dict header;
+    header["name"] = h.name();
+    header["version"] = h.version();
+    header["kind"] = h.kind();
+    header["config"] = ConfigDict(h.config());
+    header["tensors"] = Layout(h.tensors());
+    py::dict tensors;
+    for (proto::Tensor& t : *h.mutable_tensors()) {
+      py::array a = DecodeOutput(t);
+      if (!a.dtype().is(py::dtype::of<float>())) a = a.attr("astype")("float32");
+      tensors[py::str(t.name())] = a;
+      t.clear_data();  // one tensor's copy at a time
+    }
+    return py::make_tuple(header, tensors);
+  }
+
+  int64_t UnloadModel(const std::string& name, uint64_t version) {
+    proto::UnloadModelRequest req;
+    req.mutable_model()->set_name(name);
+    req.mutable_model()->set_version(version);
+    proto::UnloadModelResponse r;
+    Call([&](grpc::ClientContext* ctx) { return stub_->UnloadModel(ctx, req, &r); });
+    return r.freed_bytes();
+  }
+
+  py::dict ListModels() {
+    proto::ListModelsResponse r;
+    Call([&](grpc::ClientContext* ctx) { return stub_->ListModels(ctx, {}, &r); });
+    py::list models;
+    for (const proto::ModelInfo& m : r.models()) models.append(InfoDict(m));
+    py::dict d;
+    d["models"] = models;
+    d["used_bytes"] = r.used_bytes();
+    d["max_bytes"] = r.max_bytes();
+    return d;
   }
 
  private:
+  static py::dict ConfigDict(const google::protobuf::Map<std::string, int64_t>& config) {
+    py::dict d;
+    for (const auto& [k, v] : std::map<std::string, int64_t>(config.begin(), config.end())) {
+      d[py::str(k)] = v;
+    }
+    return d;
+  }
+  // [(name, shape tuple)] of the tensors.
+  static py::list Layout(const google::protobuf::RepeatedPtrField<proto::Tensor>& tensors) {
+    py::list out;
+    for (const proto::Tensor& t : tensors) {
+      py::tuple shape(t.shape_size());
+      for (int i = 0; i < t.shape_size(); ++i) shape[i] = py::int_(t.shape(i));
+      out.append(py::make_tuple(t.name(), shape));
+    }
+    return out;
+  }
+  static py::dict InfoDict(const proto::ModelInfo& m) {
+    py::dict d;
+    d["name"] = m.name();
+    d["version"] = m.version();
+    d["kind"] = m.kind();
+    d["config"] = ConfigDict(m.config());
+    d["bytes"] = m.bytes();
+    d["optimizer_bytes"] = m.optimizer_bytes();
+    d["train_steps"] = m.train_steps();
+    d["tensors"] = Layout(m.tensors());
+    return d;
+  }
+
   void SetDeadline(grpc::ClientContext* ctx) const {
     ctx->set_deadline(std::chrono::system_clock::now() +
                       std::chrono::microseconds(static_cast<int64_t>(timeout_s_ * 1e6)));
@@ -273,7 +462,13 @@ void RegisterWorker(py::module_& m) {
       .def("health", &PyWorkerClient::Health)
       .def("capabilities", &PyWorkerClient::Capabilities)
       .def("run", &PyWorkerClient::Run, py::arg("kernel"), py::arg("inputs"), py::arg("params"),
-           py::arg("backend"));
+           py::arg("backend"), py::arg("model_name"), py::arg("model_version"))
+      .def("load_model", &PyWorkerClient::LoadModel, py::arg("name"), py::arg("kind"),
+           py::arg("tensors"), py::arg("config"), py::arg("version"), py::arg("replace"),
+           py::arg("checkpoint_path"))
+      .def("read_model", &PyWorkerClient::ReadModel, py::arg("name"), py::arg("version"))
+      .def("unload_model", &PyWorkerClient::UnloadModel, py::arg("name"), py::arg("version"))
+      .def("list_models", &PyWorkerClient::ListModels);
 }
 
 }  // namespace tandem::python

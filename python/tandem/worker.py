@@ -12,6 +12,27 @@ otherwise; NaN/Inf in a float input: ValueError, before anything is sent).
 The worker's own refusals (wrong rank, shape, parameter) raise
 tandem.InvalidArgumentError, an unknown kernel tandem.UnimplementedError.
 The GIL is released while the kernel runs; a Client is thread-safe.
+
+Models as resources: load weights once, then name them in run():
+
+    info = c.load_model("hash", "spotlight.hash", {"w1": w1, "b1": b1, "w2": w2, "b2": b2},
+                        {"dim": 64})
+    h = c.run("spotlight.hash", [x], model="hash").outputs[0]   # w1..b2 omitted
+    r = c.run("spotlight.train_step", [q, k], {"lr": 1e-2}, model="hash")
+    r.model_version                                            # bumped by the step
+    header, weights = c.read_model("hash")                     # the trained weights
+    c.list_models(); c.unload_model("hash")
+
+Kinds and their config keys: "ren" {dim, heads, layers}, "trajmamba.encoder",
+"trajmamba.mask" {dim, hidden}, "spotlight.hash" {dim}, "mlp" {in, classes,
+hidden_layers, hidden0, ...}, "cnn", "tensors" (any names). capabilities()
+marks the inputs a model supplies ("from_model") and each kernel's
+"model_kinds". Errors: unknown name tandem.NotFoundError, a version that is
+not the one held or a name loaded twice without replace
+tandem.FailedPreconditionError, a wrong kind/config/name/shape
+tandem.InvalidArgumentError, over the worker's --max_model_mb
+tandem.ResourceExhaustedError, a checkpoint_path outside its --model_dir
+tandem.PermissionDeniedError.
 """
 
 import collections
@@ -21,7 +42,20 @@ import threading
 
 from . import _tandem
 
-RunResult = collections.namedtuple("RunResult", ["outputs", "backend", "elapsed_us"])
+# model_version: the model's version after the call (None without a model).
+RunResult = collections.namedtuple("RunResult", ["outputs", "backend", "elapsed_us",
+                                                 "model_version"], defaults=(None,))
+
+
+def _model_ref(model):
+    """model: None, a name, or (name, version) -> (name, version)."""
+    if model is None:
+        return "", 0
+    if isinstance(model, str):
+        return model, 0
+    if isinstance(model, (tuple, list)) and len(model) == 2 and isinstance(model[0], str):
+        return model[0], int(model[1])
+    raise TypeError("model must be a name or a (name, version) pair")
 
 
 class Client:
@@ -53,11 +87,54 @@ class Client:
         params, description."""
         return self._c.capabilities()
 
-    def run(self, kernel, inputs, params=None, backend=""):
+    def run(self, kernel, inputs, params=None, backend="", model=None):
         """Runs `kernel`; returns RunResult(outputs: list of arrays, backend,
-        elapsed_us). backend "" = the worker's best, "cpu" or "cuda"."""
-        outputs, used, elapsed = self._c.run(kernel, inputs, dict(params or {}), backend)
-        return RunResult(outputs, used, elapsed)
+        elapsed_us, model_version). backend "" = the worker's best, "cpu" or
+        "cuda". `model`: a loaded model's name, or (name, version) to insist
+        on that version (FailedPreconditionError otherwise); its weights
+        replace the kernel's from_model inputs (leave them out), a training
+        kernel updates it in place, and model_version is its version after
+        the call (None without a model)."""
+        name, version = _model_ref(model)
+        outputs, used, elapsed, model_version = self._c.run(
+            kernel, inputs, dict(params or {}), backend, name, version)
+        return RunResult(outputs, used, elapsed, model_version)
+
+    def load_model(self, name, kind, tensors=None, config=None, version=0, replace=False,
+                   checkpoint_path=""):
+        """Loads a model into the worker's memory; returns its description
+        (as list_models() entries): {"name", "version", "kind", "config",
+        "bytes", "optimizer_bytes", "train_steps", "tensors": [(name, shape)]}.
+
+        `tensors`: dict name -> float32/float64 array (TypeError otherwise,
+        ValueError for NaN/Inf), names and shapes as the kind's layout wants;
+        sent in chunks of at most 1 MiB, stored as float32. `config`: dict
+        str -> int, the kind's sizes (e.g. {"dim": 64}). `version` 0 = 1 for
+        a new name, held + 1 with `replace=True` (which replaces a model of
+        the same name; without it loading a held name raises
+        FailedPreconditionError). `checkpoint_path` (kinds "mlp", "cnn";
+        instead of tensors): a tandem checkpoint relative to the worker's
+        --model_dir."""
+        return self._c.load_model(name, kind, None if tensors is None else dict(tensors),
+                                  {str(k): int(v) for k, v in (config or {}).items()},
+                                  int(version), bool(replace), os.fspath(checkpoint_path))
+
+    def read_model(self, name, version=0):
+        """The model's current weights (after any training): (header, tensors)
+        with header {"name", "version", "kind", "config", "tensors": [(name,
+        shape)]} and tensors a dict name -> float32 array, in layout order.
+        version 0 = the one held now."""
+        return self._c.read_model(name, int(version))
+
+    def unload_model(self, name, version=0):
+        """Frees the model (version 0 = whichever is held); returns the bytes
+        freed (weights plus optimizer state)."""
+        return self._c.unload_model(name, int(version))
+
+    def list_models(self):
+        """{"models": [descriptions as load_model returns, sorted by name],
+        "used_bytes", "max_bytes" (the worker's --max_model_mb budget)}."""
+        return self._c.list_models()
 
 
 class LocalWorker:
