@@ -317,15 +317,7 @@ absl::StatusOr<ReportCounts> PostgresReportStore::CountReports(int64_t round_id)
   for (int i = 0; i < r.rows(); ++i) {
     TANDEM_ASSIGN_OR_RETURN(const int64_t state, r.Int(i, 0));
     TANDEM_ASSIGN_OR_RETURN(const int64_t n, r.Int(i, 1));
-    if (state == 0) {
-      counts.pending = n;
-    } else if (state == 1) {
-      counts.accepted = n;
-    } else if (state == 2) {
-      counts.rejected = n;
-    } else {
-      return CorruptStore("report state");
-    }
+    TANDEM_RETURN_IF_ERROR(AddStateCount(state, n, &counts));
   }
   return counts;
 }

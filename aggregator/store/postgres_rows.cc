@@ -74,21 +74,11 @@ absl::StatusOr<ReportRecord> DecodeReport(const Result& res, int i) {
   r.report_id = res.Bytes(i, 0);
   TANDEM_ASSIGN_OR_RETURN(r.round_id, res.Int(i, 1));
   TANDEM_ASSIGN_OR_RETURN(const int64_t state, res.Int(i, 2));
-  TANDEM_ASSIGN_OR_RETURN(r.counted, res.Bool(i, 3));
+  TANDEM_ASSIGN_OR_RETURN(const bool counted, res.Bool(i, 3));
   r.share_digest = res.Bytes(i, 4);
   r.share = res.Bytes(i, 5);
-  if (!ValidateReportId(r.report_id).ok() || r.round_id < 0) return CorruptStore("report id/round");
-  if (state < 0 || state > 2) return CorruptStore("report state");
-  r.state = static_cast<ReportState>(state);
-  if (r.counted && r.state != ReportState::kAccepted) {
-    return CorruptStore("counted report not accepted");
-  }
-  if (r.share_digest.size() != 32) return CorruptStore("share digest");
-  if (r.share.size() > kMaxShareBytes) return CorruptStore("share size");
-  if ((r.state == ReportState::kPending || (r.state == ReportState::kAccepted && !r.counted)) &&
-      ShareDigest(r.share) != r.share_digest) {
-    return CorruptStore("share (digest mismatch)");
-  }
+  TANDEM_RETURN_IF_ERROR(CheckStoredReportRow(state, counted ? 1 : 0, &r));
+  TANDEM_RETURN_IF_ERROR(CheckStoredShare(r));
   return r;
 }
 

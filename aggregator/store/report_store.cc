@@ -90,4 +90,51 @@ absl::Status ValidateCommitBatch(absl::string_view bytes,
   return absl::OkStatus();
 }
 
+absl::Status CorruptStore(absl::string_view what) {
+  return absl::DataLossError(absl::StrCat("report store: corrupt ", what));
+}
+
+absl::Status CheckStoredReportRow(int64_t state, int64_t counted, ReportRecord* r) {
+  if (!ValidateReportId(r->report_id).ok() || r->round_id < 0) {
+    return CorruptStore("report id/round");
+  }
+  if (state < 0 || state > 2) return CorruptStore("report state");
+  r->state = static_cast<ReportState>(state);
+  if (counted != 0 && counted != 1) return CorruptStore("report counted flag");
+  r->counted = counted == 1;
+  if (r->counted && r->state != ReportState::kAccepted) {
+    return CorruptStore("counted report not accepted");
+  }
+  if (r->share_digest.size() != 32) return CorruptStore("share digest");
+  return absl::OkStatus();
+}
+
+absl::Status AddStateCount(int64_t state, int64_t n, ReportCounts* counts) {
+  switch (state) {
+    case 0:
+      counts->pending = n;
+      return absl::OkStatus();
+    case 1:
+      counts->accepted = n;
+      return absl::OkStatus();
+    case 2:
+      counts->rejected = n;
+      return absl::OkStatus();
+    default:
+      return CorruptStore("report state");
+  }
+}
+
+bool KeepsShare(const ReportRecord& r) {
+  return r.state == ReportState::kPending || (r.state == ReportState::kAccepted && !r.counted);
+}
+
+absl::Status CheckStoredShare(const ReportRecord& r) {
+  if (r.share.size() > kMaxShareBytes) return CorruptStore("share size");
+  if (KeepsShare(r) && ShareDigest(r.share) != r.share_digest) {
+    return CorruptStore("share (digest mismatch)");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace tandem::aggregator

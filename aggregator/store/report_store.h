@@ -191,6 +191,24 @@ absl::Status ValidateCommitBatch(absl::string_view bytes,
                                  absl::Span<const std::string> accept_and_count,
                                  absl::Span<const std::string> reject);
 
+// Checks of stored data shared by the implementations, DATA_LOSS
+// "report store: corrupt <what>" when they fail.
+absl::Status CorruptStore(absl::string_view what);
+// A report row read back: `r` holds its id, round and digest as stored,
+// `state` and `counted` the stored integers (counted: 0 or 1); on success
+// sets r->state and r->counted. Checks the id and round, the state, that a
+// counted report is accepted and that the digest has 32 bytes.
+absl::Status CheckStoredReportRow(int64_t state, int64_t counted, ReportRecord* r);
+// Adds `n` reports of the stored state integer `state` to `counts`
+// (CountReports); DATA_LOSS for an unknown state.
+absl::Status AddStateCount(int64_t state, int64_t n, ReportCounts* counts);
+// True for the reports that keep their share (pending, or accepted and not
+// yet counted).
+bool KeepsShare(const ReportRecord& r);
+// The share read back with the row: within kMaxShareBytes and, for a report
+// that keeps its share, matching its digest.
+absl::Status CheckStoredShare(const ReportRecord& r);
+
 }  // namespace tandem::aggregator
 
 #endif  // TANDEM_AGGREGATOR_STORE_REPORT_STORE_H_

@@ -57,15 +57,8 @@ absl::StatusOr<ReportRecord> SegmentReportStore::ReadReportLocked(const Statemen
   const int64_t state = st.ColumnInt64(2);
   const int64_t counted = st.ColumnInt64(3);
   r.share_digest = st.ColumnBlob(4);
-  if (!ValidateReportId(r.report_id).ok() || r.round_id < 0) return CorruptStore("report id/round");
-  if (state < 0 || state > 2) return CorruptStore("report state");
-  r.state = static_cast<ReportState>(state);
-  if (counted != 0 && counted != 1) return CorruptStore("report counted flag");
-  r.counted = counted == 1;
-  if (r.counted && r.state != ReportState::kAccepted) return CorruptStore("counted report not accepted");
-  if (r.share_digest.size() != 32) return CorruptStore("share digest");
-  const bool has_share =
-      r.state == ReportState::kPending || (r.state == ReportState::kAccepted && !r.counted);
+  TANDEM_RETURN_IF_ERROR(CheckStoredReportRow(state, counted, &r));
+  const bool has_share = KeepsShare(r);
   const bool located = !st.ColumnIsNull(5) && !st.ColumnIsNull(6) && !st.ColumnIsNull(7);
   if (!located && (!st.ColumnIsNull(5) || !st.ColumnIsNull(6) || !st.ColumnIsNull(7))) {
     return CorruptStore("share location (partly set)");

@@ -69,18 +69,8 @@ absl::StatusOr<ReportRecord> ReadReport(const Statement& st) {
   const int64_t counted = st.ColumnInt64(3);
   r.share_digest = st.ColumnBlob(4);
   r.share = st.ColumnBlob(5);
-  if (!ValidateReportId(r.report_id).ok() || r.round_id < 0) return CorruptStore("report id/round");
-  if (state < 0 || state > 2) return CorruptStore("report state");
-  r.state = static_cast<ReportState>(state);
-  if (counted != 0 && counted != 1) return CorruptStore("report counted flag");
-  r.counted = counted == 1;
-  if (r.counted && r.state != ReportState::kAccepted) return CorruptStore("counted report not accepted");
-  if (r.share_digest.size() != 32) return CorruptStore("share digest");
-  if (r.share.size() > kMaxShareBytes) return CorruptStore("share size");
-  if ((r.state == ReportState::kPending || (r.state == ReportState::kAccepted && !r.counted)) &&
-      ShareDigest(r.share) != r.share_digest) {
-    return CorruptStore("share (digest mismatch)");
-  }
+  TANDEM_RETURN_IF_ERROR(CheckStoredReportRow(state, counted, &r));
+  TANDEM_RETURN_IF_ERROR(CheckStoredShare(r));
   return r;
 }
 

@@ -7,10 +7,6 @@
 
 namespace tandem::aggregator {
 
-absl::Status CorruptStore(absl::string_view what) {
-  return absl::DataLossError(absl::StrCat("report store: corrupt ", what));
-}
-
 absl::StatusOr<RoundRecord> ReadRoundRow(sqlite::Database& db, int64_t round_id) {
   TANDEM_ASSIGN_OR_RETURN(sqlite::Statement st,
                           db.Prepare("SELECT parameters, state FROM rounds WHERE round_id = ?1"));
@@ -121,17 +117,7 @@ absl::StatusOr<ReportCounts> CountReportRows(sqlite::Database& db, int64_t round
   while (true) {
     TANDEM_ASSIGN_OR_RETURN(const bool row, st.Step());
     if (!row) break;
-    const int64_t state = st.ColumnInt64(0);
-    const int64_t n = st.ColumnInt64(1);
-    if (state == 0) {
-      counts.pending = n;
-    } else if (state == 1) {
-      counts.accepted = n;
-    } else if (state == 2) {
-      counts.rejected = n;
-    } else {
-      return CorruptStore("report state");
-    }
+    TANDEM_RETURN_IF_ERROR(AddStateCount(st.ColumnInt64(0), st.ColumnInt64(1), &counts));
   }
   return counts;
 }

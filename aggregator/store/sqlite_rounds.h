@@ -20,9 +20,6 @@
 
 namespace tandem::aggregator {
 
-// DATA_LOSS "report store: corrupt <what>".
-absl::Status CorruptStore(absl::string_view what);
-
 // The row of `round_id` in `rounds(round_id, parameters, state)`.
 absl::StatusOr<RoundRecord> ReadRoundRow(sqlite::Database& db, int64_t round_id);
 // Every round, ordered by id.
