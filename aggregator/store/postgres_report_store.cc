@@ -6,7 +6,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "aggregator/store/postgres_rows.h"
-#include "aggregator/store/sqlite_rounds.h"
 #include "base/status_macros.h"
 
 namespace tandem::aggregator {

@@ -3,7 +3,6 @@
 #include <iterator>
 
 #include "absl/strings/str_cat.h"
-#include "aggregator/store/sqlite_rounds.h"
 #include "base/status_macros.h"
 
 namespace tandem::aggregator {
@@ -110,47 +109,24 @@ absl::string_view FilterSql(ReportFilter filter) {
 }
 
 // The per-report state changes of SaveAccumulator, CommitBatch and
-// CommitDecisions (sqlite_rounds.h's ReportTransition), for every id of
+// CommitDecisions (report_transition.h), for every id of
 // `ids` (distinct, validated) at once; all of them must match.
 absl::Status ApplyPostgresTransition(Connection& conn, const std::string& task_id,
                                      ReportTransition t, int64_t round_id,
                                      absl::Span<const std::string> ids, absl::string_view op) {
   if (ids.empty()) return absl::OkStatus();
-  absl::string_view set, allowed, verb;
-  switch (t) {
-    case ReportTransition::kCount:
-      set = "counted = TRUE, share = NULL";
-      allowed = "state = 1 AND NOT counted";
-      verb = "counted (it is not accepted and uncounted)";
-      break;
-    case ReportTransition::kAcceptAndCount:
-      set = "state = 1, counted = TRUE, share = NULL";
-      allowed = "(state = 0 OR (state = 1 AND NOT counted))";
-      verb = "counted";
-      break;
-    case ReportTransition::kAccept:
-      set = "state = 1";
-      allowed = "state IN (0, 1)";
-      verb = "accepted";
-      break;
-    case ReportTransition::kReject:
-      set = "state = 2, share = NULL";
-      allowed = "state IN (0, 2)";
-      verb = "rejected";
-      break;
-  }
+  const TransitionSql sql = TransitionClauses(t, {"TRUE", "NOT counted", "share = NULL"});
   // PostgreSQL counts a matched row as changed even when the values are
   // equal, so a repeated (allowed) transition still counts.
   TANDEM_ASSIGN_OR_RETURN(
       const Result r,
       conn.Exec(op,
-                absl::StrCat("UPDATE tandem_reports SET ", set,
+                absl::StrCat("UPDATE tandem_reports SET ", sql.set,
                              " WHERE task_id = $1 AND round_id = $2 AND report_id = ANY($3) AND ",
-                             allowed),
+                             sql.allowed),
                 {Param::Text(task_id), Param::Int8(round_id), Param::ByteaArray(ids)}));
   if (r.affected() != static_cast<int64_t>(ids.size())) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(op, ": a report of round ", round_id, " cannot be ", verb));
+    return TransitionRefused(op, round_id, sql);
   }
   return absl::OkStatus();
 }

@@ -14,7 +14,7 @@
 #include "absl/types/span.h"
 #include "aggregator/store/postgres_connection.h"
 #include "aggregator/store/report_store.h"
-#include "aggregator/store/sqlite_rounds.h"
+#include "aggregator/store/report_transition.h"
 
 namespace tandem::aggregator {
 

@@ -126,44 +126,18 @@ absl::Status ApplyTransition(sqlite::Database& db, ReportTransition t, absl::str
                              int64_t round_id, absl::Span<const std::string> ids,
                              absl::string_view op) {
   if (ids.empty()) return absl::OkStatus();
-  std::string set, allowed;
-  absl::string_view verb;
-  switch (t) {
-    case ReportTransition::kCount:
-      set = absl::StrCat("counted = 1, ", drop_share);
-      allowed = "state = 1 AND counted = 0";
-      verb = "counted (it is not accepted and uncounted)";
-      break;
-    case ReportTransition::kAcceptAndCount:
-      set = absl::StrCat("state = 1, counted = 1, ", drop_share);
-      allowed = "(state = 0 OR (state = 1 AND counted = 0))";
-      verb = "counted";
-      break;
-    case ReportTransition::kAccept:
-      set = "state = 1";
-      allowed = "state IN (0, 1)";
-      verb = "accepted";
-      break;
-    case ReportTransition::kReject:
-      set = absl::StrCat("state = 2, ", drop_share);
-      allowed = "state IN (0, 2)";
-      verb = "rejected";
-      break;
-  }
+  const TransitionSql sql = TransitionClauses(t, {"1", "counted = 0", drop_share});
   // SQLite counts a matched row as changed even when the values are equal,
   // so a repeated (allowed) transition still changes exactly one row.
   TANDEM_ASSIGN_OR_RETURN(
       sqlite::Statement st,
-      db.Prepare(absl::StrCat("UPDATE reports SET ", set,
-                              " WHERE report_id = ?1 AND round_id = ?2 AND ", allowed)));
+      db.Prepare(absl::StrCat("UPDATE reports SET ", sql.set,
+                              " WHERE report_id = ?1 AND round_id = ?2 AND ", sql.allowed)));
   for (const std::string& id : ids) {
     TANDEM_RETURN_IF_ERROR(st.BindBlob(1, id));
     TANDEM_RETURN_IF_ERROR(st.BindInt64(2, round_id));
     TANDEM_RETURN_IF_ERROR(st.StepDone());
-    if (db.ChangedRows() != 1) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(op, ": a report of round ", round_id, " cannot be ", verb));
-    }
+    if (db.ChangedRows() != 1) return TransitionRefused(op, round_id, sql);
     TANDEM_RETURN_IF_ERROR(st.Reset());
   }
   return absl::OkStatus();

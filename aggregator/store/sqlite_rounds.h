@@ -16,6 +16,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "aggregator/store/report_store.h"
+#include "aggregator/store/report_transition.h"
 #include "base/sqlite/database.h"
 
 namespace tandem::aggregator {
@@ -35,16 +36,8 @@ absl::StatusOr<std::string> BindRoundSecretRow(sqlite::Database& db, int64_t rou
                                                absl::string_view secret);
 absl::StatusOr<ReportCounts> CountReportRows(sqlite::Database& db, int64_t round_id);
 
-// The per-report state changes of SaveAccumulator, CommitBatch and
-// CommitDecisions on the shared reports(report_id, round_id, state, counted,
-// ...) table (states: 0 pending, 1 accepted, 2 rejected).
-enum class ReportTransition {
-  kCount,           // accepted and uncounted -> counted; the share is dropped
-  kAcceptAndCount,  // pending or accepted-uncounted -> accepted and counted; dropped
-  kAccept,          // pending or accepted -> accepted; the share is KEPT
-  kReject,          // pending or rejected -> rejected; dropped
-};
-// Applies `t` to every report of `ids` in round `round_id`, inside the
+// Applies `t` (report_transition.h) on the shared reports(report_id,
+// round_id, state, counted, ...) table to every report of `ids` in round `round_id`, inside the
 // caller's open transaction. `drop_share` is the store's SET clause that
 // forgets a share ("share = NULL" for blobs in the row, the segment
 // locator's columns for segment files). FAILED_PRECONDITION "<op>: ..." at
