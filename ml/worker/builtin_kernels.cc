@@ -18,6 +18,7 @@
 #include "ml/worker/eco_kernels.h"
 #include "ml/worker/model_kernels.h"
 #include "ml/worker/search_kernels.h"
+#include "ml/worker/spotlight_params.h"
 #include "ml/worker/training_kernels.h"
 #include "ml/worker/zoo_kernels.h"
 #include "ml/worker/kernel_spec_helpers.h"
@@ -234,27 +235,17 @@ std::vector<KernelSpec> Specs() {
   loss_in.insert(loss_in.end(), hash_w.begin(), hash_w.end());
   s.push_back({"spotlight.ranking_loss",
                "Bradley-Terry ranking loss of the hash and its gradients", false, loss_in,
-               {Real("gamma", 64, 1e-6, 1e6), Real("beta", 1, -1e6, 1e6),
-                Real("margin", 0, -1e6, 1e6), Real("top_fraction", 0.02, 1e-6, 0.999),
-                {"causal", 1, 0, 1, true}},
+               SpotlightLossParams(),
                {{"loss", kF32, 0}, {"d_w1", kF32, 2}, {"d_b1", kF32, 1}, {"d_w2", kF32, 2},
                 {"d_b2", kF32, 1}},
                [](const KernelCall& c) -> absl::StatusOr<Outputs> {
-                 const double nq = Dim(c.f32(0), 0), nk = Dim(c.f32(1), 0);
-                 TANDEM_RETURN_IF_ERROR(Budget(nq * nk, kMaxScratch / 8, "score matrix"));
-                 TANDEM_RETURN_IF_ERROR(Budget(nq * nk * nk * c.param("top_fraction"), 1e10,
-                                               "ranking pairs"));
+                 TANDEM_RETURN_IF_ERROR(SpotlightLossBudget(c));
                  kernels::SpotlightHashWeights storage;
                  TANDEM_ASSIGN_OR_RETURN(const kernels::SpotlightHashWeights* w,
                                          HashWeightsFrom(c, 2, &storage));
-                 kernels::SpotlightLossOptions o;
-                 o.gamma = static_cast<float>(c.param("gamma"));
-                 o.beta = static_cast<float>(c.param("beta"));
-                 o.margin = static_cast<float>(c.param("margin"));
-                 o.top_fraction = static_cast<float>(c.param("top_fraction"));
-                 o.causal = c.int_param("causal") != 0;
-                 TANDEM_ASSIGN_OR_RETURN(kernels::SpotlightLossResult r,
-                                         kernels::SpotlightRankingLoss(c.f32(0), c.f32(1), *w, o));
+                 TANDEM_ASSIGN_OR_RETURN(
+                     kernels::SpotlightLossResult r,
+                     kernels::SpotlightRankingLoss(c.f32(0), c.f32(1), *w, SpotlightLossFrom(c)));
                  TANDEM_ASSIGN_OR_RETURN(Tensor loss,
                                          Tensor::FromData({}, {static_cast<float>(r.loss)}));
                  return Outputs{EncodeFloat("loss", loss), EncodeFloat("d_w1", r.grads.w1),

@@ -12,6 +12,7 @@
 #include "ml/kernels/spotlight.h"
 #include "ml/kernels/spotlight_train.h"
 #include "ml/worker/kernel_spec_helpers.h"
+#include "ml/worker/spotlight_params.h"
 
 namespace tandem::ml::worker {
 namespace {
@@ -60,15 +61,8 @@ Outputs HashOutputs(double loss, const kernels::SpotlightHashWeights& w) {
 }
 
 absl::StatusOr<Outputs> SpotlightTrainStep(const KernelCall& c) {
-  const double nq = Dim(c.f32(0), 0), nk = Dim(c.f32(1), 0);
-  TANDEM_RETURN_IF_ERROR(Budget(nq * nk, kMaxScratch / 8, "score matrix"));
-  TANDEM_RETURN_IF_ERROR(Budget(nq * nk * nk * c.param("top_fraction"), 1e10, "ranking pairs"));
-  kernels::SpotlightLossOptions lo;
-  lo.gamma = static_cast<float>(c.param("gamma"));
-  lo.beta = static_cast<float>(c.param("beta"));
-  lo.margin = static_cast<float>(c.param("margin"));
-  lo.top_fraction = static_cast<float>(c.param("top_fraction"));
-  lo.causal = c.int_param("causal") != 0;
+  TANDEM_RETURN_IF_ERROR(SpotlightLossBudget(c));
+  const kernels::SpotlightLossOptions lo = SpotlightLossFrom(c);
   kernels::AdamWOptions ao;
   ao.lr = static_cast<float>(c.param("lr"));
   ao.beta1 = static_cast<float>(c.param("beta1"));
@@ -148,23 +142,19 @@ std::vector<KernelSpec> Specs() {
   hash_in.insert(hash_in.end(), hash_w.begin(), hash_w.end());
   std::vector<InputSpec> hash_out = {{"loss", kF32, 0}};
   hash_out.insert(hash_out.end(), hash_w.begin(), hash_w.end());
+  std::vector<ParamSpec> train_params = SpotlightLossParams();
+  for (ParamSpec p : {Real("lr", 1e-3, 1e-9, 10), Real("beta1", 0.9, 0, 0.999999),
+                      Real("beta2", 0.98, 0, 0.999999), Real("eps", 1e-8, 1e-12, 1),
+                      Real("weight_decay", 0.1, 0, 10), Real("clip_norm", 1, 0, 1e6)}) {
+    train_params.push_back(std::move(p));
+  }
   v.push_back({"spotlight.train_step",
                "Spotlight hash training: Bradley-Terry ranking loss (before the step) and one "
                "AdamW step (clipped); with a \"spotlight.hash\" model, in place with the "
                "model's moments",
                false,
                hash_in,
-               {Real("gamma", 64, 1e-6, 1e6),
-                Real("beta", 1, -1e6, 1e6),
-                Real("margin", 0, -1e6, 1e6),
-                Real("top_fraction", 0.02, 1e-6, 0.999),
-                {"causal", 1, 0, 1, true},
-                Real("lr", 1e-3, 1e-9, 10),
-                Real("beta1", 0.9, 0, 0.999999),
-                Real("beta2", 0.98, 0, 0.999999),
-                Real("eps", 1e-8, 1e-12, 1),
-                Real("weight_decay", 0.1, 0, 10),
-                Real("clip_norm", 1, 0, 1e6)},
+               train_params,
                hash_out,
                SpotlightTrainStep,
                {"spotlight.hash"},
