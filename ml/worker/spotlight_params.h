@@ -18,8 +18,11 @@ namespace tandem::ml::worker {
 
 // gamma, beta, margin, top_fraction, causal.
 inline std::vector<ParamSpec> SpotlightLossParams() {
-  return {Real("gamma", 64, 1e-6, 1e6), Real("beta", 1, -1e6, 1e6), Real("margin", 0, -1e6, 1e6),
-          Real("top_fraction", 0.02, 1e-6, 0.999), {"causal", 1, 0, 1, true}};
+  return {Real("gamma", 64, 1e-6, 1e6),
+          Real("beta", 1, -1e6, 1e6),
+          Real("margin", 0, -1e6, 1e6),
+          Real("top_fraction", 0.02, 1e-6, 0.999),
+          {"causal", 1, 0, 1, true}};
 }
 
 // INVALID_ARGUMENT "request too large" for the scores of q [nq, d] against
