@@ -139,27 +139,30 @@ absl::StatusOr<Aggregator::Task*> Aggregator::GetTask(absl::string_view task_id,
   task->id = std::string(task_id);
   task->store = *std::move(store);
   task->policy = options_.policies.For(task_id);
-  TANDEM_RETURN_IF_ERROR(LoadLatestRound(*task));
+  {
+    absl::MutexLock process_lock(&task->process_mu);
+    TANDEM_RETURN_IF_ERROR(LoadLatestRoundLocked(*task));
+  }
   absl::MutexLock lock(&tasks_mu_);
   auto [it, inserted] = tasks_.try_emplace(task->id, std::move(task));
   return it->second.get();
 }
 
-absl::Status Aggregator::LoadLatestRound(Task& task) {
+absl::Status Aggregator::LoadLatestRoundLocked(Task& task) {
   TANDEM_ASSIGN_OR_RETURN(std::vector<RoundRecord> rounds, task.store->ListRounds());
-  {
-    // The accountant is the store's released rounds, replayed.
-    absl::MutexLock process_lock(&task.process_mu);
-    TANDEM_ASSIGN_OR_RETURN(dp::PrivacyAccountant accountant, MakeAccountant(task.policy));
-    task.accountant.emplace(std::move(accountant));
-    for (const RoundRecord& r : rounds) {
-      if (r.state != RoundState::kReleased) continue;
-      proto::RoundParameters released;
-      if (!released.ParseFromString(r.parameters)) {
-        return absl::DataLossError("stored round parameters do not parse");
-      }
-      TANDEM_RETURN_IF_ERROR(ChargeRelease(task, released));
+  // The accountant is the store's released rounds, replayed (also those
+  // another replica released).
+  TANDEM_ASSIGN_OR_RETURN(dp::PrivacyAccountant accountant, MakeAccountant(task.policy));
+  task.accountant.emplace(std::move(accountant));
+  task.released_rounds = 0;
+  task.released_without_noise = false;
+  for (const RoundRecord& r : rounds) {
+    if (r.state != RoundState::kReleased) continue;
+    proto::RoundParameters released;
+    if (!released.ParseFromString(r.parameters)) {
+      return absl::DataLossError("stored round parameters do not parse");
     }
+    TANDEM_RETURN_IF_ERROR(ChargeRelease(task, released));
   }
   if (rounds.empty()) return absl::OkStatus();
   const RoundRecord* latest = &rounds[0];
@@ -176,40 +179,85 @@ absl::Status Aggregator::LoadLatestRound(Task& task) {
                           task.store->LoadAccumulator(latest->round_id));
   TANDEM_ASSIGN_OR_RETURN(std::vector<uint64_t> acc,
                           DecodeAccumulator(snapshot.bytes, params.dimension()));
-  TANDEM_ASSIGN_OR_RETURN(std::vector<ReportRecord> all,
-                          task.store->ListReports(latest->round_id, ReportFilter::kAll));
-
+  // Counts from the index; shares only of the reports to re-expand.
+  TANDEM_ASSIGN_OR_RETURN(const ReportCounts counts, task.store->CountReports(latest->round_id));
   const bool closed = latest->state != RoundState::kOpen;
-  absl::MutexLock process_lock(&task.process_mu);
+  std::vector<ReportRecord> uncounted;
+  if (!closed) {
+    TANDEM_ASSIGN_OR_RETURN(uncounted, task.store->ListReports(latest->round_id,
+                                                               ReportFilter::kAcceptedUncounted));
+  }
+  bool same_round;
   {
     absl::MutexLock state_lock(&task.state_mu);
+    same_round = task.round_id == latest->round_id;
     task.round_id = latest->round_id;
     task.closed = closed;
     task.released = latest->state == RoundState::kReleased;
     task.parameters = params;
     task.shape = dpf.Shape(static_cast<int>(options_.role));
     task.proof = std::move(proof);
-    task.received = static_cast<int64_t>(all.size());
+    task.received = counts.pending + counts.accepted + counts.rejected;
   }
+  if (!same_round) {
+    task.verified.clear();
+    task.query_seed.clear();
+  }
+  task.ResetTentative();
+  task.uncheckpointed.clear();
   task.dpf.emplace(std::move(dpf));
   task.accumulator = std::move(acc);
   task.counted = snapshot.report_count;
 
   // Reports both servers accepted after the last accumulator checkpoint
-  // (or before a crash) keep their shares: expand them into it again.
-  std::vector<ReportRecord> uncounted;
-  for (ReportRecord& r : all) {
-    if (r.state == ReportState::kAccepted && !r.counted) uncounted.push_back(std::move(r));
-  }
-  if (!uncounted.empty() && !closed) {
+  // (or before a crash) keep their shares: expand them into it again. A
+  // replica re-expands only those in its own partial.
+  if (!uncounted.empty()) {
     TANDEM_LOG(INFO) << "task " << task.id << " round " << latest->round_id << ": re-expanding "
                      << uncounted.size() << " accepted reports after the last checkpoint";
     TANDEM_RETURN_IF_ERROR(CommitRecordsLocked(task, uncounted, {}));
   }
   TANDEM_LOG(INFO) << RoleName(options_.role) << " loaded task " << task.id << " round "
                    << latest->round_id << (closed ? " (closed)" : " (open)") << ", "
-                   << task.counted << " reports counted, " << all.size() << " received";
+                   << task.counted << " reports counted, " << task.received << " received";
   return absl::OkStatus();
+}
+
+absl::Status Aggregator::RefreshIfStale(Task& task, int64_t round_id) {
+  ReplicatedWork* const work = task.store->replicated();
+  if (work == nullptr) return absl::OkStatus();
+  int64_t current;
+  bool closed;
+  {
+    absl::ReaderMutexLock lock(&task.state_mu);
+    current = task.round_id;
+    closed = task.closed;
+  }
+  if (round_id > current) {
+    // Only a round the store holds (a ticketed upload may name a round no
+    // replica opened): otherwise nothing to load.
+    absl::StatusOr<RoundRecord> newer = task.store->GetRound(round_id);
+    if (absl::IsNotFound(newer.status())) return absl::OkStatus();
+    if (!newer.ok()) return newer.status();
+    return LoadLatestRoundLocked(task);
+  }
+  if (round_id != current || closed) return absl::OkStatus();
+  // Another replica may have released (or abandoned) this round.
+  TANDEM_ASSIGN_OR_RETURN(const RoundRecord stored, task.store->GetRound(round_id));
+  if (stored.state != RoundState::kOpen) return LoadLatestRoundLocked(task);
+  return absl::OkStatus();
+}
+
+absl::Status Aggregator::ResyncOnError(Task& task, absl::Status status) {
+  if (status.ok() || task.store->replicated() == nullptr) return status;
+  if (!absl::IsFailedPrecondition(status) && !absl::IsAborted(status)) return status;
+  // Another replica took reports this one held (an expired lease, an
+  // adoption at Finalize) or closed the round: start again from the store.
+  if (absl::Status reload = LoadLatestRoundLocked(task); !reload.ok()) {
+    TANDEM_LOG(WARNING) << "task " << task.id << ": reload after '" << status
+                        << "' failed: " << reload;
+  }
+  return status;
 }
 
 absl::Status Aggregator::OpenRound(const proto::RoundParameters& parameters) {
@@ -223,6 +271,8 @@ absl::Status Aggregator::OpenRound(const proto::RoundParameters& parameters) {
   const std::string serialized = SerializeDeterministic(parameters);
 
   absl::MutexLock process_lock(&task->process_mu);
+  // A replica refreshes first: the budget counts every replica's releases.
+  if (task->store->replicated() != nullptr) TANDEM_RETURN_IF_ERROR(LoadLatestRoundLocked(*task));
   TANDEM_ASSIGN_OR_RETURN(const double epsilon, EpsilonWith(*task, parameters));
   if (epsilon > task->policy.epsilon_budget) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -293,6 +343,17 @@ absl::StatusOr<proto::UploadResponse> Aggregator::Upload(const proto::UploadRequ
   if (!request.has_key_share()) return absl::InvalidArgumentError("key_share is missing");
   TANDEM_ASSIGN_OR_RETURN(Task * task, GetTask(request.task_id(), /*create=*/false));
   const int64_t round_id = static_cast<int64_t>(request.round_id());
+  if (task->store->replicated() != nullptr) {
+    bool ahead;
+    {
+      absl::ReaderMutexLock lock(&task->state_mu);
+      ahead = round_id > task->round_id;
+    }
+    if (ahead) {  // opened through another replica
+      absl::MutexLock process_lock(&task->process_mu);
+      TANDEM_RETURN_IF_ERROR(RefreshIfStale(*task, round_id));
+    }
+  }
   crypto::ExpectedKeySetShape shape;
   std::shared_ptr<const crypto::proof::NormProofSystem> proof;
   {
@@ -391,6 +452,7 @@ absl::StatusOr<proto::FinalizeResponse> Aggregator::Finalize(
   TANDEM_ASSIGN_OR_RETURN(Task * task, GetTask(request.task_id(), /*create=*/false));
   const int64_t round_id = static_cast<int64_t>(request.round_id());
   absl::MutexLock process_lock(&task->process_mu);
+  TANDEM_RETURN_IF_ERROR(RefreshIfStale(*task, round_id));
   bool closed, released;
   proto::RoundParameters params;
   {
@@ -418,43 +480,14 @@ absl::StatusOr<proto::FinalizeResponse> Aggregator::Finalize(
       for (const ReportRecord& r : pending) reject.push_back(r.report_id);
       if (!reject.empty()) TANDEM_RETURN_IF_ERROR(task->store->CommitDecisions(round_id, {}, reject));
     }
-    // The snapshot first, so the store counts what the release contains.
-    TANDEM_RETURN_IF_ERROR(CheckpointLocked(*task));
-    std::vector<uint64_t> released_share = task->accumulator;
-    // The larger of the round's minimum and this server's own.
-    const int64_t min_batch = std::max<int64_t>(
-        {int64_t{1}, params.dp().min_batch_size(), task->policy.min_batch_size});
-    if (task->counted < min_batch) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "only ", task->counted, " reports accepted; at least ", min_batch, " are required"));
+    if (task->store->replicated() != nullptr) {
+      TANDEM_RETURN_IF_ERROR(ResyncOnError(*task, ReleasePartialsLocked(*task, params)));
+    } else {
+      TANDEM_RETURN_IF_ERROR(ReleaseLocked(*task, params));
     }
-    // OpenRound checked the budget; checked again in case the policy file
-    // changed across a restart while the round was open.
-    TANDEM_ASSIGN_OR_RETURN(const double epsilon, EpsilonWith(*task, params));
-    if (epsilon > task->policy.epsilon_budget) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "releasing would spend epsilon ", epsilon, ", above the budget ",
-          task->policy.epsilon_budget));
-    }
-    if (params.noise_variance() > 0) {
-      TANDEM_ASSIGN_OR_RETURN(dp::Rational sigma2, dp::VarianceFromDouble(params.noise_variance()));
-      TANDEM_RETURN_IF_ERROR(dp::NoiseShareForRelease({sigma2, min_batch}, task->counted,
-                                                      absl::MakeSpan(released_share), noise_random_));
-    }
-    // Saved (and the round released) in one transaction before anything is
-    // returned: a crash before it leaves the round open and un-noised (the
-    // draw is lost, never released); after it, every retry returns this draw.
-    TANDEM_RETURN_IF_ERROR(
-        task->store->ReleaseRound(round_id, EncodeAccumulator(released_share)));
-    task->accumulator = std::move(released_share);
-    TANDEM_RETURN_IF_ERROR(ChargeRelease(*task, params));
-    absl::MutexLock lock(&task->state_mu);
-    task->closed = true;
-    task->released = true;
-    TANDEM_LOG(INFO) << RoleName(options_.role) << " released task " << task->id << " round "
-                     << round_id << " with " << task->counted << " reports";
   }
   response.set_accepted_reports(static_cast<uint64_t>(task->counted));
+
   proto::Tensor* share = response.mutable_aggregate_share();
   share->set_name("aggregate_share");
   share->set_dtype(proto::DTYPE_UINT64);

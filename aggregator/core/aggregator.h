@@ -167,10 +167,19 @@ class Aggregator {
   // Charges one release of `p` to the task's accountant. REQUIRES process_mu.
   absl::Status ChargeRelease(Task& task, const proto::RoundParameters& p);
   // Loads the task's latest round from its store after a (re)start, counting
-  // reports a crash left accepted but uncounted.
-  absl::Status LoadLatestRound(Task& task);
+  // reports a crash left accepted but uncounted (a replica: those of its
+  // own partial). Also the full refresh of a replica whose view is stale.
+  // REQUIRES task.process_mu.
+  absl::Status LoadLatestRoundLocked(Task& task);
+  // Replicated stores only (else OK at once): reloads the task when the
+  // store is at a later round than `round_id`'s view, or when `round_id`
+  // is open here but was closed or released by another replica.
+  // REQUIRES task.process_mu.
+  absl::Status RefreshIfStale(Task& task, int64_t round_id);
   // The following REQUIRE task.process_mu held.
   absl::StatusOr<int> ProcessRoundLocked(Task& task, bool final_pass);
+  // ProcessRoundLocked over a replicated store: leased batches.
+  absl::StatusOr<int> ProcessLeasedLocked(Task& task, int64_t round_id, bool final_pass);
   // `seed_retry`: the helper answered with another query seed, which was
   // adopted; the batch is asked again once.
   absl::StatusOr<int> ProcessBatchLocked(Task& task, const std::vector<ReportRecord>& batch,
@@ -187,6 +196,21 @@ class Aggregator {
                                    const std::vector<std::string>& rejected);
   // Saves the accumulator if it holds reports the stored snapshot lacks.
   absl::Status CheckpointLocked(Task& task);
+  // Replicated stores: after a FAILED_PRECONDITION or ABORTED `status`
+  // (another replica took reports or closed the round) reloads the task
+  // from the store; returns `status` unchanged.
+  absl::Status ResyncOnError(Task& task, absl::Status status);
+  // Finalize's release (release.cc). Checks the batch size of `counted`
+  // reports and the budget, then noises `share` in place.
+  absl::Status NoiseReleaseLocked(Task& task, const proto::RoundParameters& params,
+                                  int64_t counted, std::vector<uint64_t>& share);
+  // The task's state after its store released `share` of `counted` reports.
+  absl::Status MarkReleasedLocked(Task& task, const proto::RoundParameters& params,
+                                  std::vector<uint64_t> share, int64_t counted);
+  // One process: checkpoint, noise, ReleaseRound.
+  absl::Status ReleaseLocked(Task& task, const proto::RoundParameters& params);
+  // Replicas: adopt, checkpoint, sum the partials, noise, ReleaseSummed.
+  absl::Status ReleasePartialsLocked(Task& task, const proto::RoundParameters& params);
 
   const AggregatorOptions options_;
   StoreFactory store_factory_;

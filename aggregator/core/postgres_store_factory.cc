@@ -15,13 +15,19 @@ namespace tandem::aggregator {
 
 bool PostgresStoreBuiltIn() { return true; }
 
-StoreFactory MakePostgresStoreFactory(std::string conninfo, uint32_t max_tasks) {
+StoreFactory MakePostgresStoreFactory(std::string conninfo, uint32_t max_tasks,
+                                      std::string replica_id, int64_t lease_ms) {
   return
-      [conninfo = std::move(conninfo), max_tasks](
+      [conninfo = std::move(conninfo), max_tasks, replica_id = std::move(replica_id), lease_ms](
           absl::string_view task_id, bool create) -> absl::StatusOr<std::unique_ptr<ReportStore>> {
         PostgresStoreOptions options;
         options.create_if_missing = create;
         options.max_tasks = max_tasks;
+        options.replica_id = replica_id;
+        options.lease_ms = lease_ms;
+        if (!replica_id.empty()) {
+          options.application_name = "tandem-aggregator " + replica_id;
+        }
         TANDEM_ASSIGN_OR_RETURN(
             std::unique_ptr<PostgresReportStore> store,
             PostgresReportStore::Open(conninfo, std::string(task_id), std::move(options)));
@@ -33,7 +39,7 @@ StoreFactory MakePostgresStoreFactory(std::string conninfo, uint32_t max_tasks) 
 
 bool PostgresStoreBuiltIn() { return false; }
 
-StoreFactory MakePostgresStoreFactory(std::string, uint32_t) {
+StoreFactory MakePostgresStoreFactory(std::string, uint32_t, std::string, int64_t) {
   return [](absl::string_view, bool) -> absl::StatusOr<std::unique_ptr<ReportStore>> {
     return absl::FailedPreconditionError(
         "this binary was built without the PostgreSQL report store (TANDEM_WITH_POSTGRES=OFF)");

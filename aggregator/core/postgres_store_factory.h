@@ -25,8 +25,11 @@ bool PostgresStoreBuiltIn();
 // (0 = no limit; counted in the database, so the limit holds across
 // restarts and replicas); otherwise the errors of PostgresReportStore::Open
 // (UNAVAILABLE while the server cannot be reached). Without
-// PostgresStoreBuiltIn() every call is FAILED_PRECONDITION.
-StoreFactory MakePostgresStoreFactory(std::string conninfo, uint32_t max_tasks = 0);
+// PostgresStoreBuiltIn() every call is FAILED_PRECONDITION. A non-empty
+// `replica_id` makes every store this replica's view (ReplicatedWork, with
+// leases of `lease_ms`); empty: the only aggregator on the database.
+StoreFactory MakePostgresStoreFactory(std::string conninfo, uint32_t max_tasks = 0,
+                                      std::string replica_id = "", int64_t lease_ms = 30000);
 
 }  // namespace tandem::aggregator
 

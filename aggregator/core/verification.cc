@@ -28,6 +28,14 @@ absl::StatusOr<int> Aggregator::ProcessPending(absl::string_view task_id) {
   }
   TANDEM_ASSIGN_OR_RETURN(Task * task, GetTask(task_id, /*create=*/false));
   absl::MutexLock lock(&task->process_mu);
+  int64_t round_id;
+  {
+    absl::ReaderMutexLock state_lock(&task->state_mu);
+    round_id = task->round_id;
+  }
+  // A replica notices here (every ProcessAllPending tick) that another one
+  // released or abandoned its round and opened the next.
+  TANDEM_RETURN_IF_ERROR(RefreshIfStale(*task, round_id));
   return ProcessRoundLocked(*task, /*final_pass=*/false);
 }
 
@@ -52,6 +60,7 @@ absl::StatusOr<int> Aggregator::ProcessRoundLocked(Task& task, bool final_pass) 
     if (task.round_id == 0 || task.closed) return 0;
     round_id = task.round_id;
   }
+  if (task.store->replicated() != nullptr) return ProcessLeasedLocked(task, round_id, final_pass);
   TANDEM_ASSIGN_OR_RETURN(std::vector<ReportRecord> pending,
                           task.store->ListReports(round_id, ReportFilter::kPending));
   int decided = 0;
@@ -64,6 +73,46 @@ absl::StatusOr<int> Aggregator::ProcessRoundLocked(Task& task, bool final_pass) 
     TANDEM_ASSIGN_OR_RETURN(int n, ProcessBatchLocked(task, batch, final_pass));
     decided += n;
   }
+  return decided;
+}
+
+absl::StatusOr<int> Aggregator::ProcessLeasedLocked(Task& task, int64_t round_id,
+                                                    bool final_pass) {
+  ReplicatedWork& work = *task.store->replicated();
+  // Batch by batch, each leased to this replica while it is verified and
+  // committed; the leases of reports left pending (the helper lacks them)
+  // are given back at the end of the pass, so within the pass a claim never
+  // returns them again. The final pass also takes batches other replicas
+  // lease (their commits of them are then refused) and decides every one.
+  int decided = 0;
+  std::vector<std::string> claimed;
+  absl::flat_hash_set<std::string> seen;
+  absl::Status status = absl::OkStatus();
+  while (true) {
+    absl::StatusOr<std::vector<ReportRecord>> batch =
+        work.ClaimPending(round_id, options_.verify_batch_size, final_pass);
+    if (!batch.ok()) {
+      status = batch.status();
+      break;
+    }
+    bool fresh = false;
+    for (const ReportRecord& r : *batch) {
+      claimed.push_back(r.report_id);
+      fresh = seen.insert(r.report_id).second || fresh;
+    }
+    if (!fresh) break;  // none left, or only reports this pass already tried
+    absl::StatusOr<int> n = ProcessBatchLocked(task, *batch, final_pass);
+    if (!n.ok()) {
+      status = n.status();
+      break;
+    }
+    decided += *n;
+  }
+  if (absl::Status released = work.ReleaseLeases(round_id, claimed); !released.ok()) {
+    // They expire on their own (lease_ms).
+    TANDEM_LOG(WARNING) << "task " << task.id << ": giving back leases failed: " << released;
+  }
+  TANDEM_RETURN_IF_ERROR(ResyncOnError(task, status));
   return decided;
 }
 
@@ -225,6 +274,7 @@ absl::StatusOr<proto::VerifyResponse> Aggregator::HandleVerify(
     return absl::InvalidArgumentError("too many checks in one Verify");
   }
   absl::MutexLock lock(&task->process_mu);
+  TANDEM_RETURN_IF_ERROR(RefreshIfStale(*task, static_cast<int64_t>(request.round_id())));
   int64_t round_id;
   bool closed;
   crypto::ExpectedKeySetShape shape;
@@ -365,6 +415,7 @@ absl::StatusOr<proto::AcceptedSetAck> Aggregator::HandleCommit(const proto::Acce
   }
   TANDEM_ASSIGN_OR_RETURN(Task * task, GetTask(request.task_id(), /*create=*/false));
   absl::MutexLock lock(&task->process_mu);
+  TANDEM_RETURN_IF_ERROR(RefreshIfStale(*task, static_cast<int64_t>(request.round_id())));
   int64_t round_id;
   bool closed;
   {
@@ -399,7 +450,7 @@ absl::StatusOr<proto::AcceptedSetAck> Aggregator::HandleCommit(const proto::Acce
     }
     if (r->state == ReportState::kPending && r->round_id == round_id) reject.push_back(id);
   }
-  TANDEM_RETURN_IF_ERROR(CommitRecordsLocked(*task, accept, reject));
+  TANDEM_RETURN_IF_ERROR(ResyncOnError(*task, CommitRecordsLocked(*task, accept, reject)));
   proto::AcceptedSetAck ack;
   ack.set_accepted_count(static_cast<uint64_t>(task->counted));
   return ack;

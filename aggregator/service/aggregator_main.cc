@@ -48,6 +48,10 @@ ABSL_FLAG(std::string, tls_ca, "", "PEM roots verifying the callers of the inter
 ABSL_FLAG(std::string, state_dir, "", "directory of the SQLite state files");
 ABSL_FLAG(std::string, metrics_listen, "",
           "Prometheus /metrics on this IPv4 host:port, plain HTTP (overrides the config)");
+ABSL_FLAG(std::string, postgres_conninfo, "",
+          "libpq connection string of a PostgreSQL database for the state (overrides the config)");
+ABSL_FLAG(std::string, replica_id, "",
+          "with a PostgreSQL store: this replica's stable id, e.g. the pod name (overrides the config)");
 ABSL_FLAG(bool, insecure_plaintext, false, "serve without TLS (local runs only)");
 ABSL_FLAG(int, verbosity, 0, "TANDEM_VLOG level");
 ABSL_FLAG(bool, check_config, false, "validate the configuration, print the result and exit");
@@ -84,6 +88,8 @@ int main(int argc, char** argv) {
   set_if(absl::GetFlag(FLAGS_tls_key), config.mutable_tls()->mutable_private_key_path());
   set_if(absl::GetFlag(FLAGS_tls_ca), config.mutable_tls()->mutable_root_ca_path());
   set_if(absl::GetFlag(FLAGS_metrics_listen), config.mutable_metrics_listen_address());
+  set_if(absl::GetFlag(FLAGS_postgres_conninfo), config.mutable_postgres_conninfo());
+  set_if(absl::GetFlag(FLAGS_replica_id), config.mutable_replica_id());
   for (const std::string& id : absl::GetFlag(FLAGS_coordinator_identity)) {
     config.add_coordinator_identities(id);
   }

@@ -123,7 +123,8 @@ absl::StatusOr<std::unique_ptr<AggregatorDaemon>> AggregatorDaemon::Start(
   StoreFactory stores;
   if (!config.postgres_conninfo().empty()) {
     // The connection string may hold a password: it is never logged.
-    stores = MakePostgresStoreFactory(config.postgres_conninfo(), max_tasks);
+    stores = MakePostgresStoreFactory(config.postgres_conninfo(), max_tasks, config.replica_id(),
+                                      config.lease_ms() != 0 ? config.lease_ms() : 30000);
   } else if (config.segment_share_files()) {
     stores = MakeSegmentStoreFactory(config.state_path(), db_options, max_tasks);
   } else {

@@ -48,6 +48,16 @@ absl::Status ValidateConfig(const proto::AggregatorConfig& config) {
           "postgres_conninfo: this binary was built without the PostgreSQL report store");
     }
   }
+  if (!config.replica_id().empty()) {
+    if (config.postgres_conninfo().empty()) {
+      return absl::InvalidArgumentError(
+          "replica_id needs postgres_conninfo: replicas share one PostgreSQL database");
+    }
+    TANDEM_RETURN_IF_ERROR(ValidateReplicaId(config.replica_id()));
+  }
+  if (config.lease_ms() != 0 && (config.lease_ms() < 100 || config.lease_ms() > 3600000)) {
+    return absl::InvalidArgumentError("lease_ms must be 0 (default 30000) or in [100, 3600000]");
+  }
   if (role == Role::kLeader && config.peer().address().empty()) {
     return absl::InvalidArgumentError("the leader needs peer.address (its helper's peer listener)");
   }

@@ -25,6 +25,8 @@ absl::StatusOr<std::unique_ptr<PostgresReportStore>> PostgresReportStore::Open(
   if (task_id.empty() || task_id.size() > 255) {
     return absl::InvalidArgumentError("postgres report store: task id must have 1..255 bytes");
   }
+  if (!options.replica_id.empty()) TANDEM_RETURN_IF_ERROR(ValidateReplicaId(options.replica_id));
+  if (options.lease_ms < 1) return absl::InvalidArgumentError("lease_ms must be >= 1");
   std::unique_ptr<PostgresReportStore> store(
       new PostgresReportStore(conninfo, task_id, std::move(options)));
   absl::MutexLock lock(&store->mu_);
@@ -327,24 +329,47 @@ absl::StatusOr<std::vector<ReportRecord>> PostgresReportStore::ListReports(int64
   absl::MutexLock lock(&mu_);
   TANDEM_ASSIGN_OR_RETURN(Connection * conn, ConnLocked());
   TANDEM_RETURN_IF_ERROR(ReadRound(*conn, round_id, "").status());
+  // A replica's accepted-uncounted reports are those in its own partial.
+  const bool mine = filter == ReportFilter::kAcceptedUncounted && !options_.replica_id.empty();
+  const std::string sql =
+      absl::StrCat("SELECT ", kReportColumns,
+                   " FROM tandem_reports WHERE task_id = $1 AND round_id = $2 AND ",
+                   FilterSql(filter), mine ? " AND owner = $3" : "", " ORDER BY report_id");
   TANDEM_ASSIGN_OR_RETURN(
       const Result r,
-      conn->Exec("ListReports",
-                 absl::StrCat("SELECT ", kReportColumns,
-                              " FROM tandem_reports WHERE task_id = $1 AND round_id = $2 AND ",
-                              FilterSql(filter), " ORDER BY report_id"),
-                 {Param::Text(task_id_), Param::Int8(round_id)}));
+      mine ? conn->Exec("ListReports", sql,
+                        {Param::Text(task_id_), Param::Int8(round_id),
+                         Param::Text(options_.replica_id)})
+           : conn->Exec("ListReports", sql, {Param::Text(task_id_), Param::Int8(round_id)}));
+  return DecodeReports(r);
+}
+
+absl::StatusOr<std::vector<ReportRecord>> PostgresReportStore::DecodeReports(const Result& r) {
   std::vector<ReportRecord> out;
   out.reserve(r.rows());
   for (int i = 0; i < r.rows(); ++i) {
     TANDEM_ASSIGN_OR_RETURN(ReportRecord rec, DecodeReport(r, i));
     out.push_back(std::move(rec));
   }
+  std::sort(out.begin(), out.end(), [](const ReportRecord& a, const ReportRecord& b) {
+    return a.report_id < b.report_id;
+  });
   return out;
 }
 
 absl::Status PostgresReportStore::WriteAccumulator(Connection& conn, int64_t round_id,
                                                    absl::string_view bytes, int64_t newly_counted) {
+  if (!options_.replica_id.empty()) {
+    return conn
+        .Exec("partial",
+              "INSERT INTO tandem_partials VALUES ($1, $2, $3, $4, $5, 1) ON CONFLICT (task_id, "
+              "round_id, replica_id) DO UPDATE SET bytes = EXCLUDED.bytes, report_count = "
+              "tandem_partials.report_count + EXCLUDED.report_count, version = "
+              "tandem_partials.version + 1",
+              {Param::Text(task_id_), Param::Int8(round_id), Param::Text(options_.replica_id),
+               Param::Bytea(bytes), Param::Int8(newly_counted)})
+        .status();
+  }
   return conn
       .Exec("accumulator",
             "INSERT INTO tandem_accumulators VALUES ($1, $2, $3, $4, 1) ON CONFLICT (task_id, "
@@ -365,7 +390,7 @@ absl::Status PostgresReportStore::SaveAccumulator(int64_t round_id, absl::string
   TANDEM_ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(conn));
   TANDEM_RETURN_IF_ERROR(RequireOpen(*conn, round_id, " FOR UPDATE"));
   TANDEM_RETURN_IF_ERROR(ApplyPostgresTransition(*conn, task_id_, ReportTransition::kCount,
-                                                 round_id, newly_counted, "SaveAccumulator"));
+                                                 round_id, newly_counted, "SaveAccumulator", options_.replica_id));
   TANDEM_RETURN_IF_ERROR(
       WriteAccumulator(*conn, round_id, bytes, static_cast<int64_t>(newly_counted.size())));
   return CommitLocked(tx, "SaveAccumulator");
@@ -382,9 +407,9 @@ absl::Status PostgresReportStore::CommitBatch(int64_t round_id, absl::string_vie
   TANDEM_RETURN_IF_ERROR(RequireOpen(*conn, round_id, " FOR UPDATE"));
   // Any failure returns before COMMIT, so the transaction rolls back whole.
   TANDEM_RETURN_IF_ERROR(ApplyPostgresTransition(*conn, task_id_, ReportTransition::kAcceptAndCount,
-                                                 round_id, accept_and_count, "CommitBatch"));
+                                                 round_id, accept_and_count, "CommitBatch", options_.replica_id));
   TANDEM_RETURN_IF_ERROR(ApplyPostgresTransition(*conn, task_id_, ReportTransition::kReject,
-                                                 round_id, reject, "CommitBatch"));
+                                                 round_id, reject, "CommitBatch", options_.replica_id));
   if (!accept_and_count.empty()) {
     TANDEM_RETURN_IF_ERROR(
         WriteAccumulator(*conn, round_id, bytes, static_cast<int64_t>(accept_and_count.size())));
@@ -403,9 +428,9 @@ absl::Status PostgresReportStore::CommitDecisions(int64_t round_id,
   TANDEM_RETURN_IF_ERROR(RequireOpen(*conn, round_id, " FOR UPDATE"));
   // Accepted reports keep their share (uncounted until the next checkpoint).
   TANDEM_RETURN_IF_ERROR(ApplyPostgresTransition(*conn, task_id_, ReportTransition::kAccept,
-                                                 round_id, accept, "CommitDecisions"));
+                                                 round_id, accept, "CommitDecisions", options_.replica_id));
   TANDEM_RETURN_IF_ERROR(ApplyPostgresTransition(*conn, task_id_, ReportTransition::kReject,
-                                                 round_id, reject, "CommitDecisions"));
+                                                 round_id, reject, "CommitDecisions", options_.replica_id));
   return CommitLocked(tx, "CommitDecisions");
 }
 
@@ -413,6 +438,10 @@ absl::StatusOr<AccumulatorSnapshot> PostgresReportStore::LoadAccumulator(int64_t
   TANDEM_RETURN_IF_ERROR(ValidateRoundId(round_id));
   absl::MutexLock lock(&mu_);
   TANDEM_ASSIGN_OR_RETURN(Connection * conn, ConnLocked());
+  if (!options_.replica_id.empty()) {
+    TANDEM_ASSIGN_OR_RETURN(const RoundRecord round, ReadRound(*conn, round_id, ""));
+    if (round.state != RoundState::kReleased) return LoadPartial(*conn, round_id);
+  }
   // One statement, one snapshot: the accumulator and the counted reports
   // written by the same transactions.
   TANDEM_ASSIGN_OR_RETURN(

@@ -17,6 +17,15 @@
 //  * Schema migrations are versioned (tandem_schema_version: one row per
 //    applied step) and applied in one transaction under an advisory lock,
 //    so replicas starting together migrate once.
+//  * Replicas (PostgresStoreOptions::replica_id set): the store is also the
+//    replicas' ReplicatedWork (report_store.h). tandem_reports.owner names
+//    the replica leasing a pending report (until lease_expires, database
+//    time, so replicas' clocks do not matter) or holding an accepted one in
+//    its partial accumulator (tandem_partials, one row per replica); every
+//    transition checks the owner inside its transaction, under the round's
+//    row lock. ReleaseSummed writes the released share to
+//    tandem_accumulators. A database is used either by one aggregator
+//    without a replica id or by replicas, not both in one round.
 //  * A call returns OK only after COMMIT returned: an acknowledged upload is
 //    as durable as the server's commit (synchronous_commit).
 //
@@ -55,15 +64,20 @@ struct PostgresStoreOptions {
   uint32_t max_tasks = 0;
   // Shown in pg_stat_activity.
   std::string application_name = "tandem-aggregator";
+  // Non-empty: this store is one replica's view (ReplicatedWork);
+  // ValidateReplicaId. Empty: the only aggregator on the database.
+  std::string replica_id;
+  // How long ClaimPending's leases last (ms, >= 1).
+  int64_t lease_ms = 30000;
   // Test seam: called with the operation's name after a write transaction's
   // statements ran, just before its COMMIT is sent. Unset in production.
   std::function<void(absl::string_view op)> before_commit;
 };
 
-class PostgresReportStore : public ReportStore {
+class PostgresReportStore : public ReportStore, public ReplicatedWork {
  public:
   // Steps of tandem_schema_version this binary knows.
-  static constexpr int64_t kSchemaVersion = 2;  // 2: round secrets
+  static constexpr int64_t kSchemaVersion = 3;  // 2: round secrets, 3: replicas
 
   // Connects to `conninfo` (a libpq connection string or URI), applies the
   // missing schema migrations and registers `task_id` (1 to 255 bytes).
@@ -97,6 +111,19 @@ class PostgresReportStore : public ReportStore {
   absl::Status CommitDecisions(int64_t round_id, absl::Span<const std::string> accept,
                                absl::Span<const std::string> reject) override;
   absl::StatusOr<AccumulatorSnapshot> LoadAccumulator(int64_t round_id) override;
+  ReplicatedWork* replicated() override {
+    return options_.replica_id.empty() ? nullptr : this;
+  }
+
+  // ReplicatedWork (postgres_replica_work.cc); FAILED_PRECONDITION without
+  // a replica id.
+  const std::string& replica_id() const override { return options_.replica_id; }
+  absl::StatusOr<std::vector<ReportRecord>> ClaimPending(int64_t round_id, int limit,
+                                                         bool steal) override;
+  absl::Status ReleaseLeases(int64_t round_id, absl::Span<const std::string> ids) override;
+  absl::StatusOr<std::vector<ReportRecord>> AdoptUncounted(int64_t round_id) override;
+  absl::StatusOr<std::vector<PartialAccumulator>> ListPartials(int64_t round_id) override;
+  absl::Status ReleaseSummed(int64_t round_id, absl::string_view bytes, int64_t counted) override;
 
  private:
   PostgresReportStore(std::string conninfo, std::string task_id, PostgresStoreOptions options)
@@ -119,8 +146,15 @@ class PostgresReportStore : public ReportStore {
   // Inserts one pending report (idempotent for identical content).
   absl::Status PutPendingRow(pg::Connection& conn, int64_t round_id, absl::string_view report_id,
                              absl::string_view share);
+  // The round's accumulator, or with a replica id this replica's partial.
   absl::Status WriteAccumulator(pg::Connection& conn, int64_t round_id, absl::string_view bytes,
                                 int64_t newly_counted);
+  // LoadAccumulator of an open or closed round with a replica id.
+  absl::StatusOr<AccumulatorSnapshot> LoadPartial(pg::Connection& conn, int64_t round_id);
+  // FAILED_PRECONDITION unless this store has a replica id.
+  absl::Status RequireReplica() const;
+  // Reports of a RETURNING kReportColumns result, ordered by report id.
+  static absl::StatusOr<std::vector<ReportRecord>> DecodeReports(const pg::Result& r);
 
   const std::string conninfo_;
   const std::string task_id_;

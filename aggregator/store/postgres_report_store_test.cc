@@ -65,21 +65,24 @@ TEST_F(PostgresReportStoreTest, SchemaMigrationIsVersionedAndIdempotent) {
       "SELECT string_agg(version::text, ',' ORDER BY version) FROM tandem_schema_version";
   auto a = OpenStore("task-a", {}, conninfo);
   ASSERT_NE(a, nullptr);
-  EXPECT_EQ(Query(versions, db), "1,2");
+  EXPECT_EQ(Query(versions, db), "1,2,3");
   auto b = OpenStore("task-b", {}, conninfo);  // again: nothing to apply
   ASSERT_NE(b, nullptr);
-  EXPECT_EQ(Query(versions, db), "1,2");
+  EXPECT_EQ(Query(versions, db), "1,2,3");
 
-  // A database left at version 1 gets step 2 (and only it).
-  Query("DROP TABLE tandem_round_secrets; DELETE FROM tandem_schema_version WHERE version = 2", db);
+  // A database left at version 1 gets steps 2 and 3 (and only them).
+  Query("DROP TABLE tandem_round_secrets; DROP TABLE tandem_partials; ALTER TABLE tandem_reports "
+        "DROP COLUMN owner, DROP COLUMN lease_expires; DELETE FROM tandem_schema_version WHERE "
+        "version > 1",
+        db);
   auto c = OpenStore("task-c", {}, conninfo);
   ASSERT_NE(c, nullptr);
-  EXPECT_EQ(Query(versions, db), "1,2");
+  EXPECT_EQ(Query(versions, db), "1,2,3");
   ASSERT_THAT(c->OpenRound(1, "p"), IsOk());
   EXPECT_THAT(c->BindRoundSecret(1, "seed"), ::tandem::testing::IsOkAndHolds("seed"));
 
   // A newer schema than this binary knows is refused.
-  Query("INSERT INTO tandem_schema_version (version) VALUES (3)", db);
+  Query("INSERT INTO tandem_schema_version (version) VALUES (4)", db);
   EXPECT_THAT(PostgresReportStore::Open(conninfo, "task-d").status(),
               StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("newer")));
 }
@@ -102,7 +105,7 @@ TEST_F(PostgresReportStoreTest, ConcurrentOpensMigrateOnce) {
   EXPECT_EQ(Query("SELECT string_agg(version::text, ',' ORDER BY version) FROM "
                   "tandem_schema_version",
                   db),
-            "1,2");
+            "1,2,3");
   EXPECT_EQ(Query("SELECT count(*) FROM tandem_tasks", db), "5");  // shared + 4 own
 }
 

@@ -62,6 +62,22 @@ CREATE TABLE tandem_round_secrets (
   PRIMARY KEY (task_id, round_id),
   FOREIGN KEY (task_id, round_id) REFERENCES tandem_rounds(task_id, round_id));
 )sql",
+    // 3: replicas (ReplicatedWork). owner: the replica leasing a pending
+    // report (until lease_expires) or holding an accepted one in its
+    // partial; NULL for a free pending report and in single-replica use.
+    R"sql(
+ALTER TABLE tandem_reports ADD COLUMN owner TEXT, ADD COLUMN lease_expires TIMESTAMPTZ;
+CREATE TABLE tandem_partials (
+  task_id      TEXT NOT NULL,
+  round_id     BIGINT NOT NULL,
+  replica_id   TEXT NOT NULL,
+  bytes        BYTEA NOT NULL,
+  report_count BIGINT NOT NULL,
+  version      BIGINT NOT NULL,
+  PRIMARY KEY (task_id, round_id, replica_id),
+  FOREIGN KEY (task_id, round_id) REFERENCES tandem_rounds(task_id, round_id));
+ALTER TABLE tandem_partials ALTER COLUMN bytes SET STORAGE EXTERNAL;
+)sql",
 };
 static_assert(std::size(kMigrations) == kPostgresSchemaSteps);
 
@@ -113,18 +129,28 @@ absl::string_view FilterSql(ReportFilter filter) {
 // `ids` (distinct, validated) at once; all of them must match.
 absl::Status ApplyPostgresTransition(Connection& conn, const std::string& task_id,
                                      ReportTransition t, int64_t round_id,
-                                     absl::Span<const std::string> ids, absl::string_view op) {
+                                     absl::Span<const std::string> ids, absl::string_view op,
+                                     absl::string_view owner) {
   if (ids.empty()) return absl::OkStatus();
   const TransitionSql sql = TransitionClauses(t, {"TRUE", "NOT counted", "share = NULL"});
   // PostgreSQL counts a matched row as changed even when the values are
   // equal, so a repeated (allowed) transition still counts.
+  const std::string statement =
+      absl::StrCat("UPDATE tandem_reports SET ", sql.set,
+                   owner.empty() ? "" : ", owner = $4, lease_expires = NULL",
+                   " WHERE task_id = $1 AND round_id = $2 AND report_id = ANY($3) AND ",
+                   sql.allowed,
+                   owner.empty()                    ? ""
+                   : t == ReportTransition::kReject ? " AND (state = 2 OR owner IS NULL OR owner = $4)"
+                                                    : " AND (owner IS NULL OR owner = $4)");
   TANDEM_ASSIGN_OR_RETURN(
       const Result r,
-      conn.Exec(op,
-                absl::StrCat("UPDATE tandem_reports SET ", sql.set,
-                             " WHERE task_id = $1 AND round_id = $2 AND report_id = ANY($3) AND ",
-                             sql.allowed),
-                {Param::Text(task_id), Param::Int8(round_id), Param::ByteaArray(ids)}));
+      owner.empty()
+          ? conn.Exec(op, statement,
+                      {Param::Text(task_id), Param::Int8(round_id), Param::ByteaArray(ids)})
+          : conn.Exec(op, statement,
+                      {Param::Text(task_id), Param::Int8(round_id), Param::ByteaArray(ids),
+                       Param::Text(owner)}));
   if (r.affected() != static_cast<int64_t>(ids.size())) {
     return TransitionRefused(op, round_id, sql);
   }

@@ -19,7 +19,7 @@
 namespace tandem::aggregator {
 
 // Migration steps this binary knows (tandem_schema_version's last row).
-inline constexpr int64_t kPostgresSchemaSteps = 2;
+inline constexpr int64_t kPostgresSchemaSteps = 3;
 
 // The columns DecodeReport reads, in its order.
 inline constexpr absl::string_view kReportColumns =
@@ -48,10 +48,13 @@ absl::string_view FilterSql(ReportFilter filter);
 // report of `ids` (distinct, validated) of round `round_id` in one
 // statement, inside the caller's transaction; FAILED_PRECONDITION "<op>: a
 // report of round N cannot be ..." unless every one of them allows it (the
-// caller then returns before COMMIT, so nothing changes).
+// caller then returns before COMMIT, so nothing changes). With a non-empty
+// `owner` (a replica id, ReplicatedWork) the reports must also be free or
+// held by that replica, and become held by it.
 absl::Status ApplyPostgresTransition(pg::Connection& conn, const std::string& task_id,
                                      ReportTransition t, int64_t round_id,
-                                     absl::Span<const std::string> ids, absl::string_view op);
+                                     absl::Span<const std::string> ids, absl::string_view op,
+                                     absl::string_view owner = "");
 
 }  // namespace tandem::aggregator
 

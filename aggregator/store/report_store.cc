@@ -4,8 +4,10 @@
 
 #include <openssl/sha.h>
 
+#include <algorithm>
 #include <set>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 
@@ -45,6 +47,17 @@ absl::Status ValidateParameters(absl::string_view parameters) {
   if (parameters.size() > kMaxParametersBytes) {
     return absl::InvalidArgumentError(
         absl::StrCat("round parameters of ", parameters.size(), " bytes exceed ", kMaxParametersBytes));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateReplicaId(absl::string_view replica_id) {
+  const bool sized = !replica_id.empty() && replica_id.size() <= 63;
+  const bool charset = std::all_of(replica_id.begin(), replica_id.end(), [](char c) {
+    return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
+  });
+  if (!sized || !charset) {
+    return absl::InvalidArgumentError("replica_id must be 1 to 63 characters of [A-Za-z0-9._-]");
   }
   return absl::OkStatus();
 }

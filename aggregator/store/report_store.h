@@ -92,6 +92,55 @@ struct AccumulatorSnapshot {
   int64_t version = 0;       // Number of snapshots saved (0: none yet).
 };
 
+// One replica's share of a round's accumulator (ReplicatedWork).
+struct PartialAccumulator {
+  std::string replica_id;
+  std::string bytes;         // Opaque accumulator encoding (secret share).
+  int64_t report_count = 0;  // Reports counted into `bytes`.
+  int64_t version = 0;
+};
+
+// The work-sharing operations of a store that several replicas of one
+// aggregator use at once (issue 24; PostgresReportStore with a replica id).
+// Seen through such a store, the accumulator calls of ReportStore
+// (SaveAccumulator, CommitBatch, LoadAccumulator) act on THIS replica's
+// partial accumulator, ListReports(kAcceptedUncounted) lists the reports
+// this replica accepted, and every transition refuses (FAILED_PRECONDITION)
+// a report another replica holds: a pending report leased to another
+// replica, or an accepted one in another replica's partial. A report is
+// thus counted in exactly one partial, even when a slow replica and the one
+// that took its expired lease both try.
+//
+// Thread safety: as ReportStore. Errors as ReportStore's.
+class ReplicatedWork {
+ public:
+  virtual ~ReplicatedWork() = default;
+  virtual const std::string& replica_id() const = 0;
+  // Leases up to `limit` pending reports of the open round to this replica
+  // (free ones, or ones whose lease expired; with `steal`, also those
+  // another replica leases now: Finalize's last pass) and returns them with
+  // their shares, ordered by report id. Replicas claiming at once get
+  // disjoint batches (FOR UPDATE SKIP LOCKED). Empty when none is left.
+  virtual absl::StatusOr<std::vector<ReportRecord>> ClaimPending(int64_t round_id, int limit,
+                                                                 bool steal) = 0;
+  // Gives back this replica's leases on `ids` (those still pending), so
+  // another replica may claim them at once.
+  virtual absl::Status ReleaseLeases(int64_t round_id, absl::Span<const std::string> ids) = 0;
+  // Moves every accepted-uncounted report of the round that another replica
+  // holds (alive or dead) to this one and returns them with their shares:
+  // the caller expands them into its own partial before its next save.
+  // The other replica's later save of them is refused.
+  virtual absl::StatusOr<std::vector<ReportRecord>> AdoptUncounted(int64_t round_id) = 0;
+  // Every replica's partial accumulator of the round, by replica id.
+  virtual absl::StatusOr<std::vector<PartialAccumulator>> ListPartials(int64_t round_id) = 0;
+  // ReleaseRound for the sum of the partials: releases `bytes` only if, in
+  // the same transaction, the round has no accepted-uncounted report and
+  // exactly `counted` counted reports (the partials summed are the current
+  // ones); ABORTED otherwise (a replica committed in between: sum again).
+  virtual absl::Status ReleaseSummed(int64_t round_id, absl::string_view bytes,
+                                     int64_t counted) = 0;
+};
+
 class ReportStore {
  public:
   virtual ~ReportStore() = default;
@@ -171,7 +220,13 @@ class ReportStore {
   virtual absl::Status CommitDecisions(int64_t round_id, absl::Span<const std::string> accept,
                                        absl::Span<const std::string> reject) = 0;
   // The latest snapshot (version 0, empty bytes before the first save).
+  // Replicated stores: this replica's partial, or for a released round the
+  // released share with the round's whole report count.
   virtual absl::StatusOr<AccumulatorSnapshot> LoadAccumulator(int64_t round_id) = 0;
+
+  // Non-null when several replicas share this store's task (not owned; as
+  // long-lived as the store). The embedded stores have one process each.
+  virtual ReplicatedWork* replicated() { return nullptr; }
 };
 
 // SHA-256 of a share, as stored in ReportRecord::share_digest.
@@ -183,6 +238,8 @@ absl::Status ValidateReportId(absl::string_view report_id);
 absl::Status ValidateShare(absl::string_view share);
 absl::Status ValidateParameters(absl::string_view parameters);
 absl::Status ValidateRoundSecret(absl::string_view secret);
+// A replica id (ReplicatedWork): 1 to 63 bytes of [A-Za-z0-9._-].
+absl::Status ValidateReplicaId(absl::string_view replica_id);
 absl::Status ValidateAccumulatorUpdate(absl::string_view bytes,
                                        absl::Span<const std::string> newly_counted);
 // CommitBatch arguments: valid ids, no id twice across both lists, bytes
