@@ -41,6 +41,18 @@
 //   Policy: OpenRound is checked against this server's policy for the task
 //     (noise floor, min batch, sizes, norm proofs required) and refused with
 //     FAILED_PRECONDITION when the release would exceed its epsilon budget.
+//   Replicas (issue 24; a store with ReplicatedWork, report_store.h): several
+//     processes serve one operator over one PostgreSQL database. Any of
+//     them takes uploads; the leader's replicas verify pending reports in
+//     batches each leases for itself (ProcessLeasedLocked: a batch whose
+//     replica dies is taken by another once its lease expires); each
+//     replica's accepted reports go into its own partial accumulator; the
+//     replica asked to Finalize adopts the reports others accepted but have
+//     not counted, sums every partial and noises the sum once (release.cc).
+//     A replica whose view is stale (a round opened, released or closed by
+//     another) reloads it from the store (RefreshIfStale), and OpenRound
+//     reloads the released rounds first, so every replica charges the same
+//     privacy budget.
 //
 // Thread safety: all methods are thread-safe. Uploads run concurrently;
 // verification, commit and finalize of one task are serialised.

@@ -169,10 +169,28 @@ absl::StatusOr<Result> Connection::Exec(absl::string_view what, absl::string_vie
     lengths.push_back(static_cast<int>(p.data().size()));
     formats.push_back(1);
   }
-  const std::string query(sql);
-  PGresult* res = PQexecParams(conn_, query.c_str(), static_cast<int>(types.size()), types.data(),
-                               values.data(), lengths.data(), formats.data(),
-                               /*resultFormat=*/1);
+  // Each statement text is parsed and planned once per connection: the
+  // store's statements are a fixed set, run thousands of times a second.
+  // (Prepared statements belong to the session, not to the transaction, so
+  // one prepared inside a transaction that rolls back stays usable.)
+  auto it = prepared_.find(sql);
+  if (it == prepared_.end()) {
+    const std::string name = absl::StrCat("tandem_", prepared_.size() + 1);
+    const std::string query(sql);
+    PGresult* prep =
+        PQprepare(conn_, name.c_str(), query.c_str(), static_cast<int>(types.size()), types.data());
+    const ExecStatusType pst = prep == nullptr ? PGRES_FATAL_ERROR : PQresultStatus(prep);
+    if (pst != PGRES_COMMAND_OK) {
+      absl::Status error = ErrorFrom(what, prep);
+      PQclear(prep);
+      return error;
+    }
+    PQclear(prep);
+    it = prepared_.emplace(std::string(sql), name).first;
+  }
+  PGresult* res = PQexecPrepared(conn_, it->second.c_str(), static_cast<int>(values.size()),
+                                 values.data(), lengths.data(), formats.data(),
+                                 /*resultFormat=*/1);
   const ExecStatusType st = res == nullptr ? PGRES_FATAL_ERROR : PQresultStatus(res);
   if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) return Result(res);
   absl::Status error = ErrorFrom(what, res);

@@ -25,6 +25,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -90,7 +91,8 @@ class Connection {
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
-  // Runs one statement. `what` names it in error messages.
+  // Runs one statement (prepared on first use, then reused by its text).
+  // `what` names it in error messages.
   absl::StatusOr<Result> Exec(absl::string_view what, absl::string_view sql,
                               std::initializer_list<Param> params = {});
   // Runs statements without parameters (BEGIN, ROLLBACK, DDL; several may
@@ -108,6 +110,8 @@ class Connection {
 
   PGconn* conn_;
   bool broken_ = false;
+  // Statement text -> name of its prepared statement on this session.
+  absl::flat_hash_map<std::string, std::string> prepared_;
 };
 
 // BEGIN ... COMMIT; the destructor rolls back a transaction that was not
