@@ -7,17 +7,22 @@
 #                             existing build tree (stripped copies) over
 #                             their runtime libraries and Fashion-MNIST
 #   tandem-prometheus:TAG     deploy/Dockerfile.prometheus: Debian's prometheus
+#   tandem-postgres:TAG       deploy/Dockerfile.postgres: Debian's PostgreSQL 15
+#                             for replicated aggregators (only with --postgres:
+#                             the default run, and the docker test, skip it)
 # No compile stage: build first (cmake --build build), then run this. The
 # build must be a Debian 12 one (the image's libraries are bookworm's).
 #
 # Usage: deploy/docker-images.sh [--build DIR] [--base IMAGE] [--tag TAG]
-#                                [--bin PATH]... [--no-prometheus]
+#                                [--bin PATH]... [--no-prometheus] [--postgres]
 #   --build DIR   CMake build tree holding the binaries (default: build);
 #                 each tandem-* below is looked up in it by name
 #   --bin PATH    take this binary instead of looking it up (repeatable)
 #   --base IMAGE  a Debian 12 image with apt to build FROM instead of
 #                 tandem-base:bookworm (e.g. debian:12 from a registry)
 #   --tag TAG     image tag (default latest)
+#   --postgres    also build tandem-postgres:TAG (deploy/k8s/*-replicated.yaml,
+#                 the compose file's `replicas` profile)
 # Environment: DOCKER (default /usr/bin/docker when present, else docker),
 #   DEBIAN_MIRROR (default http://deb.debian.org/debian), needs root for
 #   debootstrap (only when the base image is missing).
@@ -29,6 +34,7 @@ build=build
 base=""
 tag=latest
 prometheus=1
+postgres=0
 declare -A given=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -41,6 +47,7 @@ while [ $# -gt 0 ]; do
     --bin) given["$(basename "${2:?--bin takes a path}")"]="$2"; shift ;;
     --bin=*) given["$(basename "${1#*=}")"]="${1#*=}" ;;
     --no-prometheus) prometheus=0 ;;
+    --postgres) postgres=1 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "docker-images: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -138,5 +145,14 @@ if [ $prometheus -eq 1 ]; then
     "$work/prom" >"$work/build.log" 2>&1 || { tail -30 "$work/build.log" >&2; exit 1; }
   say "docker build tandem-prometheus:$tag (FROM $base): $(took "$t") s"
 fi
+if [ $postgres -eq 1 ]; then
+  mkdir -p "$work/pg"
+  cp "$here/Dockerfile.postgres" "$work/pg/Dockerfile"
+  install -m 0755 "$here/docker/tandem-postgres-entrypoint" "$work/pg/tandem-postgres-entrypoint"
+  t=$(now)
+  "$DOCKER" build --network=host --build-arg "BASE=$base" -t "tandem-postgres:$tag" \
+    "$work/pg" >"$work/build.log" 2>&1 || { tail -30 "$work/build.log" >&2; exit 1; }
+  say "docker build tandem-postgres:$tag (FROM $base): $(took "$t") s"
+fi
 say "images: $("$DOCKER" image ls --format '{{.Repository}}:{{.Tag}} {{.Size}}' |
-               grep -E "^tandem(-prometheus)?:$tag " | tr '\n' ' ')"
+               grep -E "^tandem(-prometheus|-postgres)?:$tag " | tr '\n' ' ')"

@@ -16,6 +16,13 @@ aggregators; deploy/make-certs.sh, run in a temporary directory, makes every
 file the deploy files reference, the identities they name, bundles that
 verify exactly the parties each listener expects, and CAs that cannot issue
 another party's name.
+Replicas (issue 24): the replicated k8s files run each aggregator as a
+Deployment whose replicas pass --replica_id from the pod name and take
+postgres_conninfo from a Secret (never inline), next to a PostgreSQL
+StatefulSet in the same namespace that only that aggregator's pods reach;
+the leader's and the helper's databases and Secrets are in different
+namespaces; the compose file's PostgreSQL and replicas are in a non-default
+profile, so the default topology is unchanged.
   deploy_files_test.py SOURCE_DIR AGGREGATOR_BINARY BUILD_DIR
 Prints 'N passed, M failed'."""
 import atexit
@@ -148,12 +155,22 @@ def port(address):
     return address.rsplit(":", 1)[-1] if ":" in address else ""
 
 
-def check_config_text(text, what, certs):
+# What k8s substitutes for $(VAR) in a command, for --check_config: a pod
+# name, and a placeholder connection string (--check_config does not
+# connect; the real one is in a Secret).
+K8S_VARS = {"fieldRef:metadata.name": "tandem-aggregator-7c9d5b6f4-x2k8q",
+            "secretKeyRef": "host=placeholder"}
+REPLICA_ID = re.compile(r"^[A-Za-z0-9._-]{1,63}$")  # proto/config.proto
+
+
+def check_config_text(text, what, certs, flags=()):
     """--check_config, with the TLS paths pointing at make-certs.sh's files
-    (a validator that loads them finds them)."""
+    (a validator that loads them finds them), and the flags the service
+    passes over its config (all but --config)."""
     with tempfile.NamedTemporaryFile("w", suffix=".textproto", delete=False) as f:
         f.write(text.replace(TLS_DIR, certs + "/"))
-    r = subprocess.run([AGG, "--config=" + f.name, "--check_config"],
+    flags = [a for a in flags if not a.startswith("--config=")]
+    r = subprocess.run([AGG, "--config=" + f.name, "--check_config"] + flags,
                        capture_output=True, text=True)
     os.unlink(f.name)
     check(r.returncode == 0 and "config ok" in r.stdout,
@@ -265,8 +282,13 @@ check({"leader", "helper", "coordinator", "client", "sim"} <= set(services), "co
 aggs = {}
 referenced = set()  # basenames the deploy files expect from make-certs.sh
 TANDEM_SERVICES = {n for n, svc in services.items() if svc.get("image", "").startswith("tandem:")}
-check(set(services) - TANDEM_SERVICES == {"prometheus"},
-      "every compose service but prometheus runs the tandem image")
+check(set(services) - TANDEM_SERVICES == {"prometheus", "postgres"},
+      "every compose service but prometheus and postgres runs the tandem image")
+# The default topology (no --profile) is the one above; the replicas and
+# their database only run when asked for.
+DEFAULT_SERVICES = {n for n, svc in services.items() if not svc.get("profiles")}
+check(DEFAULT_SERVICES == {"helper", "leader", "coordinator", "client", "worker", "prometheus"},
+      "compose default topology: %s" % sorted(DEFAULT_SERVICES))
 for name, svc in services.items():
     # Host networking (issue 19): no bridge networks, distinct loopback ports.
     check(svc.get("network_mode") == "host" and "networks" not in svc and "ports" not in svc,
@@ -289,13 +311,15 @@ for name, svc in services.items():
                 check(os.path.isfile(local), "compose %s mounts %s" % (name, src))
                 with open(local) as f:
                     text = f.read()
-                check_config_text(text, "compose " + src, CERTS)
+                check_config_text(text, "compose %s %s" % (name, src), CERTS,
+                                  svc["command"][1:])
                 aggs[name] = aggregator_settings(text, svc["command"])
                 aggs[name]["text"] = text
         elif not src.startswith("/"):
             check(src in compose.get("volumes", {}), "compose volume %s declared" % src)
     used = tls_paths(svc["command"])
-    sim_certs = flags_of(svc["command"]).get("certs_dir", "") if name == "sim" else ""
+    sim_certs = (flags_of(svc["command"]).get("certs_dir", "")
+                 if svc["command"][0] == "tandem-sim" else "")
     if sim_certs:  # tandem-sim reads its files from one folder
         used |= {m for m in mounted if os.path.dirname(m) == sim_certs}
     if name in aggs:
@@ -351,6 +375,61 @@ listeners = {
     "helper metrics": helper["metrics"], "coordinator": coord.get("listen", ""),
     "coordinator metrics": "127.0.0.1:" + coord.get("metrics_port", ""),
     "worker": worker.get("listen", ""), "worker metrics": worker.get("metrics_listen", "")}
+# The replicas (profile `replicas`): leader-r1, leader-r2 over the database
+# of the `postgres` service.
+pg = services.get("postgres", {})
+pg_env = pg.get("environment", {})
+check(pg.get("image", "").startswith("tandem-postgres:"), "compose postgres runs tandem-postgres")
+check(bool(pg.get("profiles")) and "replicas" in pg.get("profiles", []),
+      "compose postgres is in the non-default profile replicas: %s" % pg.get("profiles"))
+pg_dbs = set(str(pg_env.get("POSTGRES_DATABASES", "")).split(","))
+pg_port = str(pg_env.get("POSTGRES_PORT", "5432"))
+check(not pg_env.get("POSTGRES_PASSWORD"), "compose postgres holds no password (loopback trust)")
+for vol in pg.get("volumes", []):
+    check(vol.split(":")[0] in compose.get("volumes", {}), "compose volume %s declared" % vol)
+check(any(v.split(":")[1] == "/var/lib/postgresql/data" for v in pg.get("volumes", [])),
+      "compose postgres keeps its data in a volume")
+listeners["postgres"] = "127.0.0.1:" + pg_port
+replicas = sorted(n for n in aggs if n not in ("leader", "helper"))
+check(len(replicas) >= 2, "compose runs several aggregator replicas: %s" % replicas)
+replica_ids, dbs_of_role = set(), {}
+for name in replicas:
+    svc, a = services[name], aggs[name]
+    f = flags_of(svc["command"])
+    what = "compose " + name
+    check_aggregator(a, what)
+    check(bool(svc.get("profiles")) and "replicas" in svc.get("profiles", []),
+          "%s is in the non-default profile replicas" % what)
+    check("postgres" in svc.get("depends_on", []), "%s depends on postgres" % what)
+    rid = f.get("replica_id", "")
+    check(bool(REPLICA_ID.match(rid)) and rid not in replica_ids,
+          "%s has its own valid --replica_id: %r" % (what, rid))
+    replica_ids.add(rid)
+    conninfo = dict(kv.split("=", 1) for kv in f.get("postgres_conninfo", "").split() if "=" in kv)
+    check(conninfo.get("host") == "127.0.0.1" and conninfo.get("port", "5432") == pg_port and
+          conninfo.get("dbname") in pg_dbs and "password" not in conninfo,
+          "%s uses a database of compose postgres, on loopback, without a password: %s"
+          % (what, conninfo))
+    dbs_of_role.setdefault(a["role"], set()).add(conninfo.get("dbname"))
+    check(not any(v.endswith(":/var/lib/tandem/" + a["role"]) for v in svc.get("volumes", [])),
+          "%s keeps no state volume (its state is in the database)" % what)
+    check(a["peer"] == compose_addr(helper, "peer_listen") or a["role"] == "helper",
+          "%s's peer is the helper's peer listener" % what)
+    for key in ("listen", "collector_listen", "metrics"):
+        listeners["%s %s" % (name, key)] = a[key]
+check(all(len(d) == 1 for d in dbs_of_role.values()),
+      "compose replicas of one aggregator share one database: %s" % dbs_of_role)
+check(len({d for ds in dbs_of_role.values() for d in ds}) ==
+      sum(len(d) for d in dbs_of_role.values()),
+      "compose leader and helper replicas never share a database: %s" % dbs_of_role)
+simr = flags_of(services.get("sim-replicas", {}).get("command", ["x"]))
+check(simr.get("leader") in {compose_addr(aggs[n], "listen") for n in replicas} and
+      simr.get("leader_collector") in {compose_addr(aggs[n], "collector_listen")
+                                       for n in replicas} and
+      simr.get("helper") == compose_addr(helper, "listen") and
+      simr.get("helper_collector") == compose_addr(helper, "collector_listen") and
+      simr.get("certs_dir") == TLS_DIR.rstrip("/"),
+      "compose sim-replicas drives the replicas and the helper: %s" % simr)
 prom_flags = dict(a[2:].split("=", 1) for a in services["prometheus"]["command"]
                   if a.startswith("--") and "=" in a)
 listeners["prometheus"] = prom_flags.get("web.listen-address", "")
@@ -382,11 +461,49 @@ namespaces, services_k8s, peers, targets = {}, {}, [], []
 k8s_aggs, k8s_coord, k8s_client, secrets_used = {}, {}, {}, {}
 configmaps = {}
 docs_all = []
+file_of = {}  # id(document) -> its file: a workload mounts its own file's ConfigMap
+# The replicated variants (*-replicated.yaml) reuse the single-process
+# files' names; one applies either, so each is checked on its own.
+repl_aggs, repl_namespaces, db_secrets = {}, {}, {}
 for path in sorted(glob.glob(os.path.join(SRC, "deploy", "k8s", "*.yaml"))):
     with open(path) as f:
         docs = [d for d in yaml.safe_load_all(f) if d]
     check(len(docs) > 0, path + " has documents")
     docs_all += docs
+    for d in docs:
+        file_of[id(d)] = os.path.basename(path)
+
+
+def tandem_containers(pod):
+    """The containers running the tandem image (not PostgreSQL)."""
+    return [c for c in pod["containers"] if c.get("image", "").startswith("tandem:")]
+
+
+def env_source(container, var):
+    """Where a container's env var comes from: 'value', 'fieldRef:<path>',
+    'secretKeyRef' (with the Secret and key) or None."""
+    for e in container.get("env", []):
+        if e.get("name") == var:
+            if "value" in e:
+                return ("value", e["value"])
+            ref = e.get("valueFrom", {})
+            if "fieldRef" in ref:
+                return ("fieldRef:" + ref["fieldRef"].get("fieldPath", ""), None)
+            if "secretKeyRef" in ref:
+                return ("secretKeyRef", (ref["secretKeyRef"].get("name"),
+                                         ref["secretKeyRef"].get("key")))
+    return (None, None)
+
+
+def k8s_expand(container, arg):
+    """An argument as --check_config sees it: each $(VAR) by what k8s puts
+    there (K8S_VARS: a pod name, a placeholder connection string)."""
+    def sub(m):
+        kind, _ = env_source(container, m.group(1))
+        return K8S_VARS.get(kind, m.group(0))
+    return re.sub(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)", sub, arg)
+
+
 for d in docs_all:
     kind = d.get("kind")
     check(bool(d.get("apiVersion")) and bool(kind) and d.get("metadata", {}).get("name"),
@@ -399,7 +516,9 @@ for d in docs_all:
         for key, text in d.get("data", {}).items():
             if key.endswith(".textproto"):
                 check_config_text(text, "k8s %s/%s" % (ns, key), CERTS)
-                configmaps[(ns, d["metadata"]["name"], key)] = text
+                check("postgres_conninfo" not in _strip(text),
+                      "k8s %s/%s holds no postgres_conninfo (a Secret does)" % (ns, key))
+                configmaps[(file_of[id(d)], ns, d["metadata"]["name"], key)] = text
     if kind == "Service":
         for p in d["spec"]["ports"]:
             services_k8s["%s.%s.svc:%d" % (d["metadata"]["name"], ns, p["port"])] = ns
@@ -409,7 +528,7 @@ for d in docs_all:
     ns = d["metadata"]["namespace"]
     pod = d["spec"]["template"]["spec"]
     volumes = {v["name"]: v for v in pod.get("volumes", [])}
-    for c in pod["containers"]:
+    for c in tandem_containers(pod):
         what = "k8s %s/%s" % (ns, c["name"])
         check(c["command"][0] in binaries, "%s runs a built binary" % what)
         check_flags(c["command"], what)
@@ -422,12 +541,22 @@ for d in docs_all:
         for m in c.get("volumeMounts", []):
             v = volumes.get(m["name"], {})
             if "configMap" in v and m.get("subPath"):
-                text = configmaps.get((ns, v["configMap"]["name"], m["subPath"]))
-                check(text is not None, "%s mounts ConfigMap key %s" % (what, m["subPath"]))
+                text = configmaps.get((file_of[id(d)], ns, v["configMap"]["name"],
+                                       m["subPath"]))
+                check(text is not None, "%s mounts ConfigMap key %s of its own file"
+                      % (what, m["subPath"]))
                 if text is not None and c["command"][0] == "tandem-aggregator":
                     s = aggregator_settings(text, c["command"])
-                    k8s_aggs[s["role"]] = s
-                    namespaces[s["role"]] = ns
+                    f = flags_of(c["command"])
+                    if "replica_id" in f or "postgres_conninfo" in f:
+                        check_config_text(text, "k8s %s (%s) with its flags"
+                                          % (file_of[id(d)], d["kind"]), CERTS,
+                                          [k8s_expand(c, a) for a in c["command"][1:]])
+                        repl_aggs[s["role"]] = (s, d, c)
+                        repl_namespaces[s["role"]] = ns
+                    else:
+                        k8s_aggs[s["role"]] = s
+                        namespaces[s["role"]] = ns
                     if s["peer"]:
                         peers.append(s["peer"])
                     used |= tls_paths(s.values())
@@ -486,6 +615,119 @@ for key, used in secrets_used.items():
           % (key + (sorted(used), sorted(created.get(key, set())))))
 k8s_parties = {"leader": k8s_leader["cert"], "helper": k8s_helper["cert"],
                "coordinator": k8s_coord.get("tls_cert", "")}
+
+# --- k8s replicas (issue 24): *-replicated.yaml -----------------------------
+SAME = ("listen", "collector_listen", "peer_listen", "peer", "peer_name", "coordinator_identities",
+        "leader_identities", "coordinator_key", "cert", "key", "roots")
+db_of_role = {}
+for role in ("leader", "helper"):
+    check(role in repl_aggs, "k8s runs the %s as replicas (%s-replicated.yaml)" % (role, role))
+    if role not in repl_aggs:
+        continue
+    s, d, c = repl_aggs[role]
+    ns, fname = d["metadata"]["namespace"], file_of[id(d)]
+    what = "k8s %s" % fname
+    check_aggregator(s, what)
+    # A drop-in for the single-process file: same namespace, listeners and
+    # identities, so the coordinator, the clients and the peer need no change.
+    check(ns == namespaces.get(role), "%s: in the %s's namespace %s" % (what, role, ns))
+    single = k8s_aggs.get(role, {})
+    check(all(s[k] == single.get(k) for k in SAME),
+          "%s: listeners and identities as the single-process file: %s" % (
+              what, {k: (s[k], single.get(k)) for k in SAME if s[k] != single.get(k)}))
+    pod = d["spec"]["template"]["spec"]
+    labels = d["spec"]["template"]["metadata"].get("labels", {})
+    check(d["kind"] == "Deployment" and d["spec"].get("replicas", 1) >= 2,
+          "%s: a Deployment with several replicas" % what)
+    check(all("configMap" in v or "secret" in v for v in pod.get("volumes", [])) and
+          "volumeClaimTemplates" not in d["spec"],
+          "%s: stateless (no volume for state)" % what)
+    svc_selects = [x for x in docs_all if x.get("kind") == "Service" and file_of[id(x)] == fname
+                   and x["metadata"]["name"] == "tandem-" + role]
+    check(len(svc_selects) == 1 and
+          all(labels.get(k) == v for k, v in svc_selects[0]["spec"]["selector"].items()),
+          "%s: the Service tandem-%s selects the replicas" % (what, role))
+    f = flags_of(c["command"])
+    m = re.match(r"^\$\((\w+)\)$", f.get("replica_id", ""))
+    check(bool(m) and env_source(c, m.group(1))[0] == "fieldRef:metadata.name",
+          "%s passes --replica_id from the pod name: %r" % (what, f.get("replica_id")))
+    m = re.match(r"^\$\((\w+)\)$", f.get("postgres_conninfo", ""))
+    kind, ref = env_source(c, m.group(1)) if m else (None, None)
+    check(kind == "secretKeyRef",
+          "%s takes --postgres_conninfo from a Secret: %r" % (what, f.get("postgres_conninfo")))
+    secret = ref[0] if kind == "secretKeyRef" else None
+    db_secrets[role] = (ns, secret, ref[1] if ref else None)
+    # Its PostgreSQL: a StatefulSet in the same namespace, with a volume, a
+    # pg_isready probe and the password from the same Secret; a headless
+    # Service; a NetworkPolicy letting only this aggregator's pods in.
+    dbs = [x for x in docs_all if x.get("kind") == "StatefulSet" and file_of[id(x)] == fname and
+           any(k.get("image", "").startswith("tandem-postgres:")
+               for k in x["spec"]["template"]["spec"]["containers"])]
+    check(len(dbs) == 1, "%s has a PostgreSQL StatefulSet" % what)
+    if len(dbs) != 1:
+        continue
+    db = dbs[0]
+    check(db["metadata"]["namespace"] == ns,
+          "%s: the PostgreSQL StatefulSet is in the aggregator's namespace %s" % (what, ns))
+    check(bool(db["spec"].get("volumeClaimTemplates")), "%s: PostgreSQL on a PVC" % what)
+    pgc = [k for k in db["spec"]["template"]["spec"]["containers"]
+           if k.get("image", "").startswith("tandem-postgres:")][0]
+    check("pg_isready" in " ".join(pgc.get("readinessProbe", {}).get("exec", {})
+                                   .get("command", [])),
+          "%s: PostgreSQL readiness probe with pg_isready" % what)
+    pkind, pref = env_source(pgc, "POSTGRES_PASSWORD")
+    check(pkind == "secretKeyRef" and pref[0] == secret,
+          "%s: PostgreSQL password from the Secret %s" % (what, secret))
+    db_env = {e["name"]: e.get("value") for e in pgc.get("env", [])}
+    db_of_role[role] = (ns, db_env.get("POSTGRES_DATABASES"))
+    db_labels = db["spec"]["template"]["metadata"].get("labels", {})
+    check(not all(db_labels.get(k) == v for k, v in labels.items()),
+          "%s: the aggregator's Service does not select PostgreSQL" % what)
+    heads = [x for x in docs_all if x.get("kind") == "Service" and file_of[id(x)] == fname and
+             x["metadata"]["name"] == db["spec"].get("serviceName")]
+    check(len(heads) == 1 and heads[0]["spec"].get("clusterIP") == "None" and
+          heads[0]["metadata"]["namespace"] == ns and
+          [p["port"] for p in heads[0]["spec"]["ports"]] == [5432],
+          "%s: a headless Service %s for PostgreSQL" % (what, db["spec"].get("serviceName")))
+    if len(heads) == 1:
+        db_host = "%s.%s.svc" % (heads[0]["metadata"]["name"], ns)
+        db_of_role[role] += (db_host,)
+    pols = [x for x in docs_all if x.get("kind") == "NetworkPolicy" and file_of[id(x)] == fname
+            and x["spec"]["podSelector"].get("matchLabels") == db_labels]
+    rules = pols[0]["spec"].get("ingress", []) if len(pols) == 1 else []
+    check(len(pols) == 1 and pols[0]["metadata"]["namespace"] == ns and bool(rules) and
+          all(r.get("ports") == [{"port": 5432}] and r.get("from") and
+              all(set(p) == {"podSelector"} and p["podSelector"].get("matchLabels") == labels
+                  for p in r["from"]) for r in rules),
+          "%s: only the %s's pods reach PostgreSQL (5432)" % (what, role))
+check(len(db_secrets) == 2 and db_secrets["leader"][0] != db_secrets["helper"][0] and
+      db_secrets["leader"][1] != db_secrets["helper"][1],
+      "the leader's and the helper's databases are in different namespaces and Secrets: %s"
+      % db_secrets)
+check(len(db_of_role) == 2 and db_of_role["leader"] != db_of_role["helper"] and
+      db_of_role["leader"][0] != db_of_role["helper"][0],
+      "the leader's and the helper's PostgreSQL are different servers: %s" % db_of_role)
+# The README makes each db Secret with the keys the files read, a conninfo
+# naming that operator's own server and database, and never applies both
+# variants (the whole folder).
+for role, (ns, secret, key) in db_secrets.items():
+    m = re.search(r"kubectl -n %s create secret generic %s (.*)" % (re.escape(ns),
+                                                                  re.escape(secret or "?")),
+                  readme)
+    keys = dict(re.findall(r"--from-literal=(\w+)=(\"[^\"]*\"|'[^']*'|\S+)",
+                                m.group(1))) if m else {}
+    check({key, "password"} <= set(keys),
+          "README creates Secret %s/%s with keys %s and password: %s"
+          % (ns, secret, key, sorted(keys)))
+    info = keys.get(key, "").strip("'\"")
+    host = db_of_role.get(role, ("", "", ""))
+    check(len(host) == 3 and "host=%s" % host[2] in info and
+          "dbname=%s" % host[1] in info,
+          "README's %s conninfo names its own server and database: %s" % (role, info))
+check(not re.search(r"kubectl apply -f deploy/k8s/?\s*$", readme, re.M),
+      "README does not apply the whole deploy/k8s folder (both variants)")
+check("kubectl -n tandem-leader scale deployment tandem-leader" in readme,
+      "README says how to scale the replicas")
 
 # --- make-certs.sh output against what the deploy files expect --------------
 check(referenced <= made, "make-certs.sh makes every file the deploy files use: missing %s"
@@ -587,7 +829,7 @@ check(os.path.isfile(os.path.join(SRC, "deploy", "docker", "tandem-replica")),
 used = {services[n]["command"][0] for n in TANDEM_SERVICES}
 for d in docs_all:
     if d.get("kind") in ("StatefulSet", "Deployment", "Job"):
-        used.update(c["command"][0] for c in d["spec"]["template"]["spec"]["containers"])
+        used.update(c["command"][0] for c in tandem_containers(d["spec"]["template"]["spec"]))
 check(used <= image_bins, "the image copies every binary the deploy files run: missing %s"
       % sorted(used - image_bins))
 
