@@ -37,8 +37,8 @@ absl::Status Aggregator::NoiseReleaseLocked(Task& task, const proto::RoundParame
   const int64_t min_batch =
       std::max<int64_t>({int64_t{1}, params.dp().min_batch_size(), task.policy.min_batch_size});
   if (counted < min_batch) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "only ", counted, " reports accepted; at least ", min_batch, " are required"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("only ", counted, " reports accepted; at least ", min_batch, " are required"));
   }
   // OpenRound checked the budget; checked again in case the policy file
   // changed across a restart while the round was open.
@@ -94,15 +94,13 @@ absl::Status Aggregator::ReleasePartialsLocked(Task& task, const proto::RoundPar
       TANDEM_RETURN_IF_ERROR(CommitRecordsLocked(task, adopted, {}));
     }
     TANDEM_RETURN_IF_ERROR(CheckpointLocked(task));
-    TANDEM_ASSIGN_OR_RETURN(std::vector<PartialAccumulator> partials,
-                            work.ListPartials(round_id));
+    TANDEM_ASSIGN_OR_RETURN(std::vector<PartialAccumulator> partials, work.ListPartials(round_id));
     std::vector<uint64_t> sum(task.dpf->dimension(), 0);
     int64_t total = 0;
     for (const PartialAccumulator& p : partials) {
       TANDEM_ASSIGN_OR_RETURN(std::vector<uint64_t> values,
                               DecodeAccumulator(p.bytes, task.dpf->dimension()));
-      TANDEM_RETURN_IF_ERROR(
-          AddAccumulator(absl::MakeSpan(sum), values, task.dpf->value_bits()));
+      TANDEM_RETURN_IF_ERROR(AddAccumulator(absl::MakeSpan(sum), values, task.dpf->value_bits()));
       total += p.report_count;
     }
     TANDEM_RETURN_IF_ERROR(NoiseReleaseLocked(task, params, total, sum));

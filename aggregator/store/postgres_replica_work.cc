@@ -56,8 +56,7 @@ absl::StatusOr<AccumulatorSnapshot> PostgresReportStore::LoadPartial(Connection&
 }
 
 absl::StatusOr<std::vector<ReportRecord>> PostgresReportStore::ClaimPending(int64_t round_id,
-                                                                            int limit,
-                                                                            bool steal) {
+                                                                            int limit, bool steal) {
   TANDEM_RETURN_IF_ERROR(RequireReplica());
   TANDEM_RETURN_IF_ERROR(ValidateRoundId(round_id));
   if (limit < 1) return absl::InvalidArgumentError("ClaimPending: limit must be >= 1");
@@ -70,16 +69,17 @@ absl::StatusOr<std::vector<ReportRecord>> PostgresReportStore::ClaimPending(int6
   // lease ends on the database's clock.
   TANDEM_ASSIGN_OR_RETURN(
       const Result r,
-      conn->Exec("ClaimPending",
-                 absl::StrCat("UPDATE tandem_reports SET owner = $3, lease_expires = "
-                              "clock_timestamp() + $5::int8 * interval '1 millisecond' WHERE "
-                              "task_id = $1 AND report_id IN (SELECT report_id FROM "
-                              "tandem_reports WHERE task_id = $1 AND round_id = $2 AND state = 0",
-                              steal ? "" : " AND (owner IS NULL OR lease_expires < clock_timestamp())",
-                              " ORDER BY report_id LIMIT $4 FOR UPDATE SKIP LOCKED) RETURNING ",
-                              kReportColumns),
-                 {Param::Text(task_id_), Param::Int8(round_id), Param::Text(options_.replica_id),
-                  Param::Int8(limit), Param::Int8(options_.lease_ms)}));
+      conn->Exec(
+          "ClaimPending",
+          absl::StrCat("UPDATE tandem_reports SET owner = $3, lease_expires = "
+                       "clock_timestamp() + $5::int8 * interval '1 millisecond' WHERE "
+                       "task_id = $1 AND report_id IN (SELECT report_id FROM "
+                       "tandem_reports WHERE task_id = $1 AND round_id = $2 AND state = 0",
+                       steal ? "" : " AND (owner IS NULL OR lease_expires < clock_timestamp())",
+                       " ORDER BY report_id LIMIT $4 FOR UPDATE SKIP LOCKED) RETURNING ",
+                       kReportColumns),
+          {Param::Text(task_id_), Param::Int8(round_id), Param::Text(options_.replica_id),
+           Param::Int8(limit), Param::Int8(options_.lease_ms)}));
   TANDEM_ASSIGN_OR_RETURN(std::vector<ReportRecord> out, DecodeReports(r));
   TANDEM_RETURN_IF_ERROR(CommitLocked(tx, "ClaimPending"));
   return out;
@@ -176,9 +176,9 @@ absl::Status PostgresReportStore::ReleaseSummed(int64_t round_id, absl::string_v
     return CorruptStore("partials (their report counts disagree with the counted reports)");
   }
   if (now_counted != counted || uncounted != 0) {
-    return absl::AbortedError(absl::StrCat("round ", round_id, " changed while it was summed: ",
-                                           now_counted, " counted (summed ", counted, "), ",
-                                           uncounted, " accepted but uncounted"));
+    return absl::AbortedError(
+        absl::StrCat("round ", round_id, " changed while it was summed: ", now_counted,
+                     " counted (summed ", counted, "), ", uncounted, " accepted but uncounted"));
   }
   TANDEM_RETURN_IF_ERROR(
       conn->Exec("ReleaseSummed",

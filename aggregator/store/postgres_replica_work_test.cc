@@ -88,10 +88,10 @@ TEST_F(PostgresReplicaWorkTest, OnlyStoresWithAReplicaIdShareWork) {
     options.replica_id = bad;
     if (std::string(bad).empty()) continue;  // empty = no replica
     EXPECT_THAT(PostgresReportStore::Open(server_->conninfo(), task_, options).status(),
-                StatusIs(absl::StatusCode::kInvalidArgument)) << bad;
+                StatusIs(absl::StatusCode::kInvalidArgument))
+        << bad;
   }
-  EXPECT_THAT(a->ClaimPending(1, 0, false).status(),
-              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(a->ClaimPending(1, 0, false).status(), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 TEST_F(PostgresReplicaWorkTest, ConcurrentClaimsAreDisjointAndCoverEveryReport) {
@@ -227,8 +227,8 @@ TEST_F(PostgresReplicaWorkTest, PartialsAdoptionAndTheReleaseOfTheirSum) {
   EXPECT_EQ((*partials)[1].report_count, 3);
   EXPECT_EQ((*partials)[1].version, 2);
 
-  EXPECT_THAT(b->ReleaseSummed(1, "sum", 4), StatusIs(absl::StatusCode::kAborted,
-                                                      HasSubstr("5 counted (summed 4)")));
+  EXPECT_THAT(b->ReleaseSummed(1, "sum", 4),
+              StatusIs(absl::StatusCode::kAborted, HasSubstr("5 counted (summed 4)")));
   ASSERT_THAT(b->ReleaseSummed(1, "sum-of-5", 5), IsOk());
   // Released: every replica reads the released share and the whole count;
   // nothing more is committed or released.

@@ -19,6 +19,7 @@
 //   build/tests/integration/aggregator_replicas_benchmark --benchmark_min_time=10
 #include <benchmark/benchmark.h>
 #include <dirent.h>
+#include <grpcpp/grpcpp.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -30,8 +31,6 @@
 #include <sstream>
 #include <thread>
 #include <vector>
-
-#include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
 #include "aggregator/store/testing/postgres_server.h"
@@ -118,8 +117,10 @@ void BM_ReplicaIngest(benchmark::State& state) {
   std::vector<std::unique_ptr<DaemonProcess>> helpers, leaders;
   auto start = [&](const std::string& role, int i, const DaemonProcess* peer) {
     std::vector<std::string> args = {
-        "--role=" + role, "--listen=127.0.0.1:0",
-        absl::StrCat("--state_dir=", dir, "/", role, i), "--insecure_plaintext",
+        "--role=" + role,
+        "--listen=127.0.0.1:0",
+        absl::StrCat("--state_dir=", dir, "/", role, i),
+        "--insecure_plaintext",
         "--allow_unticketed_uploads",
         std::string("--policy=") + tandem::testing::kPermissiveTestPolicy,
         "--postgres_conninfo=" + (*server)->ConninfoFor(role == "leader" ? leader_db : helper_db),

@@ -7,12 +7,12 @@
 // replica SIGKILLed while it holds a lease (and accepted reports it had not
 // yet counted), and a coordinator that tries to spend more privacy budget
 // by opening the next round through another replica.
+#include <grpcpp/grpcpp.h>
+
 #include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <functional>
-
-#include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -69,8 +69,12 @@ class AggregatorReplicasTest : public ::testing::Test {
   DaemonProcess* Start(const std::string& role, const std::string& id, DaemonProcess* peer,
                        const std::string& policy = testing::kPermissiveTestPolicy) {
     std::vector<std::string> args = {
-        "--role=" + role, "--listen=127.0.0.1:0", "--state_dir=" + dir_ + "/" + id,
-        "--insecure_plaintext", "--allow_unticketed_uploads", "--policy=" + policy,
+        "--role=" + role,
+        "--listen=127.0.0.1:0",
+        "--state_dir=" + dir_ + "/" + id,
+        "--insecure_plaintext",
+        "--allow_unticketed_uploads",
+        "--policy=" + policy,
         "--config=" + dir_ + "/lease.textproto",
         "--postgres_conninfo=" + pg_->ConninfoFor(role == "leader" ? leader_db_ : helper_db_),
         "--replica_id=" + id};
@@ -85,8 +89,8 @@ class AggregatorReplicasTest : public ::testing::Test {
   Endpoint Connect(const DaemonProcess* p) {
     grpc::ChannelArguments args;
     args.SetMaxReceiveMessageSize(64 << 20);
-    auto channel = grpc::CreateCustomChannel(Loopback(p->port()),
-                                             grpc::InsecureChannelCredentials(), args);
+    auto channel =
+        grpc::CreateCustomChannel(Loopback(p->port()), grpc::InsecureChannelCredentials(), args);
     return {proto::AggregatorUpload::NewStub(channel),
             proto::AggregatorCollector::NewStub(channel)};
   }
@@ -203,8 +207,8 @@ TEST_F(AggregatorReplicasTest, AReplicaKilledHoldingALeaseLosesNothingAndCountsN
   // stuck in that batch's Verify, so the rest stay free.)
   ASSERT_TRUE(WaitFor(
       [&] {
-        const std::string n = Sql(
-            "SELECT count(*) FROM tandem_reports WHERE state = 0 AND owner = 'l1'", leader_db_);
+        const std::string n =
+            Sql("SELECT count(*) FROM tandem_reports WHERE state = 0 AND owner = 'l1'", leader_db_);
         return n != "0" && n != "<error>";
       },
       absl::Seconds(10)));
@@ -269,8 +273,7 @@ TEST_F(AggregatorReplicasTest, AnotherReplicaDoesNotResetThePrivacyBudget) {
   // l2 never saw round 1 released: it reads the spent budget from the
   // database and refuses round 2 like l1 does.
   params_.set_round_id(2);
-  EXPECT_THAT(leader2.Open(params_),
-              StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_THAT(leader2.Open(params_), StatusIs(absl::StatusCode::kFailedPrecondition));
   EXPECT_THAT(leader1.Open(params_), StatusIs(absl::StatusCode::kFailedPrecondition));
   auto s = leader2.Status(params_.task_id());
   ASSERT_THAT(s, IsOk());
