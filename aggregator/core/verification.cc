@@ -313,6 +313,7 @@ absl::StatusOr<proto::VerifyResponse> Aggregator::HandleVerify(
   std::vector<ParsedShare> shares;
   std::vector<std::string> leader_hashes;
   std::vector<const proto::NormProofVerifierShare*> leader_checks;
+  std::vector<std::string> ids;
   for (const proto::ReportCheck& c : request.checks()) {
     if (c.report_id().size() != kReportIdBytes || c.proof_hash().size() != 32) {
       return absl::InvalidArgumentError("report_id must be 16 bytes and proof_hash 32 bytes");
@@ -320,14 +321,18 @@ absl::StatusOr<proto::VerifyResponse> Aggregator::HandleVerify(
     if (!seen.insert(c.report_id()).second) {
       return absl::InvalidArgumentError("duplicate report id in Verify");
     }
+    ids.push_back(c.report_id());
+  }
+  TANDEM_ASSIGN_OR_RETURN(const auto stored, task->store->GetReports(ids));
+  for (const proto::ReportCheck& c : request.checks()) {
     proto::ReportCheck* out = response.add_checks();
     out->set_report_id(c.report_id());
-    absl::StatusOr<ReportRecord> r = task->store->GetReport(c.report_id());
-    if (absl::IsNotFound(r.status()) || (r.ok() && r->round_id != round_id)) {
+    auto found = stored.find(c.report_id());
+    if (found == stored.end() || found->second.round_id != round_id) {
       out->set_state(proto::PEER_REPORT_MISSING);
       continue;
     }
-    if (!r.ok()) return r.status();
+    const ReportRecord* r = &found->second;
     if (r->state == ReportState::kAccepted) {
       out->set_state(proto::PEER_REPORT_COUNTED);
       continue;
@@ -426,9 +431,17 @@ absl::StatusOr<proto::AcceptedSetAck> Aggregator::HandleCommit(const proto::Acce
   if (static_cast<int64_t>(request.round_id()) != round_id) {
     return absl::FailedPreconditionError("commit for a round that is not the helper's");
   }
+  std::vector<std::string> named(request.report_ids().begin(), request.report_ids().end());
+  named.insert(named.end(), request.rejected_ids().begin(), request.rejected_ids().end());
+  if (absl::flat_hash_set<std::string>(named.begin(), named.end()).size() != named.size()) {
+    return absl::InvalidArgumentError("a report id appears twice in the commit");
+  }
+  TANDEM_ASSIGN_OR_RETURN(auto stored, task->store->GetReports(named));
   std::vector<ReportRecord> accept;
   for (const std::string& id : request.report_ids()) {
-    TANDEM_ASSIGN_OR_RETURN(ReportRecord r, task->store->GetReport(id));
+    auto found = stored.find(id);
+    if (found == stored.end()) return absl::NotFoundError("report not found");
+    ReportRecord r = std::move(found->second);  // each id once (checked above)
     if (r.round_id != round_id) return absl::FailedPreconditionError("report of another round");
     if (r.state == ReportState::kAccepted) continue;  // repeated commit
     auto it = task->verified.find(id);
@@ -442,9 +455,9 @@ absl::StatusOr<proto::AcceptedSetAck> Aggregator::HandleCommit(const proto::Acce
   }
   std::vector<std::string> reject;
   for (const std::string& id : request.rejected_ids()) {
-    absl::StatusOr<ReportRecord> r = task->store->GetReport(id);
-    if (absl::IsNotFound(r.status())) continue;
-    if (!r.ok()) return r.status();
+    auto found = stored.find(id);
+    if (found == stored.end()) continue;
+    const ReportRecord* r = &found->second;
     if (r->state == ReportState::kAccepted) {
       return absl::FailedPreconditionError("leader rejects a report this helper counted");
     }

@@ -303,6 +303,27 @@ absl::StatusOr<ReportRecord> PostgresReportStore::GetReport(absl::string_view re
   return ReadReportRow(*conn, report_id);
 }
 
+absl::StatusOr<absl::flat_hash_map<std::string, ReportRecord>> PostgresReportStore::GetReports(
+    absl::Span<const std::string> report_ids) {
+  for (const std::string& id : report_ids) TANDEM_RETURN_IF_ERROR(ValidateReportId(id));
+  absl::flat_hash_map<std::string, ReportRecord> out;
+  if (report_ids.empty()) return out;
+  absl::MutexLock lock(&mu_);
+  TANDEM_ASSIGN_OR_RETURN(Connection * conn, ConnLocked());
+  TANDEM_ASSIGN_OR_RETURN(
+      const Result r,
+      conn->Exec("GetReports",
+                 absl::StrCat("SELECT ", kReportColumns,
+                              " FROM tandem_reports WHERE task_id = $1 AND report_id = ANY($2)"),
+                 {Param::Text(task_id_), Param::ByteaArray(report_ids)}));
+  for (int i = 0; i < r.rows(); ++i) {
+    TANDEM_ASSIGN_OR_RETURN(ReportRecord rec, DecodeReport(r, i));
+    std::string id = rec.report_id;
+    out.insert_or_assign(std::move(id), std::move(rec));
+  }
+  return out;
+}
+
 absl::StatusOr<ReportCounts> PostgresReportStore::CountReports(int64_t round_id) {
   TANDEM_RETURN_IF_ERROR(ValidateRoundId(round_id));
   absl::MutexLock lock(&mu_);

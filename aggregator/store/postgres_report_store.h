@@ -100,6 +100,8 @@ class PostgresReportStore : public ReportStore, public ReplicatedWork {
   absl::Status MarkAccepted(absl::string_view report_id) override;
   absl::Status MarkRejected(absl::string_view report_id) override;
   absl::StatusOr<ReportRecord> GetReport(absl::string_view report_id) override;
+  absl::StatusOr<absl::flat_hash_map<std::string, ReportRecord>> GetReports(
+      absl::Span<const std::string> report_ids) override;
   absl::StatusOr<ReportCounts> CountReports(int64_t round_id) override;
   absl::StatusOr<std::vector<ReportRecord>> ListReports(int64_t round_id,
                                                         ReportFilter filter) override;

@@ -13,6 +13,19 @@
 
 namespace tandem::aggregator {
 
+absl::StatusOr<absl::flat_hash_map<std::string, ReportRecord>> ReportStore::GetReports(
+    absl::Span<const std::string> report_ids) {
+  absl::flat_hash_map<std::string, ReportRecord> out;
+  for (const std::string& id : report_ids) {
+    TANDEM_RETURN_IF_ERROR(ValidateReportId(id));
+    absl::StatusOr<ReportRecord> r = GetReport(id);
+    if (absl::IsNotFound(r.status())) continue;
+    if (!r.ok()) return r.status();
+    out.insert_or_assign(id, *std::move(r));
+  }
+  return out;
+}
+
 std::string ShareDigest(absl::string_view share) {
   std::string out(SHA256_DIGEST_LENGTH, '\0');
   SHA256(reinterpret_cast<const unsigned char*>(share.data()), share.size(),

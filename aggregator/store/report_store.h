@@ -39,6 +39,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -185,6 +186,11 @@ class ReportStore {
   virtual absl::Status MarkAccepted(absl::string_view report_id) = 0;
   virtual absl::Status MarkRejected(absl::string_view report_id) = 0;
   virtual absl::StatusOr<ReportRecord> GetReport(absl::string_view report_id) = 0;
+  // GetReport of every id at once (one query where the store can: the
+  // helper's Verify and commit look up a whole batch). Unknown ids are
+  // absent from the map; INVALID_ARGUMENT for a malformed id.
+  virtual absl::StatusOr<absl::flat_hash_map<std::string, ReportRecord>> GetReports(
+      absl::Span<const std::string> report_ids);
   // Counts of the round's reports by state, without reading any share.
   virtual absl::StatusOr<ReportCounts> CountReports(int64_t round_id) = 0;
   // Reports of one round matching `filter`, ordered by report id.

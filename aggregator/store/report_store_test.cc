@@ -124,6 +124,24 @@ TEST_P(ReportStoreContractTest, BinaryIdsAndSharesRoundTrip) {
   EXPECT_EQ(Ids(ReportFilter::kAll).size(), 2u);
 }
 
+TEST_P(ReportStoreContractTest, GetReportsReadsABatchAndLeavesOutUnknownIds) {
+  const std::string binary("\0\x01\xff", 3);
+  ASSERT_THAT(store_->PutPending(1, "a", "share-a"), IsOk());
+  ASSERT_THAT(store_->PutPending(1, binary, "share-b"), IsOk());
+  ASSERT_THAT(store_->CommitBatch(1, "acc", {"a"}, {}), IsOk());
+  const std::vector<std::string> ids = {"a", binary, "unknown", "a"};
+  TANDEM_ASSERT_OK_AND_ASSIGN(const auto got, store_->GetReports(ids));
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_TRUE(got.at("a").counted);
+  EXPECT_EQ(got.at("a").share, "");  // counted: the share is gone
+  EXPECT_EQ(got.at(binary).state, ReportState::kPending);
+  EXPECT_EQ(got.at(binary).share, "share-b");
+  TANDEM_ASSERT_OK_AND_ASSIGN(const auto none, store_->GetReports({}));
+  EXPECT_TRUE(none.empty());
+  const std::vector<std::string> bad = {"a", ""};
+  EXPECT_THAT(store_->GetReports(bad).status(), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
 TEST_P(ReportStoreContractTest, StateMachineAllowsOnlyPendingToAcceptedOrRejected) {
   ASSERT_THAT(store_->PutPending(1, "a", "sa"), IsOk());
   ASSERT_THAT(store_->PutPending(1, "b", "sb"), IsOk());
