@@ -203,6 +203,10 @@ absl::StatusOr<std::unique_ptr<AggregatorDaemon>> AggregatorDaemon::Start(
                    << daemon->port_ << ", collector on " << daemon->collector_port_
                    << (role == Role::kHelper ? absl::StrCat(", peer on ", daemon->peer_port_) : "")
                    << (plaintext ? " (plaintext, no identity checks)" : " (TLS, roles checked)")
+                   << (config.replica_id().empty()
+                           ? ""
+                           : absl::StrCat(", replica ", config.replica_id(),
+                                          " over a shared PostgreSQL database"))
                    << "; upload receive limit " << upload_bytes << " bytes";
   return daemon;
 }
