@@ -72,6 +72,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "aggregator/core/peer_channel.h"
 #include "aggregator/core/policy.h"
 #include "aggregator/store/report_store.h"
@@ -103,6 +104,9 @@ struct AggregatorOptions {
   // restart re-expands at most about checkpoint_reports + verify_batch_size
   // reports (commit.cc). 1 = a snapshot with every batch.
   int checkpoint_reports = 512;
+  // Replicated stores (SaveIdlePartials): a task that accepted reports and
+  // then committed nothing for this long saves its partial accumulator.
+  absl::Duration idle_checkpoint = absl::Seconds(1);
   // Upper bound on any round's max_reports (the round may ask for fewer).
   uint32_t max_reports_per_round = 100000;
   // Upper bound on any round's dimension D (memory: 8 bytes per coordinate).
@@ -155,6 +159,11 @@ class Aggregator {
   absl::StatusOr<int> ProcessPending(absl::string_view task_id);
   // Leader only: ProcessPending for every task with an open round.
   absl::Status ProcessAllPending();
+  // Replicated stores only (a no-op otherwise), either role, called
+  // periodically: saves the partial accumulator of every open task that
+  // holds accepted reports not yet saved and has committed nothing for
+  // AggregatorOptions::idle_checkpoint (Clock time). Returns the first error.
+  absl::Status SaveIdlePartials();
 
   // Peer API (helper side).
   absl::StatusOr<proto::VerifyResponse> HandleVerify(const proto::VerifyRequest& request);

@@ -106,7 +106,10 @@ absl::Status Aggregator::CommitLocked(Task& task, const std::vector<std::string>
     TANDEM_RETURN_IF_ERROR(task.store->CommitDecisions(round_id, ids, rejected));
     task.uncheckpointed.insert(task.uncheckpointed.end(), ids.begin(), ids.end());
   }
-  if (!ids.empty()) task.accumulator = std::move(next);
+  if (!ids.empty()) {
+    task.accumulator = std::move(next);
+    task.last_commit = clock_->Now();
+  }
   task.counted += static_cast<int64_t>(ids.size());
   for (const std::string& id : ids) task.verified.erase(id);
   for (const std::string& id : rejected) task.verified.erase(id);
@@ -125,6 +128,33 @@ absl::Status Aggregator::CheckpointLocked(Task& task) {
   task.uncheckpointed.clear();
   ++task.checkpoints;
   return absl::OkStatus();
+}
+
+absl::Status Aggregator::SaveIdlePartials() {
+  if (options_.idle_checkpoint == absl::InfiniteDuration()) return absl::OkStatus();
+  std::vector<Task*> tasks;  // tasks are never removed: the pointers stay valid
+  {
+    absl::MutexLock lock(&tasks_mu_);
+    for (const auto& [id, task] : tasks_) {
+      if (task->store->replicated() != nullptr) tasks.push_back(task.get());
+    }
+  }
+  absl::Status first = absl::OkStatus();
+  for (Task* task : tasks) {
+    absl::MutexLock lock(&task->process_mu);
+    bool open;
+    {
+      absl::ReaderMutexLock state_lock(&task->state_mu);
+      open = task->round_id != 0 && !task->closed;
+    }
+    if (!open || task->uncheckpointed.empty() ||
+        clock_->Now() - task->last_commit < options_.idle_checkpoint) {
+      continue;
+    }
+    absl::Status s = ResyncOnError(*task, CheckpointLocked(*task));
+    if (!s.ok() && first.ok()) first = s;
+  }
+  return first;
 }
 
 }  // namespace tandem::aggregator

@@ -13,6 +13,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "aggregator/core/aggregator.h"
 #include "aggregator/store/report_store.h"
 #include "aggregator/core/policy.h"
@@ -74,6 +75,8 @@ struct Aggregator::Task {
   // checkpoint counts them (commit.cc). Always a subset of `counted`.
   std::vector<std::string> uncheckpointed ABSL_GUARDED_BY(process_mu);
   int64_t checkpoints ABSL_GUARDED_BY(process_mu) = 0;  // since the task loaded
+  // When the task last committed accepted reports (SaveIdlePartials).
+  absl::Time last_commit ABSL_GUARDED_BY(process_mu) = absl::InfinitePast();
   // This server's accounting of the task: every released round (rebuilt
   // from the store's kReleased rounds on load). The accountant's own budget
   // is unbounded; the policy's is compared in OpenRound.

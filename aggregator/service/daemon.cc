@@ -92,6 +92,11 @@ absl::StatusOr<std::unique_ptr<AggregatorDaemon>> AggregatorDaemon::Start(
       std::make_unique<AggregatorMetrics>(role, config.state_path(), max_tasks, &daemon->refusals_);
   AggregatorOptions options;
   options.role = role;
+  if (config.idle_checkpoint_ms() != 0) {
+    options.idle_checkpoint = config.idle_checkpoint_ms() < 0
+                                  ? absl::InfiniteDuration()
+                                  : absl::Milliseconds(config.idle_checkpoint_ms());
+  }
   options.max_dimension = std::min(options.max_dimension, policies.MaxDimension());
   options.policies = std::move(policies);
   if (!config.coordinator_public_key_path().empty()) {
@@ -196,7 +201,9 @@ absl::StatusOr<std::unique_ptr<AggregatorDaemon>> AggregatorDaemon::Start(
     daemon->metrics_server_->Register(
         daemon->metrics_->StatusCollectable(daemon->aggregator_.get()));
   }
-  if (role == Role::kLeader) {
+  // The leader drives verification; a helper replica ticks too, for its
+  // idle checkpoints.
+  if (role == Role::kLeader || !config.replica_id().empty()) {
     daemon->loop_ = std::thread([d = daemon.get(), process_interval] { d->ProcessLoop(process_interval); });
   }
   TANDEM_LOG(INFO) << "tandem-aggregator " << RoleName(role) << " serving uploads on port "
@@ -214,8 +221,14 @@ absl::StatusOr<std::unique_ptr<AggregatorDaemon>> AggregatorDaemon::Start(
 void AggregatorDaemon::ProcessLoop(absl::Duration interval) {
   while (!stop_.WaitForNotificationWithTimeout(interval)) {
     const absl::Time start = absl::Now();
-    absl::Status s = aggregator_->ProcessAllPending();
-    if (!s.ok()) TANDEM_VLOG(1) << "verification pass: " << s;
+    if (aggregator_->role() == Role::kLeader) {
+      absl::Status s = aggregator_->ProcessAllPending();
+      if (!s.ok()) TANDEM_VLOG(1) << "verification pass: " << s;
+    }
+    if (absl::Status s = aggregator_->SaveIdlePartials(); !s.ok()) {
+      TANDEM_VLOG(1) << "idle checkpoint: " << s;
+    }
+    if (metered_peer_ == nullptr) continue;
     // This pass's own work per batch: its time less the helper's, evenly.
     const MeteredPeerChannel::Pass pass = metered_peer_->TakePass();
     if (pass.batches > 0) {

@@ -55,6 +55,10 @@ absl::Status ValidateConfig(const proto::AggregatorConfig& config) {
     }
     TANDEM_RETURN_IF_ERROR(ValidateReplicaId(config.replica_id()));
   }
+  if (config.idle_checkpoint_ms() < -1 || config.idle_checkpoint_ms() > 3600000) {
+    return absl::InvalidArgumentError("idle_checkpoint_ms must be -1 (never), 0 (default 1000) "
+                                      "or at most 3600000");
+  }
   if (config.lease_ms() != 0 && (config.lease_ms() < 100 || config.lease_ms() > 3600000)) {
     return absl::InvalidArgumentError("lease_ms must be 0 (default 30000) or in [100, 3600000]");
   }

@@ -133,6 +133,37 @@ TEST(ValidateConfigTest, PostgresExcludesTheSqliteSettings) {
   EXPECT_THAT(ValidateConfig(c), IsOk());
 }
 
+TEST(ValidateConfigTest, ReplicasNeedPostgresAndAWellFormedId) {
+  proto::AggregatorConfig c = Helper();
+  c.set_replica_id("helper-0");
+  EXPECT_THAT(ValidateConfig(c), StatusIs(absl::StatusCode::kInvalidArgument,
+                                          HasSubstr("replica_id needs postgres_conninfo")));
+  if (!PostgresStoreBuiltIn()) return;
+  c.set_postgres_conninfo("host=127.0.0.1 dbname=tandem");
+  EXPECT_THAT(ValidateConfig(c), IsOk());
+  for (const char* bad : {"has space", "semi;colon", "a'b",
+                          "0123456789012345678901234567890123456789012345678901234567890123"}) {
+    c.set_replica_id(bad);
+    EXPECT_THAT(ValidateConfig(c), StatusIs(absl::StatusCode::kInvalidArgument)) << bad;
+  }
+  c.set_replica_id("tandem-helper-7c9d.pod_1");
+  for (uint32_t lease : {1u, 99u, 3600001u}) {
+    c.set_lease_ms(lease);
+    EXPECT_THAT(ValidateConfig(c),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("lease_ms")))
+        << lease;
+  }
+  c.set_lease_ms(100);
+  for (int64_t idle : {int64_t{-2}, int64_t{3600001}}) {
+    c.set_idle_checkpoint_ms(idle);
+    EXPECT_THAT(ValidateConfig(c),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("idle_checkpoint_ms")))
+        << idle;
+  }
+  c.set_idle_checkpoint_ms(-1);
+  EXPECT_THAT(ValidateConfig(c), IsOk());
+}
+
 TEST(UploadLimitTest, FollowsThePolicyNotABlanketLimit) {
   EXPECT_EQ(UploadLimitBytes(uint64_t{1} << 18), 17 * (int64_t{1} << 18) + (1 << 20));
   EXPECT_LT(UploadLimitBytes(uint64_t{1} << 18), int64_t{8} << 20);

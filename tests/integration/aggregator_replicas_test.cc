@@ -56,7 +56,6 @@ class AggregatorReplicasTest : public ::testing::Test {
     ASSERT_THAT(pg_->CreateDatabase(helper_db_).status(), IsOk());
     dir_ = tandem::testing::MakeTempDir("tandem-replicas");
     ASSERT_FALSE(dir_.empty());
-    std::ofstream(dir_ + "/lease.textproto") << "lease_ms: " << kLeaseMs << "\n";
     params_ = MakeRoundParameters("fl-task", 1, /*log_num_blocks=*/4, /*block_size=*/16,
                                   /*num_groups=*/4);
   }
@@ -68,6 +67,8 @@ class AggregatorReplicasTest : public ::testing::Test {
   // Starts replica `id` of `role` (a leader's peer is helper replica `peer`).
   DaemonProcess* Start(const std::string& role, const std::string& id, DaemonProcess* peer,
                        const std::string& policy = testing::kPermissiveTestPolicy) {
+    std::ofstream(dir_ + "/replica.textproto")
+        << "lease_ms: " << kLeaseMs << "\nidle_checkpoint_ms: " << idle_checkpoint_ms_ << "\n";
     std::vector<std::string> args = {
         "--role=" + role,
         "--listen=127.0.0.1:0",
@@ -75,7 +76,7 @@ class AggregatorReplicasTest : public ::testing::Test {
         "--insecure_plaintext",
         "--allow_unticketed_uploads",
         "--policy=" + policy,
-        "--config=" + dir_ + "/lease.textproto",
+        "--config=" + dir_ + "/replica.textproto",
         "--postgres_conninfo=" + pg_->ConninfoFor(role == "leader" ? leader_db_ : helper_db_),
         "--replica_id=" + id};
     if (peer != nullptr) args.push_back("--peer=" + Loopback(peer->port()));
@@ -128,6 +129,9 @@ class AggregatorReplicasTest : public ::testing::Test {
   }
 
   PostgresServer* pg_ = nullptr;
+  // The replicas' idle checkpoints (AggregatorConfig): 0 = default (1 s),
+  // -1 = never.
+  int idle_checkpoint_ms_ = 0;
   std::string leader_db_, helper_db_, dir_;
   proto::RoundParameters params_;
   std::map<std::string, std::unique_ptr<DaemonProcess>> procs_;
@@ -152,6 +156,18 @@ TEST_F(AggregatorReplicasTest, AnyReplicaTakesUploadsAndAnyReplicaReleasesTheOne
     Upload(static_cast<uint64_t>(i + 1), leaders[i % 2], helpers[(i / 2) % 2], expected);
   }
   ASSERT_TRUE(WaitFor([&] { return NonePending(leaders[0]); }, absl::Seconds(30)));
+  // Idle replicas save their partials: nothing accepted is left for the
+  // finalizing replica to expand again, and the partials already hold all.
+  for (const std::string* db : {&leader_db_, &helper_db_}) {
+    EXPECT_TRUE(WaitFor(
+        [&] {
+          return Sql("SELECT count(*) FROM tandem_reports WHERE state = 1 AND NOT counted", *db) ==
+                 "0";
+        },
+        absl::Seconds(15)))
+        << *db;
+    EXPECT_EQ(Sql("SELECT sum(report_count) FROM tandem_partials", *db), "40") << *db;
+  }
 
   // Finalized through the other replicas than those that opened the round.
   auto a = leaders[1].Finalize(params_.task_id(), params_.round_id());
@@ -175,6 +191,9 @@ TEST_F(AggregatorReplicasTest, AnyReplicaTakesUploadsAndAnyReplicaReleasesTheOne
 }
 
 TEST_F(AggregatorReplicasTest, AReplicaKilledHoldingALeaseLosesNothingAndCountsNothingTwice) {
+  // No idle checkpoints: the killed replica still holds accepted reports it
+  // has not saved, which the finalizing replica must adopt.
+  idle_checkpoint_ms_ = -1;
   DaemonProcess* h1 = Start("helper", "h1", nullptr);
   DaemonProcess* h2 = Start("helper", "h2", nullptr);
   ASSERT_TRUE(h1 != nullptr && h2 != nullptr);
