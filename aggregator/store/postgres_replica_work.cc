@@ -41,18 +41,7 @@ absl::StatusOr<AccumulatorSnapshot> PostgresReportStore::LoadPartial(Connection&
                 "p.owner = $3) FROM (SELECT 1) one LEFT JOIN tandem_partials a ON a.task_id = $1 "
                 "AND a.round_id = $2 AND a.replica_id = $3",
                 {Param::Text(task_id_), Param::Int8(round_id), Param::Text(options_.replica_id)}));
-  AccumulatorSnapshot snap{round_id, "", 0, 0};
-  if (!r.IsNull(0, 0)) {
-    snap.bytes = r.Bytes(0, 0);
-    TANDEM_ASSIGN_OR_RETURN(snap.report_count, r.Int(0, 1));
-    TANDEM_ASSIGN_OR_RETURN(snap.version, r.Int(0, 2));
-    if (snap.report_count < 0 || snap.version < 1) return CorruptStore("partial counters");
-  }
-  TANDEM_ASSIGN_OR_RETURN(const int64_t counted, r.Int(0, 3));
-  if (counted != snap.report_count) {
-    return CorruptStore("partial (report count disagrees with the replica's counted reports)");
-  }
-  return snap;
+  return DecodeSnapshot(r, round_id, "partial accumulator");
 }
 
 absl::StatusOr<std::vector<ReportRecord>> PostgresReportStore::ClaimPending(int64_t round_id,

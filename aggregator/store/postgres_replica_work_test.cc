@@ -4,7 +4,6 @@
 // accumulators, adoption of another replica's uncounted reports, and the
 // release of the partials' sum only while nothing changed.
 #include <algorithm>
-#include <atomic>
 #include <memory>
 #include <set>
 #include <string>
@@ -23,16 +22,12 @@ namespace tandem::aggregator {
 namespace {
 
 using ::tandem::aggregator::testing::PostgresServer;
+using ::tandem::aggregator::testing::UniqueName;
 using ::tandem::testing::IsOk;
 using ::tandem::testing::StatusIs;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
-
-std::string Unique(absl::string_view prefix) {
-  static std::atomic<int> n{0};
-  return absl::StrCat(prefix, "_", ++n);
-}
 
 std::string Id(int i) { return absl::StrCat("report-", 100 + i); }
 
@@ -48,7 +43,7 @@ class PostgresReplicaWorkTest : public ::testing::Test {
     absl::StatusOr<PostgresServer*> server = PostgresServer::Shared();
     ASSERT_THAT(server.status(), IsOk());
     server_ = *server;
-    task_ = Unique("replicas");
+    task_ = UniqueName("replicas");
   }
 
   std::unique_ptr<PostgresReportStore> Replica(const std::string& id, int64_t lease_ms = 60000) {

@@ -475,18 +475,7 @@ absl::StatusOr<AccumulatorSnapshot> PostgresReportStore::LoadAccumulator(int64_t
                  "= $2",
                  {Param::Text(task_id_), Param::Int8(round_id)}));
   if (r.rows() == 0) return absl::NotFoundError(absl::StrCat("round ", round_id, " not found"));
-  AccumulatorSnapshot snap{round_id, "", 0, 0};
-  if (!r.IsNull(0, 0)) {
-    snap.bytes = r.Bytes(0, 0);
-    TANDEM_ASSIGN_OR_RETURN(snap.report_count, r.Int(0, 1));
-    TANDEM_ASSIGN_OR_RETURN(snap.version, r.Int(0, 2));
-    if (snap.report_count < 0 || snap.version < 1) return CorruptStore("accumulator counters");
-  }
-  TANDEM_ASSIGN_OR_RETURN(const int64_t counted, r.Int(0, 3));
-  if (counted != snap.report_count) {
-    return CorruptStore("accumulator (report count disagrees with counted reports)");
-  }
-  return snap;
+  return DecodeSnapshot(r, round_id, "accumulator");
 }
 
 }  // namespace tandem::aggregator

@@ -5,7 +5,6 @@
 // contract itself is checked by report_store_test.cc.
 #include "aggregator/store/postgres_report_store.h"
 
-#include <atomic>
 #include <memory>
 #include <set>
 #include <string>
@@ -22,15 +21,10 @@ namespace tandem::aggregator {
 namespace {
 
 using ::tandem::aggregator::testing::PostgresServer;
+using ::tandem::aggregator::testing::UniqueName;
 using ::tandem::testing::IsOk;
 using ::tandem::testing::StatusIs;
 using ::testing::HasSubstr;
-
-// A name unique in this process (tasks, databases: at most 63 bytes).
-std::string Unique(absl::string_view prefix) {
-  static std::atomic<int> n{0};
-  return absl::StrCat(prefix, "_", ++n);
-}
 
 class PostgresReportStoreTest : public ::testing::Test {
  protected:
@@ -59,7 +53,7 @@ class PostgresReportStoreTest : public ::testing::Test {
 };
 
 TEST_F(PostgresReportStoreTest, SchemaMigrationIsVersionedAndIdempotent) {
-  const std::string db = Unique("migrate");
+  const std::string db = UniqueName("migrate");
   TANDEM_ASSERT_OK_AND_ASSIGN(const std::string conninfo, server_->CreateDatabase(db));
   const std::string versions =
       "SELECT string_agg(version::text, ',' ORDER BY version) FROM tandem_schema_version";
@@ -88,7 +82,7 @@ TEST_F(PostgresReportStoreTest, SchemaMigrationIsVersionedAndIdempotent) {
 }
 
 TEST_F(PostgresReportStoreTest, ConcurrentOpensMigrateOnce) {
-  const std::string db = Unique("concurrent");
+  const std::string db = UniqueName("concurrent");
   TANDEM_ASSERT_OK_AND_ASSIGN(const std::string conninfo, server_->CreateDatabase(db));
   constexpr int kReplicas = 8;
   std::vector<absl::Status> results(kReplicas);
@@ -110,7 +104,7 @@ TEST_F(PostgresReportStoreTest, ConcurrentOpensMigrateOnce) {
 }
 
 TEST_F(PostgresReportStoreTest, CreateIfMissingAndMaxTasks) {
-  const std::string db = Unique("tasks");
+  const std::string db = UniqueName("tasks");
   TANDEM_ASSERT_OK_AND_ASSIGN(const std::string conninfo, server_->CreateDatabase(db));
   PostgresStoreOptions no_create;
   no_create.create_if_missing = false;
@@ -129,7 +123,7 @@ TEST_F(PostgresReportStoreTest, CreateIfMissingAndMaxTasks) {
 }
 
 TEST_F(PostgresReportStoreTest, TwoReplicasShareReportsAndRefuseReplays) {
-  const std::string task = Unique("task");
+  const std::string task = UniqueName("task");
   auto a = OpenStore(task);
   auto b = OpenStore(task);
   ASSERT_NE(a, nullptr);
@@ -167,7 +161,7 @@ TEST_F(PostgresReportStoreTest, TwoReplicasShareReportsAndRefuseReplays) {
   EXPECT_THAT(b->PutPending(1, "r3", "s"), StatusIs(absl::StatusCode::kFailedPrecondition));
 
   // Tasks are separate: the same ids in another task are other reports.
-  auto other = OpenStore(Unique("other"));
+  auto other = OpenStore(UniqueName("other"));
   ASSERT_NE(other, nullptr);
   ASSERT_THAT(other->OpenRound(1, "x"), IsOk());
   ASSERT_THAT(other->PutPending(1, "r1", "other-share"), IsOk());
@@ -181,7 +175,7 @@ TEST_F(PostgresReportStoreTest, TwoReplicasShareReportsAndRefuseReplays) {
 }
 
 TEST_F(PostgresReportStoreTest, ConcurrentReplicasUploadTheSameReportsOnce) {
-  const std::string task = Unique("task");
+  const std::string task = UniqueName("task");
   constexpr int kReplicas = 4;
   std::vector<std::unique_ptr<PostgresReportStore>> stores;
   for (int i = 0; i < kReplicas; ++i) stores.push_back(OpenStore(task));
@@ -228,7 +222,7 @@ TEST_F(PostgresReportStoreTest, ConcurrentReplicasUploadTheSameReportsOnce) {
 }
 
 TEST_F(PostgresReportStoreTest, BindRoundSecretFirstWinsAcrossConnections) {
-  const std::string task = Unique("task");
+  const std::string task = UniqueName("task");
   constexpr int kReplicas = 6;
   std::vector<std::unique_ptr<PostgresReportStore>> stores;
   for (int i = 0; i < kReplicas; ++i) stores.push_back(OpenStore(task));
@@ -260,7 +254,7 @@ TEST_F(PostgresReportStoreTest, BindRoundSecretFirstWinsAcrossConnections) {
 }
 
 TEST_F(PostgresReportStoreTest, RowsThatFailValidationAreDataLoss) {
-  const std::string task = Unique("task");
+  const std::string task = UniqueName("task");
   auto s = OpenStore(task);
   ASSERT_NE(s, nullptr);
   ASSERT_THAT(s->OpenRound(1, "p"), IsOk());

@@ -108,6 +108,24 @@ absl::StatusOr<RoundRecord> DecodeRound(const Result& res, int i, int64_t round_
   return r;
 }
 
+absl::StatusOr<AccumulatorSnapshot> DecodeSnapshot(const Result& res, int64_t round_id,
+                                                   absl::string_view what) {
+  AccumulatorSnapshot snap{round_id, "", 0, 0};
+  if (!res.IsNull(0, 0)) {
+    snap.bytes = res.Bytes(0, 0);
+    TANDEM_ASSIGN_OR_RETURN(snap.report_count, res.Int(0, 1));
+    TANDEM_ASSIGN_OR_RETURN(snap.version, res.Int(0, 2));
+    if (snap.report_count < 0 || snap.version < 1) {
+      return CorruptStore(absl::StrCat(what, " counters"));
+    }
+  }
+  TANDEM_ASSIGN_OR_RETURN(const int64_t counted, res.Int(0, 3));
+  if (counted != snap.report_count) {
+    return CorruptStore(absl::StrCat(what, " (report count disagrees with counted reports)"));
+  }
+  return snap;
+}
+
 absl::string_view FilterSql(ReportFilter filter) {
   switch (filter) {
     case ReportFilter::kPending:

@@ -41,6 +41,12 @@ absl::Status RegisterPostgresTask(pg::Connection& conn, const std::string& task_
 absl::StatusOr<ReportRecord> DecodeReport(const pg::Result& res, int i);
 // Row `i` of a (parameters, state) rounds query, validated (DATA_LOSS).
 absl::StatusOr<RoundRecord> DecodeRound(const pg::Result& res, int i, int64_t round_id);
+// Row 0 of an accumulator query with the columns (bytes, report_count,
+// version, number of reports counted in it): the snapshot (bytes NULL: none
+// saved yet), DATA_LOSS "report store: corrupt <what> ..." when its
+// counters are invalid or disagree with the counted reports.
+absl::StatusOr<AccumulatorSnapshot> DecodeSnapshot(const pg::Result& res, int64_t round_id,
+                                                   absl::string_view what);
 // The WHERE condition selecting `filter`'s reports.
 absl::string_view FilterSql(ReportFilter filter);
 

@@ -105,10 +105,8 @@ void BM_ReplicaIngest(benchmark::State& state) {
     state.SkipWithError(std::string(server.status().message()).c_str());
     return;
   }
-  static int run = 0;
-  ++run;
-  const std::string leader_db = absl::StrCat("bench_leader_", getpid(), "_", run);
-  const std::string helper_db = absl::StrCat("bench_helper_", getpid(), "_", run);
+  const std::string leader_db = aggregator::testing::UniqueName("bench_leader");
+  const std::string helper_db = aggregator::testing::UniqueName("bench_helper");
   if (!(*server)->CreateDatabase(leader_db).ok() || !(*server)->CreateDatabase(helper_db).ok()) {
     state.SkipWithError("database");
     return;

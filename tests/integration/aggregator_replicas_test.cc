@@ -47,11 +47,9 @@ class AggregatorReplicasTest : public ::testing::Test {
     auto server = PostgresServer::Shared();
     ASSERT_THAT(server.status(), IsOk());
     pg_ = *server;
-    static int n = 0;
-    ++n;
     // Each operator its own database (non-collusion: never one for both).
-    leader_db_ = absl::StrCat("replicas_leader_", getpid(), "_", n);
-    helper_db_ = absl::StrCat("replicas_helper_", getpid(), "_", n);
+    leader_db_ = aggregator::testing::UniqueName("replicas_leader");
+    helper_db_ = aggregator::testing::UniqueName("replicas_helper");
     ASSERT_THAT(pg_->CreateDatabase(leader_db_).status(), IsOk());
     ASSERT_THAT(pg_->CreateDatabase(helper_db_).status(), IsOk());
     dir_ = tandem::testing::MakeTempDir("tandem-replicas");

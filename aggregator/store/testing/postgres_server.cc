@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -33,6 +34,12 @@
 #endif
 
 namespace tandem::aggregator::testing {
+
+std::string UniqueName(absl::string_view prefix) {
+  static std::atomic<int> n{0};
+  return absl::StrCat(prefix, "_", ++n);
+}
+
 namespace {
 
 constexpr auto kStartTimeout = std::chrono::seconds(60);

@@ -34,6 +34,11 @@
 
 namespace tandem::aggregator::testing {
 
+// "<prefix>_<n>" with n counting up in this process: a name for a task or a
+// database (CreateDatabase) that no other test of the binary uses. Keep the
+// prefix under 50 bytes (PostgreSQL names: 63). Thread-safe.
+std::string UniqueName(absl::string_view prefix);
+
 class PostgresServer {
  public:
   // initdb, start, CREATE DATABASE tandem_test. UNAVAILABLE when the
