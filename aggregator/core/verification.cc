@@ -85,8 +85,7 @@ absl::StatusOr<int> Aggregator::ProcessLeasedLocked(Task& task, int64_t round_id
   // returns them again. The final pass also takes batches other replicas
   // lease (their commits of them are then refused) and decides every one.
   int decided = 0;
-  std::vector<std::string> claimed;
-  absl::flat_hash_set<std::string> seen;
+  absl::flat_hash_set<std::string> claimed;  // this pass's, to give back
   absl::Status status = absl::OkStatus();
   while (true) {
     absl::StatusOr<std::vector<ReportRecord>> batch =
@@ -96,10 +95,7 @@ absl::StatusOr<int> Aggregator::ProcessLeasedLocked(Task& task, int64_t round_id
       break;
     }
     bool fresh = false;
-    for (const ReportRecord& r : *batch) {
-      claimed.push_back(r.report_id);
-      fresh = seen.insert(r.report_id).second || fresh;
-    }
+    for (const ReportRecord& r : *batch) fresh = claimed.insert(r.report_id).second || fresh;
     if (!fresh) break;  // none left, or only reports this pass already tried
     absl::StatusOr<int> n = ProcessBatchLocked(task, *batch, final_pass);
     if (!n.ok()) {
@@ -108,7 +104,8 @@ absl::StatusOr<int> Aggregator::ProcessLeasedLocked(Task& task, int64_t round_id
     }
     decided += *n;
   }
-  if (absl::Status released = work.ReleaseLeases(round_id, claimed); !released.ok()) {
+  const std::vector<std::string> give_back(claimed.begin(), claimed.end());
+  if (absl::Status released = work.ReleaseLeases(round_id, give_back); !released.ok()) {
     // They expire on their own (lease_ms).
     TANDEM_LOG(WARNING) << "task " << task.id << ": giving back leases failed: " << released;
   }
