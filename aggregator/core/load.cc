@@ -105,6 +105,12 @@ absl::Status Aggregator::RefreshIfStale(Task& task, int64_t round_id) {
     if (!newer.ok()) return newer.status();
     return LoadLatestRoundLocked(task);
   }
+  if (current == 0) {
+    // Loaded before the task had a round (e.g. this replica's OpenRound was
+    // refused): whatever round another replica opened since.
+    TANDEM_ASSIGN_OR_RETURN(const std::vector<RoundRecord> rounds, task.store->ListRounds());
+    return rounds.empty() ? absl::OkStatus() : LoadLatestRoundLocked(task);
+  }
   if (round_id != current || closed) return absl::OkStatus();
   // Another replica may have released (or abandoned) this round.
   TANDEM_ASSIGN_OR_RETURN(const RoundRecord stored, task.store->GetRound(round_id));
