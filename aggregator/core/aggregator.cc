@@ -138,6 +138,7 @@ absl::StatusOr<Aggregator::Task*> Aggregator::GetTask(absl::string_view task_id,
   task->id = std::string(task_id);
   task->store = *std::move(store);
   task->policy = options_.policies.For(task_id);
+  task->share_cache = std::make_unique<PendingShareCache>(options_.pending_share_cache_bytes);
   {
     absl::MutexLock process_lock(&task->process_mu);
     TANDEM_RETURN_IF_ERROR(LoadLatestRoundLocked(*task));
@@ -201,6 +202,7 @@ absl::Status Aggregator::OpenRound(const proto::RoundParameters& parameters) {
   task->uncheckpointed.clear();
   task->verified.clear();
   task->ResetTentative();
+  task->share_cache->Clear();
   TANDEM_LOG(INFO) << RoleName(options_.role) << " opened task " << task->id << " round "
                    << round_id << " (D=" << parameters.dimension() << ")";
   return absl::OkStatus();
@@ -273,9 +275,15 @@ absl::StatusOr<proto::UploadResponse> Aggregator::Upload(const proto::UploadRequ
   } else if (request.has_norm_proof()) {
     return absl::InvalidArgumentError("this round has no norm bound; norm_proof must be unset");
   }
+  // What verification needs, parsed and validated now (share_cache.h): the
+  // share a verification pass takes instead of reading the store back.
+  auto parsed = std::make_shared<ParsedShare>();
+  parsed->keys = request.key_share();
+  if (proof != nullptr) parsed->proof = request.norm_proof();
+  parsed->ticket_digest = ticket_digest;
   // Rounds without a norm bound and without tickets store the key set alone.
-  const std::string share = EncodeStoredShare(
-      request.key_share(), proof != nullptr ? &request.norm_proof() : nullptr, ticket_digest);
+  std::string share = EncodeStoredShare(
+      parsed->keys, proof != nullptr ? &parsed->proof : nullptr, parsed->ticket_digest);
 
   absl::StatusOr<ReportRecord> existing = task->store->GetReport(request.report_id());
   if (existing.ok()) {
@@ -287,7 +295,8 @@ absl::StatusOr<proto::UploadResponse> Aggregator::Upload(const proto::UploadRequ
     return absl::AlreadyExistsError("report id already used");
   }
   if (!absl::IsNotFound(existing.status())) return existing.status();
-  TANDEM_RETURN_IF_ERROR(StoreUpload(*task, round_id, request.report_id(), share));
+  TANDEM_RETURN_IF_ERROR(
+      StoreUpload(*task, round_id, request.report_id(), std::move(share), std::move(parsed)));
   {
     absl::MutexLock lock(&task->state_mu);
     ++task->received;
@@ -298,10 +307,12 @@ absl::StatusOr<proto::UploadResponse> Aggregator::Upload(const proto::UploadRequ
 }
 
 absl::Status Aggregator::StoreUpload(Task& task, int64_t round_id, std::string report_id,
-                                     std::string share) {
+                                     std::string share,
+                                     std::shared_ptr<const ParsedShare> parsed) {
   Task::QueuedUpload mine;
   mine.round_id = round_id;
   mine.report = {std::move(report_id), std::move(share)};
+  mine.parsed = std::move(parsed);
   absl::MutexLock lock(&task.upload_mu);
   task.upload_queue.push_back(&mine);
   while (!mine.done) {
@@ -316,13 +327,28 @@ absl::Status Aggregator::StoreUpload(Task& task, int64_t round_id, std::string r
     for (Task::QueuedUpload* u : task.upload_queue) (u->round_id == round ? batch : rest).push_back(u);
     task.upload_queue = std::move(rest);
     std::vector<PendingReport> reports;
+    std::vector<std::shared_ptr<const ParsedShare>> parsed;
     reports.reserve(batch.size());
     // Moved, not copied (134 KB per share at D = 2^20): a waiting upload
     // reads only its status back.
-    for (Task::QueuedUpload* u : batch) reports.push_back(std::move(u->report));
+    for (Task::QueuedUpload* u : batch) {
+      reports.push_back(std::move(u->report));
+      parsed.push_back(std::move(u->parsed));
+    }
     task.upload_mu.Unlock();
     absl::StatusOr<std::vector<absl::Status>> results =
         task.store->PutPendingBatch(round, reports);
+    // Cached only once durable, and only what the store took as it is (OK:
+    // stored now, or an identical retry of a stored report): verification
+    // then skips the read-back. Replicas claim each other's uploads and read
+    // the store.
+    if (results.ok() && task.store->replicated() == nullptr) {
+      for (size_t i = 0; i < reports.size(); ++i) {
+        if (!(*results)[i].ok()) continue;
+        task.share_cache->Put(round, reports[i].report_id, std::move(parsed[i]),
+                              static_cast<int64_t>(reports[i].share.size()));
+      }
+    }
     task.upload_mu.Lock();
     for (size_t i = 0; i < batch.size(); ++i) {
       batch[i]->status = results.ok() ? (*results)[i] : results.status();
@@ -405,6 +431,8 @@ absl::StatusOr<proto::AggregatorStatusResponse> Aggregator::Status(
     response.set_check_evaluations(static_cast<uint64_t>(task->check_evaluations));
     response.set_expansion_seconds(task->expansion_seconds);
     response.set_accumulator_checkpoints(static_cast<uint64_t>(task->checkpoints));
+    response.set_cached_share_reads(static_cast<uint64_t>(task->share_cache->hits()));
+    response.set_stored_share_reads(static_cast<uint64_t>(task->stored_share_reads));
   }
   response.set_epsilon_budget(task->policy.epsilon_budget);
   response.set_delta(task->policy.delta);

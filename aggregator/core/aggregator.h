@@ -85,6 +85,8 @@ namespace tandem::aggregator {
 
 enum class Role { kLeader = 0, kHelper = 1 };
 
+struct ParsedShare;  // norm_verification.h
+
 absl::StatusOr<Role> ParseRole(absl::string_view name);
 const char* RoleName(Role role);
 
@@ -107,6 +109,11 @@ struct AggregatorOptions {
   // Replicated stores (SaveIdlePartials): a task that accepted reports and
   // then committed nothing for this long saves its partial accumulator.
   absl::Duration idle_checkpoint = absl::Seconds(1);
+  // Per task: bytes of pending reports' parsed shares kept in memory from
+  // upload to verification, so that they are neither read back from the
+  // store nor parsed again (share_cache.h; ~134 KB per report at D = 2^20,
+  // so the default holds ~2,000 of them). 0 = always read the store.
+  int64_t pending_share_cache_bytes = int64_t{256} << 20;
   // Upper bound on any round's max_reports (the round may ask for fewer).
   uint32_t max_reports_per_round = 100000;
   // Upper bound on any round's dimension D (memory: 8 bytes per coordinate).
@@ -177,8 +184,11 @@ class Aggregator {
   // Returns the loaded task (opening its store on first use).
   absl::StatusOr<Task*> GetTask(absl::string_view task_id, bool create)
       ABSL_LOCKS_EXCLUDED(tasks_mu_);
-  // Stores one upload durably through the task's group commit.
-  absl::Status StoreUpload(Task& task, int64_t round_id, std::string report_id, std::string share);
+  // Stores one upload durably through the task's group commit; `parsed`
+  // (its share as verification reads it) is cached once the store holds it
+  // (share_cache.h).
+  absl::Status StoreUpload(Task& task, int64_t round_id, std::string report_id, std::string share,
+                           std::shared_ptr<const ParsedShare> parsed);
   // The ticket's digest (empty without ticket key), UNAUTHENTICATED when it
   // is missing, forged, for another task/round/report or expired.
   absl::StatusOr<std::string> CheckTicket(const proto::UploadRequest& request) const;
@@ -215,6 +225,14 @@ class Aggregator {
   // expanded here.
   absl::Status CommitRecordsLocked(Task& task, const std::vector<ReportRecord>& accepted,
                                    const std::vector<std::string>& rejected);
+  // The parsed shares of `records` (reports of the task's round that keep
+  // their share), in order: parsed from the record's share bytes when it
+  // carries them, else from the upload cache, else read back from the store
+  // (one GetReports for every miss) and parsed. An entry is INVALID_ARGUMENT
+  // when its stored share no longer parses and NOT_FOUND when the store
+  // holds none; a failing store read fails the call.
+  absl::StatusOr<std::vector<absl::StatusOr<std::shared_ptr<const ParsedShare>>>> SharesOfLocked(
+      Task& task, absl::Span<const ReportRecord* const> records);
   // Saves the accumulator if it holds reports the stored snapshot lacks.
   absl::Status CheckpointLocked(Task& task);
   // Replicated stores: after a FAILED_PRECONDITION or ABORTED `status`

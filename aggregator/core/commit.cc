@@ -21,17 +21,18 @@
 namespace tandem::aggregator {
 namespace {
 
-std::vector<const proto::SparseKeySet*> KeysOf(const std::vector<ParsedShare>& shares) {
+std::vector<const proto::SparseKeySet*> KeysOf(
+    const std::vector<std::shared_ptr<const ParsedShare>>& shares) {
   std::vector<const proto::SparseKeySet*> out;
   out.reserve(shares.size());
-  for (const ParsedShare& s : shares) out.push_back(&s.keys);
+  for (const auto& s : shares) out.push_back(&s->keys);
   return out;
 }
 
 }  // namespace
 
-absl::Status Aggregator::CommitRecordsLocked(Task& task, const std::vector<ReportRecord>& accepted,
-                                             const std::vector<std::string>& rejected) {
+absl::StatusOr<std::vector<absl::StatusOr<std::shared_ptr<const ParsedShare>>>>
+Aggregator::SharesOfLocked(Task& task, absl::Span<const ReportRecord* const> records) {
   crypto::ExpectedKeySetShape shape;
   std::shared_ptr<const crypto::proof::NormProofSystem> proof;
   {
@@ -39,12 +40,50 @@ absl::Status Aggregator::CommitRecordsLocked(Task& task, const std::vector<Repor
     shape = task.shape;
     proof = task.proof;
   }
-  if (accepted.empty()) return CommitLocked(task, {}, {}, rejected);
   const bool ticketed = options_.ticket_key != nullptr;
   const int party = static_cast<int>(options_.role);
-  auto parse = [&](absl::string_view blob) {
-    return ParseStoredShare(blob, shape, proof.get(), party, ticketed);
+  using Loaded = absl::StatusOr<std::shared_ptr<const ParsedShare>>;
+  auto parse = [&](absl::string_view blob) -> Loaded {
+    TANDEM_ASSIGN_OR_RETURN(ParsedShare parsed,
+                            ParseStoredShare(blob, shape, proof.get(), party, ticketed));
+    return std::make_shared<const ParsedShare>(std::move(parsed));
   };
+  std::vector<Loaded> out(records.size(), absl::InternalError("share not loaded"));
+  std::vector<std::string> missing;
+  std::vector<size_t> missing_at;
+  for (size_t i = 0; i < records.size(); ++i) {
+    const ReportRecord& r = *records[i];
+    if (!r.share.empty()) {  // read with the record
+      ++task.stored_share_reads;
+      out[i] = parse(r.share);
+    } else if (std::shared_ptr<const ParsedShare> cached =
+                   task.share_cache->Get(r.round_id, r.report_id)) {
+      out[i] = std::move(cached);
+    } else {
+      missing.push_back(r.report_id);
+      missing_at.push_back(i);
+    }
+  }
+  if (missing.empty()) return out;
+  TANDEM_ASSIGN_OR_RETURN(const auto stored, task.store->GetReports(missing));
+  task.stored_share_reads += static_cast<int64_t>(missing.size());
+  for (size_t j = 0; j < missing.size(); ++j) {
+    auto it = stored.find(missing[j]);
+    out[missing_at[j]] = it == stored.end() || it->second.share.empty()
+                             ? Loaded(absl::NotFoundError("the store holds no share for the report"))
+                             : parse(it->second.share);
+  }
+  return out;
+}
+
+absl::Status Aggregator::CommitRecordsLocked(Task& task, const std::vector<ReportRecord>& accepted,
+                                             const std::vector<std::string>& rejected) {
+  if (accepted.empty()) return CommitLocked(task, {}, {}, rejected);
+  int64_t round_id;
+  {
+    absl::ReaderMutexLock lock(&task.state_mu);
+    round_id = task.round_id;
+  }
   // next = counted + the accepted reports. Those in the tentative aggregate
   // (expanded at Verify) come from it, the tentative ones not accepted are
   // subtracted, the others are expanded now (after a restart, or a commit
@@ -52,24 +91,35 @@ absl::Status Aggregator::CommitRecordsLocked(Task& task, const std::vector<Repor
   std::vector<uint64_t> next = task.accumulator;
   absl::flat_hash_set<std::string> accepted_ids;
   for (const ReportRecord& r : accepted) accepted_ids.insert(r.report_id);
-  std::vector<ParsedShare> fresh, undo;
+  // The shares to expand: tentative reports not accepted (to take out) and
+  // accepted reports not in the tentative aggregate (to add).
+  std::vector<ReportRecord> undo_records;
+  std::vector<const ReportRecord*> undo_of, fresh_of;
   const bool used_tentative = !task.tentative_ids.empty();
   if (used_tentative) {
     TANDEM_RETURN_IF_ERROR(
         AddAccumulator(absl::MakeSpan(next), task.tentative, task.dpf->value_bits()));
     for (const std::string& id : task.tentative_ids) {
       if (accepted_ids.contains(id)) continue;
-      TANDEM_ASSIGN_OR_RETURN(ReportRecord r, task.store->GetReport(id));
-      TANDEM_ASSIGN_OR_RETURN(ParsedShare parsed, parse(r.share));
-      undo.push_back(std::move(parsed));
+      ReportRecord r;
+      r.report_id = id;
+      r.round_id = round_id;
+      undo_records.push_back(std::move(r));
     }
+    for (const ReportRecord& r : undo_records) undo_of.push_back(&r);
   }
   std::vector<std::string> ids;
   for (const ReportRecord& r : accepted) {
     ids.push_back(r.report_id);
-    if (task.tentative_ids.contains(r.report_id)) continue;
-    TANDEM_ASSIGN_OR_RETURN(ParsedShare parsed, parse(r.share));
-    fresh.push_back(std::move(parsed));
+    if (!task.tentative_ids.contains(r.report_id)) fresh_of.push_back(&r);
+  }
+  std::vector<std::shared_ptr<const ParsedShare>> fresh, undo;
+  for (auto [of, into] : {std::pair{&undo_of, &undo}, std::pair{&fresh_of, &fresh}}) {
+    TANDEM_ASSIGN_OR_RETURN(auto loaded, SharesOfLocked(task, *of));
+    for (auto& share : loaded) {
+      if (!share.ok()) return share.status();
+      into->push_back(*std::move(share));
+    }
   }
   const auto started = std::chrono::steady_clock::now();
   TANDEM_RETURN_IF_ERROR(AccumulateShares(*task.dpf, KeysOf(fresh), absl::MakeSpan(next)));
@@ -113,6 +163,8 @@ absl::Status Aggregator::CommitLocked(Task& task, const std::vector<std::string>
   task.counted += static_cast<int64_t>(ids.size());
   for (const std::string& id : ids) task.verified.erase(id);
   for (const std::string& id : rejected) task.verified.erase(id);
+  task.share_cache->Erase(ids);
+  task.share_cache->Erase(rejected);
   return absl::OkStatus();
 }
 

@@ -26,7 +26,9 @@
 //         report carries a norm proof, checked by both servers)
 // Counters: expansions_per_report = share + undo expansions of both
 // servers / reports / 2 (1.0 = one expansion per report per server);
-// checkpoints = accumulator snapshots per server.
+// checkpoints = accumulator snapshots per server; store_reads_per_report =
+// shares verification and commits read back from the stores, per report
+// and server (0 when the upload cache, share_cache.h, held them all).
 #include <benchmark/benchmark.h>
 #include <stdlib.h>
 
@@ -120,7 +122,7 @@ struct Pair {
   }
   // Counters of both servers' Status.
   void Report(benchmark::State& state, double reports) {
-    double expansions = 0, checkpoints = 0;
+    double expansions = 0, checkpoints = 0, stored_reads = 0;
     proto::AggregatorStatusRequest sreq;
     sreq.set_task_id("bench");
     for (Aggregator* a : {leader.get(), helper.get()}) {
@@ -128,10 +130,14 @@ struct Pair {
       if (!st.ok()) continue;
       expansions += static_cast<double>(st->share_expansions() + st->undo_expansions());
       checkpoints += static_cast<double>(st->accumulator_checkpoints());
+      stored_reads += static_cast<double>(st->stored_share_reads());
     }
     state.counters["D"] = static_cast<double>(params.dimension());
     state.counters["expansions_per_report"] = expansions / 2 / reports;
     state.counters["checkpoints"] = checkpoints / 2;
+    // Shares read back from the stores per report and server (the rest
+    // came from the upload cache, share_cache.h).
+    state.counters["store_reads_per_report"] = stored_reads / 2 / reports;
   }
 };
 

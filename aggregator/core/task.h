@@ -17,6 +17,7 @@
 #include "aggregator/core/aggregator.h"
 #include "aggregator/store/report_store.h"
 #include "aggregator/core/policy.h"
+#include "aggregator/core/share_cache.h"
 #include "crypto/dp/accountant.h"
 #include "crypto/dpf/key_validator.h"
 #include "crypto/dpf/sparse_dpf.h"
@@ -37,6 +38,9 @@ struct Aggregator::Task {
   std::string id;
   std::unique_ptr<ReportStore> store;
   Policy policy;  // this server's policy for the task (immutable)
+  // Pending reports' parsed shares from upload to verification (set when
+  // the task is created; thread-safe on its own).
+  std::unique_ptr<PendingShareCache> share_cache;
 
   absl::Mutex process_mu;
   absl::Mutex state_mu ABSL_ACQUIRED_AFTER(process_mu);
@@ -58,6 +62,7 @@ struct Aggregator::Task {
   struct QueuedUpload {
     int64_t round_id = 0;
     PendingReport report;
+    std::shared_ptr<const ParsedShare> parsed;  // cached once stored
     absl::Status status;
     bool done = false;
   };
@@ -91,6 +96,8 @@ struct Aggregator::Task {
   int64_t undo_expansions ABSL_GUARDED_BY(process_mu) = 0;
   int64_t check_evaluations ABSL_GUARDED_BY(process_mu) = 0;
   double expansion_seconds ABSL_GUARDED_BY(process_mu) = 0;
+  // Shares verification and commits read back from the store (cache misses).
+  int64_t stored_share_reads ABSL_GUARDED_BY(process_mu) = 0;
   // Helper only: the tentative aggregate, i.e. the sum of the expansions of
   // exactly `tentative_ids`, reports verified (and expanded, once, in the
   // same pass as their digests) but not yet committed (expansion.h). A

@@ -61,8 +61,9 @@ absl::StatusOr<int> Aggregator::ProcessRoundLocked(Task& task, bool final_pass) 
     round_id = task.round_id;
   }
   if (task.store->replicated() != nullptr) return ProcessLeasedLocked(task, round_id, final_pass);
+  // States only: the shares come from the upload cache where it has them.
   TANDEM_ASSIGN_OR_RETURN(std::vector<ReportRecord> pending,
-                          task.store->ListReports(round_id, ReportFilter::kPending));
+                          task.store->ListReportStates(round_id, ReportFilter::kPending));
   int decided = 0;
   for (size_t start = 0; start < pending.size();
        start += static_cast<size_t>(options_.verify_batch_size)) {
@@ -135,17 +136,20 @@ absl::StatusOr<int> Aggregator::ProcessBatchLocked(Task& task,
   // rejected here (and named to the helper as rejected).
   std::vector<std::string> rejected;
   std::vector<const ReportRecord*> candidates;
-  std::vector<ParsedShare> shares;
-  shares.reserve(batch.size());
-  for (const ReportRecord& r : batch) {
-    absl::StatusOr<ParsedShare> keys = ParseStoredShare(r.share, shape, proof.get(), 0, ticketed);
-    if (!keys.ok()) {
-      TANDEM_LOG(ERROR) << "stored share fails validation: " << keys.status();
-      rejected.push_back(r.report_id);
-      continue;
+  std::vector<std::shared_ptr<const ParsedShare>> shares;
+  {
+    std::vector<const ReportRecord*> all;
+    for (const ReportRecord& r : batch) all.push_back(&r);
+    TANDEM_ASSIGN_OR_RETURN(auto loaded, SharesOfLocked(task, all));
+    for (size_t i = 0; i < batch.size(); ++i) {
+      if (!loaded[i].ok()) {
+        TANDEM_LOG(ERROR) << "stored share fails validation: " << loaded[i].status();
+        rejected.push_back(batch[i].report_id);
+        continue;
+      }
+      candidates.push_back(&batch[i]);
+      shares.push_back(*std::move(loaded[i]));
     }
-    candidates.push_back(&r);
-    shares.push_back(*std::move(keys));
   }
   // One expansion per report: each candidate is evaluated once, giving its
   // digest (and, in norm rounds, its verifier share) while it is added into
@@ -157,7 +161,7 @@ absl::StatusOr<int> Aggregator::ProcessBatchLocked(Task& task,
   std::vector<const ParsedShare*> ptrs;
   std::vector<std::string> candidate_ids;
   for (size_t i = 0; i < candidates.size(); ++i) {
-    ptrs.push_back(&shares[i]);
+    ptrs.push_back(shares[i].get());
     candidate_ids.push_back(candidates[i]->report_id);
   }
   TANDEM_ASSIGN_OR_RETURN(ReportChecks checks,
@@ -174,7 +178,7 @@ absl::StatusOr<int> Aggregator::ProcessBatchLocked(Task& task,
     proto::ReportCheck* check = request.add_checks();
     check->set_report_id(candidates[i]->report_id);
     check->set_proof_hash(
-        BoundCheckHash(candidates[i]->report_id, shares[i].ticket_digest, digests[i]));
+        BoundCheckHash(candidates[i]->report_id, shares[i]->ticket_digest, digests[i]));
     check->set_state(proto::PEER_REPORT_PENDING);
     if (proof != nullptr) *check->mutable_norm_check() = verifiers[i];
   }
@@ -205,7 +209,7 @@ absl::StatusOr<int> Aggregator::ProcessBatchLocked(Task& task,
     switch (state) {
       case proto::PEER_REPORT_PENDING:
         if (it->second.proof_hash() ==
-                BoundCheckHash(r.report_id, shares[i].ticket_digest, digests[i]) &&
+                BoundCheckHash(r.report_id, shares[i]->ticket_digest, digests[i]) &&
             (proof == nullptr || proof->Decide(verifiers[i], it->second.norm_check()))) {
           accepted.push_back(i);
         } else {
@@ -247,7 +251,7 @@ absl::StatusOr<int> Aggregator::ProcessBatchLocked(Task& task,
     // not yet at the helper): the only second expansions.
     std::vector<const proto::SparseKeySet*> undo;
     for (size_t i = 0; i < candidates.size(); ++i) {
-      if (!counted[i]) undo.push_back(&shares[i].keys);
+      if (!counted[i]) undo.push_back(&shares[i]->keys);
     }
     started = std::chrono::steady_clock::now();
     TANDEM_RETURN_IF_ERROR(SubtractShares(*task.dpf, undo, absl::MakeSpan(next)));
@@ -307,7 +311,7 @@ absl::StatusOr<proto::VerifyResponse> Aggregator::HandleVerify(
   }
   absl::flat_hash_set<std::string> seen;
   std::vector<int> to_digest;  // indices into response.checks()
-  std::vector<ParsedShare> shares;
+  std::vector<std::shared_ptr<const ParsedShare>> shares;
   std::vector<std::string> leader_hashes;
   std::vector<const proto::NormProofVerifierShare*> leader_checks;
   std::vector<std::string> ids;
@@ -320,7 +324,11 @@ absl::StatusOr<proto::VerifyResponse> Aggregator::HandleVerify(
     }
     ids.push_back(c.report_id());
   }
-  TANDEM_ASSIGN_OR_RETURN(const auto stored, task->store->GetReports(ids));
+  // States first (no share read); then the pending ones' shares, from the
+  // upload cache where it has them.
+  TANDEM_ASSIGN_OR_RETURN(const auto stored, task->store->GetReportStates(ids));
+  std::vector<const ReportRecord*> pending;
+  std::vector<int> pending_at;  // indices into request.checks()
   for (const proto::ReportCheck& c : request.checks()) {
     proto::ReportCheck* out = response.add_checks();
     out->set_report_id(c.report_id());
@@ -338,14 +346,18 @@ absl::StatusOr<proto::VerifyResponse> Aggregator::HandleVerify(
       out->set_state(proto::PEER_REPORT_REJECTED);
       continue;
     }
-    absl::StatusOr<ParsedShare> keys = ParseStoredShare(r->share, shape, proof.get(), 1,
-                                                          options_.ticket_key != nullptr);
-    if (!keys.ok()) {
-      out->set_state(proto::PEER_REPORT_REJECTED);
+    pending.push_back(r);
+    pending_at.push_back(response.checks_size() - 1);
+  }
+  TANDEM_ASSIGN_OR_RETURN(auto loaded, SharesOfLocked(*task, pending));
+  for (size_t i = 0; i < pending.size(); ++i) {
+    const proto::ReportCheck& c = request.checks(pending_at[i]);
+    if (!loaded[i].ok()) {  // no longer parses: never counted
+      response.mutable_checks(pending_at[i])->set_state(proto::PEER_REPORT_REJECTED);
       continue;
     }
-    to_digest.push_back(response.checks_size() - 1);
-    shares.push_back(*std::move(keys));
+    to_digest.push_back(pending_at[i]);
+    shares.push_back(*std::move(loaded[i]));
     leader_hashes.push_back(c.proof_hash());
     leader_checks.push_back(&c.norm_check());
   }
@@ -368,7 +380,7 @@ absl::StatusOr<proto::VerifyResponse> Aggregator::HandleVerify(
     std::vector<const ParsedShare*> ptrs;
     std::vector<std::string> ids;
     for (size_t i : *part) {
-      ptrs.push_back(&shares[i]);
+      ptrs.push_back(shares[i].get());
       ids.push_back(response.checks(to_digest[i]).report_id());
     }
     absl::StatusOr<ReportChecks> checks =
@@ -394,7 +406,7 @@ absl::StatusOr<proto::VerifyResponse> Aggregator::HandleVerify(
   for (size_t i = 0; i < to_digest.size(); ++i) {
     proto::ReportCheck* out = response.mutable_checks(to_digest[i]);
     const std::string mine = BoundCheckHash(response.checks(to_digest[i]).report_id(),
-                                            shares[i].ticket_digest, digests[i]);
+                                            shares[i]->ticket_digest, digests[i]);
     out->set_state(proto::PEER_REPORT_PENDING);
     out->set_proof_hash(mine);
     bool valid = mine == leader_hashes[i];
@@ -433,7 +445,9 @@ absl::StatusOr<proto::AcceptedSetAck> Aggregator::HandleCommit(const proto::Acce
   if (absl::flat_hash_set<std::string>(named.begin(), named.end()).size() != named.size()) {
     return absl::InvalidArgumentError("a report id appears twice in the commit");
   }
-  TANDEM_ASSIGN_OR_RETURN(auto stored, task->store->GetReports(named));
+  // States only: CommitRecordsLocked needs the shares of accepted reports
+  // outside the tentative aggregate alone (after a restart), and loads them.
+  TANDEM_ASSIGN_OR_RETURN(auto stored, task->store->GetReportStates(named));
   std::vector<ReportRecord> accept;
   for (const std::string& id : request.report_ids()) {
     auto found = stored.find(id);

@@ -21,6 +21,11 @@ bool MatchesFilter(const ReportRecord& r, ReportFilter filter) {
   return false;
 }
 
+// A copy of `r` without its share (the *States calls).
+ReportRecord WithoutShare(const ReportRecord& r) {
+  return ReportRecord{r.report_id, r.round_id, r.state, r.counted, r.share_digest, std::string()};
+}
+
 absl::Status InMemoryReportStore::OpenRound(int64_t round_id, absl::string_view parameters) {
   TANDEM_RETURN_IF_ERROR(ValidateRoundId(round_id));
   TANDEM_RETURN_IF_ERROR(ValidateParameters(parameters));
@@ -188,6 +193,30 @@ absl::StatusOr<std::vector<ReportRecord>> InMemoryReportStore::ListReports(int64
   std::vector<ReportRecord> out;
   for (const auto& [id, r] : reports_) {  // std::map: ordered by id.
     if (r.round_id == round_id && MatchesFilter(r, filter)) out.push_back(r);
+  }
+  return out;
+}
+
+absl::StatusOr<absl::flat_hash_map<std::string, ReportRecord>>
+InMemoryReportStore::GetReportStates(absl::Span<const std::string> report_ids) {
+  for (const std::string& id : report_ids) TANDEM_RETURN_IF_ERROR(ValidateReportId(id));
+  absl::MutexLock lock(&mu_);
+  absl::flat_hash_map<std::string, ReportRecord> out;
+  for (const std::string& id : report_ids) {
+    auto it = reports_.find(id);
+    if (it != reports_.end()) out.insert_or_assign(id, WithoutShare(it->second));
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<ReportRecord>> InMemoryReportStore::ListReportStates(
+    int64_t round_id, ReportFilter filter) {
+  TANDEM_RETURN_IF_ERROR(ValidateRoundId(round_id));
+  absl::MutexLock lock(&mu_);
+  if (!rounds_.count(round_id)) return absl::NotFoundError(absl::StrCat("round ", round_id, " not found"));
+  std::vector<ReportRecord> out;
+  for (const auto& [id, r] : reports_) {
+    if (r.round_id == round_id && MatchesFilter(r, filter)) out.push_back(WithoutShare(r));
   }
   return out;
 }

@@ -34,6 +34,10 @@ class InMemoryReportStore : public ReportStore {
   absl::StatusOr<ReportCounts> CountReports(int64_t round_id) override;
   absl::StatusOr<std::vector<ReportRecord>> ListReports(int64_t round_id,
                                                         ReportFilter filter) override;
+  absl::StatusOr<absl::flat_hash_map<std::string, ReportRecord>> GetReportStates(
+      absl::Span<const std::string> report_ids) override;
+  absl::StatusOr<std::vector<ReportRecord>> ListReportStates(int64_t round_id,
+                                                             ReportFilter filter) override;
   absl::Status SaveAccumulator(int64_t round_id, absl::string_view bytes,
                                absl::Span<const std::string> newly_counted) override;
   absl::Status CommitBatch(int64_t round_id, absl::string_view bytes,

@@ -26,6 +26,20 @@ absl::StatusOr<absl::flat_hash_map<std::string, ReportRecord>> ReportStore::GetR
   return out;
 }
 
+absl::StatusOr<absl::flat_hash_map<std::string, ReportRecord>> ReportStore::GetReportStates(
+    absl::Span<const std::string> report_ids) {
+  TANDEM_ASSIGN_OR_RETURN(auto out, GetReports(report_ids));
+  for (auto& [id, r] : out) r.share.clear();
+  return out;
+}
+
+absl::StatusOr<std::vector<ReportRecord>> ReportStore::ListReportStates(int64_t round_id,
+                                                                        ReportFilter filter) {
+  TANDEM_ASSIGN_OR_RETURN(std::vector<ReportRecord> out, ListReports(round_id, filter));
+  for (ReportRecord& r : out) r.share.clear();
+  return out;
+}
+
 std::string ShareDigest(absl::string_view share) {
   std::string out(SHA256_DIGEST_LENGTH, '\0');
   SHA256(reinterpret_cast<const unsigned char*>(share.data()), share.size(),

@@ -196,6 +196,16 @@ class ReportStore {
   // Reports of one round matching `filter`, ordered by report id.
   virtual absl::StatusOr<std::vector<ReportRecord>> ListReports(int64_t round_id,
                                                                 ReportFilter filter) = 0;
+  // GetReports / ListReports without the shares (ReportRecord::share left
+  // empty; id, round, state, counted and digest as stored): what the
+  // verification's bookkeeping needs when it holds the parsed shares already
+  // (aggregator/core/share_cache.h). The defaults read the shares and drop
+  // them; stores that keep shares apart from their rows skip the reads.
+  // Errors as GetReports / ListReports.
+  virtual absl::StatusOr<absl::flat_hash_map<std::string, ReportRecord>> GetReportStates(
+      absl::Span<const std::string> report_ids);
+  virtual absl::StatusOr<std::vector<ReportRecord>> ListReportStates(int64_t round_id,
+                                                                     ReportFilter filter);
 
   // Atomically replaces the round's accumulator with `bytes`, which must
   // already include the reports `newly_counted` (accepted, uncounted, in

@@ -80,6 +80,10 @@ class SegmentReportStore : public ReportStore {
   absl::StatusOr<ReportCounts> CountReports(int64_t round_id) override;
   absl::StatusOr<std::vector<ReportRecord>> ListReports(int64_t round_id,
                                                         ReportFilter filter) override;
+  absl::StatusOr<absl::flat_hash_map<std::string, ReportRecord>> GetReportStates(
+      absl::Span<const std::string> report_ids) override;
+  absl::StatusOr<std::vector<ReportRecord>> ListReportStates(int64_t round_id,
+                                                             ReportFilter filter) override;
   absl::Status SaveAccumulator(int64_t round_id, absl::string_view bytes,
                                absl::Span<const std::string> newly_counted) override;
   absl::Status CommitBatch(int64_t round_id, absl::string_view bytes,
@@ -99,11 +103,15 @@ class SegmentReportStore : public ReportStore {
   absl::Status Migrate();
   absl::StatusOr<RoundRecord> GetRoundLocked(int64_t round_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status RequireOpenLocked(int64_t round_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::StatusOr<ReportRecord> GetReportLocked(absl::string_view report_id)
+  // `with_share` false: the row only (GetReportStates), no segment read.
+  absl::StatusOr<ReportRecord> GetReportLocked(absl::string_view report_id, bool with_share)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Decodes one reports row (kReportColumns) and reads its share.
-  absl::StatusOr<ReportRecord> ReadReportLocked(const sqlite::Statement& st)
+  // Decodes one reports row (kReportColumns) and, with `with_share`, reads
+  // its share.
+  absl::StatusOr<ReportRecord> ReadReportLocked(const sqlite::Statement& st, bool with_share)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<std::vector<ReportRecord>> ListReportsImpl(int64_t round_id, ReportFilter filter,
+                                                            bool with_share);
   absl::Status Transition(absl::string_view report_id, ReportState to);
   // Checks one report and, when new, buffers its share and inserts its row;
   // REQUIRES an open transaction and an open round.

@@ -41,6 +41,7 @@ CREATE TABLE IF NOT EXISTS round_secrets (
 
 constexpr absl::string_view kReportColumns =
     "report_id, round_id, state, counted, share_digest, share";
+constexpr absl::string_view kStateColumns = "report_id, round_id, state, counted, share_digest";
 // The SET clause that forgets a report's share (ApplyTransition).
 constexpr absl::string_view kDropShare = "share = NULL";
 
@@ -61,16 +62,18 @@ absl::Status WriteAccumulatorRow(sqlite::Database& db, int64_t round_id, absl::s
 
 
 // Decodes and validates one reports row (columns in kReportColumns order).
-absl::StatusOr<ReportRecord> ReadReport(const Statement& st) {
+// One reports row: kReportColumns, or kStateColumns (no share) when
+// `with_share` is false.
+absl::StatusOr<ReportRecord> ReadReport(const Statement& st, bool with_share) {
   ReportRecord r;
   r.report_id = st.ColumnBlob(0);
   r.round_id = st.ColumnInt64(1);
   const int64_t state = st.ColumnInt64(2);
   const int64_t counted = st.ColumnInt64(3);
   r.share_digest = st.ColumnBlob(4);
-  r.share = st.ColumnBlob(5);
+  if (with_share) r.share = st.ColumnBlob(5);
   TANDEM_RETURN_IF_ERROR(CheckStoredReportRow(state, counted, &r));
-  TANDEM_RETURN_IF_ERROR(CheckStoredShare(r));
+  if (with_share) TANDEM_RETURN_IF_ERROR(CheckStoredShare(r));
   return r;
 }
 
@@ -202,7 +205,7 @@ absl::StatusOr<ReportRecord> SqliteReportStore::GetReportLocked(absl::string_vie
   TANDEM_RETURN_IF_ERROR(st.BindBlob(1, report_id));
   TANDEM_ASSIGN_OR_RETURN(const bool row, st.Step());
   if (!row) return absl::NotFoundError("report not found");
-  return ReadReport(st);
+  return ReadReport(st, /*with_share=*/true);
 }
 
 absl::Status SqliteReportStore::PutPending(int64_t round_id, absl::string_view report_id,
@@ -290,19 +293,50 @@ absl::StatusOr<ReportRecord> SqliteReportStore::GetReport(absl::string_view repo
 
 absl::StatusOr<std::vector<ReportRecord>> SqliteReportStore::ListReports(int64_t round_id,
                                                                          ReportFilter filter) {
+  return ListReportsImpl(round_id, filter, /*with_share=*/true);
+}
+
+absl::StatusOr<std::vector<ReportRecord>> SqliteReportStore::ListReportStates(int64_t round_id,
+                                                                              ReportFilter filter) {
+  return ListReportsImpl(round_id, filter, /*with_share=*/false);
+}
+
+absl::StatusOr<absl::flat_hash_map<std::string, ReportRecord>> SqliteReportStore::GetReportStates(
+    absl::Span<const std::string> report_ids) {
+  for (const std::string& id : report_ids) TANDEM_RETURN_IF_ERROR(ValidateReportId(id));
+  absl::MutexLock lock(&mu_);
+  TANDEM_ASSIGN_OR_RETURN(
+      Statement st,
+      db_->Prepare(absl::StrCat("SELECT ", kStateColumns, " FROM reports WHERE report_id = ?1")));
+  absl::flat_hash_map<std::string, ReportRecord> out;
+  for (const std::string& id : report_ids) {
+    TANDEM_RETURN_IF_ERROR(st.Reset());
+    TANDEM_RETURN_IF_ERROR(st.BindBlob(1, id));
+    TANDEM_ASSIGN_OR_RETURN(const bool row, st.Step());
+    if (!row) continue;
+    TANDEM_ASSIGN_OR_RETURN(ReportRecord r, ReadReport(st, /*with_share=*/false));
+    out.insert_or_assign(id, std::move(r));
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<ReportRecord>> SqliteReportStore::ListReportsImpl(int64_t round_id,
+                                                                             ReportFilter filter,
+                                                                             bool with_share) {
   TANDEM_RETURN_IF_ERROR(ValidateRoundId(round_id));
   absl::MutexLock lock(&mu_);
   TANDEM_RETURN_IF_ERROR(GetRoundLocked(round_id).status());
   TANDEM_ASSIGN_OR_RETURN(
-      Statement st, db_->Prepare(absl::StrCat("SELECT ", kReportColumns,
-                                              " FROM reports WHERE round_id = ?1 AND ",
-                                              FilterSql(filter), " ORDER BY report_id")));
+      Statement st,
+      db_->Prepare(absl::StrCat("SELECT ", with_share ? kReportColumns : kStateColumns,
+                                " FROM reports WHERE round_id = ?1 AND ", FilterSql(filter),
+                                " ORDER BY report_id")));
   TANDEM_RETURN_IF_ERROR(st.BindInt64(1, round_id));
   std::vector<ReportRecord> out;
   while (true) {
     TANDEM_ASSIGN_OR_RETURN(const bool row, st.Step());
     if (!row) break;
-    TANDEM_ASSIGN_OR_RETURN(ReportRecord r, ReadReport(st));
+    TANDEM_ASSIGN_OR_RETURN(ReportRecord r, ReadReport(st, with_share));
     out.push_back(std::move(r));
   }
   return out;

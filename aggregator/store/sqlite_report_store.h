@@ -54,6 +54,10 @@ class SqliteReportStore : public ReportStore {
   absl::StatusOr<ReportCounts> CountReports(int64_t round_id) override;
   absl::StatusOr<std::vector<ReportRecord>> ListReports(int64_t round_id,
                                                         ReportFilter filter) override;
+  absl::StatusOr<absl::flat_hash_map<std::string, ReportRecord>> GetReportStates(
+      absl::Span<const std::string> report_ids) override;
+  absl::StatusOr<std::vector<ReportRecord>> ListReportStates(int64_t round_id,
+                                                             ReportFilter filter) override;
   absl::Status SaveAccumulator(int64_t round_id, absl::string_view bytes,
                                absl::Span<const std::string> newly_counted) override;
   absl::Status CommitBatch(int64_t round_id, absl::string_view bytes,
@@ -70,6 +74,8 @@ class SqliteReportStore : public ReportStore {
   absl::Status RequireOpenLocked(int64_t round_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<ReportRecord> GetReportLocked(absl::string_view report_id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<std::vector<ReportRecord>> ListReportsImpl(int64_t round_id, ReportFilter filter,
+                                                            bool with_share);
   absl::Status Transition(absl::string_view report_id, ReportState to);
   // Inserts one pending report; REQUIRES an open transaction and an open round.
   absl::Status PutPendingLocked(int64_t round_id, absl::string_view report_id,
