@@ -285,16 +285,19 @@ absl::StatusOr<proto::UploadResponse> Aggregator::Upload(const proto::UploadRequ
   std::string share = EncodeStoredShare(
       parsed->keys, proof != nullptr ? &parsed->proof : nullptr, parsed->ticket_digest);
 
-  absl::StatusOr<ReportRecord> existing = task->store->GetReport(request.report_id());
-  if (existing.ok()) {
-    if (existing->round_id == round_id && existing->share_digest == ShareDigest(share)) {
+  // The state alone (no share read; on the segment store a reader that does
+  // not wait for a group commit in progress). The store checks again in the
+  // group commit, so a concurrent duplicate is still caught there.
+  const std::string ids[] = {request.report_id()};
+  TANDEM_ASSIGN_OR_RETURN(const auto existing, task->store->GetReportStates(ids));
+  if (auto it = existing.find(request.report_id()); it != existing.end()) {
+    if (it->second.round_id == round_id && it->second.share_digest == ShareDigest(share)) {
       proto::UploadResponse response;  // identical retry
       response.set_accepted_for_verification(true);
       return response;
     }
     return absl::AlreadyExistsError("report id already used");
   }
-  if (!absl::IsNotFound(existing.status())) return existing.status();
   TANDEM_RETURN_IF_ERROR(
       StoreUpload(*task, round_id, request.report_id(), std::move(share), std::move(parsed)));
   {

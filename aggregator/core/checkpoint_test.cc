@@ -50,10 +50,11 @@ class CheckpointTest : public ::testing::TestWithParam<bool /*segment store*/> {
     return GetParam() ? MakeSegmentStoreFactory(dir_ + "/" + sub)
                       : MakeSqliteStoreFactory(dir_ + "/" + sub);
   }
-  void Start(int checkpoint_reports) {
+  void Start(int checkpoint_reports, int64_t share_cache_bytes = int64_t{256} << 20) {
     leader_.reset();
     helper_.reset();
     AggregatorOptions o;
+    o.pending_share_cache_bytes = share_cache_bytes;
     o.policies = testing::PermissiveTestPolicies();
     o.verify_batch_size = 2;
     o.checkpoint_reports = checkpoint_reports;
@@ -157,6 +158,49 @@ TEST_P(CheckpointTest, EveryBatchWithCheckpointOne) {
   Start(/*checkpoint_reports=*/1);
   EXPECT_EQ(StatusOf(*leader_).share_expansions(), 0u);
   EXPECT_EQ(StatusOf(*helper_).share_expansions(), 0u);
+}
+
+// The upload cache (share_cache.h): verification takes the shares the
+// uploads parsed; after a restart (cache empty) or with the cache off it
+// reads them back from the store; the released sum is the same either way.
+TEST_P(CheckpointTest, VerificationUsesTheUploadCacheAndARestartReadsTheStore) {
+  Start(/*checkpoint_reports=*/4);
+  TANDEM_ASSERT_OK(leader_->OpenRound(params_));
+  TANDEM_ASSERT_OK(helper_->OpenRound(params_));
+  for (uint64_t s = 1; s <= 5; ++s) Upload(s);
+  // A conflicting upload under a used id is refused and displaces nothing.
+  TestReport conflicting = MakeReport(params_, 99).value();
+  conflicting.to_leader.set_report_id(MakeReport(params_, 1).value().to_leader.report_id());
+  EXPECT_THAT(leader_->Upload(conflicting.to_leader).status(),
+              ::tandem::testing::StatusIs(absl::StatusCode::kAlreadyExists));
+  ASSERT_THAT(leader_->ProcessPending("task"), ::tandem::testing::IsOkAndHolds(5));
+  for (Aggregator* a : {leader_.get(), helper_.get()}) {
+    EXPECT_EQ(StatusOf(*a).cached_share_reads(), 5u);
+    EXPECT_EQ(StatusOf(*a).stored_share_reads(), 0u);
+  }
+  Upload(6);
+  Upload(7);
+  Start(/*checkpoint_reports=*/4);  // restarted: the cache is gone
+  ASSERT_THAT(leader_->ProcessPending("task"), ::tandem::testing::IsOkAndHolds(2));
+  for (Aggregator* a : {leader_.get(), helper_.get()}) {
+    // Report 5 (after the last snapshot) re-expanded at load, 6 and 7 verified.
+    EXPECT_EQ(StatusOf(*a).cached_share_reads(), 0u);
+    EXPECT_EQ(StatusOf(*a).stored_share_reads(), 3u);
+  }
+  Start(/*checkpoint_reports=*/4, /*share_cache_bytes=*/0);  // cache off
+  Upload(8);
+  ASSERT_THAT(leader_->ProcessPending("task"), ::tandem::testing::IsOkAndHolds(1));
+  EXPECT_EQ(StatusOf(*leader_).cached_share_reads(), 0u);
+  // Reports 5-7 (after the snapshot of 4) re-expanded at load, 8 verified.
+  EXPECT_EQ(StatusOf(*leader_).stored_share_reads(), 3u + 1u);
+  proto::FinalizeRequest req;
+  req.set_task_id("task");
+  req.set_round_id(1);
+  TANDEM_ASSERT_OK_AND_ASSIGN(proto::FinalizeResponse a, leader_->Finalize(req));
+  TANDEM_ASSERT_OK_AND_ASSIGN(proto::FinalizeResponse b, helper_->Finalize(req));
+  EXPECT_EQ(a.accepted_reports(), 8u);
+  TANDEM_ASSERT_OK_AND_ASSIGN(std::vector<uint64_t> sum, testing::SumShares(a, b));
+  EXPECT_EQ(sum, expected_);
 }
 
 TEST(CheckpointOptions, AtLeastOneReport) {

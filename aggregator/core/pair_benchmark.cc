@@ -34,8 +34,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -230,38 +232,61 @@ void BM_PairIngestPipelined(benchmark::State& state) {
   if (p == nullptr) return;
   const int uploaders_n = static_cast<int>(state.range(3));
   constexpr int64_t kAhead = 512;  // uploads ahead of the verification, at most
-  std::atomic<int64_t> uploaded{0}, decided{0};
-  std::atomic<bool> stop{false}, failed{false};
+  // Backpressure without polling (a daemon's clients would block in gRPC):
+  // an uploader waits while kAhead reports are started and undecided, the
+  // verification loop while every stored report is decided.
+  std::mutex mu;
+  std::condition_variable cv;
+  int64_t started = 0, stored = 0, decided = 0;  // guarded by mu
+  bool stop = false;
+  std::atomic<bool> failed{false};
   std::vector<std::thread> uploaders;
   for (int t = 0; t < uploaders_n; ++t) {
     uploaders.emplace_back([&, t] {
-      for (size_t i = static_cast<size_t>(t); !stop.load(); i += static_cast<size_t>(uploaders_n)) {
-        while (uploaded.load() - decided.load() >= kAhead && !stop.load()) {
-          std::this_thread::sleep_for(std::chrono::microseconds(200));
+      for (size_t i = static_cast<size_t>(t);; i += static_cast<size_t>(uploaders_n)) {
+        {
+          std::unique_lock<std::mutex> lock(mu);
+          cv.wait(lock, [&] { return stop || started - decided < kAhead; });
+          if (stop) return;
+          ++started;
         }
-        if (stop.load()) break;
         if (!p->UploadOne(i)) failed = true;
-        ++uploaded;
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          ++stored;
+        }
+        cv.notify_all();
       }
     });
   }
   int64_t in_loop = 0;
   for (auto _ : state) {
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return stored > decided; });
+    }
     // One verification pass over whatever is pending (batches of up to 64).
     absl::StatusOr<int> n = p->leader->ProcessPending("bench");
     if (!n.ok()) {
       state.SkipWithError("process");
       break;
     }
-    if (*n == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
-    decided += *n;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      decided += *n;
+    }
+    cv.notify_all();
     in_loop += *n;
   }
-  stop = true;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    stop = true;
+  }
+  cv.notify_all();
   for (std::thread& t : uploaders) t.join();
   if (failed) state.SkipWithError("upload");
   state.SetItemsProcessed(in_loop);
-  p->Report(state, static_cast<double>(std::max<int64_t>(1, decided.load())));
+  p->Report(state, static_cast<double>(std::max<int64_t>(1, decided)));
 }
 
 void BM_PairComputeBound(benchmark::State& state) {

@@ -416,6 +416,53 @@ TEST_P(ReportStoreContractTest, CountReportsByStateWithoutShares) {
   EXPECT_EQ(c.pending + c.accepted + c.rejected, 0);
 }
 
+TEST_P(ReportStoreContractTest, StatesAreTheRecordsWithoutTheirShares) {
+  // Every state a record can be in, and the round filter; each read right
+  // after the write that made it (the segment store reads states through a
+  // second connection: it must see every commit).
+  for (const char* id : {"a", "b", "c", "d"}) {
+    ASSERT_THAT(store_->PutPending(1, id, absl::StrCat("share-", id)), IsOk());
+  }
+  ASSERT_THAT(store_->CommitBatch(1, "acc", {"a"}, {"b"}), IsOk());
+  ASSERT_THAT(store_->CommitDecisions(1, {"c"}, {}), IsOk());  // accepted, uncounted
+  ASSERT_THAT(store_->OpenRound(2, "params-2"), IsOk());
+  ASSERT_THAT(store_->PutPending(2, "e", "share-e"), IsOk());
+  const std::vector<std::string> ids = {"a", "b", "c", "d", "e", "unknown"};
+  TANDEM_ASSERT_OK_AND_ASSIGN(const auto full, store_->GetReports(ids));
+  TANDEM_ASSERT_OK_AND_ASSIGN(const auto states, store_->GetReportStates(ids));
+  ASSERT_EQ(states.size(), 5u);
+  ASSERT_EQ(full.size(), 5u);
+  for (const auto& [id, r] : full) {
+    SCOPED_TRACE(id);
+    const ReportRecord& s = states.at(id);
+    EXPECT_EQ(s.report_id, r.report_id);
+    EXPECT_EQ(s.round_id, r.round_id);
+    EXPECT_EQ(s.state, r.state);
+    EXPECT_EQ(s.counted, r.counted);
+    EXPECT_EQ(s.share_digest, r.share_digest);
+    EXPECT_EQ(s.share, "");
+  }
+  EXPECT_EQ(full.at("d").share, "share-d");  // the full read still has it
+  for (ReportFilter f : {ReportFilter::kPending, ReportFilter::kAcceptedUncounted,
+                         ReportFilter::kCounted, ReportFilter::kRejected, ReportFilter::kAll}) {
+    TANDEM_ASSERT_OK_AND_ASSIGN(const auto listed, store_->ListReports(1, f));
+    TANDEM_ASSERT_OK_AND_ASSIGN(const auto listed_states, store_->ListReportStates(1, f));
+    ASSERT_EQ(listed_states.size(), listed.size());
+    for (size_t i = 0; i < listed.size(); ++i) {
+      EXPECT_EQ(listed_states[i].report_id, listed[i].report_id);
+      EXPECT_EQ(listed_states[i].state, listed[i].state);
+      EXPECT_EQ(listed_states[i].share, "");
+    }
+  }
+  TANDEM_ASSERT_OK_AND_ASSIGN(const auto pending, store_->ListReportStates(1, ReportFilter::kPending));
+  ASSERT_EQ(pending.size(), 1u);
+  EXPECT_EQ(pending[0].report_id, "d");
+  EXPECT_THAT(store_->ListReportStates(9, ReportFilter::kAll).status(),
+              StatusIs(absl::StatusCode::kNotFound));
+  const std::vector<std::string> bad = {"a", ""};
+  EXPECT_THAT(store_->GetReportStates(bad).status(), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
 #ifdef TANDEM_WITH_POSTGRES
 // One real PostgreSQL server per test binary; each test gets a fresh task
 // (named after its fresh directory) in the shared database.

@@ -2,6 +2,7 @@
 // round-level calls: segment_report_store_rounds.cc).
 #include "aggregator/store/segment_report_store.h"
 
+#include <optional>
 #include <utility>
 
 #include "absl/cleanup/cleanup.h"
@@ -48,10 +49,10 @@ absl::string_view FilterSql(ReportFilter filter) {
   return "1";
 }
 
-}  // namespace
-
-absl::StatusOr<ReportRecord> SegmentReportStore::ReadReportLocked(const Statement& st,
-                                                                  bool with_share) {
+// Decodes and checks one reports row (kReportColumns) without reading its
+// share; *loc is where the share lies when the report keeps one.
+absl::StatusOr<ReportRecord> DecodeReportRow(const Statement& st,
+                                             std::optional<ShareLocation>* loc) {
   ReportRecord r;
   r.report_id = st.ColumnBlob(0);
   r.round_id = st.ColumnInt64(1);
@@ -65,22 +66,30 @@ absl::StatusOr<ReportRecord> SegmentReportStore::ReadReportLocked(const Statemen
     return CorruptStore("share location (partly set)");
   }
   if (has_share != located) return CorruptStore("share location (set for the wrong state)");
-  if (has_share && with_share) {
-    const ShareLocation loc{st.ColumnInt64(5), st.ColumnInt64(6), st.ColumnInt64(7)};
-    TANDEM_ASSIGN_OR_RETURN(r.share, files_->Read(loc, ShareTag(r.share_digest)));
+  loc->reset();
+  if (has_share) *loc = ShareLocation{st.ColumnInt64(5), st.ColumnInt64(6), st.ColumnInt64(7)};
+  return r;
+}
+
+}  // namespace
+
+absl::StatusOr<ReportRecord> SegmentReportStore::ReadReportLocked(const Statement& st) {
+  std::optional<ShareLocation> loc;
+  TANDEM_ASSIGN_OR_RETURN(ReportRecord r, DecodeReportRow(st, &loc));
+  if (loc.has_value()) {
+    TANDEM_ASSIGN_OR_RETURN(r.share, files_->Read(*loc, ShareTag(r.share_digest)));
   }
   return r;
 }
 
-absl::StatusOr<ReportRecord> SegmentReportStore::GetReportLocked(absl::string_view report_id,
-                                                                 bool with_share) {
+absl::StatusOr<ReportRecord> SegmentReportStore::GetReportLocked(absl::string_view report_id) {
   TANDEM_ASSIGN_OR_RETURN(
       Statement st,
       db_->Prepare(absl::StrCat("SELECT ", kReportColumns, " FROM reports WHERE report_id = ?1")));
   TANDEM_RETURN_IF_ERROR(st.BindBlob(1, report_id));
   TANDEM_ASSIGN_OR_RETURN(const bool row, st.Step());
   if (!row) return absl::NotFoundError("report not found");
-  return ReadReportLocked(st, with_share);
+  return ReadReportLocked(st);
 }
 
 void SegmentReportStore::DiscardLocked() {
@@ -227,36 +236,52 @@ absl::Status SegmentReportStore::MarkRejected(absl::string_view report_id) {
 absl::StatusOr<ReportRecord> SegmentReportStore::GetReport(absl::string_view report_id) {
   TANDEM_RETURN_IF_ERROR(ValidateReportId(report_id));
   absl::MutexLock lock(&mu_);
-  return GetReportLocked(report_id, /*with_share=*/true);
+  return GetReportLocked(report_id);
 }
 
 absl::StatusOr<absl::flat_hash_map<std::string, ReportRecord>> SegmentReportStore::GetReportStates(
     absl::Span<const std::string> report_ids) {
   for (const std::string& id : report_ids) TANDEM_RETURN_IF_ERROR(ValidateReportId(id));
-  absl::MutexLock lock(&mu_);
+  absl::MutexLock lock(&reader_mu_);
+  TANDEM_ASSIGN_OR_RETURN(
+      Statement st,
+      reader_->Prepare(absl::StrCat("SELECT ", kReportColumns, " FROM reports WHERE report_id = ?1")));
   absl::flat_hash_map<std::string, ReportRecord> out;
+  std::optional<ShareLocation> loc;
   for (const std::string& id : report_ids) {
-    absl::StatusOr<ReportRecord> r = GetReportLocked(id, /*with_share=*/false);
-    if (absl::IsNotFound(r.status())) continue;
-    if (!r.ok()) return r.status();
-    out.insert_or_assign(id, *std::move(r));
+    TANDEM_RETURN_IF_ERROR(st.Reset());
+    TANDEM_RETURN_IF_ERROR(st.BindBlob(1, id));
+    TANDEM_ASSIGN_OR_RETURN(const bool row, st.Step());
+    if (!row) continue;
+    TANDEM_ASSIGN_OR_RETURN(ReportRecord r, DecodeReportRow(st, &loc));
+    out.insert_or_assign(id, std::move(r));
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<ReportRecord>> SegmentReportStore::ListReportStates(
+    int64_t round_id, ReportFilter filter) {
+  TANDEM_RETURN_IF_ERROR(ValidateRoundId(round_id));
+  absl::MutexLock lock(&reader_mu_);
+  TANDEM_RETURN_IF_ERROR(ReadRoundRow(*reader_, round_id).status());
+  TANDEM_ASSIGN_OR_RETURN(
+      Statement st,
+      reader_->Prepare(absl::StrCat("SELECT ", kReportColumns, " FROM reports WHERE round_id = ?1 AND ",
+                                    FilterSql(filter), " ORDER BY report_id")));
+  TANDEM_RETURN_IF_ERROR(st.BindInt64(1, round_id));
+  std::vector<ReportRecord> out;
+  std::optional<ShareLocation> loc;
+  while (true) {
+    TANDEM_ASSIGN_OR_RETURN(const bool row, st.Step());
+    if (!row) break;
+    TANDEM_ASSIGN_OR_RETURN(ReportRecord r, DecodeReportRow(st, &loc));
+    out.push_back(std::move(r));
   }
   return out;
 }
 
 absl::StatusOr<std::vector<ReportRecord>> SegmentReportStore::ListReports(int64_t round_id,
                                                                           ReportFilter filter) {
-  return ListReportsImpl(round_id, filter, /*with_share=*/true);
-}
-
-absl::StatusOr<std::vector<ReportRecord>> SegmentReportStore::ListReportStates(
-    int64_t round_id, ReportFilter filter) {
-  return ListReportsImpl(round_id, filter, /*with_share=*/false);
-}
-
-absl::StatusOr<std::vector<ReportRecord>> SegmentReportStore::ListReportsImpl(int64_t round_id,
-                                                                              ReportFilter filter,
-                                                                              bool with_share) {
   TANDEM_RETURN_IF_ERROR(ValidateRoundId(round_id));
   absl::MutexLock lock(&mu_);
   TANDEM_RETURN_IF_ERROR(GetRoundLocked(round_id).status());
@@ -269,7 +294,7 @@ absl::StatusOr<std::vector<ReportRecord>> SegmentReportStore::ListReportsImpl(in
   while (true) {
     TANDEM_ASSIGN_OR_RETURN(const bool row, st.Step());
     if (!row) break;
-    TANDEM_ASSIGN_OR_RETURN(ReportRecord r, ReadReportLocked(st, with_share));
+    TANDEM_ASSIGN_OR_RETURN(ReportRecord r, ReadReportLocked(st));
     out.push_back(std::move(r));
   }
   return out;

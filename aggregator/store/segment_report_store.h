@@ -31,8 +31,12 @@
 // is computed once, at PutPending, for the digest the contract stores.)
 //
 // Thread safety: thread-safe; one SQLite connection and the segment files
-// guarded by one mutex. One process at a time (FAILED_PRECONDITION when the
-// directory is locked by another).
+// guarded by one mutex. The state reads that need no share (GetReportStates,
+// ListReportStates: an upload's duplicate check, the verification's
+// bookkeeping) go through a second, read-only connection under its own
+// mutex, so they see the last committed index without waiting for a group
+// commit's fsyncs (WAL readers do not block on the writer). One process at
+// a time (FAILED_PRECONDITION when the directory is locked by another).
 #ifndef TANDEM_AGGREGATOR_STORE_SEGMENT_REPORT_STORE_H_
 #define TANDEM_AGGREGATOR_STORE_SEGMENT_REPORT_STORE_H_
 
@@ -103,15 +107,11 @@ class SegmentReportStore : public ReportStore {
   absl::Status Migrate();
   absl::StatusOr<RoundRecord> GetRoundLocked(int64_t round_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status RequireOpenLocked(int64_t round_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // `with_share` false: the row only (GetReportStates), no segment read.
-  absl::StatusOr<ReportRecord> GetReportLocked(absl::string_view report_id, bool with_share)
+  absl::StatusOr<ReportRecord> GetReportLocked(absl::string_view report_id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Decodes one reports row (kReportColumns) and, with `with_share`, reads
-  // its share.
-  absl::StatusOr<ReportRecord> ReadReportLocked(const sqlite::Statement& st, bool with_share)
+  // Decodes one reports row (kReportColumns) and reads its share.
+  absl::StatusOr<ReportRecord> ReadReportLocked(const sqlite::Statement& st)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::StatusOr<std::vector<ReportRecord>> ListReportsImpl(int64_t round_id, ReportFilter filter,
-                                                            bool with_share);
   absl::Status Transition(absl::string_view report_id, ReportState to);
   // Checks one report and, when new, buffers its share and inserts its row;
   // REQUIRES an open transaction and an open round.
@@ -129,6 +129,9 @@ class SegmentReportStore : public ReportStore {
   void ReclaimLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const int lock_fd_;
+  // The read-only connection of the *States calls (never held with mu_).
+  absl::Mutex reader_mu_;
+  std::unique_ptr<sqlite::Database> reader_ ABSL_GUARDED_BY(reader_mu_);
   absl::Mutex mu_;
   std::unique_ptr<sqlite::Database> db_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<SegmentFiles> files_ ABSL_GUARDED_BY(mu_);         // Shares.

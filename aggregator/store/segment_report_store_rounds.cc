@@ -87,12 +87,24 @@ absl::StatusOr<std::unique_ptr<SegmentReportStore>> SegmentReportStore::Open(
   std::unique_ptr<SegmentReportStore> store(
       new SegmentReportStore(std::move(db), std::move(files), std::move(accumulators), lock_fd));
   TANDEM_RETURN_IF_ERROR(store->Migrate());
+  {
+    sqlite::DatabaseOptions reader = options.sqlite;
+    reader.create_if_missing = false;
+    TANDEM_ASSIGN_OR_RETURN(auto db, sqlite::Database::Open(dir + "/index.sqlite", reader));
+    TANDEM_RETURN_IF_ERROR(db->Exec("PRAGMA query_only = ON"));
+    absl::MutexLock lock(&store->reader_mu_);
+    store->reader_ = std::move(db);
+  }
   absl::MutexLock lock(&store->mu_);
   store->ReclaimLocked();  // Segments emptied before a crash.
   return store;
 }
 
 SegmentReportStore::~SegmentReportStore() {
+  {
+    absl::MutexLock lock(&reader_mu_);
+    reader_.reset();
+  }
   {
     absl::MutexLock lock(&mu_);
     files_.reset();
