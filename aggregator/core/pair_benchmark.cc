@@ -179,6 +179,7 @@ std::unique_ptr<Pair> MakePair(benchmark::State& state) {
   p->channel.set_helper(p->helper.get());
   AggregatorOptions lo;
   lo.policies = ::tandem::aggregator::testing::PermissiveTestPolicies();
+  if (const char* b = getenv("TANDEM_VERIFY_BATCH"); b != nullptr) lo.verify_batch_size = atoi(b);
   p->leader =
       *Aggregator::Create(lo, factory(p->dir + "/l"), &p->channel, &p->clock, p->noise.get());
   // B = 2^10, k = 16; norm rounds bound every block and the report.

@@ -159,6 +159,7 @@ absl::Status SegmentFiles::StartSegment() {
 }
 
 absl::StatusOr<ShareLocation> SegmentFiles::Add(absl::string_view payload, absl::string_view tag) {
+  if (flushing_) return absl::FailedPreconditionError("segment store: a flush is in progress");
   if (static_cast<int64_t>(payload.size()) > max_record_bytes_ || tag.size() != kTagBytes) {
     return absl::InvalidArgumentError("segment store: bad record");
   }
@@ -179,30 +180,58 @@ absl::StatusOr<ShareLocation> SegmentFiles::Add(absl::string_view payload, absl:
 }
 
 absl::Status SegmentFiles::Flush() {
-  if (payloads_.empty()) return absl::OkStatus();
+  TANDEM_ASSIGN_OR_RETURN(const SegmentWrite write, BeginFlush());
+  return EndFlush(write, write.Run());
+}
+
+absl::StatusOr<SegmentWrite> SegmentFiles::BeginFlush() {
+  SegmentWrite write;
+  if (payloads_.empty()) return write;  // nothing buffered: nothing to wait for
+  if (flushing_) return absl::FailedPreconditionError("segment store: a flush is in progress");
+  write.fd_ = active_fd_;
+  write.offset_ = active_end_;
+  write.total_ = pending_bytes_;
+  write.sync_ = sync_;
+  write.path_ = PathOf(active_);
+  write.headers_ = std::move(headers_);
+  write.payloads_ = std::move(payloads_);
+  Discard();
+  flushing_ = true;
+  return write;
+}
+
+absl::Status SegmentFiles::EndFlush(const SegmentWrite& write, absl::Status written) {
+  if (write.empty()) return written;
+  flushing_ = false;
+  if (!written.ok()) {
+    // Whatever reached the file is unindexed dead space; the next batch
+    // starts a fresh segment (this one stays readable for its live records).
+    active_ = -1;
+    active_fd_ = -1;
+    return written;
+  }
+  active_end_ += write.total_;
+  return absl::OkStatus();
+}
+
+absl::Status SegmentWrite::Run() const {
+  if (total_ == 0) return absl::OkStatus();
   // Header and payload of every record, written in place (no copy).
-  const std::vector<std::string> headers = std::move(headers_);
   std::vector<iovec> iov;
   iov.reserve(2 * payloads_.size());
   for (size_t i = 0; i < payloads_.size(); ++i) {
-    iov.push_back({const_cast<char*>(headers[i].data()), headers[i].size()});
+    iov.push_back({const_cast<char*>(headers_[i].data()), headers_[i].size()});
     if (!payloads_[i].empty()) {
       iov.push_back({const_cast<char*>(payloads_[i].data()), payloads_[i].size()});
     }
   }
-  const int64_t total = pending_bytes_;
-  Discard();
-  absl::Status status;
   int64_t done = 0;
   size_t first = 0;  // First iovec not fully written.
-  while (done < total) {
+  while (done < total_) {
     const int count = static_cast<int>(std::min<size_t>(kIovMax, iov.size() - first));
-    const ssize_t n = pwritev(active_fd_, iov.data() + first, count, active_end_ + done);
+    const ssize_t n = pwritev(fd_, iov.data() + first, count, offset_ + done);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      status = ErrnoStatus(n < 0 ? errno : EIO, absl::StrCat("write ", PathOf(active_)));
-      break;
-    }
+    if (n <= 0) return ErrnoStatus(n < 0 ? errno : EIO, absl::StrCat("write ", path_));
     done += n;
     size_t left = static_cast<size_t>(n);  // Skip what was written.
     while (left > 0 && left >= iov[first].iov_len) left -= iov[first++].iov_len;
@@ -211,17 +240,7 @@ absl::Status SegmentFiles::Flush() {
       iov[first].iov_len -= left;
     }
   }
-  if (status.ok() && sync_ && fdatasync(active_fd_) != 0) {
-    status = ErrnoStatus(errno, absl::StrCat("fdatasync ", PathOf(active_)));
-  }
-  if (!status.ok()) {
-    // Whatever reached the file is unindexed dead space; the next batch
-    // starts a fresh segment (this one stays readable for its live records).
-    active_ = -1;
-    active_fd_ = -1;
-    return status;
-  }
-  active_end_ += total;
+  if (sync_ && fdatasync(fd_) != 0) return ErrnoStatus(errno, absl::StrCat("fdatasync ", path_));
   return absl::OkStatus();
 }
 

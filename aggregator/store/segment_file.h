@@ -45,6 +45,29 @@ struct ShareLocation {
   int64_t length = 0;  // Of the payload.
 };
 
+// The records of one flush and where they go (SegmentFiles::BeginFlush):
+// Run writes and syncs them without touching the SegmentFiles, so that the
+// caller need not hold its lock meanwhile. Holds views of the callers'
+// payloads (valid until EndFlush). Movable.
+class SegmentWrite {
+ public:
+  SegmentWrite() = default;
+  // pwritev of every record at its place, then fdatasync when syncing.
+  // Errors are the mapped errno (INTERNAL, RESOURCE_EXHAUSTED for ENOSPC).
+  absl::Status Run() const;
+  bool empty() const { return total_ == 0; }
+
+ private:
+  friend class SegmentFiles;
+  int fd_ = -1;  // The active segment's (owned by SegmentFiles).
+  int64_t offset_ = 0;
+  int64_t total_ = 0;
+  bool sync_ = false;
+  std::string path_;  // For error messages.
+  std::vector<std::string> headers_;
+  std::vector<absl::string_view> payloads_;
+};
+
 class SegmentFiles {
  public:
   static constexpr int64_t kHeaderBytes = 20;
@@ -69,7 +92,15 @@ class SegmentFiles {
   // Writes the buffered records and syncs them; only then may the index
   // name them. On failure the active segment is retired (nothing is
   // appended to it any more) and the buffered records are dropped.
+  // Flush() = BeginFlush, Run, EndFlush.
   absl::Status Flush();
+  // The same in steps: BeginFlush takes the buffered records (none: an
+  // empty write; FAILED_PRECONDITION while another flush of records is in
+  // progress, and Add is refused until its EndFlush); the caller runs the write with no lock held, then
+  // reports its outcome to EndFlush, which returns it. Reads of committed
+  // locations may go on meanwhile (they never touch the bytes in flight).
+  absl::StatusOr<SegmentWrite> BeginFlush();
+  absl::Status EndFlush(const SegmentWrite& write, absl::Status written);
   // Drops the buffered records (the batch was abandoned).
   void Discard() {
     headers_.clear();
@@ -109,6 +140,7 @@ class SegmentFiles {
   std::vector<std::string> headers_;
   std::vector<absl::string_view> payloads_;
   int64_t pending_bytes_ = 0;
+  bool flushing_ = false;  // Between BeginFlush and EndFlush.
 };
 
 }  // namespace tandem::aggregator

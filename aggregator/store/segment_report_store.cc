@@ -122,59 +122,87 @@ absl::Status SegmentReportStore::WriteAccumulatorLocked(int64_t round_id, absl::
 
 absl::Status SegmentReportStore::PutPending(int64_t round_id, absl::string_view report_id,
                                             absl::string_view share) {
-  TANDEM_RETURN_IF_ERROR(ValidateRoundId(round_id));
-  absl::MutexLock lock(&mu_);
-  absl::Cleanup discard = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { DiscardLocked(); };
-  TANDEM_ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(db_.get()));
-  TANDEM_RETURN_IF_ERROR(RequireOpenLocked(round_id));
-  TANDEM_RETURN_IF_ERROR(PutPendingLocked(round_id, report_id, share));
-  return CommitWithSharesLocked(tx);
+  const PendingReport one{std::string(report_id), std::string(share)};
+  TANDEM_ASSIGN_OR_RETURN(std::vector<absl::Status> out,
+                          PutPendingBatch(round_id, absl::MakeConstSpan(&one, 1)));
+  return out[0];
 }
 
 absl::StatusOr<std::vector<absl::Status>> SegmentReportStore::PutPendingBatch(
     int64_t round_id, absl::Span<const PendingReport> reports) {
   TANDEM_RETURN_IF_ERROR(ValidateRoundId(round_id));
-  absl::MutexLock lock(&mu_);
-  absl::Cleanup discard = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { DiscardLocked(); };
-  TANDEM_ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(db_.get()));
-  TANDEM_RETURN_IF_ERROR(RequireOpenLocked(round_id));
+  // Uploads write one batch at a time (the only writers of new rows), so
+  // the duplicate checks below still hold when the rows are inserted.
+  absl::MutexLock upload_lock(&upload_mu_);
   std::vector<absl::Status> out;
-  out.reserve(reports.size());
-  for (const PendingReport& r : reports) {
-    absl::Status s = PutPendingLocked(round_id, r.report_id, r.share);
-    // Per-report refusals are answers; anything else aborts the batch.
-    if (!s.ok() && !absl::IsAlreadyExists(s) && !absl::IsInvalidArgument(s)) return s;
-    out.push_back(std::move(s));
+  std::vector<NewReport> rows;
+  SegmentWrite write;
+  {
+    absl::MutexLock lock(&mu_);
+    absl::Cleanup discard = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { DiscardLocked(); };
+    TANDEM_RETURN_IF_ERROR(RequireOpenLocked(round_id));
+    absl::flat_hash_map<std::string, std::string> batch_digests;  // new ids of this batch
+    out.reserve(reports.size());
+    for (const PendingReport& r : reports) {
+      absl::Status s = CheckNewLocked(round_id, r.report_id, r.share, &batch_digests, &rows);
+      // Per-report refusals are answers; anything else aborts the batch.
+      if (!s.ok() && !absl::IsAlreadyExists(s) && !absl::IsInvalidArgument(s)) return s;
+      out.push_back(std::move(s));
+    }
+    TANDEM_ASSIGN_OR_RETURN(write, files_->BeginFlush());
+    std::move(discard).Cancel();
   }
-  TANDEM_RETURN_IF_ERROR(CommitWithSharesLocked(tx));  // One fdatasync, one commit.
+  // The shares reach the disk with no lock held: verification's state reads
+  // and commits go on meanwhile. Only then are the rows naming them
+  // committed (the ack point), in a short transaction.
+  const absl::Status written = write.Run();
+  absl::MutexLock lock(&mu_);
+  TANDEM_RETURN_IF_ERROR(files_->EndFlush(write, written));
+  if (rows.empty()) return out;
+  TANDEM_ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(db_.get()));
+  // Closed meanwhile: nothing is indexed (the records are dead space).
+  TANDEM_RETURN_IF_ERROR(RequireOpenLocked(round_id));
+  TANDEM_ASSIGN_OR_RETURN(
+      Statement ins, db_->Prepare("INSERT INTO reports VALUES (?1, ?2, 0, 0, ?3, ?4, ?5, ?6)"));
+  for (const NewReport& row : rows) {
+    TANDEM_RETURN_IF_ERROR(ins.Reset());
+    TANDEM_RETURN_IF_ERROR(ins.BindBlob(1, row.report_id));
+    TANDEM_RETURN_IF_ERROR(ins.BindInt64(2, round_id));
+    TANDEM_RETURN_IF_ERROR(ins.BindBlob(3, row.digest));
+    TANDEM_RETURN_IF_ERROR(ins.BindInt64(4, row.loc.segment));
+    TANDEM_RETURN_IF_ERROR(ins.BindInt64(5, row.loc.offset));
+    TANDEM_RETURN_IF_ERROR(ins.BindInt64(6, row.loc.length));
+    TANDEM_RETURN_IF_ERROR(ins.StepDone());
+  }
+  TANDEM_RETURN_IF_ERROR(tx.Commit());
   return out;
 }
 
-absl::Status SegmentReportStore::PutPendingLocked(int64_t round_id, absl::string_view report_id,
-                                                  absl::string_view share) {
+absl::Status SegmentReportStore::CheckNewLocked(
+    int64_t round_id, absl::string_view report_id, absl::string_view share,
+    absl::flat_hash_map<std::string, std::string>* batch_digests, std::vector<NewReport>* rows) {
   TANDEM_RETURN_IF_ERROR(ValidateReportId(report_id));
   TANDEM_RETURN_IF_ERROR(ValidateShare(share));
-  const std::string digest = ShareDigest(share);
+  std::string digest = ShareDigest(share);
   // The idempotency check needs the digest only, not the stored share.
+  const auto same = [&](int64_t stored_round, absl::string_view stored_digest) {
+    return stored_round == round_id && stored_digest == digest
+               ? absl::OkStatus()
+               : absl::AlreadyExistsError("report id already used (replay or conflicting content)");
+  };
+  if (auto it = batch_digests->find(report_id); it != batch_digests->end()) {
+    return same(round_id, it->second);  // twice in this batch
+  }
   TANDEM_ASSIGN_OR_RETURN(
       Statement get,
       db_->Prepare("SELECT round_id, share_digest FROM reports WHERE report_id = ?1"));
   TANDEM_RETURN_IF_ERROR(get.BindBlob(1, report_id));
   TANDEM_ASSIGN_OR_RETURN(const bool row, get.Step());
-  if (row) {
-    if (get.ColumnInt64(0) == round_id && get.ColumnBlob(1) == digest) return absl::OkStatus();
-    return absl::AlreadyExistsError("report id already used (replay or conflicting content)");
-  }
+  if (row) return same(get.ColumnInt64(0), get.ColumnBlob(1));
   TANDEM_ASSIGN_OR_RETURN(const ShareLocation loc, files_->Add(share, ShareTag(digest)));
-  TANDEM_ASSIGN_OR_RETURN(
-      Statement ins, db_->Prepare("INSERT INTO reports VALUES (?1, ?2, 0, 0, ?3, ?4, ?5, ?6)"));
-  TANDEM_RETURN_IF_ERROR(ins.BindBlob(1, report_id));
-  TANDEM_RETURN_IF_ERROR(ins.BindInt64(2, round_id));
-  TANDEM_RETURN_IF_ERROR(ins.BindBlob(3, digest));
-  TANDEM_RETURN_IF_ERROR(ins.BindInt64(4, loc.segment));
-  TANDEM_RETURN_IF_ERROR(ins.BindInt64(5, loc.offset));
-  TANDEM_RETURN_IF_ERROR(ins.BindInt64(6, loc.length));
-  return ins.StepDone();
+  batch_digests->emplace(report_id, digest);
+  rows->push_back(NewReport{std::string(report_id), std::move(digest), loc});
+  return absl::OkStatus();
 }
 
 absl::Status SegmentReportStore::Transition(absl::string_view report_id, ReportState to) {

@@ -14,7 +14,10 @@
 // appends the batch's shares, fdatasyncs the segment once, and only then
 // commits the index rows in one transaction, so an acknowledged report's
 // share is on disk before anything names it; a crash in between leaves
-// unindexed bytes that nothing reads. Counting or rejecting a report only
+// unindexed bytes that nothing reads. The store's lock is not held while
+// the segment is written and synced (only the checks before and the short
+// index commit after), so state reads and the verification's commits do
+// not queue behind an upload group's fsync. Counting or rejecting a report only
 // clears its location in the index (in the same transaction as the state
 // change); a segment no index row names any more is deleted after that
 // commit (never the segment being appended to). Reopening never appends to
@@ -44,6 +47,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "aggregator/store/report_store.h"
 #include "aggregator/store/segment_file.h"
@@ -113,10 +117,21 @@ class SegmentReportStore : public ReportStore {
   absl::StatusOr<ReportRecord> ReadReportLocked(const sqlite::Statement& st)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Transition(absl::string_view report_id, ReportState to);
-  // Checks one report and, when new, buffers its share and inserts its row;
-  // REQUIRES an open transaction and an open round.
-  absl::Status PutPendingLocked(int64_t round_id, absl::string_view report_id,
-                                absl::string_view share) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A report new to the store, its share buffered in files_ (PutPendingBatch).
+  struct NewReport {
+    std::string report_id;
+    std::string digest;
+    ShareLocation loc;
+  };
+  // Checks one upload of a PutPendingBatch against the index and the
+  // batch's earlier ones (`batch_digests`, by id): OK for an identical
+  // repeat, ALREADY_EXISTS for another share or round under the id,
+  // INVALID_ARGUMENT for a malformed one; a new report's share is buffered
+  // and its row added to `rows`. REQUIRES upload_mu_ (no other inserter).
+  absl::Status CheckNewLocked(int64_t round_id, absl::string_view report_id,
+                              absl::string_view share,
+                              absl::flat_hash_map<std::string, std::string>* batch_digests,
+                              std::vector<NewReport>* rows) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Buffers the accumulator snapshot and points the round's row at it
   // (adding `newly_counted` to its report count); REQUIRES a transaction.
   absl::Status WriteAccumulatorLocked(int64_t round_id, absl::string_view bytes,
@@ -129,6 +144,8 @@ class SegmentReportStore : public ReportStore {
   void ReclaimLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const int lock_fd_;
+  // Serialises the uploads' PutPendingBatch (held around mu_, never inside it).
+  absl::Mutex upload_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   // The read-only connection of the *States calls (never held with mu_).
   absl::Mutex reader_mu_;
   std::unique_ptr<sqlite::Database> reader_ ABSL_GUARDED_BY(reader_mu_);

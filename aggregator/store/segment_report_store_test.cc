@@ -6,9 +6,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -263,6 +265,61 @@ TEST_F(SegmentReportStoreTest, TruncatedSegmentIsDataLoss) {
   std::filesystem::resize_file(Seg(1), 50);
   Reopen();
   EXPECT_THAT(store_->GetReport("a"), StatusIs(absl::StatusCode::kDataLoss, HasSubstr("shorter")));
+}
+
+// The store's lock is not held while an upload batch's shares are written
+// and synced: commits, snapshots and state reads run meanwhile, and every
+// batch lands whole with its own answers (duplicates inside a batch too).
+TEST_F(SegmentReportStoreTest, CommitsAndReadsRunWhileUploadBatchesAreWritten) {
+  Reopen(/*max_segment_bytes=*/4096);  // rotations during the run
+  ASSERT_THAT(store_->OpenRound(1, "p"), IsOk());
+  constexpr int kBatches = 40, kPerBatch = 8;
+  std::atomic<int> uploaded_batches{0};
+  std::atomic<bool> failed{false};
+  std::thread uploader([&] {
+    for (int b = 0; b < kBatches; ++b) {
+      std::vector<PendingReport> batch;
+      for (int i = 0; i < kPerBatch; ++i) {
+        batch.push_back({absl::StrCat("r", b, "_", i), Share(b * kPerBatch + i, 300)});
+      }
+      batch.push_back(batch.front());                         // identical repeat: OK
+      batch.push_back({batch.front().report_id, Share(-1)});  // conflicting: refused
+      absl::StatusOr<std::vector<absl::Status>> out = store_->PutPendingBatch(1, batch);
+      if (!out.ok() || out->size() != batch.size() || !(*out)[kPerBatch].ok() ||
+          !absl::IsAlreadyExists((*out)[kPerBatch + 1])) {
+        failed = true;
+        return;
+      }
+      for (int i = 0; i < kPerBatch; ++i) failed = failed || !(*out)[i].ok();
+      ++uploaded_batches;
+    }
+  });
+  // Meanwhile: decide whatever is pending, snapshot now and then, read states.
+  int decided = 0, rounds = 0;
+  while (decided < kBatches * kPerBatch && !failed) {
+    auto pending = store_->ListReportStates(1, ReportFilter::kPending);
+    ASSERT_THAT(pending.status(), IsOk());
+    std::vector<std::string> accept, reject;
+    for (const ReportRecord& r : *pending) (accept.size() <= reject.size() ? accept : reject)
+                                               .push_back(r.report_id);
+    if (++rounds % 3 == 0) {
+      ASSERT_THAT(store_->CommitBatch(1, absl::StrCat("acc", rounds), accept, reject), IsOk());
+    } else {
+      ASSERT_THAT(store_->CommitDecisions(1, accept, reject), IsOk());
+    }
+    decided += static_cast<int>(accept.size() + reject.size());
+    ASSERT_THAT(store_->GetReportStates(accept).status(), IsOk());
+  }
+  uploader.join();
+  ASSERT_FALSE(failed);
+  EXPECT_EQ(uploaded_batches, kBatches);
+  TANDEM_ASSERT_OK_AND_ASSIGN(ReportCounts c, store_->CountReports(1));
+  EXPECT_EQ(c.pending, 0);
+  EXPECT_EQ(c.accepted + c.rejected, kBatches * kPerBatch);
+  // Every accepted share that is still kept reads back intact after a reopen.
+  Reopen(4096);
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto kept, store_->ListReports(1, ReportFilter::kAcceptedUncounted));
+  for (const ReportRecord& r : kept) EXPECT_EQ(r.share.size(), 300u) << r.report_id;
 }
 
 TEST_F(SegmentReportStoreTest, OneProcessAtATime) {
