@@ -284,6 +284,8 @@ absl::StatusOr<proto::UploadResponse> Aggregator::Upload(const proto::UploadRequ
   // Rounds without a norm bound and without tickets store the key set alone.
   std::string share = EncodeStoredShare(
       parsed->keys, proof != nullptr ? &parsed->proof : nullptr, parsed->ticket_digest);
+  // Hashed here, on this upload's thread, not in the group commit's one.
+  std::string digest = ShareDigest(share);
 
   // The state alone (no share read; on the segment store a reader that does
   // not wait for a group commit in progress). The store checks again in the
@@ -291,7 +293,7 @@ absl::StatusOr<proto::UploadResponse> Aggregator::Upload(const proto::UploadRequ
   const std::string ids[] = {request.report_id()};
   TANDEM_ASSIGN_OR_RETURN(const auto existing, task->store->GetReportStates(ids));
   if (auto it = existing.find(request.report_id()); it != existing.end()) {
-    if (it->second.round_id == round_id && it->second.share_digest == ShareDigest(share)) {
+    if (it->second.round_id == round_id && it->second.share_digest == digest) {
       proto::UploadResponse response;  // identical retry
       response.set_accepted_for_verification(true);
       return response;
@@ -299,7 +301,9 @@ absl::StatusOr<proto::UploadResponse> Aggregator::Upload(const proto::UploadRequ
     return absl::AlreadyExistsError("report id already used");
   }
   TANDEM_RETURN_IF_ERROR(
-      StoreUpload(*task, round_id, request.report_id(), std::move(share), std::move(parsed)));
+      StoreUpload(*task, round_id,
+                  PendingReport{request.report_id(), std::move(share), std::move(digest)},
+                  std::move(parsed)));
   {
     absl::MutexLock lock(&task->state_mu);
     ++task->received;
@@ -309,12 +313,11 @@ absl::StatusOr<proto::UploadResponse> Aggregator::Upload(const proto::UploadRequ
   return response;
 }
 
-absl::Status Aggregator::StoreUpload(Task& task, int64_t round_id, std::string report_id,
-                                     std::string share,
+absl::Status Aggregator::StoreUpload(Task& task, int64_t round_id, PendingReport report,
                                      std::shared_ptr<const ParsedShare> parsed) {
   Task::QueuedUpload mine;
   mine.round_id = round_id;
-  mine.report = {std::move(report_id), std::move(share)};
+  mine.report = std::move(report);
   mine.parsed = std::move(parsed);
   absl::MutexLock lock(&task.upload_mu);
   task.upload_queue.push_back(&mine);

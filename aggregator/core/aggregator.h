@@ -187,7 +187,7 @@ class Aggregator {
   // Stores one upload durably through the task's group commit; `parsed`
   // (its share as verification reads it) is cached once the store holds it
   // (share_cache.h).
-  absl::Status StoreUpload(Task& task, int64_t round_id, std::string report_id, std::string share,
+  absl::Status StoreUpload(Task& task, int64_t round_id, PendingReport report,
                            std::shared_ptr<const ParsedShare> parsed);
   // The ticket's digest (empty without ticket key), UNAUTHENTICATED when it
   // is missing, forged, for another task/round/report or expired.

@@ -126,7 +126,7 @@ absl::Status InMemoryReportStore::PutPending(int64_t round_id, absl::string_view
   TANDEM_RETURN_IF_ERROR(ValidateRoundId(round_id));
   absl::MutexLock lock(&mu_);
   TANDEM_RETURN_IF_ERROR(OpenRoundLocked(round_id).status());
-  return PutPendingLocked(round_id, report_id, share);
+  return PutPendingLocked(round_id, report_id, share, ShareDigest(share));
 }
 
 absl::StatusOr<std::vector<absl::Status>> InMemoryReportStore::PutPendingBatch(
@@ -135,15 +135,17 @@ absl::StatusOr<std::vector<absl::Status>> InMemoryReportStore::PutPendingBatch(
   absl::MutexLock lock(&mu_);
   TANDEM_RETURN_IF_ERROR(OpenRoundLocked(round_id).status());
   std::vector<absl::Status> out;
-  for (const PendingReport& r : reports) out.push_back(PutPendingLocked(round_id, r.report_id, r.share));
+  for (const PendingReport& r : reports) {
+    out.push_back(PutPendingLocked(round_id, r.report_id, r.share, DigestOf(r)));
+  }
   return out;
 }
 
 absl::Status InMemoryReportStore::PutPendingLocked(int64_t round_id, absl::string_view report_id,
-                                                   absl::string_view share) {
+                                                   absl::string_view share,
+                                                   absl::string_view digest) {
   TANDEM_RETURN_IF_ERROR(ValidateReportId(report_id));
   TANDEM_RETURN_IF_ERROR(ValidateShare(share));
-  const std::string digest = ShareDigest(share);
   auto it = reports_.find(report_id);
   if (it != reports_.end()) {
     if (it->second.round_id == round_id && it->second.share_digest == digest) return absl::OkStatus();
@@ -151,7 +153,7 @@ absl::Status InMemoryReportStore::PutPendingLocked(int64_t round_id, absl::strin
   }
   reports_.emplace(std::string(report_id),
                    ReportRecord{std::string(report_id), round_id, ReportState::kPending, false,
-                                digest, std::string(share)});
+                                std::string(digest), std::string(share)});
   return absl::OkStatus();
 }
 

@@ -51,8 +51,10 @@ class InMemoryReportStore : public ReportStore {
   absl::StatusOr<RoundRecord*> OpenRoundLocked(int64_t round_id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Transition(absl::string_view report_id, ReportState to);
+  // `digest`: ShareDigest(share).
   absl::Status PutPendingLocked(int64_t round_id, absl::string_view report_id,
-                                absl::string_view share) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                                absl::string_view share, absl::string_view digest)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   absl::Mutex mu_;
   std::map<int64_t, RoundRecord> rounds_ ABSL_GUARDED_BY(mu_);

@@ -40,6 +40,10 @@ absl::StatusOr<std::vector<ReportRecord>> ReportStore::ListReportStates(int64_t 
   return out;
 }
 
+std::string DigestOf(const PendingReport& r) {
+  return r.share_digest.empty() ? ShareDigest(r.share) : r.share_digest;
+}
+
 std::string ShareDigest(absl::string_view share) {
   std::string out(SHA256_DIGEST_LENGTH, '\0');
   SHA256(reinterpret_cast<const unsigned char*>(share.data()), share.size(),

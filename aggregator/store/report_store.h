@@ -84,7 +84,14 @@ struct ReportCounts {
 struct PendingReport {
   std::string report_id;
   std::string share;
+  // ShareDigest(share) when the caller computed it already (an upload
+  // thread, in parallel with the others), else empty. A store may use it
+  // instead of hashing the share again; it must be exactly that digest.
+  std::string share_digest;
 };
+
+// r.share_digest when set, else ShareDigest(r.share).
+std::string DigestOf(const PendingReport& r);
 
 struct AccumulatorSnapshot {
   int64_t round_id = 0;

@@ -123,13 +123,13 @@ class SegmentReportStore : public ReportStore {
     std::string digest;
     ShareLocation loc;
   };
-  // Checks one upload of a PutPendingBatch against the index and the
+  // Checks one upload (`digest`: its share's) of a PutPendingBatch against the index and the
   // batch's earlier ones (`batch_digests`, by id): OK for an identical
   // repeat, ALREADY_EXISTS for another share or round under the id,
   // INVALID_ARGUMENT for a malformed one; a new report's share is buffered
   // and its row added to `rows`. REQUIRES upload_mu_ (no other inserter).
   absl::Status CheckNewLocked(int64_t round_id, absl::string_view report_id,
-                              absl::string_view share,
+                              absl::string_view share, std::string digest,
                               absl::flat_hash_map<std::string, std::string>* batch_digests,
                               std::vector<NewReport>* rows) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Buffers the accumulator snapshot and points the round's row at it

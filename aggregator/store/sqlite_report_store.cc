@@ -214,20 +214,22 @@ absl::Status SqliteReportStore::PutPending(int64_t round_id, absl::string_view r
   absl::MutexLock lock(&mu_);
   TANDEM_ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(db_.get()));
   TANDEM_RETURN_IF_ERROR(RequireOpenLocked(round_id));
-  TANDEM_RETURN_IF_ERROR(PutPendingLocked(round_id, report_id, share));
+  TANDEM_RETURN_IF_ERROR(PutPendingLocked(round_id, report_id, share, ShareDigest(share)));
   return tx.Commit();
 }
 
 absl::StatusOr<std::vector<absl::Status>> SqliteReportStore::PutPendingBatch(
     int64_t round_id, absl::Span<const PendingReport> reports) {
   TANDEM_RETURN_IF_ERROR(ValidateRoundId(round_id));
+  std::vector<std::string> digests;  // before the lock
+  for (const PendingReport& r : reports) digests.push_back(DigestOf(r));
   absl::MutexLock lock(&mu_);
   TANDEM_ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(db_.get()));
   TANDEM_RETURN_IF_ERROR(RequireOpenLocked(round_id));
   std::vector<absl::Status> out;
   out.reserve(reports.size());
-  for (const PendingReport& r : reports) {
-    absl::Status s = PutPendingLocked(round_id, r.report_id, r.share);
+  for (size_t i = 0; i < reports.size(); ++i) {
+    absl::Status s = PutPendingLocked(round_id, reports[i].report_id, reports[i].share, digests[i]);
     // Per-report refusals are answers; anything else aborts the batch.
     if (!s.ok() && !absl::IsAlreadyExists(s) && !absl::IsInvalidArgument(s)) return s;
     out.push_back(std::move(s));
@@ -237,10 +239,10 @@ absl::StatusOr<std::vector<absl::Status>> SqliteReportStore::PutPendingBatch(
 }
 
 absl::Status SqliteReportStore::PutPendingLocked(int64_t round_id, absl::string_view report_id,
-                                                 absl::string_view share) {
+                                                 absl::string_view share,
+                                                 absl::string_view digest) {
   TANDEM_RETURN_IF_ERROR(ValidateReportId(report_id));
   TANDEM_RETURN_IF_ERROR(ValidateShare(share));
-  const std::string digest = ShareDigest(share);
   absl::StatusOr<ReportRecord> existing = GetReportLocked(report_id);
   if (existing.ok()) {
     if (existing->round_id == round_id && existing->share_digest == digest) return absl::OkStatus();

@@ -78,8 +78,10 @@ class SqliteReportStore : public ReportStore {
                                                             bool with_share);
   absl::Status Transition(absl::string_view report_id, ReportState to);
   // Inserts one pending report; REQUIRES an open transaction and an open round.
+  // `digest`: ShareDigest(share).
   absl::Status PutPendingLocked(int64_t round_id, absl::string_view report_id,
-                                absl::string_view share) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                                absl::string_view share, absl::string_view digest)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   absl::Mutex mu_;
   std::unique_ptr<sqlite::Database> db_ ABSL_GUARDED_BY(mu_);
