@@ -124,7 +124,7 @@ struct Pair {
   }
   // Counters of both servers' Status.
   void Report(benchmark::State& state, double reports) {
-    double expansions = 0, checkpoints = 0, stored_reads = 0;
+    double expansions = 0, checkpoints = 0, stored_reads = 0, cached_reads = 0;
     proto::AggregatorStatusRequest sreq;
     sreq.set_task_id("bench");
     for (Aggregator* a : {leader.get(), helper.get()}) {
@@ -133,6 +133,7 @@ struct Pair {
       expansions += static_cast<double>(st->share_expansions() + st->undo_expansions());
       checkpoints += static_cast<double>(st->accumulator_checkpoints());
       stored_reads += static_cast<double>(st->stored_share_reads());
+      cached_reads += static_cast<double>(st->cached_share_reads());
     }
     state.counters["D"] = static_cast<double>(params.dimension());
     state.counters["expansions_per_report"] = expansions / 2 / reports;
@@ -140,6 +141,7 @@ struct Pair {
     // Shares read back from the stores per report and server (the rest
     // came from the upload cache, share_cache.h).
     state.counters["store_reads_per_report"] = stored_reads / 2 / reports;
+    state.counters["cache_reads_per_report"] = cached_reads / 2 / reports;
   }
 };
 
