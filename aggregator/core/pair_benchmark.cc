@@ -358,6 +358,8 @@ BENCHMARK(BM_PairIngestPipelined)
     ->Args({20, 1, 1, 8, 1})
     ->Args({17, 1, 3, 64, 0})
     ->Args({20, 1, 3, 64, 0})
+    ->Args({17, 0, 1, 64, 0})
+    ->Args({20, 0, 1, 64, 0})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 BENCHMARK(BM_PairComputeBound)
