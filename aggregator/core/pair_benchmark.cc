@@ -136,6 +136,8 @@ struct Pair {
       cached_reads += static_cast<double>(st->cached_share_reads());
     }
     state.counters["D"] = static_cast<double>(params.dimension());
+    // Bytes one server receives per report (the upload request).
+    state.counters["upload_bytes"] = static_cast<double>(pool[0].to_leader.ByteSizeLong());
     state.counters["expansions_per_report"] = expansions / 2 / reports;
     state.counters["checkpoints"] = checkpoints / 2;
     // Shares read back from the stores per report and server (the rest

@@ -14,7 +14,11 @@
 //
 // Bounded by `max_bytes` (the shares' stored sizes): a Put that would go
 // over it is dropped (first come, first kept: pending reports are verified
-// roughly in upload order, and entries leave when their report is decided).
+// roughly in upload order, and entries leave when their report is decided,
+// or all of them when the task opens its next round). An upload thread
+// descheduled between its store commit and its Put for longer than a whole
+// verification of that report leaves an entry for a decided report until
+// the round ends: it costs budget, never a result.
 // Thread-safe (its own mutex): uploads Put while verification Gets/Erases.
 #ifndef TANDEM_AGGREGATOR_CORE_SHARE_CACHE_H_
 #define TANDEM_AGGREGATOR_CORE_SHARE_CACHE_H_

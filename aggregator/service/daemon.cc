@@ -97,6 +97,10 @@ absl::StatusOr<std::unique_ptr<AggregatorDaemon>> AggregatorDaemon::Start(
                                   ? absl::InfiniteDuration()
                                   : absl::Milliseconds(config.idle_checkpoint_ms());
   }
+  if (config.pending_share_cache_mib() != 0) {
+    options.pending_share_cache_bytes =
+        config.pending_share_cache_mib() < 0 ? 0 : config.pending_share_cache_mib() << 20;
+  }
   options.max_dimension = std::min(options.max_dimension, policies.MaxDimension());
   options.policies = std::move(policies);
   if (!config.coordinator_public_key_path().empty()) {

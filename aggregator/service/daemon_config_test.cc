@@ -164,6 +164,20 @@ TEST(ValidateConfigTest, ReplicasNeedPostgresAndAWellFormedId) {
   EXPECT_THAT(ValidateConfig(c), IsOk());
 }
 
+TEST(ValidateConfigTest, ShareCacheSizeIsBounded) {
+  proto::AggregatorConfig c = Helper();
+  for (int64_t mib : {int64_t{-1}, int64_t{0}, int64_t{1}, int64_t{65536}}) {
+    c.set_pending_share_cache_mib(mib);
+    EXPECT_THAT(ValidateConfig(c), IsOk()) << mib;
+  }
+  for (int64_t mib : {int64_t{-2}, int64_t{65537}, int64_t{1} << 44}) {
+    c.set_pending_share_cache_mib(mib);
+    EXPECT_THAT(ValidateConfig(c), StatusIs(absl::StatusCode::kInvalidArgument,
+                                            HasSubstr("pending_share_cache_mib")))
+        << mib;
+  }
+}
+
 TEST(UploadLimitTest, FollowsThePolicyNotABlanketLimit) {
   EXPECT_EQ(UploadLimitBytes(uint64_t{1} << 18), 17 * (int64_t{1} << 18) + (1 << 20));
   EXPECT_LT(UploadLimitBytes(uint64_t{1} << 18), int64_t{8} << 20);
