@@ -49,6 +49,27 @@ absl::string_view FilterSql(ReportFilter filter) {
   return "1";
 }
 
+// The round's reports matching `filter`, ordered by id (kReportColumns).
+std::string ListSql(ReportFilter filter) {
+  return absl::StrCat("SELECT ", kReportColumns, " FROM reports WHERE round_id = ?1 AND ",
+                      FilterSql(filter), " ORDER BY report_id");
+}
+
+// Steps `st` (bound to `round_id` as ?1) to its end, decoding every row.
+template <typename Decode>
+absl::StatusOr<std::vector<ReportRecord>> CollectRows(Statement& st, int64_t round_id,
+                                                      Decode decode) {
+  TANDEM_RETURN_IF_ERROR(st.BindInt64(1, round_id));
+  std::vector<ReportRecord> out;
+  while (true) {
+    TANDEM_ASSIGN_OR_RETURN(const bool row, st.Step());
+    if (!row) break;
+    TANDEM_ASSIGN_OR_RETURN(ReportRecord r, decode(st));
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
 // Decodes and checks one reports row (kReportColumns) without reading its
 // share; *loc is where the share lies when the report keeps one.
 absl::StatusOr<ReportRecord> DecodeReportRow(const Statement& st,
@@ -297,20 +318,9 @@ absl::StatusOr<std::vector<ReportRecord>> SegmentReportStore::ListReportStates(
   TANDEM_RETURN_IF_ERROR(ValidateRoundId(round_id));
   absl::MutexLock lock(&reader_mu_);
   TANDEM_RETURN_IF_ERROR(ReadRoundRow(*reader_, round_id).status());
-  TANDEM_ASSIGN_OR_RETURN(
-      Statement st,
-      reader_->Prepare(absl::StrCat("SELECT ", kReportColumns, " FROM reports WHERE round_id = ?1 AND ",
-                                    FilterSql(filter), " ORDER BY report_id")));
-  TANDEM_RETURN_IF_ERROR(st.BindInt64(1, round_id));
-  std::vector<ReportRecord> out;
+  TANDEM_ASSIGN_OR_RETURN(Statement st, reader_->Prepare(ListSql(filter)));
   std::optional<ShareLocation> loc;
-  while (true) {
-    TANDEM_ASSIGN_OR_RETURN(const bool row, st.Step());
-    if (!row) break;
-    TANDEM_ASSIGN_OR_RETURN(ReportRecord r, DecodeReportRow(st, &loc));
-    out.push_back(std::move(r));
-  }
-  return out;
+  return CollectRows(st, round_id, [&loc](const Statement& row) { return DecodeReportRow(row, &loc); });
 }
 
 absl::StatusOr<std::vector<ReportRecord>> SegmentReportStore::ListReports(int64_t round_id,
@@ -318,19 +328,10 @@ absl::StatusOr<std::vector<ReportRecord>> SegmentReportStore::ListReports(int64_
   TANDEM_RETURN_IF_ERROR(ValidateRoundId(round_id));
   absl::MutexLock lock(&mu_);
   TANDEM_RETURN_IF_ERROR(GetRoundLocked(round_id).status());
-  TANDEM_ASSIGN_OR_RETURN(
-      Statement st,
-      db_->Prepare(absl::StrCat("SELECT ", kReportColumns, " FROM reports WHERE round_id = ?1 AND ",
-                                FilterSql(filter), " ORDER BY report_id")));
-  TANDEM_RETURN_IF_ERROR(st.BindInt64(1, round_id));
-  std::vector<ReportRecord> out;
-  while (true) {
-    TANDEM_ASSIGN_OR_RETURN(const bool row, st.Step());
-    if (!row) break;
-    TANDEM_ASSIGN_OR_RETURN(ReportRecord r, ReadReportLocked(st));
-    out.push_back(std::move(r));
-  }
-  return out;
+  TANDEM_ASSIGN_OR_RETURN(Statement st, db_->Prepare(ListSql(filter)));
+  return CollectRows(st, round_id, [this](const Statement& row) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return ReadReportLocked(row);  // mu_ is held by the caller
+  });
 }
 
 absl::Status SegmentReportStore::SaveAccumulator(int64_t round_id, absl::string_view bytes,
