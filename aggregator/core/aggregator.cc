@@ -282,8 +282,8 @@ absl::StatusOr<proto::UploadResponse> Aggregator::Upload(const proto::UploadRequ
   if (proof != nullptr) parsed->proof = request.norm_proof();
   parsed->ticket_digest = ticket_digest;
   // Rounds without a norm bound and without tickets store the key set alone.
-  std::string share = EncodeStoredShare(
-      parsed->keys, proof != nullptr ? &parsed->proof : nullptr, parsed->ticket_digest);
+  std::string share = EncodeStoredShare(parsed->keys, proof != nullptr ? &parsed->proof : nullptr,
+                                        parsed->ticket_digest);
   // Hashed here, on this upload's thread, not in the group commit's one.
   std::string digest = ShareDigest(share);
 
@@ -300,10 +300,9 @@ absl::StatusOr<proto::UploadResponse> Aggregator::Upload(const proto::UploadRequ
     }
     return absl::AlreadyExistsError("report id already used");
   }
-  TANDEM_RETURN_IF_ERROR(
-      StoreUpload(*task, round_id,
-                  PendingReport{request.report_id(), std::move(share), std::move(digest)},
-                  std::move(parsed)));
+  TANDEM_RETURN_IF_ERROR(StoreUpload(
+      *task, round_id, PendingReport{request.report_id(), std::move(share), std::move(digest)},
+      std::move(parsed)));
   {
     absl::MutexLock lock(&task->state_mu);
     ++task->received;

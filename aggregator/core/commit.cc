@@ -69,9 +69,10 @@ Aggregator::SharesOfLocked(Task& task, absl::Span<const ReportRecord* const> rec
   task.stored_share_reads += static_cast<int64_t>(missing.size());
   for (size_t j = 0; j < missing.size(); ++j) {
     auto it = stored.find(missing[j]);
-    out[missing_at[j]] = it == stored.end() || it->second.share.empty()
-                             ? Loaded(absl::NotFoundError("the store holds no share for the report"))
-                             : parse(it->second.share);
+    out[missing_at[j]] =
+        it == stored.end() || it->second.share.empty()
+            ? Loaded(absl::NotFoundError("the store holds no share for the report"))
+            : parse(it->second.share);
   }
   return out;
 }

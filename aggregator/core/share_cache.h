@@ -43,8 +43,8 @@ class PendingShareCache {
   // Keeps `share` (stored as `stored_bytes` bytes) for `report_id` of round
   // `round_id`, unless it would exceed the budget or the id is cached
   // already. Returns whether it was kept.
-  bool Put(int64_t round_id, absl::string_view report_id,
-           std::shared_ptr<const ParsedShare> share, int64_t stored_bytes);
+  bool Put(int64_t round_id, absl::string_view report_id, std::shared_ptr<const ParsedShare> share,
+           int64_t stored_bytes);
   // The share cached for `report_id` in round `round_id`; null when absent
   // (or cached for another round).
   std::shared_ptr<const ParsedShare> Get(int64_t round_id, absl::string_view report_id) const;

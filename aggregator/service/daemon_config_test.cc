@@ -172,8 +172,8 @@ TEST(ValidateConfigTest, ShareCacheSizeIsBounded) {
   }
   for (int64_t mib : {int64_t{-2}, int64_t{65537}, int64_t{1} << 44}) {
     c.set_pending_share_cache_mib(mib);
-    EXPECT_THAT(ValidateConfig(c), StatusIs(absl::StatusCode::kInvalidArgument,
-                                            HasSubstr("pending_share_cache_mib")))
+    EXPECT_THAT(ValidateConfig(c),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("pending_share_cache_mib")))
         << mib;
   }
 }

@@ -199,8 +199,8 @@ absl::StatusOr<std::vector<ReportRecord>> InMemoryReportStore::ListReports(int64
   return out;
 }
 
-absl::StatusOr<absl::flat_hash_map<std::string, ReportRecord>>
-InMemoryReportStore::GetReportStates(absl::Span<const std::string> report_ids) {
+absl::StatusOr<absl::flat_hash_map<std::string, ReportRecord>> InMemoryReportStore::GetReportStates(
+    absl::Span<const std::string> report_ids) {
   for (const std::string& id : report_ids) TANDEM_RETURN_IF_ERROR(ValidateReportId(id));
   absl::MutexLock lock(&mu_);
   absl::flat_hash_map<std::string, ReportRecord> out;
@@ -215,7 +215,8 @@ absl::StatusOr<std::vector<ReportRecord>> InMemoryReportStore::ListReportStates(
     int64_t round_id, ReportFilter filter) {
   TANDEM_RETURN_IF_ERROR(ValidateRoundId(round_id));
   absl::MutexLock lock(&mu_);
-  if (!rounds_.count(round_id)) return absl::NotFoundError(absl::StrCat("round ", round_id, " not found"));
+  if (!rounds_.count(round_id))
+    return absl::NotFoundError(absl::StrCat("round ", round_id, " not found"));
   std::vector<ReportRecord> out;
   for (const auto& [id, r] : reports_) {
     if (r.round_id == round_id && MatchesFilter(r, filter)) out.push_back(WithoutShare(r));

@@ -96,9 +96,9 @@ class SegmentFiles {
   absl::Status Flush();
   // The same in steps: BeginFlush takes the buffered records (none: an
   // empty write; FAILED_PRECONDITION while another flush of records is in
-  // progress, and Add is refused until its EndFlush); the caller runs the write with no lock held, then
-  // reports its outcome to EndFlush, which returns it. Reads of committed
-  // locations may go on meanwhile (they never touch the bytes in flight).
+  // progress, and Add is refused until its EndFlush); the caller runs the write with no lock held,
+  // then reports its outcome to EndFlush, which returns it. Reads of committed locations may go on
+  // meanwhile (they never touch the bytes in flight).
   absl::StatusOr<SegmentWrite> BeginFlush();
   absl::Status EndFlush(const SegmentWrite& write, absl::Status written);
   // Drops the buffered records (the batch was abandoned).

@@ -297,9 +297,9 @@ absl::StatusOr<absl::flat_hash_map<std::string, ReportRecord>> SegmentReportStor
     absl::Span<const std::string> report_ids) {
   for (const std::string& id : report_ids) TANDEM_RETURN_IF_ERROR(ValidateReportId(id));
   absl::MutexLock lock(&reader_mu_);
-  TANDEM_ASSIGN_OR_RETURN(
-      Statement st,
-      reader_->Prepare(absl::StrCat("SELECT ", kReportColumns, " FROM reports WHERE report_id = ?1")));
+  TANDEM_ASSIGN_OR_RETURN(Statement st,
+                          reader_->Prepare(absl::StrCat("SELECT ", kReportColumns,
+                                                        " FROM reports WHERE report_id = ?1")));
   absl::flat_hash_map<std::string, ReportRecord> out;
   std::optional<ShareLocation> loc;
   for (const std::string& id : report_ids) {
@@ -320,7 +320,8 @@ absl::StatusOr<std::vector<ReportRecord>> SegmentReportStore::ListReportStates(
   TANDEM_RETURN_IF_ERROR(ReadRoundRow(*reader_, round_id).status());
   TANDEM_ASSIGN_OR_RETURN(Statement st, reader_->Prepare(ListSql(filter)));
   std::optional<ShareLocation> loc;
-  return CollectRows(st, round_id, [&loc](const Statement& row) { return DecodeReportRow(row, &loc); });
+  return CollectRows(st, round_id,
+                     [&loc](const Statement& row) { return DecodeReportRow(row, &loc); });
 }
 
 absl::StatusOr<std::vector<ReportRecord>> SegmentReportStore::ListReports(int64_t round_id,

@@ -300,8 +300,8 @@ TEST_F(SegmentReportStoreTest, CommitsAndReadsRunWhileUploadBatchesAreWritten) {
     auto pending = store_->ListReportStates(1, ReportFilter::kPending);
     ASSERT_THAT(pending.status(), IsOk());
     std::vector<std::string> accept, reject;
-    for (const ReportRecord& r : *pending) (accept.size() <= reject.size() ? accept : reject)
-                                               .push_back(r.report_id);
+    for (const ReportRecord& r : *pending)
+      (accept.size() <= reject.size() ? accept : reject).push_back(r.report_id);
     if (++rounds % 3 == 0) {
       ASSERT_THAT(store_->CommitBatch(1, absl::StrCat("acc", rounds), accept, reject), IsOk());
     } else {

@@ -60,7 +60,6 @@ absl::Status WriteAccumulatorRow(sqlite::Database& db, int64_t round_id, absl::s
   return up.StepDone();
 }
 
-
 // Decodes and validates one reports row (columns in kReportColumns order).
 // One reports row: kReportColumns, or kStateColumns (no share) when
 // `with_share` is false.
@@ -328,11 +327,10 @@ absl::StatusOr<std::vector<ReportRecord>> SqliteReportStore::ListReportsImpl(int
   TANDEM_RETURN_IF_ERROR(ValidateRoundId(round_id));
   absl::MutexLock lock(&mu_);
   TANDEM_RETURN_IF_ERROR(GetRoundLocked(round_id).status());
-  TANDEM_ASSIGN_OR_RETURN(
-      Statement st,
-      db_->Prepare(absl::StrCat("SELECT ", with_share ? kReportColumns : kStateColumns,
-                                " FROM reports WHERE round_id = ?1 AND ", FilterSql(filter),
-                                " ORDER BY report_id")));
+  TANDEM_ASSIGN_OR_RETURN(Statement st, db_->Prepare(absl::StrCat(
+                                            "SELECT ", with_share ? kReportColumns : kStateColumns,
+                                            " FROM reports WHERE round_id = ?1 AND ",
+                                            FilterSql(filter), " ORDER BY report_id")));
   TANDEM_RETURN_IF_ERROR(st.BindInt64(1, round_id));
   std::vector<ReportRecord> out;
   while (true) {
