@@ -275,15 +275,9 @@ absl::StatusOr<proto::UploadResponse> Aggregator::Upload(const proto::UploadRequ
   } else if (request.has_norm_proof()) {
     return absl::InvalidArgumentError("this round has no norm bound; norm_proof must be unset");
   }
-  // What verification needs, parsed and validated now (share_cache.h): the
-  // share a verification pass takes instead of reading the store back.
-  auto parsed = std::make_shared<ParsedShare>();
-  parsed->keys = request.key_share();
-  if (proof != nullptr) parsed->proof = request.norm_proof();
-  parsed->ticket_digest = ticket_digest;
   // Rounds without a norm bound and without tickets store the key set alone.
-  std::string share = EncodeStoredShare(parsed->keys, proof != nullptr ? &parsed->proof : nullptr,
-                                        parsed->ticket_digest);
+  std::string share = EncodeStoredShare(
+      request.key_share(), proof != nullptr ? &request.norm_proof() : nullptr, ticket_digest);
   // Hashed here, on this upload's thread, not in the group commit's one.
   std::string digest = ShareDigest(share);
 
@@ -299,6 +293,16 @@ absl::StatusOr<proto::UploadResponse> Aggregator::Upload(const proto::UploadRequ
       return response;
     }
     return absl::AlreadyExistsError("report id already used");
+  }
+  // What verification needs, parsed and validated already (share_cache.h):
+  // cached once stored, so that a verification pass need not read it back.
+  // Not built where nothing is cached (replicas, a zero budget).
+  std::shared_ptr<ParsedShare> parsed;
+  if (options_.pending_share_cache_bytes > 0 && task->store->replicated() == nullptr) {
+    parsed = std::make_shared<ParsedShare>();
+    parsed->keys = request.key_share();
+    if (proof != nullptr) parsed->proof = request.norm_proof();
+    parsed->ticket_digest = ticket_digest;
   }
   TANDEM_RETURN_IF_ERROR(StoreUpload(
       *task, round_id, PendingReport{request.report_id(), std::move(share), std::move(digest)},
