@@ -349,14 +349,12 @@ absl::Status Aggregator::StoreUpload(Task& task, int64_t round_id, PendingReport
         task.store->PutPendingBatch(round, reports);
     // Cached only once durable, and only what the store took as it is (OK:
     // stored now, or an identical retry of a stored report): verification
-    // then skips the read-back. Replicas claim each other's uploads and read
-    // the store.
-    if (results.ok() && task.store->replicated() == nullptr) {
-      for (size_t i = 0; i < reports.size(); ++i) {
-        if (!(*results)[i].ok()) continue;
-        task.share_cache->Put(round, reports[i].report_id, std::move(parsed[i]),
-                              static_cast<int64_t>(reports[i].share.size()));
-      }
+    // then skips the read-back. (Upload builds no parsed share where nothing
+    // is cached; Put ignores a null one.)
+    for (size_t i = 0; results.ok() && i < reports.size(); ++i) {
+      if (!(*results)[i].ok()) continue;
+      task.share_cache->Put(round, reports[i].report_id, std::move(parsed[i]),
+                            static_cast<int64_t>(reports[i].share.size()));
     }
     task.upload_mu.Lock();
     for (size_t i = 0; i < batch.size(); ++i) {

@@ -117,16 +117,13 @@ absl::StatusOr<int> Aggregator::ProcessLeasedLocked(Task& task, int64_t round_id
 absl::StatusOr<int> Aggregator::ProcessBatchLocked(Task& task,
                                                    const std::vector<ReportRecord>& batch,
                                                    bool final_pass, bool seed_retry) {
-  crypto::ExpectedKeySetShape shape;
   int64_t round_id;
   std::shared_ptr<const crypto::proof::NormProofSystem> proof;
   {
     absl::ReaderMutexLock lock(&task.state_mu);
-    shape = task.shape;
     round_id = task.round_id;
     proof = task.proof;
   }
-  const bool ticketed = options_.ticket_key != nullptr;
   if (proof != nullptr && task.query_seed.empty()) {
     task.query_seed.assign(crypto::proof::kQuerySeedBytes, '\0');
     TANDEM_RETURN_IF_ERROR(noise_random_->Fill(absl::MakeSpan(
@@ -278,13 +275,11 @@ absl::StatusOr<proto::VerifyResponse> Aggregator::HandleVerify(
   TANDEM_RETURN_IF_ERROR(RefreshIfStale(*task, static_cast<int64_t>(request.round_id())));
   int64_t round_id;
   bool closed;
-  crypto::ExpectedKeySetShape shape;
   std::shared_ptr<const crypto::proof::NormProofSystem> proof;
   {
     absl::ReaderMutexLock state_lock(&task->state_mu);
     round_id = task->round_id;
     closed = task->closed;
-    shape = task->shape;
     proof = task->proof;
   }
   if (static_cast<int64_t>(request.round_id()) != round_id) {
