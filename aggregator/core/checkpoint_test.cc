@@ -87,6 +87,20 @@ class CheckpointTest : public ::testing::TestWithParam<bool /*segment store*/> {
     AddInto(expected_, r.dense);
   }
 
+  // Finalizes round 1 on both servers: each releases `reports` reports and
+  // the two shares sum to every uploaded vector.
+  void ExpectReleasedSum(uint64_t reports) {
+    proto::FinalizeRequest req;
+    req.set_task_id("task");
+    req.set_round_id(1);
+    TANDEM_ASSERT_OK_AND_ASSIGN(proto::FinalizeResponse a, leader_->Finalize(req));
+    TANDEM_ASSERT_OK_AND_ASSIGN(proto::FinalizeResponse b, helper_->Finalize(req));
+    EXPECT_EQ(a.accepted_reports(), reports);
+    EXPECT_EQ(b.accepted_reports(), reports);
+    TANDEM_ASSERT_OK_AND_ASSIGN(std::vector<uint64_t> sum, testing::SumShares(a, b));
+    EXPECT_EQ(sum, expected_);
+  }
+
   std::string dir_;
   FakeClock clock_;
   std::unique_ptr<DeterministicRandom> noise_ = DeterministicRandom::FromSeed(7);
@@ -124,15 +138,7 @@ TEST_P(CheckpointTest, SnapshotEveryNReportsAndARestartReexpandsOnlyTheRest) {
   EXPECT_EQ(StatusOf(*leader_).share_expansions(), 1u);
   EXPECT_EQ(StatusOf(*helper_).share_expansions(), 1u);
   Upload(10);
-  proto::FinalizeRequest req;
-  req.set_task_id("task");
-  req.set_round_id(1);
-  TANDEM_ASSERT_OK_AND_ASSIGN(proto::FinalizeResponse a, leader_->Finalize(req));
-  TANDEM_ASSERT_OK_AND_ASSIGN(proto::FinalizeResponse b, helper_->Finalize(req));
-  EXPECT_EQ(a.accepted_reports(), 10u);
-  EXPECT_EQ(b.accepted_reports(), 10u);
-  TANDEM_ASSERT_OK_AND_ASSIGN(std::vector<uint64_t> sum, testing::SumShares(a, b));
-  EXPECT_EQ(sum, expected_);
+  ExpectReleasedSum(10);
   leader_.reset();
   helper_.reset();
   // The release checkpointed first: every accepted report is counted.
@@ -193,14 +199,7 @@ TEST_P(CheckpointTest, VerificationUsesTheUploadCacheAndARestartReadsTheStore) {
   EXPECT_EQ(StatusOf(*leader_).cached_share_reads(), 0u);
   // Reports 5-7 (after the snapshot of 4) re-expanded at load, 8 verified.
   EXPECT_EQ(StatusOf(*leader_).stored_share_reads(), 3u + 1u);
-  proto::FinalizeRequest req;
-  req.set_task_id("task");
-  req.set_round_id(1);
-  TANDEM_ASSERT_OK_AND_ASSIGN(proto::FinalizeResponse a, leader_->Finalize(req));
-  TANDEM_ASSERT_OK_AND_ASSIGN(proto::FinalizeResponse b, helper_->Finalize(req));
-  EXPECT_EQ(a.accepted_reports(), 8u);
-  TANDEM_ASSERT_OK_AND_ASSIGN(std::vector<uint64_t> sum, testing::SumShares(a, b));
-  EXPECT_EQ(sum, expected_);
+  ExpectReleasedSum(8);
 }
 
 TEST(CheckpointOptions, AtLeastOneReport) {
