@@ -13,6 +13,7 @@
 namespace tandem::aggregator {
 namespace {
 
+using sqlite::CachedStatement;
 using sqlite::Statement;
 using sqlite::Transaction;
 
@@ -105,12 +106,12 @@ absl::StatusOr<ReportRecord> SegmentReportStore::ReadReportLocked(const Statemen
 
 absl::StatusOr<ReportRecord> SegmentReportStore::GetReportLocked(absl::string_view report_id) {
   TANDEM_ASSIGN_OR_RETURN(
-      Statement st,
-      db_->Prepare(absl::StrCat("SELECT ", kReportColumns, " FROM reports WHERE report_id = ?1")));
-  TANDEM_RETURN_IF_ERROR(st.BindBlob(1, report_id));
-  TANDEM_ASSIGN_OR_RETURN(const bool row, st.Step());
+      CachedStatement st,
+      db_->PrepareCached(absl::StrCat("SELECT ", kReportColumns, " FROM reports WHERE report_id = ?1")));
+  TANDEM_RETURN_IF_ERROR(st->BindBlob(1, report_id));
+  TANDEM_ASSIGN_OR_RETURN(const bool row, st->Step());
   if (!row) return absl::NotFoundError("report not found");
-  return ReadReportLocked(st);
+  return ReadReportLocked(*st);
 }
 
 void SegmentReportStore::DiscardLocked() {
@@ -129,16 +130,16 @@ absl::Status SegmentReportStore::WriteAccumulatorLocked(int64_t round_id, absl::
                                                         int64_t newly_counted) {
   TANDEM_ASSIGN_OR_RETURN(const ShareLocation loc, accumulators_->Add(bytes, RoundTag(round_id)));
   TANDEM_ASSIGN_OR_RETURN(
-      Statement up,
-      db_->Prepare("INSERT INTO accumulators VALUES (?1, ?2, ?3, ?4, ?5, 1) ON CONFLICT(round_id) "
+      CachedStatement up,
+      db_->PrepareCached("INSERT INTO accumulators VALUES (?1, ?2, ?3, ?4, ?5, 1) ON CONFLICT(round_id) "
                    "DO UPDATE SET seg = excluded.seg, off = excluded.off, len = excluded.len, "
                    "report_count = report_count + excluded.report_count, version = version + 1"));
-  TANDEM_RETURN_IF_ERROR(up.BindInt64(1, round_id));
-  TANDEM_RETURN_IF_ERROR(up.BindInt64(2, loc.segment));
-  TANDEM_RETURN_IF_ERROR(up.BindInt64(3, loc.offset));
-  TANDEM_RETURN_IF_ERROR(up.BindInt64(4, loc.length));
-  TANDEM_RETURN_IF_ERROR(up.BindInt64(5, newly_counted));
-  return up.StepDone();
+  TANDEM_RETURN_IF_ERROR(up->BindInt64(1, round_id));
+  TANDEM_RETURN_IF_ERROR(up->BindInt64(2, loc.segment));
+  TANDEM_RETURN_IF_ERROR(up->BindInt64(3, loc.offset));
+  TANDEM_RETURN_IF_ERROR(up->BindInt64(4, loc.length));
+  TANDEM_RETURN_IF_ERROR(up->BindInt64(5, newly_counted));
+  return up->StepDone();
 }
 
 absl::Status SegmentReportStore::PutPending(int64_t round_id, absl::string_view report_id,
@@ -190,16 +191,16 @@ absl::StatusOr<std::vector<absl::Status>> SegmentReportStore::PutPendingBatch(
   // Closed meanwhile: nothing is indexed (the records are dead space).
   TANDEM_RETURN_IF_ERROR(RequireOpenLocked(round_id));
   TANDEM_ASSIGN_OR_RETURN(
-      Statement ins, db_->Prepare("INSERT INTO reports VALUES (?1, ?2, 0, 0, ?3, ?4, ?5, ?6)"));
+      CachedStatement ins, db_->PrepareCached("INSERT INTO reports VALUES (?1, ?2, 0, 0, ?3, ?4, ?5, ?6)"));
   for (const NewReport& row : rows) {
-    TANDEM_RETURN_IF_ERROR(ins.Reset());
-    TANDEM_RETURN_IF_ERROR(ins.BindBlob(1, row.report_id));
-    TANDEM_RETURN_IF_ERROR(ins.BindInt64(2, round_id));
-    TANDEM_RETURN_IF_ERROR(ins.BindBlob(3, row.digest));
-    TANDEM_RETURN_IF_ERROR(ins.BindInt64(4, row.loc.segment));
-    TANDEM_RETURN_IF_ERROR(ins.BindInt64(5, row.loc.offset));
-    TANDEM_RETURN_IF_ERROR(ins.BindInt64(6, row.loc.length));
-    TANDEM_RETURN_IF_ERROR(ins.StepDone());
+    TANDEM_RETURN_IF_ERROR(ins->Reset());
+    TANDEM_RETURN_IF_ERROR(ins->BindBlob(1, row.report_id));
+    TANDEM_RETURN_IF_ERROR(ins->BindInt64(2, round_id));
+    TANDEM_RETURN_IF_ERROR(ins->BindBlob(3, row.digest));
+    TANDEM_RETURN_IF_ERROR(ins->BindInt64(4, row.loc.segment));
+    TANDEM_RETURN_IF_ERROR(ins->BindInt64(5, row.loc.offset));
+    TANDEM_RETURN_IF_ERROR(ins->BindInt64(6, row.loc.length));
+    TANDEM_RETURN_IF_ERROR(ins->StepDone());
   }
   TANDEM_RETURN_IF_ERROR(tx.Commit());
   return out;
@@ -220,11 +221,11 @@ absl::Status SegmentReportStore::CheckNewLocked(
     return same(round_id, it->second);  // twice in this batch
   }
   TANDEM_ASSIGN_OR_RETURN(
-      Statement get,
-      db_->Prepare("SELECT round_id, share_digest FROM reports WHERE report_id = ?1"));
-  TANDEM_RETURN_IF_ERROR(get.BindBlob(1, report_id));
-  TANDEM_ASSIGN_OR_RETURN(const bool row, get.Step());
-  if (row) return same(get.ColumnInt64(0), get.ColumnBlob(1));
+      CachedStatement get,
+      db_->PrepareCached("SELECT round_id, share_digest FROM reports WHERE report_id = ?1"));
+  TANDEM_RETURN_IF_ERROR(get->BindBlob(1, report_id));
+  TANDEM_ASSIGN_OR_RETURN(const bool row, get->Step());
+  if (row) return same(get->ColumnInt64(0), get->ColumnBlob(1));
   TANDEM_ASSIGN_OR_RETURN(const ShareLocation loc, files_->Add(share, ShareTag(digest)));
   batch_digests->emplace(report_id, digest);
   rows->push_back(NewReport{std::string(report_id), std::move(digest), loc});
@@ -237,12 +238,12 @@ absl::Status SegmentReportStore::Transition(absl::string_view report_id, ReportS
   {
     TANDEM_ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(db_.get()));
     TANDEM_ASSIGN_OR_RETURN(
-        Statement get, db_->Prepare("SELECT round_id, state FROM reports WHERE report_id = ?1"));
-    TANDEM_RETURN_IF_ERROR(get.BindBlob(1, report_id));
-    TANDEM_ASSIGN_OR_RETURN(const bool row, get.Step());
+        CachedStatement get, db_->PrepareCached("SELECT round_id, state FROM reports WHERE report_id = ?1"));
+    TANDEM_RETURN_IF_ERROR(get->BindBlob(1, report_id));
+    TANDEM_ASSIGN_OR_RETURN(const bool row, get->Step());
     if (!row) return absl::NotFoundError("report not found");
-    const int64_t round_id = get.ColumnInt64(0);
-    const int64_t state = get.ColumnInt64(1);
+    const int64_t round_id = get->ColumnInt64(0);
+    const int64_t state = get->ColumnInt64(1);
     if (round_id < 0 || state < 0 || state > 2) return CorruptStore("report round/state");
     TANDEM_RETURN_IF_ERROR(RequireOpenLocked(round_id));
     if (static_cast<ReportState>(state) == to) return absl::OkStatus();
@@ -251,13 +252,13 @@ absl::Status SegmentReportStore::Transition(absl::string_view report_id, ReportS
     }
     // Rejected reports drop their share; accepted ones keep it until counted.
     TANDEM_ASSIGN_OR_RETURN(
-        Statement up, db_->Prepare(to == ReportState::kRejected
+        CachedStatement up, db_->PrepareCached(to == ReportState::kRejected
                                        ? absl::StrCat("UPDATE reports SET state = ?2, ", kDropShare,
                                                       " WHERE report_id = ?1")
                                        : "UPDATE reports SET state = ?2 WHERE report_id = ?1"));
-    TANDEM_RETURN_IF_ERROR(up.BindBlob(1, report_id));
-    TANDEM_RETURN_IF_ERROR(up.BindInt64(2, static_cast<int64_t>(to)));
-    TANDEM_RETURN_IF_ERROR(up.StepDone());
+    TANDEM_RETURN_IF_ERROR(up->BindBlob(1, report_id));
+    TANDEM_RETURN_IF_ERROR(up->BindInt64(2, static_cast<int64_t>(to)));
+    TANDEM_RETURN_IF_ERROR(up->StepDone());
     TANDEM_RETURN_IF_ERROR(tx.Commit());
   }
   if (to == ReportState::kRejected) ReclaimLocked();
@@ -270,10 +271,10 @@ void SegmentReportStore::ReclaimLocked() {
   for (const auto& [files, table] :
        {std::pair(files_.get(), "reports"), std::pair(accumulators_.get(), "accumulators")}) {
     for (const int64_t segment : files->InactiveSegments()) {
-      absl::StatusOr<Statement> st =
-          db_->Prepare(absl::StrCat("SELECT 1 FROM ", table, " WHERE seg = ?1 LIMIT 1"));
-      if (!st.ok() || !st->BindInt64(1, segment).ok()) return;
-      absl::StatusOr<bool> row = st->Step();
+      absl::StatusOr<CachedStatement> st =
+          db_->PrepareCached(absl::StrCat("SELECT 1 FROM ", table, " WHERE seg = ?1 LIMIT 1"));
+      if (!st.ok() || !(*st)->BindInt64(1, segment).ok()) return;
+      absl::StatusOr<bool> row = (*st)->Step();
       if (!row.ok()) return;
       if (!*row) files->Remove(segment).IgnoreError();  // A leftover goes at the next Open.
     }
@@ -297,17 +298,17 @@ absl::StatusOr<absl::flat_hash_map<std::string, ReportRecord>> SegmentReportStor
     absl::Span<const std::string> report_ids) {
   for (const std::string& id : report_ids) TANDEM_RETURN_IF_ERROR(ValidateReportId(id));
   absl::MutexLock lock(&reader_mu_);
-  TANDEM_ASSIGN_OR_RETURN(Statement st,
-                          reader_->Prepare(absl::StrCat("SELECT ", kReportColumns,
+  TANDEM_ASSIGN_OR_RETURN(CachedStatement st,
+                          reader_->PrepareCached(absl::StrCat("SELECT ", kReportColumns,
                                                         " FROM reports WHERE report_id = ?1")));
   absl::flat_hash_map<std::string, ReportRecord> out;
   std::optional<ShareLocation> loc;
   for (const std::string& id : report_ids) {
-    TANDEM_RETURN_IF_ERROR(st.Reset());
-    TANDEM_RETURN_IF_ERROR(st.BindBlob(1, id));
-    TANDEM_ASSIGN_OR_RETURN(const bool row, st.Step());
+    TANDEM_RETURN_IF_ERROR(st->Reset());
+    TANDEM_RETURN_IF_ERROR(st->BindBlob(1, id));
+    TANDEM_ASSIGN_OR_RETURN(const bool row, st->Step());
     if (!row) continue;
-    TANDEM_ASSIGN_OR_RETURN(ReportRecord r, DecodeReportRow(st, &loc));
+    TANDEM_ASSIGN_OR_RETURN(ReportRecord r, DecodeReportRow(*st, &loc));
     out.insert_or_assign(id, std::move(r));
   }
   return out;
@@ -318,9 +319,9 @@ absl::StatusOr<std::vector<ReportRecord>> SegmentReportStore::ListReportStates(
   TANDEM_RETURN_IF_ERROR(ValidateRoundId(round_id));
   absl::MutexLock lock(&reader_mu_);
   TANDEM_RETURN_IF_ERROR(ReadRoundRow(*reader_, round_id).status());
-  TANDEM_ASSIGN_OR_RETURN(Statement st, reader_->Prepare(ListSql(filter)));
+  TANDEM_ASSIGN_OR_RETURN(CachedStatement st, reader_->PrepareCached(ListSql(filter)));
   std::optional<ShareLocation> loc;
-  return CollectRows(st, round_id,
+  return CollectRows(*st, round_id,
                      [&loc](const Statement& row) { return DecodeReportRow(row, &loc); });
 }
 
@@ -329,8 +330,8 @@ absl::StatusOr<std::vector<ReportRecord>> SegmentReportStore::ListReports(int64_
   TANDEM_RETURN_IF_ERROR(ValidateRoundId(round_id));
   absl::MutexLock lock(&mu_);
   TANDEM_RETURN_IF_ERROR(GetRoundLocked(round_id).status());
-  TANDEM_ASSIGN_OR_RETURN(Statement st, db_->Prepare(ListSql(filter)));
-  return CollectRows(st, round_id, [this](const Statement& row) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  TANDEM_ASSIGN_OR_RETURN(CachedStatement st, db_->PrepareCached(ListSql(filter)));
+  return CollectRows(*st, round_id, [this](const Statement& row) ABSL_NO_THREAD_SAFETY_ANALYSIS {
     return ReadReportLocked(row);  // mu_ is held by the caller
   });
 }
@@ -402,25 +403,25 @@ absl::StatusOr<AccumulatorSnapshot> SegmentReportStore::LoadAccumulator(int64_t 
                           Transaction::Begin(db_.get(), sqlite::TransactionMode::kDeferred));
   TANDEM_RETURN_IF_ERROR(GetRoundLocked(round_id).status());
   TANDEM_ASSIGN_OR_RETURN(
-      Statement st, db_->Prepare("SELECT seg, off, len, report_count, version FROM accumulators "
+      CachedStatement st, db_->PrepareCached("SELECT seg, off, len, report_count, version FROM accumulators "
                                  "WHERE round_id = ?1"));
-  TANDEM_RETURN_IF_ERROR(st.BindInt64(1, round_id));
-  TANDEM_ASSIGN_OR_RETURN(const bool row, st.Step());
+  TANDEM_RETURN_IF_ERROR(st->BindInt64(1, round_id));
+  TANDEM_ASSIGN_OR_RETURN(const bool row, st->Step());
   AccumulatorSnapshot snap{round_id, "", 0, 0};
   if (row) {
-    snap.report_count = st.ColumnInt64(3);
-    snap.version = st.ColumnInt64(4);
+    snap.report_count = st->ColumnInt64(3);
+    snap.version = st->ColumnInt64(4);
     if (snap.report_count < 0 || snap.version < 1) return CorruptStore("accumulator counters");
-    const ShareLocation loc{st.ColumnInt64(0), st.ColumnInt64(1), st.ColumnInt64(2)};
+    const ShareLocation loc{st->ColumnInt64(0), st->ColumnInt64(1), st->ColumnInt64(2)};
     TANDEM_ASSIGN_OR_RETURN(snap.bytes, accumulators_->Read(loc, RoundTag(round_id)));
   }
   // Cross-check against the report states written in the same transactions.
   TANDEM_ASSIGN_OR_RETURN(
-      Statement count,
-      db_->Prepare("SELECT count(*) FROM reports WHERE round_id = ?1 AND counted = 1"));
-  TANDEM_RETURN_IF_ERROR(count.BindInt64(1, round_id));
-  TANDEM_ASSIGN_OR_RETURN(const bool count_row, count.Step());
-  if (!count_row || count.ColumnInt64(0) != snap.report_count) {
+      CachedStatement count,
+      db_->PrepareCached("SELECT count(*) FROM reports WHERE round_id = ?1 AND counted = 1"));
+  TANDEM_RETURN_IF_ERROR(count->BindInt64(1, round_id));
+  TANDEM_ASSIGN_OR_RETURN(const bool count_row, count->Step());
+  if (!count_row || count->ColumnInt64(0) != snap.report_count) {
     return CorruptStore("accumulator (report count disagrees with counted reports)");
   }
   return snap;

@@ -18,6 +18,7 @@
 namespace tandem::aggregator {
 namespace {
 
+using sqlite::CachedStatement;
 using sqlite::Statement;
 using sqlite::Transaction;
 
@@ -121,12 +122,12 @@ absl::Status SegmentReportStore::Migrate() {
       db_->Exec("CREATE TABLE IF NOT EXISTS schema_version (component TEXT PRIMARY KEY, version "
                 "INTEGER NOT NULL)"));
   TANDEM_ASSIGN_OR_RETURN(
-      Statement get,
-      db_->Prepare(
+      CachedStatement get,
+      db_->PrepareCached(
           absl::StrCat("SELECT version FROM schema_version WHERE component = '", kComponent, "'")));
-  TANDEM_ASSIGN_OR_RETURN(const bool has_row, get.Step());
+  TANDEM_ASSIGN_OR_RETURN(const bool has_row, get->Step());
   if (has_row) {
-    const int64_t version = get.ColumnInt64(0);
+    const int64_t version = get->ColumnInt64(0);
     if (version < 1) return CorruptStore("schema_version");
     if (version > kSchemaVersion) {
       return absl::FailedPreconditionError(absl::StrCat("segment store: schema version ", version,
@@ -176,10 +177,10 @@ absl::Status SegmentReportStore::ReleaseRound(int64_t round_id, absl::string_vie
   TANDEM_ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(db_.get()));
   TANDEM_RETURN_IF_ERROR(RequireOpenLocked(round_id));
   TANDEM_RETURN_IF_ERROR(WriteAccumulatorLocked(round_id, bytes, 0));
-  TANDEM_ASSIGN_OR_RETURN(Statement close,
-                          db_->Prepare("UPDATE rounds SET state = 2 WHERE round_id = ?1"));
-  TANDEM_RETURN_IF_ERROR(close.BindInt64(1, round_id));
-  TANDEM_RETURN_IF_ERROR(close.StepDone());
+  TANDEM_ASSIGN_OR_RETURN(CachedStatement close,
+                          db_->PrepareCached("UPDATE rounds SET state = 2 WHERE round_id = ?1"));
+  TANDEM_RETURN_IF_ERROR(close->BindInt64(1, round_id));
+  TANDEM_RETURN_IF_ERROR(close->StepDone());
   TANDEM_RETURN_IF_ERROR(CommitWithSharesLocked(tx));
   ReclaimLocked();
   return absl::OkStatus();

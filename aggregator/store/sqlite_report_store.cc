@@ -9,6 +9,7 @@
 namespace tandem::aggregator {
 namespace {
 
+using sqlite::CachedStatement;
 using sqlite::Statement;
 using sqlite::Transaction;
 
@@ -50,14 +51,14 @@ constexpr absl::string_view kDropShare = "share = NULL";
 absl::Status WriteAccumulatorRow(sqlite::Database& db, int64_t round_id, absl::string_view bytes,
                                  int64_t newly_counted) {
   TANDEM_ASSIGN_OR_RETURN(
-      sqlite::Statement up,
-      db.Prepare("INSERT INTO accumulators VALUES (?1, ?2, ?3, 1) ON CONFLICT(round_id) DO "
+      sqlite::CachedStatement up,
+      db.PrepareCached("INSERT INTO accumulators VALUES (?1, ?2, ?3, 1) ON CONFLICT(round_id) DO "
                  "UPDATE SET bytes = excluded.bytes, report_count = report_count + "
                  "excluded.report_count, version = version + 1"));
-  TANDEM_RETURN_IF_ERROR(up.BindInt64(1, round_id));
-  TANDEM_RETURN_IF_ERROR(up.BindBlob(2, bytes));
-  TANDEM_RETURN_IF_ERROR(up.BindInt64(3, newly_counted));
-  return up.StepDone();
+  TANDEM_RETURN_IF_ERROR(up->BindInt64(1, round_id));
+  TANDEM_RETURN_IF_ERROR(up->BindBlob(2, bytes));
+  TANDEM_RETURN_IF_ERROR(up->BindInt64(3, newly_counted));
+  return up->StepDone();
 }
 
 // Decodes and validates one reports row (columns in kReportColumns order).
@@ -107,11 +108,11 @@ absl::Status SqliteReportStore::Migrate() {
   TANDEM_ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(db_.get()));
   TANDEM_RETURN_IF_ERROR(db_->Exec(
       "CREATE TABLE IF NOT EXISTS schema_version (component TEXT PRIMARY KEY, version INTEGER NOT NULL)"));
-  TANDEM_ASSIGN_OR_RETURN(Statement get,
-                          db_->Prepare("SELECT version FROM schema_version WHERE component = 'report_store'"));
-  TANDEM_ASSIGN_OR_RETURN(const bool has_row, get.Step());
+  TANDEM_ASSIGN_OR_RETURN(CachedStatement get,
+                          db_->PrepareCached("SELECT version FROM schema_version WHERE component = 'report_store'"));
+  TANDEM_ASSIGN_OR_RETURN(const bool has_row, get->Step());
   if (has_row) {
-    const int64_t version = get.ColumnInt64(0);
+    const int64_t version = get->ColumnInt64(0);
     if (version < 1) return CorruptStore("schema_version");
     if (version > kSchemaVersion) {
       return absl::FailedPreconditionError(absl::StrCat(
@@ -166,16 +167,16 @@ absl::Status SqliteReportStore::ReleaseRound(int64_t round_id, absl::string_view
   TANDEM_ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(db_.get()));
   TANDEM_RETURN_IF_ERROR(RequireOpenLocked(round_id));
   TANDEM_ASSIGN_OR_RETURN(
-      Statement up,
-      db_->Prepare("INSERT INTO accumulators VALUES (?1, ?2, 0, 1) ON CONFLICT(round_id) DO UPDATE SET "
+      CachedStatement up,
+      db_->PrepareCached("INSERT INTO accumulators VALUES (?1, ?2, 0, 1) ON CONFLICT(round_id) DO UPDATE SET "
                    "bytes = excluded.bytes, version = version + 1"));
-  TANDEM_RETURN_IF_ERROR(up.BindInt64(1, round_id));
-  TANDEM_RETURN_IF_ERROR(up.BindBlob(2, bytes));
-  TANDEM_RETURN_IF_ERROR(up.StepDone());
-  TANDEM_ASSIGN_OR_RETURN(Statement close,
-                          db_->Prepare("UPDATE rounds SET state = 2 WHERE round_id = ?1"));
-  TANDEM_RETURN_IF_ERROR(close.BindInt64(1, round_id));
-  TANDEM_RETURN_IF_ERROR(close.StepDone());
+  TANDEM_RETURN_IF_ERROR(up->BindInt64(1, round_id));
+  TANDEM_RETURN_IF_ERROR(up->BindBlob(2, bytes));
+  TANDEM_RETURN_IF_ERROR(up->StepDone());
+  TANDEM_ASSIGN_OR_RETURN(CachedStatement close,
+                          db_->PrepareCached("UPDATE rounds SET state = 2 WHERE round_id = ?1"));
+  TANDEM_RETURN_IF_ERROR(close->BindInt64(1, round_id));
+  TANDEM_RETURN_IF_ERROR(close->StepDone());
   return tx.Commit();
 }
 
@@ -200,11 +201,11 @@ absl::StatusOr<RoundRecord> SqliteReportStore::GetRound(int64_t round_id) {
 
 absl::StatusOr<ReportRecord> SqliteReportStore::GetReportLocked(absl::string_view report_id) {
   TANDEM_ASSIGN_OR_RETURN(
-      Statement st, db_->Prepare(absl::StrCat("SELECT ", kReportColumns, " FROM reports WHERE report_id = ?1")));
-  TANDEM_RETURN_IF_ERROR(st.BindBlob(1, report_id));
-  TANDEM_ASSIGN_OR_RETURN(const bool row, st.Step());
+      CachedStatement st, db_->PrepareCached(absl::StrCat("SELECT ", kReportColumns, " FROM reports WHERE report_id = ?1")));
+  TANDEM_RETURN_IF_ERROR(st->BindBlob(1, report_id));
+  TANDEM_ASSIGN_OR_RETURN(const bool row, st->Step());
   if (!row) return absl::NotFoundError("report not found");
-  return ReadReport(st, /*with_share=*/true);
+  return ReadReport(*st, /*with_share=*/true);
 }
 
 absl::Status SqliteReportStore::PutPending(int64_t round_id, absl::string_view report_id,
@@ -248,13 +249,13 @@ absl::Status SqliteReportStore::PutPendingLocked(int64_t round_id, absl::string_
     return absl::AlreadyExistsError("report id already used (replay or conflicting content)");
   }
   if (!absl::IsNotFound(existing.status())) return existing.status();
-  TANDEM_ASSIGN_OR_RETURN(Statement ins,
-                          db_->Prepare("INSERT INTO reports VALUES (?1, ?2, 0, 0, ?3, ?4)"));
-  TANDEM_RETURN_IF_ERROR(ins.BindBlob(1, report_id));
-  TANDEM_RETURN_IF_ERROR(ins.BindInt64(2, round_id));
-  TANDEM_RETURN_IF_ERROR(ins.BindBlob(3, digest));
-  TANDEM_RETURN_IF_ERROR(ins.BindBlob(4, share));
-  return ins.StepDone();
+  TANDEM_ASSIGN_OR_RETURN(CachedStatement ins,
+                          db_->PrepareCached("INSERT INTO reports VALUES (?1, ?2, 0, 0, ?3, ?4)"));
+  TANDEM_RETURN_IF_ERROR(ins->BindBlob(1, report_id));
+  TANDEM_RETURN_IF_ERROR(ins->BindInt64(2, round_id));
+  TANDEM_RETURN_IF_ERROR(ins->BindBlob(3, digest));
+  TANDEM_RETURN_IF_ERROR(ins->BindBlob(4, share));
+  return ins->StepDone();
 }
 
 absl::Status SqliteReportStore::Transition(absl::string_view report_id, ReportState to) {
@@ -269,13 +270,13 @@ absl::Status SqliteReportStore::Transition(absl::string_view report_id, ReportSt
   }
   // Rejected reports drop their share; accepted ones keep it until counted.
   TANDEM_ASSIGN_OR_RETURN(
-      Statement up,
-      db_->Prepare(to == ReportState::kRejected
+      CachedStatement up,
+      db_->PrepareCached(to == ReportState::kRejected
                        ? "UPDATE reports SET state = ?2, share = NULL WHERE report_id = ?1"
                        : "UPDATE reports SET state = ?2 WHERE report_id = ?1"));
-  TANDEM_RETURN_IF_ERROR(up.BindBlob(1, report_id));
-  TANDEM_RETURN_IF_ERROR(up.BindInt64(2, static_cast<int64_t>(to)));
-  TANDEM_RETURN_IF_ERROR(up.StepDone());
+  TANDEM_RETURN_IF_ERROR(up->BindBlob(1, report_id));
+  TANDEM_RETURN_IF_ERROR(up->BindInt64(2, static_cast<int64_t>(to)));
+  TANDEM_RETURN_IF_ERROR(up->StepDone());
   return tx.Commit();
 }
 
@@ -307,15 +308,15 @@ absl::StatusOr<absl::flat_hash_map<std::string, ReportRecord>> SqliteReportStore
   for (const std::string& id : report_ids) TANDEM_RETURN_IF_ERROR(ValidateReportId(id));
   absl::MutexLock lock(&mu_);
   TANDEM_ASSIGN_OR_RETURN(
-      Statement st,
-      db_->Prepare(absl::StrCat("SELECT ", kStateColumns, " FROM reports WHERE report_id = ?1")));
+      CachedStatement st,
+      db_->PrepareCached(absl::StrCat("SELECT ", kStateColumns, " FROM reports WHERE report_id = ?1")));
   absl::flat_hash_map<std::string, ReportRecord> out;
   for (const std::string& id : report_ids) {
-    TANDEM_RETURN_IF_ERROR(st.Reset());
-    TANDEM_RETURN_IF_ERROR(st.BindBlob(1, id));
-    TANDEM_ASSIGN_OR_RETURN(const bool row, st.Step());
+    TANDEM_RETURN_IF_ERROR(st->Reset());
+    TANDEM_RETURN_IF_ERROR(st->BindBlob(1, id));
+    TANDEM_ASSIGN_OR_RETURN(const bool row, st->Step());
     if (!row) continue;
-    TANDEM_ASSIGN_OR_RETURN(ReportRecord r, ReadReport(st, /*with_share=*/false));
+    TANDEM_ASSIGN_OR_RETURN(ReportRecord r, ReadReport(*st, /*with_share=*/false));
     out.insert_or_assign(id, std::move(r));
   }
   return out;
@@ -327,16 +328,16 @@ absl::StatusOr<std::vector<ReportRecord>> SqliteReportStore::ListReportsImpl(int
   TANDEM_RETURN_IF_ERROR(ValidateRoundId(round_id));
   absl::MutexLock lock(&mu_);
   TANDEM_RETURN_IF_ERROR(GetRoundLocked(round_id).status());
-  TANDEM_ASSIGN_OR_RETURN(Statement st, db_->Prepare(absl::StrCat(
+  TANDEM_ASSIGN_OR_RETURN(CachedStatement st, db_->PrepareCached(absl::StrCat(
                                             "SELECT ", with_share ? kReportColumns : kStateColumns,
                                             " FROM reports WHERE round_id = ?1 AND ",
                                             FilterSql(filter), " ORDER BY report_id")));
-  TANDEM_RETURN_IF_ERROR(st.BindInt64(1, round_id));
+  TANDEM_RETURN_IF_ERROR(st->BindInt64(1, round_id));
   std::vector<ReportRecord> out;
   while (true) {
-    TANDEM_ASSIGN_OR_RETURN(const bool row, st.Step());
+    TANDEM_ASSIGN_OR_RETURN(const bool row, st->Step());
     if (!row) break;
-    TANDEM_ASSIGN_OR_RETURN(ReportRecord r, ReadReport(st, with_share));
+    TANDEM_ASSIGN_OR_RETURN(ReportRecord r, ReadReport(*st, with_share));
     out.push_back(std::move(r));
   }
   return out;
@@ -399,23 +400,23 @@ absl::StatusOr<AccumulatorSnapshot> SqliteReportStore::LoadAccumulator(int64_t r
   TANDEM_ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(db_.get(), sqlite::TransactionMode::kDeferred));
   TANDEM_RETURN_IF_ERROR(GetRoundLocked(round_id).status());
   TANDEM_ASSIGN_OR_RETURN(
-      Statement st,
-      db_->Prepare("SELECT bytes, report_count, version FROM accumulators WHERE round_id = ?1"));
-  TANDEM_RETURN_IF_ERROR(st.BindInt64(1, round_id));
-  TANDEM_ASSIGN_OR_RETURN(const bool row, st.Step());
+      CachedStatement st,
+      db_->PrepareCached("SELECT bytes, report_count, version FROM accumulators WHERE round_id = ?1"));
+  TANDEM_RETURN_IF_ERROR(st->BindInt64(1, round_id));
+  TANDEM_ASSIGN_OR_RETURN(const bool row, st->Step());
   AccumulatorSnapshot snap{round_id, "", 0, 0};
   if (row) {
-    snap.bytes = st.ColumnBlob(0);
-    snap.report_count = st.ColumnInt64(1);
-    snap.version = st.ColumnInt64(2);
+    snap.bytes = st->ColumnBlob(0);
+    snap.report_count = st->ColumnInt64(1);
+    snap.version = st->ColumnInt64(2);
     if (snap.report_count < 0 || snap.version < 1) return CorruptStore("accumulator counters");
   }
   // Cross-check against the report states written in the same transactions.
   TANDEM_ASSIGN_OR_RETURN(
-      Statement count, db_->Prepare("SELECT count(*) FROM reports WHERE round_id = ?1 AND counted = 1"));
-  TANDEM_RETURN_IF_ERROR(count.BindInt64(1, round_id));
-  TANDEM_ASSIGN_OR_RETURN(const bool count_row, count.Step());
-  if (!count_row || count.ColumnInt64(0) != snap.report_count) {
+      CachedStatement count, db_->PrepareCached("SELECT count(*) FROM reports WHERE round_id = ?1 AND counted = 1"));
+  TANDEM_RETURN_IF_ERROR(count->BindInt64(1, round_id));
+  TANDEM_ASSIGN_OR_RETURN(const bool count_row, count->Step());
+  if (!count_row || count->ColumnInt64(0) != snap.report_count) {
     return CorruptStore("accumulator (report count disagrees with counted reports)");
   }
   return snap;

@@ -195,7 +195,10 @@ absl::StatusOr<std::unique_ptr<Database>> Database::Open(const std::string& path
   return db;
 }
 
-Database::~Database() { sqlite3_close_v2(db_); }
+Database::~Database() {
+  cache_.clear();  // Finalizes the cached statements first.
+  sqlite3_close_v2(db_);
+}
 
 absl::Status Database::ErrorStatus(int rc, absl::string_view what) const {
   return MakeStatus(rc, what, sqlite3_errmsg(db_));
@@ -227,6 +230,49 @@ absl::StatusOr<Statement> Database::Prepare(absl::string_view sql) {
   return st;
 }
 
+absl::StatusOr<CachedStatement> Database::PrepareCached(absl::string_view sql) {
+  auto it = cache_.find(sql);
+  if (it != cache_.end()) {
+    if (!it->second->in_use) return CachedStatement(it->second.get());
+    TANDEM_ASSIGN_OR_RETURN(Statement fresh, Prepare(sql));  // nested use
+    return CachedStatement(std::move(fresh));
+  }
+  TANDEM_ASSIGN_OR_RETURN(Statement st, Prepare(sql));
+  auto entry = std::make_unique<CacheEntry>(CacheEntry{std::move(st)});
+  CacheEntry* raw = entry.get();
+  cache_.emplace(std::string(sql), std::move(entry));
+  return CachedStatement(raw);
+}
+
+absl::Status Database::ExecCached(absl::string_view sql) {
+  TANDEM_ASSIGN_OR_RETURN(CachedStatement st, PrepareCached(sql));
+  return st->StepDone();
+}
+
+// --------------------------------------------------------- CachedStatement
+
+CachedStatement::CachedStatement(Database::CacheEntry* entry)
+    : entry_(entry), statement_(&entry->statement) {
+  entry_->in_use = true;
+}
+
+CachedStatement::CachedStatement(Statement fresh)
+    : owned_(std::make_unique<Statement>(std::move(fresh))), statement_(owned_.get()) {}
+
+CachedStatement::CachedStatement(CachedStatement&& other) noexcept
+    : entry_(std::exchange(other.entry_, nullptr)),
+      owned_(std::move(other.owned_)),
+      statement_(std::exchange(other.statement_, nullptr)) {}
+
+CachedStatement::~CachedStatement() {
+  if (statement_ == nullptr) return;  // moved from
+  // The last step's error was reported by Step(); a reset after it repeats
+  // it, so it is not checked here.
+  sqlite3_reset(statement_->stmt_);
+  sqlite3_clear_bindings(statement_->stmt_);
+  if (entry_ != nullptr) entry_->in_use = false;
+}
+
 int64_t Database::ChangedRows() const { return sqlite3_changes64(db_); }
 bool Database::InTransaction() const { return sqlite3_get_autocommit(db_) == 0; }
 
@@ -240,7 +286,7 @@ absl::StatusOr<Transaction> Transaction::Begin(Database* db, TransactionMode mod
   const char* sql = mode == TransactionMode::kDeferred    ? "BEGIN DEFERRED"
                     : mode == TransactionMode::kImmediate ? "BEGIN IMMEDIATE"
                                                           : "BEGIN EXCLUSIVE";
-  TANDEM_RETURN_IF_ERROR(db->Exec(sql));
+  TANDEM_RETURN_IF_ERROR(db->ExecCached(sql));
   return Transaction(db);
 }
 
@@ -248,14 +294,14 @@ Transaction::Transaction(Transaction&& other) noexcept
     : db_(std::exchange(other.db_, nullptr)) {}
 
 Transaction::~Transaction() {
-  if (db_ != nullptr && db_->InTransaction()) db_->Exec("ROLLBACK").IgnoreError();
+  if (db_ != nullptr && db_->InTransaction()) db_->ExecCached("ROLLBACK").IgnoreError();
 }
 
 absl::Status Transaction::Commit() {
   if (db_ == nullptr) return absl::FailedPreconditionError("sqlite: transaction already finished");
   Database* db = std::exchange(db_, nullptr);
-  absl::Status s = db->Exec("COMMIT");
-  if (!s.ok() && db->InTransaction()) db->Exec("ROLLBACK").IgnoreError();
+  absl::Status s = db->ExecCached("COMMIT");
+  if (!s.ok() && db->InTransaction()) db->ExecCached("ROLLBACK").IgnoreError();
   return s;
 }
 
@@ -263,7 +309,7 @@ absl::Status Transaction::Rollback() {
   if (db_ == nullptr) return absl::FailedPreconditionError("sqlite: transaction already finished");
   Database* db = std::exchange(db_, nullptr);
   if (!db->InTransaction()) return absl::OkStatus();  // sqlite already rolled back.
-  return db->Exec("ROLLBACK");
+  return db->ExecCached("ROLLBACK");
 }
 
 }  // namespace tandem::sqlite

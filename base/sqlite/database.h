@@ -36,6 +36,7 @@
 #include <string>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -67,6 +68,7 @@ struct DatabaseOptions {
 };
 
 class Database;
+class CachedStatement;
 
 // One prepared statement. Move-only; finalized on destruction. Must not
 // outlive the Database that prepared it. Bind indexes are 1-based and column
@@ -110,6 +112,7 @@ class Statement {
 
  private:
   friend class Database;
+  friend class CachedStatement;
   Statement(Database* db, sqlite3_stmt* stmt) : db_(db), stmt_(stmt) {}
   absl::Status CheckBind(int rc, int index);
 
@@ -137,6 +140,17 @@ class Database {
   // Compiles exactly one statement. Returns INVALID_ARGUMENT for a syntax
   // error or trailing SQL after the first statement.
   absl::StatusOr<Statement> Prepare(absl::string_view sql);
+  // Prepare() compiled once per connection: the statement is kept by the
+  // Database, keyed by its text, and handed out reset with no bindings.
+  // For the statements a daemon runs per request (sqlite's parser and
+  // planner cost more than a point lookup). The handle resets the statement
+  // when it goes, so an unfinished SELECT never holds its read snapshot
+  // open. A text whose cached statement is in use (nested use) gets a fresh
+  // uncached one. Errors as Prepare().
+  absl::StatusOr<CachedStatement> PrepareCached(absl::string_view sql);
+  // One statement that returns no row (BEGIN, COMMIT, ...) through
+  // PrepareCached. Errors as Exec(); INTERNAL when a row comes back.
+  absl::Status ExecCached(absl::string_view sql);
 
   // Rows changed by the most recent INSERT/UPDATE/DELETE on this connection.
   int64_t ChangedRows() const;
@@ -147,9 +161,41 @@ class Database {
   absl::Status ErrorStatus(int rc, absl::string_view what) const;
 
  private:
+  friend class CachedStatement;
+  struct CacheEntry {
+    Statement statement;
+    bool in_use = false;
+  };
   Database(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
   sqlite3* db_;  // Owned.
   std::string path_;
+  // PrepareCached's statements, finalized before the connection closes.
+  absl::flat_hash_map<std::string, std::unique_ptr<CacheEntry>> cache_;
+};
+
+// A statement from Database::PrepareCached: use it as a Statement through
+// -> and *. Move-only; must not outlive its Database. On destruction the
+// statement is reset, its bindings cleared and (when cached) handed back.
+class CachedStatement {
+ public:
+  CachedStatement(CachedStatement&& other) noexcept;
+  CachedStatement& operator=(CachedStatement&&) = delete;
+  CachedStatement(const CachedStatement&) = delete;
+  CachedStatement& operator=(const CachedStatement&) = delete;
+  ~CachedStatement();
+
+  Statement* operator->() { return statement_; }
+  Statement& operator*() { return *statement_; }
+
+ private:
+  friend class Database;
+  // Borrows `entry`'s statement (marked in use), or owns `fresh`.
+  explicit CachedStatement(Database::CacheEntry* entry);
+  explicit CachedStatement(Statement fresh);
+
+  Database::CacheEntry* entry_ = nullptr;  // Not owned; null when owning.
+  std::unique_ptr<Statement> owned_;
+  Statement* statement_ = nullptr;  // entry_'s or owned_'s.
 };
 
 enum class TransactionMode { kDeferred, kImmediate, kExclusive };

@@ -191,5 +191,59 @@ TEST_F(DatabaseTest, SecondWriterGetsUnavailableWhileLocked) {
   EXPECT_THAT(tx2.Commit(), IsOk());
 }
 
+TEST_F(DatabaseTest, CachedStatementsComeBackResetWithoutBindings) {
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto db, Database::Open(Path("a.db"), {}));
+  ASSERT_THAT(db->Exec("CREATE TABLE t (i INTEGER)"), IsOk());
+  for (int i = 0; i < 3; ++i) {
+    TANDEM_ASSERT_OK_AND_ASSIGN(CachedStatement ins, db->PrepareCached("INSERT INTO t VALUES (?1)"));
+    if (i < 2) ASSERT_THAT(ins->BindInt64(1, 10 + i), IsOk());  // the third binds nothing
+    ASSERT_THAT(ins->StepDone(), IsOk());
+  }
+  TANDEM_ASSERT_OK_AND_ASSIGN(Statement sel,
+                              db->Prepare("SELECT group_concat(coalesce(i, 'null')) FROM t"));
+  ASSERT_THAT(sel.Step(), IsOkAndHolds(true));
+  EXPECT_EQ(sel.ColumnText(0), "10,11,null");
+  EXPECT_THAT(db->PrepareCached("SELEC 1"), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(db->PrepareCached("SELECT 1; SELECT 2"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("more than one")));
+}
+
+TEST_F(DatabaseTest, NestedUsesOfOneCachedTextAreIndependent) {
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto db, Database::Open(Path("a.db"), {}));
+  ASSERT_THAT(db->Exec("CREATE TABLE t (i INTEGER); INSERT INTO t VALUES (1), (2), (3)"), IsOk());
+  constexpr absl::string_view kSql = "SELECT i FROM t WHERE i >= ?1 ORDER BY i";
+  TANDEM_ASSERT_OK_AND_ASSIGN(CachedStatement outer, db->PrepareCached(kSql));
+  ASSERT_THAT(outer->BindInt64(1, 2), IsOk());
+  ASSERT_THAT(outer->Step(), IsOkAndHolds(true));
+  {
+    TANDEM_ASSERT_OK_AND_ASSIGN(CachedStatement inner, db->PrepareCached(kSql));
+    ASSERT_THAT(inner->BindInt64(1, 1), IsOk());
+    ASSERT_THAT(inner->Step(), IsOkAndHolds(true));
+    EXPECT_EQ(inner->ColumnInt64(0), 1);
+  }
+  EXPECT_EQ(outer->ColumnInt64(0), 2);  // untouched by the inner use
+  ASSERT_THAT(outer->Step(), IsOkAndHolds(true));
+  EXPECT_EQ(outer->ColumnInt64(0), 3);
+}
+
+// An unfinished SELECT left un-reset would keep its WAL read snapshot, and
+// the connection's next query would miss later commits of another one.
+TEST_F(DatabaseTest, ADroppedCachedSelectHoldsNoSnapshot) {
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto writer, Database::Open(Path("a.db"), {}));
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto reader, Database::Open(Path("a.db"), {}));
+  ASSERT_THAT(writer->Exec("CREATE TABLE t (i INTEGER); INSERT INTO t VALUES (1), (2)"), IsOk());
+  constexpr absl::string_view kSql = "SELECT count(*) FROM t UNION ALL SELECT max(i) FROM t";
+  {
+    TANDEM_ASSERT_OK_AND_ASSIGN(CachedStatement sel, reader->PrepareCached(kSql));
+    ASSERT_THAT(sel->Step(), IsOkAndHolds(true));  // one row of two: unfinished
+    EXPECT_EQ(sel->ColumnInt64(0), 2);
+  }
+  EXPECT_FALSE(reader->InTransaction());
+  ASSERT_THAT(writer->Exec("INSERT INTO t VALUES (3)"), IsOk());
+  TANDEM_ASSERT_OK_AND_ASSIGN(CachedStatement again, reader->PrepareCached(kSql));
+  ASSERT_THAT(again->Step(), IsOkAndHolds(true));
+  EXPECT_EQ(again->ColumnInt64(0), 3);
+}
+
 }  // namespace
 }  // namespace tandem::sqlite

@@ -99,10 +99,12 @@ absl::Status ValidateSparseKeySet(const proto::SparseKeySet& keys,
       return Invalid(absl::StrCat(key.value_correction_size(), " value corrections, expected ",
                                   shape.block_size), g);
     }
-    for (uint64_t v : key.value_correction()) {
-      if ((v & ~value_mask) != 0) {
-        return Invalid(absl::StrCat("value correction exceeds ", shape.value_bits, " bits"), g);
-      }
+    // One OR over the block (vectorised; B = 1024 values per key), not a
+    // branch per value.
+    uint64_t excess = 0;
+    for (uint64_t v : key.value_correction()) excess |= v & ~value_mask;
+    if (excess != 0) {
+      return Invalid(absl::StrCat("value correction exceeds ", shape.value_bits, " bits"), g);
     }
     if (key.proof_correction().size() != 16 * kProofBlocks) {
       return Invalid(absl::StrCat("proof correction has ", key.proof_correction().size(),
