@@ -299,9 +299,11 @@ absl::StatusOr<proto::UploadResponse> Aggregator::Upload(const proto::UploadRequ
   // Not built where nothing is cached (replicas, a zero budget).
   std::shared_ptr<ParsedShare> parsed;
   if (options_.pending_share_cache_bytes > 0 && task->store->replicated() == nullptr) {
-    parsed = std::make_shared<ParsedShare>();
-    parsed->keys = request.key_share();
-    if (proof != nullptr) parsed->proof = request.norm_proof();
+    // On an arena sized to the copy (the stored encoding holds the same
+    // fields): one allocation.
+    parsed = std::make_shared<ParsedShare>(share.size());
+    *parsed->mutable_keys() = request.key_share();
+    if (proof != nullptr) *parsed->mutable_proof() = request.norm_proof();
     parsed->ticket_digest = ticket_digest;
   }
   TANDEM_RETURN_IF_ERROR(StoreUpload(

@@ -25,7 +25,7 @@ std::vector<const proto::SparseKeySet*> KeysOf(
     const std::vector<std::shared_ptr<const ParsedShare>>& shares) {
   std::vector<const proto::SparseKeySet*> out;
   out.reserve(shares.size());
-  for (const auto& s : shares) out.push_back(&s->keys);
+  for (const auto& s : shares) out.push_back(&s->keys());
   return out;
 }
 

@@ -117,8 +117,8 @@ TEST(FusedExpansion, NormChecksWithAccumulatorMatchTheCheckOnlyPath) {
       TANDEM_ASSERT_OK_AND_ASSIGN(auto r, MakeReportWithValues(params, values, s));
       const proto::UploadRequest& u = party == 0 ? r.to_leader : r.to_helper;
       ParsedShare p;
-      p.keys = u.key_share();
-      p.proof = u.norm_proof();
+      *p.mutable_keys() = u.key_share();
+      *p.mutable_proof() = u.norm_proof();
       parsed.push_back(std::move(p));
       ids.push_back(u.report_id());
     }
@@ -126,7 +126,7 @@ TEST(FusedExpansion, NormChecksWithAccumulatorMatchTheCheckOnlyPath) {
     std::vector<const proto::SparseKeySet*> keys;
     for (const ParsedShare& p : parsed) {
       ptrs.push_back(&p);
-      keys.push_back(&p.keys);
+      keys.push_back(&p.keys());
     }
     TANDEM_ASSERT_OK_AND_ASSIGN(std::vector<NormEvaluation> check_only,
                                 EvaluateNormChecks(dpf, *proof, party, ptrs, ids, seed));

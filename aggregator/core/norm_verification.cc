@@ -1,5 +1,6 @@
 #include "aggregator/core/norm_verification.h"
 
+#include <algorithm>
 #include <tbb/enumerable_thread_specific.h>
 #include <tbb/parallel_for.h>
 
@@ -9,6 +10,30 @@
 #include "base/status_macros.h"
 
 namespace tandem::aggregator {
+
+ParsedShare::ParsedShare()
+    : heap_keys_(std::make_unique<proto::SparseKeySet>()),
+      heap_proof_(std::make_unique<proto::NormProofShare>()),
+      keys_(heap_keys_.get()),
+      proof_(heap_proof_.get()) {}
+
+namespace {
+google::protobuf::ArenaOptions ArenaFor(size_t bytes) {
+  google::protobuf::ArenaOptions o;
+  // Room for the arena's own header and the messages' fixed parts besides
+  // the copied fields.
+  o.start_block_size = bytes + 4096;
+  o.max_block_size = std::max<size_t>(o.start_block_size, o.max_block_size);
+  return o;
+}
+}  // namespace
+
+ParsedShare::ParsedShare(size_t arena_bytes)
+    : arena_(std::make_unique<google::protobuf::Arena>(ArenaFor(arena_bytes))),
+      keys_(google::protobuf::Arena::CreateMessage<proto::SparseKeySet>(arena_.get())),
+      proof_(google::protobuf::Arena::CreateMessage<proto::NormProofShare>(arena_.get())) {}
+
+ParsedShare::~ParsedShare() = default;
 
 std::string EncodeStoredShare(const proto::SparseKeySet& keys, const proto::NormProofShare* proof,
                               absl::string_view ticket_digest) {
@@ -26,7 +51,7 @@ absl::StatusOr<ParsedShare> ParseStoredShare(absl::string_view blob,
                                              int party, bool ticketed) {
   ParsedShare out;
   if (proof == nullptr && !ticketed) {
-    TANDEM_ASSIGN_OR_RETURN(out.keys, crypto::ParseSparseKeySet(blob, shape));
+    TANDEM_ASSIGN_OR_RETURN(*out.mutable_keys(), crypto::ParseSparseKeySet(blob, shape));
     return out;
   }
   // Key set bound plus the largest proof share (8 bytes + tag per element)
@@ -48,8 +73,8 @@ absl::StatusOr<ParsedShare> ParseStoredShare(absl::string_view blob,
   if (ticketed != (stored.ticket_digest().size() == 32)) {
     return absl::InvalidArgumentError("stored share's ticket digest does not match the server");
   }
-  out.keys = std::move(*stored.mutable_key_share());
-  out.proof = std::move(*stored.mutable_norm_proof());
+  out.mutable_keys()->Swap(stored.mutable_key_share());
+  out.mutable_proof()->Swap(stored.mutable_norm_proof());
   out.ticket_digest = std::move(*stored.mutable_ticket_digest());
   return out;
 }
@@ -70,10 +95,10 @@ absl::StatusOr<std::vector<NormEvaluation>> EvaluateNormChecks(
     std::vector<uint64_t>& derived = derived_buffers.local();
     derived.resize(proof.circuit().derived_length());
     TANDEM_ASSIGN_OR_RETURN(
-        out[i].digest, proof.EvaluateAccumulateAndDerive(dpf, party, shares[i]->keys, target,
+        out[i].digest, proof.EvaluateAccumulateAndDerive(dpf, party, shares[i]->keys(), target,
                                                          absl::MakeSpan(derived), scratch));
     TANDEM_ASSIGN_OR_RETURN(out[i].verifier,
-                            proof.Query(party, report_ids[i], shares[i]->keys, shares[i]->proof,
+                            proof.Query(party, report_ids[i], shares[i]->keys(), shares[i]->proof(),
                                         derived, out[i].digest, query_seed));
     return absl::OkStatus();
   };
@@ -111,7 +136,7 @@ absl::StatusOr<ReportChecks> EvaluateReportChecks(
   }
   std::vector<const proto::SparseKeySet*> keys;
   keys.reserve(shares.size());
-  for (const ParsedShare* s : shares) keys.push_back(&s->keys);
+  for (const ParsedShare* s : shares) keys.push_back(&s->keys());
   TANDEM_ASSIGN_OR_RETURN(out.digests, ComputeDigests(dpf, keys, accumulator));
   return out;
 }

@@ -13,6 +13,7 @@
 #ifndef TANDEM_AGGREGATOR_CORE_NORM_VERIFICATION_H_
 #define TANDEM_AGGREGATOR_CORE_NORM_VERIFICATION_H_
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -22,17 +23,42 @@
 #include "crypto/dpf/key_validator.h"
 #include "crypto/dpf/sparse_dpf.h"
 #include "crypto/proof/norm_proof.h"
+#include "google/protobuf/arena.h"
 #include "proto/aggregator.pb.h"
 #include "proto/dpf.pb.h"
 
 namespace tandem::aggregator {
 
 // A stored share, parsed and validated: keys, plus the proof share in
-// rounds with a norm bound.
-struct ParsedShare {
-  proto::SparseKeySet keys;
-  proto::NormProofShare proof;
+// rounds with a norm bound. Move-only. The messages live on the heap, or on
+// an arena owned here (ParsedShare(arena_bytes)): an upload's copy of its
+// ~134 KB key set is then one block, not a heap allocation per key field,
+// and freeing it is one free. Not thread-safe to mutate; const access is.
+class ParsedShare {
+ public:
+  // Empty messages on the heap.
+  ParsedShare();
+  // Empty messages on an arena whose first block has `arena_bytes` (the
+  // size of what will be copied in: then one allocation holds it all).
+  explicit ParsedShare(size_t arena_bytes);
+  ParsedShare(ParsedShare&&) noexcept = default;
+  ParsedShare& operator=(ParsedShare&&) noexcept = default;
+  ~ParsedShare();
+
+  const proto::SparseKeySet& keys() const { return *keys_; }
+  proto::SparseKeySet* mutable_keys() { return keys_; }
+  const proto::NormProofShare& proof() const { return *proof_; }
+  proto::NormProofShare* mutable_proof() { return proof_; }
+
   std::string ticket_digest;  // empty for unticketed uploads
+
+ private:
+  // Declared first: destroyed after the messages that may live on it.
+  std::unique_ptr<google::protobuf::Arena> arena_;  // null: heap messages
+  std::unique_ptr<proto::SparseKeySet> heap_keys_;
+  std::unique_ptr<proto::NormProofShare> heap_proof_;
+  proto::SparseKeySet* keys_;       // heap_keys_ or on arena_
+  proto::NormProofShare* proof_;    // heap_proof_ or on arena_
 };
 
 // The blob a server stores for an upload: the key set alone (no norm bound

@@ -248,7 +248,7 @@ absl::StatusOr<int> Aggregator::ProcessBatchLocked(Task& task,
     // not yet at the helper): the only second expansions.
     std::vector<const proto::SparseKeySet*> undo;
     for (size_t i = 0; i < candidates.size(); ++i) {
-      if (!counted[i]) undo.push_back(&shares[i]->keys);
+      if (!counted[i]) undo.push_back(&shares[i]->keys());
     }
     started = std::chrono::steady_clock::now();
     TANDEM_RETURN_IF_ERROR(SubtractShares(*task.dpf, undo, absl::MakeSpan(next)));
