@@ -1,8 +1,9 @@
 #include "aggregator/core/norm_verification.h"
 
-#include <algorithm>
 #include <tbb/enumerable_thread_specific.h>
 #include <tbb/parallel_for.h>
+
+#include <algorithm>
 
 #include "absl/strings/str_cat.h"
 #include "aggregator/core/deterministic.h"
@@ -94,9 +95,9 @@ absl::StatusOr<std::vector<NormEvaluation>> EvaluateNormChecks(
                       crypto::SparseDpfScratch* scratch) -> absl::Status {
     std::vector<uint64_t>& derived = derived_buffers.local();
     derived.resize(proof.circuit().derived_length());
-    TANDEM_ASSIGN_OR_RETURN(
-        out[i].digest, proof.EvaluateAccumulateAndDerive(dpf, party, shares[i]->keys(), target,
-                                                         absl::MakeSpan(derived), scratch));
+    TANDEM_ASSIGN_OR_RETURN(out[i].digest,
+                            proof.EvaluateAccumulateAndDerive(dpf, party, shares[i]->keys(), target,
+                                                              absl::MakeSpan(derived), scratch));
     TANDEM_ASSIGN_OR_RETURN(out[i].verifier,
                             proof.Query(party, report_ids[i], shares[i]->keys(), shares[i]->proof(),
                                         derived, out[i].digest, query_seed));

@@ -57,8 +57,8 @@ class ParsedShare {
   std::unique_ptr<google::protobuf::Arena> arena_;  // null: heap messages
   std::unique_ptr<proto::SparseKeySet> heap_keys_;
   std::unique_ptr<proto::NormProofShare> heap_proof_;
-  proto::SparseKeySet* keys_;       // heap_keys_ or on arena_
-  proto::NormProofShare* proof_;    // heap_proof_ or on arena_
+  proto::SparseKeySet* keys_;     // heap_keys_ or on arena_
+  proto::NormProofShare* proof_;  // heap_proof_ or on arena_
 };
 
 // The blob a server stores for an upload: the key set alone (no norm bound

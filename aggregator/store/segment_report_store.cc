@@ -105,9 +105,9 @@ absl::StatusOr<ReportRecord> SegmentReportStore::ReadReportLocked(const Statemen
 }
 
 absl::StatusOr<ReportRecord> SegmentReportStore::GetReportLocked(absl::string_view report_id) {
-  TANDEM_ASSIGN_OR_RETURN(
-      CachedStatement st,
-      db_->PrepareCached(absl::StrCat("SELECT ", kReportColumns, " FROM reports WHERE report_id = ?1")));
+  TANDEM_ASSIGN_OR_RETURN(CachedStatement st,
+                          db_->PrepareCached(absl::StrCat("SELECT ", kReportColumns,
+                                                          " FROM reports WHERE report_id = ?1")));
   TANDEM_RETURN_IF_ERROR(st->BindBlob(1, report_id));
   TANDEM_ASSIGN_OR_RETURN(const bool row, st->Step());
   if (!row) return absl::NotFoundError("report not found");
@@ -131,9 +131,10 @@ absl::Status SegmentReportStore::WriteAccumulatorLocked(int64_t round_id, absl::
   TANDEM_ASSIGN_OR_RETURN(const ShareLocation loc, accumulators_->Add(bytes, RoundTag(round_id)));
   TANDEM_ASSIGN_OR_RETURN(
       CachedStatement up,
-      db_->PrepareCached("INSERT INTO accumulators VALUES (?1, ?2, ?3, ?4, ?5, 1) ON CONFLICT(round_id) "
-                   "DO UPDATE SET seg = excluded.seg, off = excluded.off, len = excluded.len, "
-                   "report_count = report_count + excluded.report_count, version = version + 1"));
+      db_->PrepareCached(
+          "INSERT INTO accumulators VALUES (?1, ?2, ?3, ?4, ?5, 1) ON CONFLICT(round_id) "
+          "DO UPDATE SET seg = excluded.seg, off = excluded.off, len = excluded.len, "
+          "report_count = report_count + excluded.report_count, version = version + 1"));
   TANDEM_RETURN_IF_ERROR(up->BindInt64(1, round_id));
   TANDEM_RETURN_IF_ERROR(up->BindInt64(2, loc.segment));
   TANDEM_RETURN_IF_ERROR(up->BindInt64(3, loc.offset));
@@ -191,7 +192,8 @@ absl::StatusOr<std::vector<absl::Status>> SegmentReportStore::PutPendingBatch(
   // Closed meanwhile: nothing is indexed (the records are dead space).
   TANDEM_RETURN_IF_ERROR(RequireOpenLocked(round_id));
   TANDEM_ASSIGN_OR_RETURN(
-      CachedStatement ins, db_->PrepareCached("INSERT INTO reports VALUES (?1, ?2, 0, 0, ?3, ?4, ?5, ?6)"));
+      CachedStatement ins,
+      db_->PrepareCached("INSERT INTO reports VALUES (?1, ?2, 0, 0, ?3, ?4, ?5, ?6)"));
   for (const NewReport& row : rows) {
     TANDEM_RETURN_IF_ERROR(ins->Reset());
     TANDEM_RETURN_IF_ERROR(ins->BindBlob(1, row.report_id));
@@ -238,7 +240,8 @@ absl::Status SegmentReportStore::Transition(absl::string_view report_id, ReportS
   {
     TANDEM_ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(db_.get()));
     TANDEM_ASSIGN_OR_RETURN(
-        CachedStatement get, db_->PrepareCached("SELECT round_id, state FROM reports WHERE report_id = ?1"));
+        CachedStatement get,
+        db_->PrepareCached("SELECT round_id, state FROM reports WHERE report_id = ?1"));
     TANDEM_RETURN_IF_ERROR(get->BindBlob(1, report_id));
     TANDEM_ASSIGN_OR_RETURN(const bool row, get->Step());
     if (!row) return absl::NotFoundError("report not found");
@@ -252,10 +255,11 @@ absl::Status SegmentReportStore::Transition(absl::string_view report_id, ReportS
     }
     // Rejected reports drop their share; accepted ones keep it until counted.
     TANDEM_ASSIGN_OR_RETURN(
-        CachedStatement up, db_->PrepareCached(to == ReportState::kRejected
-                                       ? absl::StrCat("UPDATE reports SET state = ?2, ", kDropShare,
-                                                      " WHERE report_id = ?1")
-                                       : "UPDATE reports SET state = ?2 WHERE report_id = ?1"));
+        CachedStatement up,
+        db_->PrepareCached(to == ReportState::kRejected
+                               ? absl::StrCat("UPDATE reports SET state = ?2, ", kDropShare,
+                                              " WHERE report_id = ?1")
+                               : "UPDATE reports SET state = ?2 WHERE report_id = ?1"));
     TANDEM_RETURN_IF_ERROR(up->BindBlob(1, report_id));
     TANDEM_RETURN_IF_ERROR(up->BindInt64(2, static_cast<int64_t>(to)));
     TANDEM_RETURN_IF_ERROR(up->StepDone());
@@ -299,8 +303,8 @@ absl::StatusOr<absl::flat_hash_map<std::string, ReportRecord>> SegmentReportStor
   for (const std::string& id : report_ids) TANDEM_RETURN_IF_ERROR(ValidateReportId(id));
   absl::MutexLock lock(&reader_mu_);
   TANDEM_ASSIGN_OR_RETURN(CachedStatement st,
-                          reader_->PrepareCached(absl::StrCat("SELECT ", kReportColumns,
-                                                        " FROM reports WHERE report_id = ?1")));
+                          reader_->PrepareCached(absl::StrCat(
+                              "SELECT ", kReportColumns, " FROM reports WHERE report_id = ?1")));
   absl::flat_hash_map<std::string, ReportRecord> out;
   std::optional<ShareLocation> loc;
   for (const std::string& id : report_ids) {
@@ -403,8 +407,9 @@ absl::StatusOr<AccumulatorSnapshot> SegmentReportStore::LoadAccumulator(int64_t 
                           Transaction::Begin(db_.get(), sqlite::TransactionMode::kDeferred));
   TANDEM_RETURN_IF_ERROR(GetRoundLocked(round_id).status());
   TANDEM_ASSIGN_OR_RETURN(
-      CachedStatement st, db_->PrepareCached("SELECT seg, off, len, report_count, version FROM accumulators "
-                                 "WHERE round_id = ?1"));
+      CachedStatement st,
+      db_->PrepareCached("SELECT seg, off, len, report_count, version FROM accumulators "
+                         "WHERE round_id = ?1"));
   TANDEM_RETURN_IF_ERROR(st->BindInt64(1, round_id));
   TANDEM_ASSIGN_OR_RETURN(const bool row, st->Step());
   AccumulatorSnapshot snap{round_id, "", 0, 0};

@@ -53,8 +53,8 @@ absl::Status WriteAccumulatorRow(sqlite::Database& db, int64_t round_id, absl::s
   TANDEM_ASSIGN_OR_RETURN(
       sqlite::CachedStatement up,
       db.PrepareCached("INSERT INTO accumulators VALUES (?1, ?2, ?3, 1) ON CONFLICT(round_id) DO "
-                 "UPDATE SET bytes = excluded.bytes, report_count = report_count + "
-                 "excluded.report_count, version = version + 1"));
+                       "UPDATE SET bytes = excluded.bytes, report_count = report_count + "
+                       "excluded.report_count, version = version + 1"));
   TANDEM_RETURN_IF_ERROR(up->BindInt64(1, round_id));
   TANDEM_RETURN_IF_ERROR(up->BindBlob(2, bytes));
   TANDEM_RETURN_IF_ERROR(up->BindInt64(3, newly_counted));
@@ -108,8 +108,9 @@ absl::Status SqliteReportStore::Migrate() {
   TANDEM_ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(db_.get()));
   TANDEM_RETURN_IF_ERROR(db_->Exec(
       "CREATE TABLE IF NOT EXISTS schema_version (component TEXT PRIMARY KEY, version INTEGER NOT NULL)"));
-  TANDEM_ASSIGN_OR_RETURN(CachedStatement get,
-                          db_->PrepareCached("SELECT version FROM schema_version WHERE component = 'report_store'"));
+  TANDEM_ASSIGN_OR_RETURN(
+      CachedStatement get,
+      db_->PrepareCached("SELECT version FROM schema_version WHERE component = 'report_store'"));
   TANDEM_ASSIGN_OR_RETURN(const bool has_row, get->Step());
   if (has_row) {
     const int64_t version = get->ColumnInt64(0);
@@ -168,8 +169,9 @@ absl::Status SqliteReportStore::ReleaseRound(int64_t round_id, absl::string_view
   TANDEM_RETURN_IF_ERROR(RequireOpenLocked(round_id));
   TANDEM_ASSIGN_OR_RETURN(
       CachedStatement up,
-      db_->PrepareCached("INSERT INTO accumulators VALUES (?1, ?2, 0, 1) ON CONFLICT(round_id) DO UPDATE SET "
-                   "bytes = excluded.bytes, version = version + 1"));
+      db_->PrepareCached(
+          "INSERT INTO accumulators VALUES (?1, ?2, 0, 1) ON CONFLICT(round_id) DO UPDATE SET "
+          "bytes = excluded.bytes, version = version + 1"));
   TANDEM_RETURN_IF_ERROR(up->BindInt64(1, round_id));
   TANDEM_RETURN_IF_ERROR(up->BindBlob(2, bytes));
   TANDEM_RETURN_IF_ERROR(up->StepDone());
@@ -200,8 +202,9 @@ absl::StatusOr<RoundRecord> SqliteReportStore::GetRound(int64_t round_id) {
 }
 
 absl::StatusOr<ReportRecord> SqliteReportStore::GetReportLocked(absl::string_view report_id) {
-  TANDEM_ASSIGN_OR_RETURN(
-      CachedStatement st, db_->PrepareCached(absl::StrCat("SELECT ", kReportColumns, " FROM reports WHERE report_id = ?1")));
+  TANDEM_ASSIGN_OR_RETURN(CachedStatement st,
+                          db_->PrepareCached(absl::StrCat("SELECT ", kReportColumns,
+                                                          " FROM reports WHERE report_id = ?1")));
   TANDEM_RETURN_IF_ERROR(st->BindBlob(1, report_id));
   TANDEM_ASSIGN_OR_RETURN(const bool row, st->Step());
   if (!row) return absl::NotFoundError("report not found");
@@ -272,8 +275,8 @@ absl::Status SqliteReportStore::Transition(absl::string_view report_id, ReportSt
   TANDEM_ASSIGN_OR_RETURN(
       CachedStatement up,
       db_->PrepareCached(to == ReportState::kRejected
-                       ? "UPDATE reports SET state = ?2, share = NULL WHERE report_id = ?1"
-                       : "UPDATE reports SET state = ?2 WHERE report_id = ?1"));
+                             ? "UPDATE reports SET state = ?2, share = NULL WHERE report_id = ?1"
+                             : "UPDATE reports SET state = ?2 WHERE report_id = ?1"));
   TANDEM_RETURN_IF_ERROR(up->BindBlob(1, report_id));
   TANDEM_RETURN_IF_ERROR(up->BindInt64(2, static_cast<int64_t>(to)));
   TANDEM_RETURN_IF_ERROR(up->StepDone());
@@ -307,9 +310,9 @@ absl::StatusOr<absl::flat_hash_map<std::string, ReportRecord>> SqliteReportStore
     absl::Span<const std::string> report_ids) {
   for (const std::string& id : report_ids) TANDEM_RETURN_IF_ERROR(ValidateReportId(id));
   absl::MutexLock lock(&mu_);
-  TANDEM_ASSIGN_OR_RETURN(
-      CachedStatement st,
-      db_->PrepareCached(absl::StrCat("SELECT ", kStateColumns, " FROM reports WHERE report_id = ?1")));
+  TANDEM_ASSIGN_OR_RETURN(CachedStatement st,
+                          db_->PrepareCached(absl::StrCat("SELECT ", kStateColumns,
+                                                          " FROM reports WHERE report_id = ?1")));
   absl::flat_hash_map<std::string, ReportRecord> out;
   for (const std::string& id : report_ids) {
     TANDEM_RETURN_IF_ERROR(st->Reset());
@@ -328,10 +331,11 @@ absl::StatusOr<std::vector<ReportRecord>> SqliteReportStore::ListReportsImpl(int
   TANDEM_RETURN_IF_ERROR(ValidateRoundId(round_id));
   absl::MutexLock lock(&mu_);
   TANDEM_RETURN_IF_ERROR(GetRoundLocked(round_id).status());
-  TANDEM_ASSIGN_OR_RETURN(CachedStatement st, db_->PrepareCached(absl::StrCat(
-                                            "SELECT ", with_share ? kReportColumns : kStateColumns,
-                                            " FROM reports WHERE round_id = ?1 AND ",
-                                            FilterSql(filter), " ORDER BY report_id")));
+  TANDEM_ASSIGN_OR_RETURN(
+      CachedStatement st,
+      db_->PrepareCached(absl::StrCat("SELECT ", with_share ? kReportColumns : kStateColumns,
+                                      " FROM reports WHERE round_id = ?1 AND ", FilterSql(filter),
+                                      " ORDER BY report_id")));
   TANDEM_RETURN_IF_ERROR(st->BindInt64(1, round_id));
   std::vector<ReportRecord> out;
   while (true) {
@@ -401,7 +405,8 @@ absl::StatusOr<AccumulatorSnapshot> SqliteReportStore::LoadAccumulator(int64_t r
   TANDEM_RETURN_IF_ERROR(GetRoundLocked(round_id).status());
   TANDEM_ASSIGN_OR_RETURN(
       CachedStatement st,
-      db_->PrepareCached("SELECT bytes, report_count, version FROM accumulators WHERE round_id = ?1"));
+      db_->PrepareCached(
+          "SELECT bytes, report_count, version FROM accumulators WHERE round_id = ?1"));
   TANDEM_RETURN_IF_ERROR(st->BindInt64(1, round_id));
   TANDEM_ASSIGN_OR_RETURN(const bool row, st->Step());
   AccumulatorSnapshot snap{round_id, "", 0, 0};
@@ -413,7 +418,8 @@ absl::StatusOr<AccumulatorSnapshot> SqliteReportStore::LoadAccumulator(int64_t r
   }
   // Cross-check against the report states written in the same transactions.
   TANDEM_ASSIGN_OR_RETURN(
-      CachedStatement count, db_->PrepareCached("SELECT count(*) FROM reports WHERE round_id = ?1 AND counted = 1"));
+      CachedStatement count,
+      db_->PrepareCached("SELECT count(*) FROM reports WHERE round_id = ?1 AND counted = 1"));
   TANDEM_RETURN_IF_ERROR(count->BindInt64(1, round_id));
   TANDEM_ASSIGN_OR_RETURN(const bool count_row, count->Step());
   if (!count_row || count->ColumnInt64(0) != snap.report_count) {

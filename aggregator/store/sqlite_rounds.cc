@@ -8,8 +8,9 @@
 namespace tandem::aggregator {
 
 absl::StatusOr<RoundRecord> ReadRoundRow(sqlite::Database& db, int64_t round_id) {
-  TANDEM_ASSIGN_OR_RETURN(sqlite::CachedStatement st,
-                          db.PrepareCached("SELECT parameters, state FROM rounds WHERE round_id = ?1"));
+  TANDEM_ASSIGN_OR_RETURN(
+      sqlite::CachedStatement st,
+      db.PrepareCached("SELECT parameters, state FROM rounds WHERE round_id = ?1"));
   TANDEM_RETURN_IF_ERROR(st->BindInt64(1, round_id));
   TANDEM_ASSIGN_OR_RETURN(const bool row, st->Step());
   if (!row) return absl::NotFoundError(absl::StrCat("round ", round_id, " not found"));
@@ -132,7 +133,7 @@ absl::Status ApplyTransition(sqlite::Database& db, ReportTransition t, absl::str
   TANDEM_ASSIGN_OR_RETURN(
       sqlite::CachedStatement st,
       db.PrepareCached(absl::StrCat("UPDATE reports SET ", sql.set,
-                              " WHERE report_id = ?1 AND round_id = ?2 AND ", sql.allowed)));
+                                    " WHERE report_id = ?1 AND round_id = ?2 AND ", sql.allowed)));
   for (const std::string& id : ids) {
     TANDEM_RETURN_IF_ERROR(st->BindBlob(1, id));
     TANDEM_RETURN_IF_ERROR(st->BindInt64(2, round_id));

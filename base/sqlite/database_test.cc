@@ -195,7 +195,8 @@ TEST_F(DatabaseTest, CachedStatementsComeBackResetWithoutBindings) {
   TANDEM_ASSERT_OK_AND_ASSIGN(auto db, Database::Open(Path("a.db"), {}));
   ASSERT_THAT(db->Exec("CREATE TABLE t (i INTEGER)"), IsOk());
   for (int i = 0; i < 3; ++i) {
-    TANDEM_ASSERT_OK_AND_ASSIGN(CachedStatement ins, db->PrepareCached("INSERT INTO t VALUES (?1)"));
+    TANDEM_ASSERT_OK_AND_ASSIGN(CachedStatement ins,
+                                db->PrepareCached("INSERT INTO t VALUES (?1)"));
     if (i < 2) ASSERT_THAT(ins->BindInt64(1, 10 + i), IsOk());  // the third binds nothing
     ASSERT_THAT(ins->StepDone(), IsOk());
   }
