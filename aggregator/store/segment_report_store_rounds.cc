@@ -121,13 +121,14 @@ absl::Status SegmentReportStore::Migrate() {
   TANDEM_RETURN_IF_ERROR(
       db_->Exec("CREATE TABLE IF NOT EXISTS schema_version (component TEXT PRIMARY KEY, version "
                 "INTEGER NOT NULL)"));
+  // Run once at open: compiled for this call only, not kept.
   TANDEM_ASSIGN_OR_RETURN(
-      CachedStatement get,
-      db_->PrepareCached(
+      Statement get,
+      db_->Prepare(
           absl::StrCat("SELECT version FROM schema_version WHERE component = '", kComponent, "'")));
-  TANDEM_ASSIGN_OR_RETURN(const bool has_row, get->Step());
+  TANDEM_ASSIGN_OR_RETURN(const bool has_row, get.Step());
   if (has_row) {
-    const int64_t version = get->ColumnInt64(0);
+    const int64_t version = get.ColumnInt64(0);
     if (version < 1) return CorruptStore("schema_version");
     if (version > kSchemaVersion) {
       return absl::FailedPreconditionError(absl::StrCat("segment store: schema version ", version,

@@ -108,12 +108,13 @@ absl::Status SqliteReportStore::Migrate() {
   TANDEM_ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(db_.get()));
   TANDEM_RETURN_IF_ERROR(db_->Exec(
       "CREATE TABLE IF NOT EXISTS schema_version (component TEXT PRIMARY KEY, version INTEGER NOT NULL)"));
+  // Run once at open: compiled for this call only, not kept.
   TANDEM_ASSIGN_OR_RETURN(
-      CachedStatement get,
-      db_->PrepareCached("SELECT version FROM schema_version WHERE component = 'report_store'"));
-  TANDEM_ASSIGN_OR_RETURN(const bool has_row, get->Step());
+      Statement get,
+      db_->Prepare("SELECT version FROM schema_version WHERE component = 'report_store'"));
+  TANDEM_ASSIGN_OR_RETURN(const bool has_row, get.Step());
   if (has_row) {
-    const int64_t version = get->ColumnInt64(0);
+    const int64_t version = get.ColumnInt64(0);
     if (version < 1) return CorruptStore("schema_version");
     if (version > kSchemaVersion) {
       return absl::FailedPreconditionError(absl::StrCat(
