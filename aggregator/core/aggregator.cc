@@ -14,6 +14,7 @@
 #include "base/logging.h"
 #include "base/ids.h"
 #include "base/status_macros.h"
+#include "crypto/sign/device_auth.h"
 #include "crypto/sign/upload_ticket.h"
 
 namespace tandem::aggregator {
@@ -208,23 +209,38 @@ absl::Status Aggregator::OpenRound(const proto::RoundParameters& parameters) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> Aggregator::CheckTicket(const proto::UploadRequest& request) const {
+absl::StatusOr<std::string> Aggregator::CheckTicket(const proto::UploadRequest& request,
+                                                    proto::UploadTicket* ticket) const {
   if (options_.ticket_key == nullptr) return std::string();
   if (!request.has_ticket()) {
     return absl::UnauthenticatedError("this aggregator accepts uploads with a coordinator ticket only");
   }
-  TANDEM_ASSIGN_OR_RETURN(proto::UploadTicket ticket,
+  TANDEM_ASSIGN_OR_RETURN(*ticket,
                           crypto::VerifyUploadTicket(*options_.ticket_key, request.ticket()));
-  TANDEM_RETURN_IF_ERROR(crypto::CheckTicketFor(ticket, request.task_id(), request.round_id(),
+  TANDEM_RETURN_IF_ERROR(crypto::CheckTicketFor(*ticket, request.task_id(), request.round_id(),
                                                 request.report_id(),
                                                 absl::ToUnixMillis(clock_->Now())));
+  if (ticket->device_public_key().empty()) {
+    if (options_.require_device_bound_tickets) {
+      return absl::UnauthenticatedError(
+          "this aggregator accepts only tickets bound to a device key");
+    }
+    if (!request.device_signature().empty()) {
+      return absl::UnauthenticatedError("device_signature without a device-bound ticket");
+    }
+  } else if (request.device_signature().empty()) {
+    // Refused before any parsing; the signature itself is checked once the
+    // share's digest is known (Upload).
+    return absl::UnauthenticatedError("the ticket is bound to a device key: sign the upload");
+  }
   return crypto::TicketDigest(request.ticket());
 }
 
 absl::StatusOr<proto::UploadResponse> Aggregator::Upload(const proto::UploadRequest& request) {
   // The ticket first: an outsider learns nothing (not even whether the
   // task exists) and costs one signature check.
-  TANDEM_ASSIGN_OR_RETURN(const std::string ticket_digest, CheckTicket(request));
+  proto::UploadTicket ticket;
+  TANDEM_ASSIGN_OR_RETURN(const std::string ticket_digest, CheckTicket(request, &ticket));
   TANDEM_RETURN_IF_ERROR(ValidateId(request.task_id(), "task_id"));
   if (request.report_id().size() != kReportIdBytes) {
     return absl::InvalidArgumentError("report_id must be exactly 16 bytes");
@@ -280,6 +296,16 @@ absl::StatusOr<proto::UploadResponse> Aggregator::Upload(const proto::UploadRequ
       request.key_share(), proof != nullptr ? &request.norm_proof() : nullptr, ticket_digest);
   // Hashed here, on this upload's thread, not in the group commit's one.
   std::string digest = ShareDigest(share);
+  // The device's signature: this digest is the content digest it signed
+  // (crypto::UploadContentDigest is SHA-256 of the same StoredReportShare
+  // encoding), so the check costs one Ed25519 verification. Before any
+  // state is read: a stolen ticket learns nothing either.
+  if (!ticket.device_public_key().empty()) {
+    TANDEM_RETURN_IF_ERROR(crypto::VerifyUploadSignature(
+        ticket,
+        options_.role == Role::kLeader ? crypto::UploadRole::kLeader : crypto::UploadRole::kHelper,
+        ticket_digest, digest, request.device_signature()));
+  }
 
   // The state alone (no share read; on the segment store a reader that does
   // not wait for a group commit in progress). The store checks again in the

@@ -124,6 +124,13 @@ struct AggregatorOptions {
   // signed. Null only by explicit opt-out (AggregatorConfig
   // allow_unticketed_uploads).
   std::shared_ptr<const crypto::Ed25519VerifyingKey> ticket_key;
+  // With a ticket key: every ticket must name the device key the
+  // coordinator checked at check-in (UploadTicket.device_public_key), and
+  // every upload must carry that device's signature over this server's
+  // role, the ticket and the share (crypto/sign/device_auth.h). A ticket
+  // that names a device key is always checked so, whatever this says; off
+  // only by explicit opt-out (AggregatorConfig allow_unbound_tickets).
+  bool require_device_bound_tickets = false;
 };
 
 class Aggregator {
@@ -191,7 +198,9 @@ class Aggregator {
                            std::shared_ptr<const ParsedShare> parsed);
   // The ticket's digest (empty without ticket key), UNAUTHENTICATED when it
   // is missing, forged, for another task/round/report or expired.
-  absl::StatusOr<std::string> CheckTicket(const proto::UploadRequest& request) const;
+  // `ticket` receives the verified ticket (unset without ticket key).
+  absl::StatusOr<std::string> CheckTicket(const proto::UploadRequest& request,
+                                          proto::UploadTicket* ticket) const;
   // Epsilon of the task's releases plus one release of `p` (+inf for a
   // round without noise). REQUIRES task.process_mu.
   absl::StatusOr<double> EpsilonWith(const Task& task, const proto::RoundParameters& p) const;

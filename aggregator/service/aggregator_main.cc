@@ -38,6 +38,9 @@ ABSL_FLAG(std::string, coordinator_key, "",
           "PEM Ed25519 public key of the coordinator; uploads need a ticket it signed");
 ABSL_FLAG(bool, segment_share_files, false,
           "keep report shares in append-only segment files indexed by SQLite (faster ingest)");
+ABSL_FLAG(bool, allow_unbound_tickets, false,
+          "accept coordinator tickets that name no device key (uploads then carry no device "
+          "signature; older coordinators and tests only)");
 ABSL_FLAG(bool, allow_unticketed_uploads, false,
           "accept uploads without a coordinator ticket (tests and local runs only)");
 ABSL_FLAG(std::string, policy, "",
@@ -95,6 +98,7 @@ int main(int argc, char** argv) {
   }
   for (const std::string& id : absl::GetFlag(FLAGS_leader_identity)) config.add_leader_identities(id);
   if (absl::GetFlag(FLAGS_allow_unticketed_uploads)) config.set_allow_unticketed_uploads(true);
+  if (absl::GetFlag(FLAGS_allow_unbound_tickets)) config.set_allow_unbound_tickets(true);
   if (absl::GetFlag(FLAGS_segment_share_files)) config.set_segment_share_files(true);
   if (const std::string policy = absl::GetFlag(FLAGS_policy); !policy.empty()) {
     tandem::proto::PrivacyPolicy overlay;

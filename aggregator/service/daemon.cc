@@ -108,6 +108,11 @@ absl::StatusOr<std::unique_ptr<AggregatorDaemon>> AggregatorDaemon::Start(
     TANDEM_ASSIGN_OR_RETURN(crypto::Ed25519VerifyingKey key,
                             crypto::Ed25519VerifyingKey::FromPem(pem));
     options.ticket_key = std::make_shared<const crypto::Ed25519VerifyingKey>(std::move(key));
+    options.require_device_bound_tickets = !config.allow_unbound_tickets();
+    if (config.allow_unbound_tickets()) {
+      TANDEM_LOG(WARNING) << "allow_unbound_tickets: a ticket read off the wire can be spent by "
+                             "whoever holds it";
+    }
   } else {
     TANDEM_LOG(WARNING) << "allow_unticketed_uploads: anyone who reaches the upload port can "
                            "submit reports";

@@ -29,7 +29,7 @@
 #include "absl/time/time.h"
 #include "aggregator/core/aggregator.h"
 #include "aggregator/service/aggregator_metrics.h"
-#include "aggregator/service/caller_gate.h"
+#include "base/caller_gate.h"
 #include "aggregator/service/grpc_services.h"
 #include "base/clock.h"
 #include "base/metrics_server.h"

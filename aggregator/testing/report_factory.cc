@@ -1,5 +1,7 @@
 #include "aggregator/testing/report_factory.h"
 
+#include <openssl/sha.h>
+
 #include <cstring>
 #include <limits>
 
@@ -7,6 +9,7 @@
 #include "base/status_macros.h"
 #include "crypto/dpf/sparse_dpf.h"
 #include "crypto/proof/norm_proof.h"
+#include "crypto/sign/device_auth.h"
 #include "crypto/sign/upload_ticket.h"
 
 namespace tandem::aggregator::testing {
@@ -157,18 +160,47 @@ Policy PermissiveTestPolicy() {
 
 PolicySet PermissiveTestPolicies() { return PolicySet::Uniform(PermissiveTestPolicy()); }
 
+absl::StatusOr<crypto::Ed25519SigningKey> TestDeviceKey(const TestReport& report) {
+  std::string seed(32, '\0');
+  const std::string input = "tandem.test_device\0" + report.to_leader.report_id();
+  SHA256(reinterpret_cast<const unsigned char*>(input.data()), input.size(),
+         reinterpret_cast<unsigned char*>(seed.data()));
+  return crypto::Ed25519SigningKey::FromSeed(seed);
+}
+
 absl::Status AttachTicket(TestReport& report, const proto::RoundParameters& params,
-                          const crypto::Ed25519SigningKey& key, int64_t expiry_unix_ms) {
+                          const crypto::Ed25519SigningKey& key, int64_t expiry_unix_ms,
+                          bool bind_device) {
   proto::UploadTicket ticket;
   ticket.set_task_id(params.task_id());
   ticket.set_round_id(params.round_id());
   ticket.set_ticket_id(report.to_leader.report_id());
   ticket.set_expiry_unix_ms(expiry_unix_ms);
+  if (bind_device) {
+    absl::StatusOr<crypto::Ed25519SigningKey> device = TestDeviceKey(report);
+    if (!device.ok()) return device.status();
+    ticket.set_device_public_key(device->PublicKeyRaw());
+  }
   absl::StatusOr<proto::SignedUploadTicket> signed_ticket = crypto::SignUploadTicket(key, ticket);
   if (!signed_ticket.ok()) return signed_ticket.status();
   *report.to_leader.mutable_ticket() = *signed_ticket;
   *report.to_helper.mutable_ticket() = *signed_ticket;
-  return absl::OkStatus();
+  return SignTestUploads(report);
+}
+
+absl::Status SignTestUploads(TestReport& report) {
+  proto::UploadTicket ticket;
+  if (!report.to_leader.has_ticket() || !ticket.ParseFromString(report.to_leader.ticket().ticket()) ||
+      ticket.device_public_key().empty()) {
+    return absl::OkStatus();
+  }
+  absl::StatusOr<crypto::Ed25519SigningKey> device = TestDeviceKey(report);
+  if (!device.ok()) return device.status();
+  if (absl::Status s = crypto::SignUpload(*device, crypto::UploadRole::kLeader, &report.to_leader);
+      !s.ok()) {
+    return s;
+  }
+  return crypto::SignUpload(*device, crypto::UploadRole::kHelper, &report.to_helper);
 }
 
 }  // namespace tandem::aggregator::testing

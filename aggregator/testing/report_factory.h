@@ -53,10 +53,23 @@ absl::StatusOr<TestReport> MakeReportWithValues(const proto::RoundParameters& pa
 Policy PermissiveTestPolicy();
 PolicySet PermissiveTestPolicies();
 
+// The test device of `report`: an Ed25519 key derived from its report id
+// (deterministic, so a test can sign again after changing the report).
+absl::StatusOr<crypto::Ed25519SigningKey> TestDeviceKey(const TestReport& report);
+
 // Signs an upload ticket for `report` (its report id, the round's task and
 // round, expiring at `expiry_unix_ms`) and attaches it to both requests.
+// With `bind_device` (the default, what a real coordinator issues) the
+// ticket names TestDeviceKey(report) and both uploads are signed with it
+// (SignTestUploads); without, the ticket names no device (what daemons with
+// allow_unbound_tickets and older coordinators accept).
 absl::Status AttachTicket(TestReport& report, const proto::RoundParameters& params,
-                          const crypto::Ed25519SigningKey& key, int64_t expiry_unix_ms);
+                          const crypto::Ed25519SigningKey& key, int64_t expiry_unix_ms,
+                          bool bind_device = true);
+
+// Signs both uploads again with TestDeviceKey(report) (after a test changed
+// a share). A no-op for reports whose ticket names no device.
+absl::Status SignTestUploads(TestReport& report);
 
 // Decodes a FinalizeResponse share into uint64 values (INVALID_ARGUMENT on a
 // malformed tensor).

@@ -54,12 +54,18 @@ absl::StatusOr<std::unique_ptr<RoundRunner>> RoundRunner::Create(
     return absl::InvalidArgumentError(
         "participant needs a data source, clock, random and transport");
   }
-  TANDEM_RETURN_IF_ERROR(ValidateId(options.client_id, "client_id"));
+  // client_id is the app's own label (logs only); the servers know the
+  // device by the id of its key.
+  if (!options.client_id.empty()) TANDEM_RETURN_IF_ERROR(ValidateId(options.client_id, "client_id"));
   if (options.threads < 1 || options.upload_attempts < 1 || options.rpc_timeout_ms < 1) {
     return absl::InvalidArgumentError("threads, upload_attempts and rpc_timeout_ms must be >= 1");
   }
   TANDEM_RETURN_IF_ERROR(ValidateTrustOptions(options));
-  return std::unique_ptr<RoundRunner>(new RoundRunner(options, env, std::move(transport)));
+  TANDEM_ASSIGN_OR_RETURN(
+      std::unique_ptr<DeviceIdentity> device,
+      DeviceIdentity::LoadOrCreate(env.storage, env.random, options.enrollment_token));
+  return std::unique_ptr<RoundRunner>(
+      new RoundRunner(options, env, std::move(transport), std::move(device)));
 }
 
 void RoundRunner::Cancel() {
@@ -80,10 +86,10 @@ absl::StatusOr<RoundResult> RoundRunner::ParticipateOnce() {
     ~Reset() { *flag = false; }
   } reset{&running_};
   TANDEM_RETURN_IF_ERROR(CheckCancelled());
-  proto::CheckInRequest req;
-  req.set_client_id(options_.client_id);
-  req.set_task_id(options_.task_id);
+  TANDEM_ASSIGN_OR_RETURN(proto::CheckInRequest req,
+                          device_->MakeCheckIn(options_.task_id, *env_.clock, *env_.random));
   TANDEM_ASSIGN_OR_RETURN(proto::CheckInResponse resp, transport_->CheckIn(req));
+  device_->MarkEnrolled();
   RoundResult result;
   switch (resp.outcome()) {
     case proto::CheckInResponse::OUTCOME_DONE:
@@ -113,7 +119,7 @@ absl::StatusOr<RoundResult> RoundRunner::Contribute(const proto::CheckInResponse
   TANDEM_ASSIGN_OR_RETURN(UploadEndpoints endpoints,
                           ResolveUploadEndpoints(options_, task.leader(), task.helper()));
   if (!endpoints.pinned && !warned_unpinned_.exchange(true)) {
-    TANDEM_LOG(WARNING) << "client " << options_.client_id
+    TANDEM_LOG(WARNING) << "client " << device_->id()
                         << ": no aggregator pins configured (leader/helper address or TLS "
                            "name); trusting the coordinator's upload endpoints "
                         << task.leader().address() << " and " << task.helper().address();
@@ -156,6 +162,9 @@ absl::StatusOr<RoundResult> RoundRunner::Contribute(const proto::CheckInResponse
       ticket.has_value()
           ? MakeUploadRequests(std::move(report), rp.task_id(), rp.round_id(), task.ticket())
           : MakeUploadRequests(std::move(report), rp.task_id(), rp.round_id());
+  // Signed with the device key the ticket names, before it is stored: a
+  // resent report carries the same signatures.
+  TANDEM_RETURN_IF_ERROR(device_->SignUploads(&requests));
   out.to_leader = std::move(requests.to_leader);
   out.to_helper = std::move(requests.to_helper);
   if (env_.storage != nullptr) {
@@ -239,7 +248,7 @@ absl::Status RoundRunner::Deliver(const proto::CheckInResponse& task,
                                   const UploadEndpoints& endpoints, const PendingReport& report,
                                   RoundResult* result) {
   TANDEM_RETURN_IF_ERROR(CheckCancelled());
-  return DeliverReport(*transport_, env_.storage, options_.client_id, task, endpoints, report,
+  return DeliverReport(*transport_, env_.storage, device_->id(), task, endpoints, report,
                        result->examples, &result->bytes_up);
 }
 

@@ -14,6 +14,7 @@
 
 #include "client/internal/assignment_checks.h"
 #include "client/internal/block_selection.h"
+#include "client/internal/device_identity.h"
 #include "client/internal/report_delivery.h"
 #include "client/internal/round_transport.h"
 #include "ml/data/dataset.h"
@@ -32,8 +33,12 @@ class RoundRunner : public Participant {
   void Cancel() override;
 
  private:
-  RoundRunner(ParticipantOptions options, Environment env, std::unique_ptr<RoundTransport> t)
-      : options_(std::move(options)), env_(env), transport_(std::move(t)) {}
+  RoundRunner(ParticipantOptions options, Environment env, std::unique_ptr<RoundTransport> t,
+              std::unique_ptr<DeviceIdentity> device)
+      : options_(std::move(options)),
+        env_(env),
+        transport_(std::move(t)),
+        device_(std::move(device)) {}
   absl::StatusOr<RoundResult> Contribute(const proto::CheckInResponse& task);
   // The packed update of a model of `params` parameters (checked bounds).
   absl::StatusOr<std::vector<float>> TrainUpdate(const proto::CheckInResponse& task,
@@ -45,6 +50,7 @@ class RoundRunner : public Participant {
   const ParticipantOptions options_;
   const Environment env_;
   std::unique_ptr<RoundTransport> transport_;
+  std::unique_ptr<DeviceIdentity> device_;  // this device's key (device_identity.h)
   std::atomic<bool> cancelled_{false};
   std::atomic<bool> running_{false};
   std::atomic<bool> warned_unpinned_{false};  // the no-pins warning is logged once

@@ -49,7 +49,9 @@ absl::StatusOr<std::unique_ptr<StepwiseRunner>> StepwiseRunner::Create(
   if (env.clock == nullptr || env.random == nullptr || transport == nullptr) {
     return absl::InvalidArgumentError("participant needs a clock, random and transport");
   }
-  TANDEM_RETURN_IF_ERROR(ValidateId(options.client_id, "client_id"));
+  // client_id is the app's own label (logs only); the servers know the
+  // device by the id of its key.
+  if (!options.client_id.empty()) TANDEM_RETURN_IF_ERROR(ValidateId(options.client_id, "client_id"));
   if (options.upload_attempts < 1 || options.rpc_timeout_ms < 1) {
     return absl::InvalidArgumentError("upload_attempts and rpc_timeout_ms must be >= 1");
   }
@@ -59,7 +61,11 @@ absl::StatusOr<std::unique_ptr<StepwiseRunner>> StepwiseRunner::Create(
                         << ": no aggregator pins configured (leader/helper address or TLS name); "
                            "the coordinator's upload endpoints will be trusted";
   }
-  return std::unique_ptr<StepwiseRunner>(new StepwiseRunner(options, env, std::move(transport)));
+  TANDEM_ASSIGN_OR_RETURN(
+      std::unique_ptr<DeviceIdentity> device,
+      DeviceIdentity::LoadOrCreate(env.storage, env.random, options.enrollment_token));
+  return std::unique_ptr<StepwiseRunner>(
+      new StepwiseRunner(options, env, std::move(transport), std::move(device)));
 }
 
 void StepwiseRunner::Cancel() {
@@ -75,10 +81,10 @@ absl::StatusOr<CheckInResult> StepwiseRunner::CheckIn() {
   BusyGuard guard(&busy_);
   TANDEM_RETURN_IF_ERROR(guard.status());
   TANDEM_RETURN_IF_ERROR(CheckCancelled());
-  proto::CheckInRequest req;
-  req.set_client_id(options_.client_id);
-  req.set_task_id(options_.task_id);
+  TANDEM_ASSIGN_OR_RETURN(proto::CheckInRequest req,
+                          device_->MakeCheckIn(options_.task_id, *env_.clock, *env_.random));
   TANDEM_ASSIGN_OR_RETURN(proto::CheckInResponse resp, transport_->CheckIn(req));
+  device_->MarkEnrolled();
   CheckInResult result;
   switch (resp.outcome()) {
     case proto::CheckInResponse::OUTCOME_DONE:
@@ -183,7 +189,7 @@ absl::StatusOr<std::optional<PendingReport>> StepwiseRunner::PendingFor(
 absl::Status StepwiseRunner::Deliver(const Current& current, const PendingReport& report,
                                      uint64_t examples, uint64_t* bytes_up) {
   TANDEM_RETURN_IF_ERROR(CheckCancelled());
-  TANDEM_RETURN_IF_ERROR(DeliverReport(*transport_, env_.storage, options_.client_id, current.task,
+  TANDEM_RETURN_IF_ERROR(DeliverReport(*transport_, env_.storage, device_->id(), current.task,
                                        current.endpoints, report, examples, bytes_up));
   pending_.reset();
   return absl::OkStatus();
@@ -257,6 +263,7 @@ absl::StatusOr<UploadResult> StepwiseRunner::Upload(absl::Span<const float> upda
         c.task.has_ticket()
             ? MakeUploadRequests(std::move(report), rp.task_id(), rp.round_id(), c.task.ticket())
             : MakeUploadRequests(std::move(report), rp.task_id(), rp.round_id());
+    TANDEM_RETURN_IF_ERROR(device_->SignUploads(&requests));
     PendingReport out;
     out.round_id = c.task.round_id();
     out.to_leader = std::move(requests.to_leader);

@@ -15,6 +15,7 @@
 
 #include "client/internal/assignment_checks.h"
 #include "client/internal/block_selection.h"
+#include "client/internal/device_identity.h"
 #include "client/internal/report_delivery.h"
 #include "client/internal/round_transport.h"
 #include "ml/fedluar/fedluar.h"
@@ -48,8 +49,11 @@ class StepwiseRunner : public StepwiseParticipant {
   };
 
   StepwiseRunner(ParticipantOptions options, StepwiseEnvironment env,
-                 std::unique_ptr<RoundTransport> t)
-      : options_(std::move(options)), env_(env), transport_(std::move(t)) {}
+                 std::unique_ptr<RoundTransport> t, std::unique_ptr<DeviceIdentity> device)
+      : options_(std::move(options)),
+        env_(env),
+        transport_(std::move(t)),
+        device_(std::move(device)) {}
   absl::StatusOr<CheckInResult> Assign(const proto::CheckInResponse& task);
   // The pending report of `task`'s round (memory first, then the store), or
   // nullopt; a stored report of another round is deleted.
@@ -61,6 +65,7 @@ class StepwiseRunner : public StepwiseParticipant {
   const ParticipantOptions options_;
   const StepwiseEnvironment env_;
   std::unique_ptr<RoundTransport> transport_;
+  std::unique_ptr<DeviceIdentity> device_;  // this device's key (device_identity.h)
   std::atomic<bool> cancelled_{false};
   std::atomic<bool> busy_{false};
   std::optional<Current> current_;

@@ -14,11 +14,16 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
+#include "base/random.h"
+#include "client/internal/device_identity.h"
 #include "absl/time/clock.h"
 #include "ml/data/dataset.h"
 #include "ml/data/partition.h"
@@ -38,7 +43,15 @@ ABSL_FLAG(std::string, shard_env, "",
           "environment variable holding the shard (e.g. JOB_COMPLETION_INDEX of a k8s Job)");
 ABSL_FLAG(int64_t, train_items, 0, "fmnist training images loaded (0 = all)");
 ABSL_FLAG(double, alpha, 0.5, "Dirichlet label-skew parameter of the split");
-ABSL_FLAG(std::string, state_dir, "", "SDK state (pending report); empty = none");
+ABSL_FLAG(std::string, state_dir, "",
+          "SDK state (the device key, the pending report); empty = none (a new device key "
+          "every run)");
+ABSL_FLAG(bool, print_device, false,
+          "print this device's id and public key (hex; what `tandem-admin devices enroll "
+          "--public_key` takes), creating the key in --state_dir if needed, and exit");
+ABSL_FLAG(std::string, enrollment_token_file, "",
+          "file holding this device's enrollment token (tandem-admin token mint); sent until "
+          "the coordinator has enrolled the device key");
 ABSL_FLAG(bool, insecure_plaintext, false, "no TLS (local runs only)");
 ABSL_FLAG(std::string, tls_ca, "", "PEM roots verifying the servers");
 ABSL_FLAG(int, max_rounds, 0, "stop after contributing this many rounds (0 = until done)");
@@ -135,6 +148,17 @@ int main(int argc, char** argv) {
     }
     store = *std::move(s);
   }
+  if (absl::GetFlag(FLAGS_print_device)) {
+    auto device = tandem::client::DeviceIdentity::LoadOrCreate(
+        store.get(), tandem::OpenSslRandom::Default(), "");
+    if (!device.ok()) {
+      std::fprintf(stderr, "tandem-client: %s\n", device.status().ToString().c_str());
+      return 1;
+    }
+    std::printf("%s %s\n", (*device)->id().c_str(),
+                absl::BytesToHexString((*device)->key().PublicKeyRaw()).c_str());
+    return 0;
+  }
   tandem::client::ParticipantOptions o;
   o.coordinator = absl::GetFlag(FLAGS_coordinator);
   o.client_id = client_id;
@@ -149,6 +173,16 @@ int main(int argc, char** argv) {
   o.helper_name = absl::GetFlag(FLAGS_helper_name);
   o.max_model_bytes = absl::GetFlag(FLAGS_max_model_bytes);
   o.max_dimension = absl::GetFlag(FLAGS_max_dimension);
+  if (const std::string path = absl::GetFlag(FLAGS_enrollment_token_file); !path.empty()) {
+    std::ifstream in(path);
+    std::stringstream buf;
+    buf << in.rdbuf();
+    if (!in) {
+      std::fprintf(stderr, "tandem-client: cannot read the enrollment token %s\n", path.c_str());
+      return 1;
+    }
+    o.enrollment_token = buf.str();
+  }
   tandem::client::Environment env;
   env.data = &data;
   env.storage = store.get();

@@ -54,6 +54,7 @@ absl::Status ApplyTrust(const tandem_participant_trust* t, tandem::client::Parti
     po->max_dimension = t->max_dimension;
   }
   if (TANDEM_TRUST_HAS(no_error_feedback)) po->error_feedback = t->no_error_feedback == 0;
+  if (TANDEM_TRUST_HAS(enrollment_token)) po->enrollment_token = OrEmpty(t->enrollment_token);
 #undef TANDEM_TRUST_HAS
   return absl::OkStatus();
 }

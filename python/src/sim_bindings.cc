@@ -335,6 +335,7 @@ void RegisterSim(py::module_& m) {
     d["aggregator"] = std::string(TANDEM_DEFAULT_AGGREGATOR_BIN);
     d["coordinator"] = std::string(TANDEM_DEFAULT_COORDINATOR_BIN);
     d["worker"] = std::string(TANDEM_DEFAULT_WORKER_BIN);
+    d["admin"] = std::string(TANDEM_DEFAULT_ADMIN_BIN);
     return d;
   });
 }

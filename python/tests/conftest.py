@@ -20,7 +20,7 @@ import tandem
 
 def binary(name):
     env = {"aggregator": "TANDEM_AGGREGATOR_BIN", "coordinator": "TANDEM_COORDINATOR_BIN",
-           "worker": "TANDEM_WORKER_BIN"}[name]
+           "worker": "TANDEM_WORKER_BIN", "admin": "TANDEM_ADMIN_BIN"}[name]
     return os.environ.get(env) or tandem._tandem._default_binaries()[name]
 
 
@@ -64,6 +64,10 @@ class Federation:
         ep = self.aggregators.endpoints
         self.certs = ep["certs_dir"]
         self.dir = tempfile.mkdtemp(prefix="tandem-pytest-")
+        # Devices enroll with single-use tokens of an operator key, minted
+        # by tandem-admin as an app's backend would.
+        subprocess.run([binary("admin"), "keygen", f"--out={self.dir}/enroll"], check=True,
+                       stdout=subprocess.DEVNULL)
         self.coordinator = Daemon([
             binary("coordinator"), "--listen=127.0.0.1:0",
             "--leader=" + ep["leader_collector"], "--helper=" + ep["helper_collector"],
@@ -76,11 +80,20 @@ class Federation:
             "--norm_proofs", "--min_batch_size=1", "--min_reports=1", "--target_reports=1",
             "--block_size=64", "--log_blocks_per_group=1", "--clip=1", "--local_steps=5",
             "--client_lr=0.05", f"--rounds={rounds}", "--round_timeout_s=120",
-            "--metrics_port=0", *extra], f"{self.dir}/coordinator.log")
+            "--metrics_port=0", f"--enrollment_keys={self.dir}/enroll.pub", *extra],
+            f"{self.dir}/coordinator.log")
         self.leader, self.helper = ep["leader"], ep["helper"]
 
+    def token(self):
+        """A fresh single-use enrollment token (tandem-admin token mint)."""
+        return subprocess.run(
+            [binary("admin"), "token", "mint", f"--signing_key={self.dir}/enroll.key",
+             "--issuer=pytest"], check=True, capture_output=True, text=True).stdout.strip()
+
     def participant(self, client_id, **kw):
-        """A Participant pinned to both aggregators, verifying the servers' TLS."""
+        """A Participant pinned to both aggregators, verifying the servers' TLS,
+        enrolled with its own token unless `enrollment_token` is given."""
+        kw.setdefault("enrollment_token", self.token())
         return tandem.Participant(
             self.coordinator.address, client_id, tls_root_ca=f"{self.certs}/ca.pem",
             leader=self.leader, leader_name="leader.tandem", helper=self.helper,

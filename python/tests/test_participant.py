@@ -175,9 +175,20 @@ def test_options_and_call_order_errors(federation_factory, tmp_path):
     wrong = tandem.Participant(f.coordinator.address, "py-client-5",
                                tls_root_ca=f"{f.certs}/ca.pem", leader=f.leader,
                                leader_name="leader.tandem", helper="127.0.0.1:1",
-                               helper_name="helper.tandem")
+                               helper_name="helper.tandem", enrollment_token=f.token())
     with pytest.raises(tandem.FailedPreconditionError, match="pins helper"):
         until_assigned(wrong)
+    # A device the operator did not enroll (no token, or a token already
+    # redeemed by another device) is refused before any round state.
+    outsider = f.participant("py-outsider", enrollment_token="")
+    with pytest.raises(tandem.PermissionDeniedError, match="not enrolled"):
+        outsider.check_in()
+    token = f.token()
+    f.participant("py-first", enrollment_token=token).check_in()
+    with pytest.raises(tandem.PermissionDeniedError, match="already redeemed"):
+        f.participant("py-second", enrollment_token=token).check_in()
+    with pytest.raises(tandem.InvalidArgumentError, match="enrollment token"):
+        f.participant("py-typo", enrollment_token="not-a-token")
     # Roots of another CA: the coordinator's certificate does not verify.
     blind = tandem.Participant(f.coordinator.address, "py-client-6",
                                tls_root_ca=f"{f.certs}/rogue-ca.pem", rpc_timeout_ms=2000,

@@ -75,8 +75,9 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(
     AggregatorClient* leader, AggregatorClient* helper, std::unique_ptr<CoordinatorStore> store,
     const Clock* clock, SecureRandom* random) {
   if (leader == nullptr || helper == nullptr || store == nullptr || clock == nullptr ||
-      random == nullptr) {
-    return absl::InvalidArgumentError("coordinator: aggregators, store, clock and random required");
+      random == nullptr || options.devices == nullptr) {
+    return absl::InvalidArgumentError(
+        "coordinator: aggregators, device registry, store, clock and random required");
   }
   TANDEM_RETURN_IF_ERROR(ValidateId(options.task_id, "task_id"));
   if (options.rounds < 1 || options.min_reports < 1 || options.round_timeout <= absl::ZeroDuration()) {
@@ -198,12 +199,15 @@ absl::StatusOr<std::string> Coordinator::TicketId(uint64_t aggregation_round,
 }
 
 absl::StatusOr<proto::SignedUploadTicket> Coordinator::IssueTicket(
-    uint64_t aggregation_round, int64_t deadline_unix_ms, const std::string& client_id) const {
+    uint64_t aggregation_round, int64_t deadline_unix_ms, const std::string& client_id,
+    const std::string& device_public_key) const {
   proto::UploadTicket t;
   t.set_task_id(options_.task_id);
   t.set_round_id(aggregation_round);
   TANDEM_ASSIGN_OR_RETURN(*t.mutable_ticket_id(), TicketId(aggregation_round, client_id));
   t.set_expiry_unix_ms(deadline_unix_ms);
+  // Both aggregators accept uploads under it only with this key's signature.
+  t.set_device_public_key(device_public_key);
   return crypto::SignUploadTicket(ticket_key_, t);
 }
 
@@ -266,9 +270,13 @@ absl::Status Coordinator::Restore() {
   TANDEM_ASSIGN_OR_RETURN(std::vector<AssignmentRecord> assigned,
                           store_->LoadAssignments(aggregation_round_));
   for (AssignmentRecord& a : assigned) {
-    // The same ticket as before the restart (deterministic).
-    TANDEM_ASSIGN_OR_RETURN(proto::SignedUploadTicket ticket,
-                            IssueTicket(aggregation_round_, deadline_ms_, a.client_id));
+    // The same ticket as before the restart (deterministic); none for a
+    // device revoked since (its check-ins and UploadDone are refused).
+    proto::SignedUploadTicket ticket;
+    if (absl::StatusOr<std::string> key = options_.devices->ActiveKey(a.client_id); key.ok()) {
+      TANDEM_ASSIGN_OR_RETURN(ticket,
+                              IssueTicket(aggregation_round_, deadline_ms_, a.client_id, *key));
+    }
     assigned_[a.client_id] = {a.done, std::move(a.report_id), a.bytes_up, std::move(ticket)};
   }
   phase_ = Phase::kOpening;

@@ -19,6 +19,12 @@
 // Poisson analysis does not cover: set target_reports = 0 and max_reports
 // above q * population for the guarantee to apply as stated.
 //
+// Devices: a check-in is the device's signed request (crypto/sign/
+// device_auth.h); the registry (device_registry.h) checks the proof of
+// possession, replay and enrollment before anything else, so an outsider
+// can neither take slots, nor learn whether a device was sampled, nor
+// obtain a ticket. The client id is the device id (a hash of its key).
+//
 // Upload tickets: every assignment comes with a ticket signed by the
 // coordinator's Ed25519 key (proto::SignedUploadTicket over task, aggregation
 // round, ticket id and expiry = the round's deadline). Both aggregators know
@@ -44,7 +50,9 @@
 // Metrics are thread-safe and never block on aggregator RPCs; Tick must
 // be called from one thread at a time.
 // Error codes: INVALID_ARGUMENT for malformed requests, UNAUTHENTICATED for
-// an UploadDone without this client's valid ticket, NOT_FOUND for an
+// a check-in without a valid device proof or an UploadDone without this
+// client's valid ticket, PERMISSION_DENIED for a device that is not
+// enrolled or is revoked, NOT_FOUND for an
 // unknown task or model version, FAILED_PRECONDITION for requests that do
 // not fit the round's state (no assignment, round closed).
 #ifndef TANDEM_SERVER_CORE_COORDINATOR_H_
@@ -69,6 +77,7 @@
 #include "ml/train/trainer.h"
 #include "proto/coordinator.pb.h"
 #include "server/core/aggregator_client.h"
+#include "server/core/device_registry.h"
 #include "server/core/federated_task.h"
 #include "server/core/model_evaluator.h"
 #include "server/store/coordinator_store.h"
@@ -112,6 +121,10 @@ struct CoordinatorOptions {
   // coordinator evaluates in process and counts the failure (the worker is
   // an offload, never a reason to stall or abandon a round).
   ModelEvaluator* evaluator = nullptr;
+  // Required, not owned: who may check in (device_registry.h). Every
+  // check-in is authenticated by it before any round state is touched, and
+  // every ticket names the device key it verified.
+  DeviceRegistry* devices = nullptr;
 };
 
 // Counters since process start and the current status (without the round
@@ -124,6 +137,9 @@ struct CoordinatorMetrics {
   uint64_t upload_bytes = 0;                 // bytes clients reported uploading
   uint64_t download_bytes = 0;               // model bytes streamed to clients
   uint64_t unauthenticated_upload_done = 0;  // UploadDone without a valid ticket
+  // Check-ins the device registry refused, by reason (DeviceRegistry::Refusals).
+  std::map<std::string, uint64_t> checkins_refused;
+  uint64_t enrolled_devices = 0;             // enrolled and not revoked
   // Reports both aggregators counted in the last released round (0 before one).
   uint64_t last_round_accepted_reports = 0;
 };
@@ -196,7 +212,8 @@ class Coordinator {
                                        const std::string& client_id) const;
   absl::StatusOr<proto::SignedUploadTicket> IssueTicket(uint64_t aggregation_round,
                                                         int64_t deadline_unix_ms,
-                                                        const std::string& client_id) const;
+                                                        const std::string& client_id,
+                                                        const std::string& device_public_key) const;
   // The UNAUTHENTICATED checks of UploadDone (no state needed).
   absl::Status CheckUploadTicket(const proto::UploadDoneRequest& request) const;
   // Status() without the round history.

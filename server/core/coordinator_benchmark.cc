@@ -1,5 +1,7 @@
-// Coordinator request handling (no network): check-ins that assign (one
-// durable SQLite insert each), repeated check-ins (memory only), UploadDone
+// Coordinator request handling (no network): check-ins that assign (the
+// device's Ed25519 proof verified, one durable SQLite insert each), repeated
+// check-ins (proof and replay check, memory only), refused check-ins of
+// unenrolled keys (a Sybil flood: proof verified, then refused), UploadDone
 // (one durable update each, after the ticket's Ed25519 verification), the
 // metrics page. The physical limit of the
 // durable calls is one fsync (the SQLite WAL commit) per call.
@@ -11,6 +13,7 @@
 #include "benchmark/benchmark.h"
 #include "server/core/coordinator.h"
 #include "server/testing/scripted_aggregator.h"
+#include "server/testing/test_devices.h"
 
 namespace tandem::server {
 namespace {
@@ -37,6 +40,9 @@ struct Fixture {
     eval.features = ml::Matrix::Zero(10, 64);
     for (int i = 0; i < 10; ++i) eval.labels.push_back(i);
     auto store = CoordinatorStore::Open((dir / "c.db").string());
+    device_store = *DeviceStore::Open((dir / "devices.db").string());
+    devices = *DeviceRegistry::Create({}, device_store.get(), &clock);
+    o.devices = devices.get();
     c = *Coordinator::Create(o, *crypto::Ed25519SigningKey::Generate(random.get()), eval, &leader,
                              &helper, *std::move(store), &clock, random.get());
     while (c->Status().phase() != "collecting") (void)c->Tick();
@@ -46,38 +52,77 @@ struct Fixture {
   testing::ScriptedAggregator leader{true}, helper{false};
   FakeClock clock;
   std::unique_ptr<DeterministicRandom> random = DeterministicRandom::FromSeed(1);
+  std::unique_ptr<DeviceStore> device_store;
+  std::unique_ptr<DeviceRegistry> devices;
   std::unique_ptr<Coordinator> c;
+  // `n` signed check-ins (signing is the device's cost, not timed), of
+  // devices c<first>..c<first+n-1>, enrolled on the allow-list if `enroll`.
+  std::vector<proto::CheckInRequest> CheckIns(int first, int n, bool enroll, bool same = false) {
+    std::vector<proto::CheckInRequest> out;
+    for (int i = first; i < first + n; ++i) {
+      const std::string label = absl::StrCat("c", same ? first : i);
+      if (enroll && (!same || i == first)) {
+        (void)devices->EnrollKey(testing::TestDeviceKey(label).PublicKeyRaw(), "bench");
+      }
+      out.push_back(testing::SignedCheckIn(label, absl::ToUnixMillis(clock.Now())));
+    }
+    return out;
+  }
 };
+
+constexpr int kBatch = 2000;
 
 void BM_CheckInAssign(benchmark::State& state) {
   Fixture f;
-  int64_t i = 0;
-  proto::CheckInRequest r;
+  const std::vector<proto::CheckInRequest> in = f.CheckIns(0, kBatch, /*enroll=*/true);
+  size_t i = 0;
   for (auto _ : state) {
-    r.set_client_id(absl::StrCat("c", i++));
-    benchmark::DoNotOptimize(f.c->CheckIn(r));
+    const auto r = f.c->CheckIn(in[i++]);
+    if (!r.ok() || r->outcome() != proto::CheckInResponse::OUTCOME_TASK) {
+      state.SkipWithError("check-in was not assigned");
+      break;
+    }
   }
   state.SetItemsProcessed(state.iterations());
 }
-BENCHMARK(BM_CheckInAssign)->UseRealTime();
+BENCHMARK(BM_CheckInAssign)->UseRealTime()->Iterations(kBatch);
 
 void BM_CheckInRepeat(benchmark::State& state) {
   Fixture f;
-  proto::CheckInRequest r;
-  r.set_client_id("same");
-  (void)f.c->CheckIn(r);
-  for (auto _ : state) benchmark::DoNotOptimize(f.c->CheckIn(r));
+  const std::vector<proto::CheckInRequest> in = f.CheckIns(0, 10 * kBatch, true, /*same=*/true);
+  size_t i = 0;
+  for (auto _ : state) {
+    if (!f.c->CheckIn(in[i++]).ok()) {
+      state.SkipWithError("repeated check-in refused");
+      break;
+    }
+  }
   state.SetItemsProcessed(state.iterations());
 }
-BENCHMARK(BM_CheckInRepeat);
+BENCHMARK(BM_CheckInRepeat)->Iterations(10 * kBatch);
+
+// The cost an outsider imposes per check-in of a key nobody enrolled.
+void BM_CheckInRefusedUnenrolled(benchmark::State& state) {
+  Fixture f;
+  const std::vector<proto::CheckInRequest> in = f.CheckIns(0, 10 * kBatch, /*enroll=*/false);
+  size_t i = 0;
+  for (auto _ : state) {
+    if (f.c->CheckIn(in[i++]).ok()) {
+      state.SkipWithError("an unenrolled device was admitted");
+      break;
+    }
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_CheckInRefusedUnenrolled)->Iterations(10 * kBatch);
 
 void BM_UploadDone(benchmark::State& state) {
   Fixture f;
   constexpr int kClients = 4096;
-  proto::CheckInRequest in;
+  const std::vector<proto::CheckInRequest> ins = f.CheckIns(0, kClients, /*enroll=*/true);
   std::vector<proto::UploadDoneRequest> done(kClients);
   for (int i = 0; i < kClients; ++i) {
-    in.set_client_id(absl::StrCat("c", i));
+    const proto::CheckInRequest& in = ins[i];
     const proto::CheckInResponse r = *f.c->CheckIn(in);
     proto::UploadTicket t;
     (void)t.ParseFromString(r.ticket().ticket());

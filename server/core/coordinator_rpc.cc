@@ -8,7 +8,10 @@
 namespace tandem::server {
 
 absl::StatusOr<proto::CheckInResponse> Coordinator::CheckIn(const proto::CheckInRequest& request) {
-  TANDEM_RETURN_IF_ERROR(ValidateId(request.client_id(), "client_id"));
+  // Who is asking, before anything else: proof of possession of an enrolled
+  // device key (UNAUTHENTICATED / PERMISSION_DENIED, no state touched).
+  TANDEM_ASSIGN_OR_RETURN(const crypto::Ed25519VerifyingKey device,
+                          options_.devices->Authenticate(request));
   if (!request.task_id().empty() && request.task_id() != options_.task_id) {
     return absl::NotFoundError(absl::StrCat("no task '", request.task_id(), "' here"));
   }
@@ -51,7 +54,8 @@ absl::StatusOr<proto::CheckInResponse> Coordinator::CheckIn(const proto::CheckIn
     return retry;
   }
   TANDEM_ASSIGN_OR_RETURN(proto::SignedUploadTicket ticket,
-                          IssueTicket(aggregation_round_, deadline_ms_, request.client_id()));
+                          IssueTicket(aggregation_round_, deadline_ms_, request.client_id(),
+                                      device.Raw()));
   // Durable before the client learns of it, so that a restart keeps it (the
   // ticket is recomputed from it).
   TANDEM_RETURN_IF_ERROR(store_->PutAssignment(aggregation_round_, request.client_id()));
@@ -92,6 +96,8 @@ absl::Status Coordinator::UploadDone(const proto::UploadDoneRequest& request) {
     ++unauthenticated_;
     return s;
   }
+  // A device revoked after its check-in: its upload no longer counts here.
+  TANDEM_RETURN_IF_ERROR(options_.devices->ActiveKey(request.client_id()).status());
   absl::MutexLock lock(&mu_);
   if (phase_ != Phase::kCollecting || request.round_id() != aggregation_round_) {
     return absl::FailedPreconditionError(
@@ -155,8 +161,12 @@ proto::CoordinatorStatusResponse Coordinator::StatusLocked() {
 }
 
 CoordinatorMetrics Coordinator::Metrics() {
-  absl::MutexLock lock(&mu_);
   CoordinatorMetrics m;
+  m.checkins_refused = options_.devices->Refusals();
+  for (const proto::DeviceRecord& d : options_.devices->List()) {
+    m.enrolled_devices += d.state() == "enrolled" ? 1 : 0;
+  }
+  absl::MutexLock lock(&mu_);
   m.status = StatusLocked();  // without the history
   for (const char* o : {"task", "not_sampled", "wait", "done"}) {
     auto it = checkins_.find(o);

@@ -18,6 +18,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/testing/scripted_aggregator.h"
+#include "server/testing/test_devices.h"
 
 namespace tandem::server {
 namespace {
@@ -68,16 +69,26 @@ class CoordinatorTest : public ::testing::Test {
     std::filesystem::remove_all(dir_);
     std::filesystem::create_directories(dir_);
   }
+  // A coordinator over the files in dir_; devices enroll themselves (open
+  // policy: these tests are about rounds; device_registry_test and the
+  // integration tests cover enrollment).
   absl::StatusOr<std::unique_ptr<Coordinator>> Make(CoordinatorOptions o = Options()) {
     TANDEM_ASSIGN_OR_RETURN(auto store, CoordinatorStore::Open((dir_ / "c.db").string()));
+    devices_.reset();
+    TANDEM_ASSIGN_OR_RETURN(device_store_, DeviceStore::Open((dir_ / "devices.db").string()));
+    DeviceRegistryOptions ro;
+    ro.policy = DevicePolicy::kOpen;
+    TANDEM_ASSIGN_OR_RETURN(devices_, DeviceRegistry::Create(ro, device_store_.get(), &clock_));
+    o.devices = devices_.get();
     return Coordinator::Create(std::move(o), TicketKey(), EvalData(), &leader_, &helper_,
                                std::move(store), &clock_, random_.get());
   }
-  static proto::CheckInRequest In(const std::string& id) {
-    proto::CheckInRequest r;
-    r.set_client_id(id);
-    return r;
+  // The signed check-in of the test device `label` (its client id is
+  // Id(label)).
+  proto::CheckInRequest In(const std::string& label) {
+    return testing::SignedCheckIn(label, absl::ToUnixMillis(clock_.Now()));
   }
+  static std::string Id(const std::string& label) { return testing::TestDeviceId(label); }
   // Coordinator::CheckIn, remembering the ticket of an assignment.
   absl::StatusOr<proto::CheckInResponse> CheckIn(Coordinator& c, const proto::CheckInRequest& r) {
     absl::StatusOr<proto::CheckInResponse> out = c.CheckIn(r);
@@ -88,7 +99,8 @@ class CoordinatorTest : public ::testing::Test {
   }
   // The client's UploadDone with the ticket it was given; the report id is
   // the ticket id unless `tag` asks for another.
-  proto::UploadDoneRequest Done(const std::string& id, uint64_t round, char tag = 0) {
+  proto::UploadDoneRequest Done(const std::string& label, uint64_t round, char tag = 0) {
+    const std::string id = Id(label);
     proto::UploadDoneRequest r;
     r.set_client_id(id);
     r.set_task_id("t1");
@@ -112,7 +124,9 @@ class CoordinatorTest : public ::testing::Test {
   FakeClock clock_;
   std::unique_ptr<DeterministicRandom> random_ = DeterministicRandom::FromSeed(7);
   ScriptedAggregator leader_{true}, helper_{false};
-  std::map<std::string, proto::SignedUploadTicket> tickets_;
+  std::map<std::string, proto::SignedUploadTicket> tickets_;  // by device id
+  std::unique_ptr<DeviceStore> device_store_;
+  std::unique_ptr<DeviceRegistry> devices_;
 };
 
 TEST_F(CoordinatorTest, RoundReleasesAtTheDeadlineWithTheUploadsItHas) {
@@ -211,12 +225,20 @@ TEST_F(CoordinatorTest, EnrollmentWindowClosesAssignmentAndTheRoundOnceAllUpload
 TEST_F(CoordinatorTest, MalformedAndOutOfPlaceRequestsGetClearErrors) {
   TANDEM_ASSERT_OK_AND_ASSIGN(auto c, Make());
   TickUntil(*c, "collecting");
-  EXPECT_THAT(CheckIn(*c, In("")).status(), StatusIs(absl::StatusCode::kInvalidArgument));
-  EXPECT_THAT(CheckIn(*c, In("bad id!")).status(), StatusIs(absl::StatusCode::kInvalidArgument));
-  EXPECT_THAT(CheckIn(*c, In(std::string(65, 'a'))).status(),
-              StatusIs(absl::StatusCode::kInvalidArgument));
-  proto::CheckInRequest other = In("a");
-  other.set_task_id("nope");
+  // Check-ins that do not prove the device key: refused before any state.
+  for (const std::string& bad_id : {std::string(), std::string("bad id!"), std::string(65, 'a'),
+                                    Id("b")}) {
+    proto::CheckInRequest forged = In("a");
+    forged.set_client_id(bad_id);
+    EXPECT_THAT(CheckIn(*c, forged).status(), StatusIs(absl::StatusCode::kUnauthenticated));
+  }
+  proto::CheckInRequest unsigned_request;
+  unsigned_request.set_client_id(Id("a"));
+  EXPECT_THAT(CheckIn(*c, unsigned_request).status(),
+              StatusIs(absl::StatusCode::kUnauthenticated));
+  EXPECT_EQ(c->Status().assigned(), 0u);
+  const proto::CheckInRequest other =
+      testing::SignedCheckIn("a", absl::ToUnixMillis(clock_.Now()), "nope");
   EXPECT_THAT(c->CheckIn(other).status(), StatusIs(absl::StatusCode::kNotFound));
   TANDEM_ASSERT_OK(CheckIn(*c, In("a")).status());
   proto::UploadDoneRequest short_id = Done("a", 1);
@@ -370,6 +392,8 @@ TEST_F(CoordinatorTest, TicketsArePerClientSignedAndStableAcrossCheckInsAndResta
       EXPECT_EQ(t.task_id(), "t1");
       EXPECT_EQ(t.round_id(), 1u);
       EXPECT_EQ(t.expiry_unix_ms(), deadline);  // the round's deadline
+      // Bound to the key that proved possession at check-in.
+      EXPECT_EQ(t.device_public_key(), testing::TestDeviceKey(id).PublicKeyRaw());
       ASSERT_EQ(t.ticket_id().size(), 16u);
       TANDEM_EXPECT_OK(crypto::CheckTicketFor(t, "t1", 1, t.ticket_id(),
                                               absl::ToUnixMillis(clock_.Now())));
@@ -390,7 +414,8 @@ TEST_F(CoordinatorTest, TicketsArePerClientSignedAndStableAcrossCheckInsAndResta
     TANDEM_ASSERT_OK_AND_ASSIGN(std::optional<std::string> key, store->GetMeta("sampling_key"));
     ASSERT_TRUE(key.has_value());
     for (const char* id : {"a", "b"}) {
-      std::string msg = std::string("tandem.ticket.v1") + std::string("\x01\0\0\0\0\0\0\0", 8) + id;
+      std::string msg =
+          std::string("tandem.ticket.v1") + std::string("\x01\0\0\0\0\0\0\0", 8) + Id(id);
       unsigned char mac[32];
       unsigned int len = 0;
       ASSERT_NE(HMAC(EVP_sha256(), key->data(), static_cast<int>(key->size()),
@@ -403,7 +428,7 @@ TEST_F(CoordinatorTest, TicketsArePerClientSignedAndStableAcrossCheckInsAndResta
   TANDEM_ASSERT_OK_AND_ASSIGN(auto c, Make());
   TickUntil(*c, "collecting");
   TANDEM_ASSERT_OK_AND_ASSIGN(auto b, CheckIn(*c, In("b")));
-  EXPECT_EQ(b.ticket().SerializeAsString(), before.at("b").SerializeAsString());  // same bytes
+  EXPECT_EQ(b.ticket().SerializeAsString(), before.at(Id("b")).SerializeAsString());  // same bytes
   EXPECT_EQ(b.deadline_unix_ms(), deadline);
   TANDEM_ASSERT_OK(c->UploadDone(Done("a", 1)));  // the retry of a pre-restart UploadDone
   TANDEM_ASSERT_OK(c->UploadDone(Done("b", 1)));
@@ -419,7 +444,7 @@ TEST_F(CoordinatorTest, UploadDoneRefusesMissingForeignAndTamperedTickets) {
   none.clear_ticket();
   EXPECT_THAT(c->UploadDone(none), unauthenticated);
   proto::UploadDoneRequest foreign = Done("b", 1);  // b's ticket and report id, sent as a
-  foreign.set_client_id("a");
+  foreign.set_client_id(Id("a"));
   EXPECT_THAT(c->UploadDone(foreign), unauthenticated);
   proto::UploadDoneRequest bytes = Done("a", 1);
   bytes.mutable_ticket()->mutable_ticket()->back() ^= 1;

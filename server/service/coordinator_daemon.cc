@@ -101,7 +101,64 @@ absl::Status ResolveEndpoints(const CoordinatorDaemonOptions& o, CoordinatorOpti
   return absl::OkStatus();
 }
 
+// The device registry's options: policy checks and the operators' keys.
+absl::StatusOr<DeviceRegistryOptions> RegistryOptions(const CoordinatorDaemonOptions& o) {
+  DeviceRegistryOptions r;
+  r.policy = o.device_policy;
+  r.max_skew = o.checkin_max_skew;
+  if (o.device_policy == DevicePolicy::kOpen && !IsLoopbackAddress(o.listen_address)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "open device enrollment admits any key (Sybils); it is refused on the non-loopback "
+        "address '", o.listen_address, "': enroll devices (tandem-admin) instead"));
+  }
+  for (const std::string& path : o.enrollment_key_paths) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return absl::NotFoundError(absl::StrCat("cannot read the enrollment key at ", path));
+    std::stringstream buf;
+    buf << in.rdbuf();
+    absl::StatusOr<crypto::Ed25519VerifyingKey> key =
+        crypto::Ed25519VerifyingKey::FromPem(buf.str());
+    if (!key.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the enrollment key at ", path, " is not an Ed25519 public key PEM: ",
+          key.status().message()));
+    }
+    r.enrollment_keys.push_back(*std::move(key));
+  }
+  return r;
+}
+
 }  // namespace
+
+absl::Status CoordinatorDaemon::StartAdmin(const CoordinatorDaemonOptions& options) {
+  if (options.admin_listen_address.empty()) return absl::OkStatus();
+  const bool tls = !options.tls.insecure_plaintext;
+  if (!tls && !IsLoopbackAddress(options.admin_listen_address)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a plaintext admin listener is refused on the non-loopback address '",
+        options.admin_listen_address, "'"));
+  }
+  if (tls && options.admin_identities.empty()) {
+    return absl::InvalidArgumentError(
+        "the admin listener needs the operators' certificate identities (--admin_identities)");
+  }
+  TlsFiles admin_tls = options.tls;
+  admin_tls.require_client_cert = tls;
+  TANDEM_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> creds,
+                          MakeServerCredentials(admin_tls));
+  admin_gate_ = std::make_unique<CallerGate>("admin", options.admin_identities, tls,
+                                             &admin_refusals_);
+  admin_service_ = std::make_unique<CoordinatorAdminService>(devices_.get(), admin_gate_.get());
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(options.admin_listen_address, creds, &admin_port_);
+  builder.RegisterService(admin_service_.get());
+  builder.SetMaxReceiveMessageSize(64 << 10);
+  admin_server_ = builder.BuildAndStart();
+  if (admin_server_ == nullptr || admin_port_ == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", options.admin_listen_address));
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<std::unique_ptr<CoordinatorDaemon>> CoordinatorDaemon::Start(
     CoordinatorDaemonOptions options, ml::Dataset eval_data, const Clock* clock,
@@ -139,6 +196,17 @@ absl::StatusOr<std::unique_ptr<CoordinatorDaemon>> CoordinatorDaemon::Start(
   TANDEM_ASSIGN_OR_RETURN(
       std::unique_ptr<CoordinatorStore> store,
       CoordinatorStore::Open((std::filesystem::path(options.state_dir) / "coordinator.db").string()));
+  TANDEM_ASSIGN_OR_RETURN(DeviceRegistryOptions registry_options, RegistryOptions(options));
+  TANDEM_ASSIGN_OR_RETURN(
+      d->device_store_,
+      DeviceStore::Open((std::filesystem::path(options.state_dir) / "devices.db").string()));
+  TANDEM_ASSIGN_OR_RETURN(d->devices_, DeviceRegistry::Create(std::move(registry_options),
+                                                              d->device_store_.get(), clock));
+  if (options.device_policy == DevicePolicy::kOpen) {
+    TANDEM_LOG(WARNING) << "coordinator: open device enrollment (any key may check in; "
+                           "one-host simulations only)";
+  }
+  co.devices = d->devices_.get();
   TANDEM_ASSIGN_OR_RETURN(d->coordinator_,
                           Coordinator::Create(std::move(co), std::move(ticket_key),
                                               std::move(eval_data), d->leader_.get(),
@@ -169,6 +237,7 @@ absl::StatusOr<std::unique_ptr<CoordinatorDaemon>> CoordinatorDaemon::Start(
     d->metrics_->Register(MakeCoordinatorCollectable(d->coordinator_.get()));
     d->metrics_->Register(rpc_metrics);
   }
+  TANDEM_RETURN_IF_ERROR(d->StartAdmin(options));
   d->driver_ = std::thread([dp = d.get(), tick = options.tick] { dp->Drive(tick); });
   return d;
 }
@@ -186,6 +255,9 @@ void CoordinatorDaemon::Shutdown() {
   if (stop_.exchange(true)) return;
   if (driver_.joinable()) driver_.join();
   if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  if (admin_server_) {
+    admin_server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  }
   metrics_.reset();
 }
 

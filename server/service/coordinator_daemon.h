@@ -21,10 +21,13 @@
 #include <grpcpp/server.h>
 
 #include "absl/status/statusor.h"
+#include "base/caller_gate.h"
 #include "base/grpc_credentials.h"
 #include "base/metrics_server.h"
 #include "server/core/coordinator.h"
+#include "server/service/admin_service.h"
 #include "server/service/coordinator_service.h"
+#include "server/store/device_store.h"
 #include "server/transport/grpc_aggregator_client.h"
 #include "server/transport/worker_evaluator.h"
 
@@ -63,6 +66,22 @@ struct CoordinatorDaemonOptions {
   // evaluates it (server/transport/worker_evaluator.h); empty = evaluate in
   // this process.
   std::string worker_address;
+  // Who may check in (server/core/device_registry.h). kEnrolled (default):
+  // keys an operator enrolled, through the admin API's allow-list or an
+  // enrollment token signed by one of enrollment_key_paths' keys (PEM
+  // Ed25519 public keys; `tandem-admin token mint` signs with the private
+  // half). kOpen: any key enrolls itself; refused unless listen_address is
+  // loopback (one-host simulations). The registry lives in
+  // state_dir/devices.db.
+  DevicePolicy device_policy = DevicePolicy::kEnrolled;
+  std::vector<std::string> enrollment_key_paths;
+  absl::Duration checkin_max_skew = absl::Seconds(60);
+  // The operator API (proto CoordinatorAdmin) on its own listener; empty =
+  // none. With TLS: mutual TLS (the tls files, client certificates verified
+  // against tls.root_ca_path) and only admin_identities may call. In
+  // plaintext: loopback only, no identity check.
+  std::string admin_listen_address;
+  std::vector<std::string> admin_identities;
 };
 
 class CoordinatorDaemon {
@@ -78,6 +97,8 @@ class CoordinatorDaemon {
 
   int port() const { return port_; }
   int metrics_port() const { return metrics_ ? metrics_->port() : -1; }
+  int admin_port() const { return admin_port_; }
+  DeviceRegistry& devices() { return *devices_; }
   Coordinator& coordinator() { return *coordinator_; }
   // Stops the driver and the servers (idempotent).
   void Shutdown();
@@ -85,10 +106,19 @@ class CoordinatorDaemon {
  private:
   CoordinatorDaemon() = default;
   void Drive(absl::Duration tick);
+  // The operator API's listener, when options.admin_listen_address is set.
+  absl::Status StartAdmin(const CoordinatorDaemonOptions& options);
 
   std::unique_ptr<GrpcAggregatorClient> leader_;
   std::unique_ptr<GrpcAggregatorClient> helper_;
   std::unique_ptr<WorkerEvaluator> worker_;  // outlives coordinator_
+  std::unique_ptr<DeviceStore> device_store_;  // outlives devices_
+  std::unique_ptr<DeviceRegistry> devices_;    // outlives coordinator_
+  RefusalCounters admin_refusals_;
+  std::unique_ptr<CallerGate> admin_gate_;
+  std::unique_ptr<CoordinatorAdminService> admin_service_;
+  std::unique_ptr<grpc::Server> admin_server_;
+  int admin_port_ = 0;
   std::unique_ptr<Coordinator> coordinator_;
   std::unique_ptr<CoordinatorService> service_;
   std::unique_ptr<grpc::Server> server_;

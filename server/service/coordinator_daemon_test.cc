@@ -20,6 +20,7 @@
 #include "absl/synchronization/mutex.h"
 #include "base/testing/status_matchers.h"
 #include "crypto/sign/upload_ticket.h"
+#include "server/testing/test_devices.h"
 #include "gtest/gtest.h"
 #include "proto/coordinator.grpc.pb.h"
 
@@ -286,9 +287,17 @@ TEST_F(CoordinatorDaemonTest, OverTlsOpensRoundsAsTheCoordinatorAndHandsOutTicke
   client_tls.pem_root_certs = ReadFile(dir_ / "ca.pem");
   auto stub = proto::Coordinator::NewStub(grpc::CreateChannel(
       absl::StrCat("127.0.0.1:", d->port()), grpc::SslCredentials(client_tls)));
+  const int64_t now_ms = absl::ToUnixMillis(absl::Now());
+  {
+    // The default policy: a device the operator did not enroll is refused.
+    grpc::ClientContext cc;
+    proto::CheckInResponse refused;
+    EXPECT_EQ(stub->CheckIn(&cc, testing::SignedCheckIn("a", now_ms), &refused).error_code(),
+              grpc::StatusCode::PERMISSION_DENIED);
+  }
+  TANDEM_ASSERT_OK(d->devices().EnrollKey(testing::TestDeviceKey("a").PublicKeyRaw(), "ops").status());
   grpc::ClientContext ctx;
-  proto::CheckInRequest in;
-  in.set_client_id("a");
+  const proto::CheckInRequest in = testing::SignedCheckIn("a", now_ms);
   proto::CheckInResponse r;
   ASSERT_TRUE(stub->CheckIn(&ctx, in, &r).ok());
   ASSERT_EQ(r.outcome(), proto::CheckInResponse::OUTCOME_TASK);
@@ -303,7 +312,7 @@ TEST_F(CoordinatorDaemonTest, OverTlsOpensRoundsAsTheCoordinatorAndHandsOutTicke
   EXPECT_EQ(t.round_id(), r.round_id());
   // UploadDone with and without it.
   proto::UploadDoneRequest done;
-  done.set_client_id("a");
+  done.set_client_id(in.client_id());
   done.set_task_id("t");
   done.set_round_id(r.round_id());
   done.set_report_id(t.ticket_id());

@@ -54,6 +54,20 @@ ABSL_FLAG(int, metrics_port, -1, "serve Prometheus /metrics on this port (0 = an
 ABSL_FLAG(std::string, worker, "",
           "host:port of a tandem-worker (plaintext, same trust domain) that receives each "
           "released model as 'federation.<task_id>' and evaluates it; empty = evaluate here");
+ABSL_FLAG(std::string, device_enrollment, "enrolled",
+          "who may check in: enrolled (keys an operator enrolled with tandem-admin, or that "
+          "redeem an enrollment token) or open (any device key; loopback simulations only)");
+ABSL_FLAG(std::string, enrollment_keys, "",
+          "comma-separated PEM Ed25519 public keys whose enrollment tokens this coordinator "
+          "redeems (tandem-admin token mint signs with the private half)");
+ABSL_FLAG(double, checkin_max_skew_s, 60,
+          "largest difference between a device's check-in timestamp and this clock");
+ABSL_FLAG(std::string, admin_listen, "",
+          "operator API listener host:port (device enrollment/revocation; mutual TLS); empty = "
+          "none");
+ABSL_FLAG(std::string, admin_identities, "",
+          "comma-separated certificate identities (DNS SAN or CN) of the operators allowed on "
+          "--admin_listen (required with TLS)");
 ABSL_FLAG(std::string, task_id, "default", "task id");
 ABSL_FLAG(std::string, dataset, "digits", "held-out data for evaluation: digits or fmnist");
 ABSL_FLAG(int64_t, eval_items, 2000, "fmnist test images used (0 = all)");
@@ -119,6 +133,21 @@ absl::StatusOr<std::unique_ptr<tandem::server::CoordinatorDaemon>> Run() {
   d.ticket_key_path = absl::GetFlag(FLAGS_ticket_key);
   d.tls = {absl::GetFlag(FLAGS_insecure_plaintext), absl::GetFlag(FLAGS_tls_cert),
            absl::GetFlag(FLAGS_tls_key), absl::GetFlag(FLAGS_tls_ca), false};
+  if (const std::string p = absl::GetFlag(FLAGS_device_enrollment); p == "open") {
+    d.device_policy = tandem::server::DevicePolicy::kOpen;
+  } else if (p != "enrolled") {
+    return absl::InvalidArgumentError("--device_enrollment must be enrolled or open");
+  }
+  for (absl::string_view k :
+       absl::StrSplit(absl::GetFlag(FLAGS_enrollment_keys), ',', absl::SkipEmpty())) {
+    d.enrollment_key_paths.emplace_back(k);
+  }
+  d.checkin_max_skew = absl::Seconds(absl::GetFlag(FLAGS_checkin_max_skew_s));
+  d.admin_listen_address = absl::GetFlag(FLAGS_admin_listen);
+  for (absl::string_view id :
+       absl::StrSplit(absl::GetFlag(FLAGS_admin_identities), ',', absl::SkipEmpty())) {
+    d.admin_identities.emplace_back(id);
+  }
   tandem::server::CoordinatorOptions& c = d.coordinator;
   c.task_id = absl::GetFlag(FLAGS_task_id);
   c.leader.set_address(absl::GetFlag(FLAGS_announce_leader));
@@ -184,6 +213,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::printf("listening on %d\n", (*daemon)->port());
+  if ((*daemon)->admin_port() > 0) std::printf("admin on %d\n", (*daemon)->admin_port());
   if ((*daemon)->metrics_port() >= 0) std::printf("metrics on %d\n", (*daemon)->metrics_port());
   std::fflush(stdout);
   const int sig = signals.Wait();

@@ -55,6 +55,17 @@ std::shared_ptr<prometheus::Collectable> MakeCoordinatorCollectable(Coordinator*
     for (const auto& [outcome, n] : m.checkins) {
       checkins.Add({{"task", task}, {"outcome", outcome}}, static_cast<double>(n));
     }
+    // Refused check-ins (a Sybil or impersonation flood shows here):
+    // reasons "proof", "replay", "not_enrolled", "revoked", "token".
+    MetricFamilies::Family refused = out.Counter(
+        "tandem_coordinator_checkins_refused_total", "Check-ins refused before any state, by reason.");
+    for (const char* reason : {"proof", "replay", "not_enrolled", "revoked", "token"}) {
+      auto it = m.checkins_refused.find(reason);
+      refused.Add({{"reason", reason}},
+                  static_cast<double>(it == m.checkins_refused.end() ? 0 : it->second));
+    }
+    out.Gauge("tandem_coordinator_enrolled_devices", "Devices enrolled and not revoked.")
+        .Add({}, static_cast<double>(m.enrolled_devices));
     return out.Take();
   });
 }

@@ -68,6 +68,10 @@ TEST(CoordinatorService, StreamsAModelLargerThanOneMessageAndValidatesRequests) 
   FakeClock clock;
   auto random = DeterministicRandom::FromSeed(1);
   TANDEM_ASSERT_OK_AND_ASSIGN(auto store, CoordinatorStore::Open((dir / "c.db").string()));
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto device_store, DeviceStore::Open((dir / "devices.db").string()));
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto devices,
+                              DeviceRegistry::Create({}, device_store.get(), &clock));
+  o.devices = devices.get();
   TANDEM_ASSERT_OK_AND_ASSIGN(auto ticket_key, crypto::Ed25519SigningKey::Generate(random.get()));
   TANDEM_ASSERT_OK_AND_ASSIGN(auto c, Coordinator::Create(o, ticket_key, eval, &leader, &helper,
                                                           std::move(store), &clock, random.get()));
@@ -113,10 +117,10 @@ TEST(CoordinatorService, StreamsAModelLargerThanOneMessageAndValidatesRequests) 
   // Malformed requests: the codes cross the wire unchanged.
   {
     grpc::ClientContext cc;
-    proto::CheckInRequest bad;
+    proto::CheckInRequest bad;  // no device proof
     bad.set_client_id("spaces are not allowed");
     proto::CheckInResponse r;
-    EXPECT_EQ(stub->CheckIn(&cc, bad, &r).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_EQ(stub->CheckIn(&cc, bad, &r).error_code(), grpc::StatusCode::UNAUTHENTICATED);
   }
   {
     grpc::ClientContext cc;

@@ -14,6 +14,7 @@
 #include "base/status_macros.h"
 #include "client/internal/report_builder.h"
 #include "client/transport/grpc_uploader.h"
+#include "crypto/sign/device_auth.h"
 #include "crypto/sign/upload_ticket.h"
 #include "ml/coido/coido.h"
 #include "ml/data/partition.h"
@@ -109,14 +110,25 @@ absl::StatusOr<std::vector<float>> PrivateMean(const FederationOptions& o,
     TANDEM_RETURN_IF_ERROR(rng->Fill(absl::MakeSpan(
         reinterpret_cast<uint8_t*>(ticket.mutable_ticket_id()->data()), 16)));
     ticket.set_expiry_unix_ms(absl::ToUnixMillis(absl::Now() + absl::Minutes(30)));
+    // Each simulated device has its own key; the ticket names it and the
+    // device signs both uploads, as a real one does (crypto/sign/device_auth.h).
+    std::optional<crypto::Ed25519SigningKey> device;
+    if (ticket_key.has_value()) {
+      TANDEM_ASSIGN_OR_RETURN(device, crypto::Ed25519SigningKey::Generate(rng));
+      ticket.set_device_public_key(device->PublicKeyRaw());
+    }
     proto::SignedUploadTicket signed_ticket;
     if (ticket_key.has_value()) {
       TANDEM_ASSIGN_OR_RETURN(signed_ticket, crypto::SignUploadTicket(*ticket_key, ticket));
     }
     TANDEM_ASSIGN_OR_RETURN(client::BuiltReport report,
                             builder.Build(u, rng, ticket.ticket_id()));
-    const auto [a, b] = client::MakeUploadRequests(std::move(report), sum.config().task_id, round,
-                                                   signed_ticket);
+    auto [a, b] = client::MakeUploadRequests(std::move(report), sum.config().task_id, round,
+                                             signed_ticket);
+    if (device.has_value()) {
+      TANDEM_RETURN_IF_ERROR(crypto::SignUpload(*device, crypto::UploadRole::kLeader, &a));
+      TANDEM_RETURN_IF_ERROR(crypto::SignUpload(*device, crypto::UploadRole::kHelper, &b));
+    }
     rec->bytes_up += a.ByteSizeLong() + b.ByteSizeLong();
     rec->dense_bytes_up += 2 * u.size() * sizeof(uint64_t);  // dense 2-server shares
     const absl::Time t1 = absl::Now();

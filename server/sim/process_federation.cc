@@ -13,6 +13,7 @@
 #include "proto/coordinator.grpc.pb.h"
 #include "tests/testing/certificates.h"
 #include "tests/testing/daemon_process.h"
+#include "tests/testing/enrollment.h"
 
 namespace tandem::sim {
 namespace {
@@ -81,6 +82,17 @@ absl::StatusOr<std::vector<RoundRecord>> RunProcessFederation(
       absl::StrCat("--local_steps=", o.local_steps), absl::StrCat("--batch_size=", o.batch_size),
       absl::StrCat("--client_lr=", o.client_lr), absl::StrCat("--server_lr=", o.server_lr),
       absl::StrCat("--coido_fraction=", o.coido ? o.coido_fraction : 1.0)};
+  // Device enrollment as an operator runs it: an enrollment key whose public
+  // half the coordinator trusts, and one single-use token per client (what
+  // an app's backend hands each device; `tandem-admin token mint`).
+  TANDEM_ASSIGN_OR_RETURN(const std::string enroll_pub, testing::EnsureEnrollmentKey(dir));
+  args.push_back("--enrollment_keys=" + enroll_pub);
+  std::vector<std::string> tokens;
+  for (int k = 0; k < o.clients; ++k) {
+    TANDEM_ASSIGN_OR_RETURN(
+        std::string path, testing::WriteEnrollmentToken(dir, absl::StrCat(dir, "/client", k, ".token")));
+    tokens.push_back(std::move(path));
+  }
   TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<DaemonProcess> coordinator,
                           DaemonProcess::Start(p.coordinator_bin, args, dir + "/coordinator.log"));
   const std::string address = testing::Loopback(coordinator->port());
@@ -100,6 +112,7 @@ absl::StatusOr<std::vector<RoundRecord>> RunProcessFederation(
                              absl::StrCat("--num_shards=", o.clients), absl::StrCat("--shard=", k),
                              absl::StrCat("--alpha=", o.dirichlet_alpha),
                              "--state_dir=" + dir + "/" + id, "--max_errors=100",
+                             "--enrollment_token_file=" + tokens[k],
                              absl::StrCat("--seed=", o.seed * 1000 + k + 1)},
                             dir + "/clients.log"));
     clients.push_back(std::move(c));

@@ -22,6 +22,7 @@
 #include "base/grpc_status.h"
 #include "base/testing/status_matchers.h"
 #include "crypto/dp/accountant.h"
+#include "crypto/sign/device_auth.h"
 #include "crypto/sign/upload_ticket.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -33,7 +34,9 @@
 namespace tandem {
 namespace {
 
+using aggregator::testing::AttachTicket;
 using aggregator::testing::MakeNormRoundParameters;
+using aggregator::testing::TestDeviceKey;
 using aggregator::testing::MakeReportWithValues;
 using aggregator::testing::TestReport;
 using ::tandem::testing::IsOk;
@@ -175,10 +178,9 @@ class AdversarialTest : public ::testing::Test {
     std::vector<int64_t> v(2 * 8);
     for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<int64_t>((seed * 7 + i) % 9) - 4;
     TestReport r = MakeReportWithValues(params_, v, seed).value();
-    const proto::SignedUploadTicket t =
-        Ticket(r.to_leader.report_id(), params_.round_id(), InAMinute(), *ticket_key_);
-    *r.to_leader.mutable_ticket() = t;
-    *r.to_helper.mutable_ticket() = t;
+    // Bound to the report's test device, which signs both uploads, as a
+    // real coordinator and client do (crypto/sign/device_auth.h).
+    EXPECT_THAT(AttachTicket(r, params_, *ticket_key_, InAMinute()), IsOk());
     return r;
   }
 
@@ -402,11 +404,16 @@ TEST_F(AdversarialTest, UploadsNeedTheirOwnValidTicket) {
   TANDEM_ASSERT_OK(Upload(r.to_leader, false));
   TANDEM_ASSERT_OK(Upload(r.to_leader, false));  // an identical retry is fine
   TANDEM_ASSERT_OK(Upload(r.to_helper, true));
-  // The ticket replayed with other shares: one report per ticket.
+  // The ticket replayed with other shares: without the device's signature
+  // over them refused outright; signed by the device itself, still one
+  // report per ticket.
   TestReport other = Honest(2);
   proto::UploadRequest replay = other.to_leader;
   replay.set_report_id(id);
   *replay.mutable_ticket() = r.to_leader.ticket();
+  EXPECT_THAT(Upload(replay, false), StatusIs(absl::StatusCode::kUnauthenticated));
+  TANDEM_ASSERT_OK_AND_ASSIGN(const crypto::Ed25519SigningKey device, TestDeviceKey(r));
+  TANDEM_ASSERT_OK(crypto::SignUpload(device, crypto::UploadRole::kLeader, &replay));
   EXPECT_THAT(Upload(replay, false), StatusIs(absl::StatusCode::kAlreadyExists));
   // A client with a valid ticket but no certificate cannot reach the peer
   // API (handshake) and the upload port does not serve it.
@@ -422,7 +429,54 @@ TEST_F(AdversarialTest, UploadsNeedTheirOwnValidTicket) {
   WaitAccepted(1);  // exactly the one ticketed report
   auto leader = Status(false);
   ASSERT_THAT(leader, IsOk());
-  EXPECT_EQ(leader->refused_calls().at("upload/ticket"), 6u);
+  EXPECT_EQ(leader->refused_calls().at("upload/ticket"), 7u);
+}
+
+// Issue 34: a ticket read off the wire (or obtained by impersonation) cannot
+// be spent by anyone but the device it names, at either aggregator, and a
+// ticket that names no device is refused by both.
+TEST_F(AdversarialTest, AStolenTicketCannotBeSpentFromAnotherKey) {
+  TANDEM_ASSERT_OK(OpenBoth(params_));
+  TestReport victim = Honest(1);
+  const std::string id = victim.to_leader.report_id();
+  // The thief's own report under the victim's ticket and report id, signed
+  // with the thief's key.
+  TestReport thief = Honest(2);
+  const crypto::Ed25519SigningKey thief_key =
+      *crypto::Ed25519SigningKey::FromSeed(std::string(32, 't'));
+  for (proto::UploadRequest* u : {&thief.to_leader, &thief.to_helper}) {
+    u->set_report_id(id);
+    *u->mutable_ticket() = victim.to_leader.ticket();
+  }
+  proto::UploadRequest forged_leader = thief.to_leader, forged_helper = thief.to_helper;
+  // SignUpload refuses a ticket of another key; a thief signs by hand.
+  EXPECT_THAT(crypto::SignUpload(thief_key, crypto::UploadRole::kLeader, &forged_leader),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  const std::string td = crypto::TicketDigest(victim.to_leader.ticket());
+  forged_leader.set_device_signature(*thief_key.Sign(crypto::UploadSigningInput(
+      crypto::UploadRole::kLeader, td,
+      crypto::UploadContentDigest(forged_leader.key_share(), &forged_leader.norm_proof(), td))));
+  forged_helper.set_device_signature(*thief_key.Sign(crypto::UploadSigningInput(
+      crypto::UploadRole::kHelper, td,
+      crypto::UploadContentDigest(forged_helper.key_share(), &forged_helper.norm_proof(), td))));
+  EXPECT_THAT(Upload(forged_leader, false), StatusIs(absl::StatusCode::kUnauthenticated));
+  EXPECT_THAT(Upload(forged_helper, true), StatusIs(absl::StatusCode::kUnauthenticated));
+  // A leader replaying the victim's signed leader upload to the helper.
+  EXPECT_THAT(Upload(victim.to_leader, true), StatusIs(absl::StatusCode::kUnauthenticated));
+  // The thief's shares with the victim's genuine signatures.
+  proto::UploadRequest swapped = thief.to_helper;
+  swapped.set_device_signature(victim.to_helper.device_signature());
+  EXPECT_THAT(Upload(swapped, true), StatusIs(absl::StatusCode::kUnauthenticated));
+  // A genuine coordinator ticket that names no device: refused by both.
+  TestReport unbound = Honest(3);
+  TANDEM_ASSERT_OK(AttachTicket(unbound, params_, *ticket_key_, InAMinute(), /*bind_device=*/false));
+  EXPECT_THAT(Upload(unbound.to_leader, false), StatusIs(absl::StatusCode::kUnauthenticated));
+  EXPECT_THAT(Upload(unbound.to_helper, true), StatusIs(absl::StatusCode::kUnauthenticated));
+  EXPECT_EQ(Counts(), "0/0/0/0/0;0/0/0/0/0;");  // nothing was stored or counted
+  // The victim's own uploads still go through: nothing of its was consumed.
+  TANDEM_ASSERT_OK(Upload(victim.to_leader, false));
+  TANDEM_ASSERT_OK(Upload(victim.to_helper, true));
+  WaitAccepted(1);
 }
 
 TEST_F(AdversarialTest, OversizedAndRepeatedMessagesAreRefusedBeforeTheMath) {

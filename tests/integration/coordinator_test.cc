@@ -35,7 +35,9 @@
 #include "tandem/client/c_api.h"
 #include "tests/integration/worker_process.h"
 #include "tests/testing/certificates.h"
+#include "server/testing/test_devices.h"
 #include "tests/testing/daemon_process.h"
+#include "tests/testing/enrollment.h"
 
 namespace tandem::testing {
 namespace {
@@ -73,6 +75,8 @@ class FederationTest : public ::testing::Test {
     ASSERT_TRUE(pair.ok()) << pair.status();
     pair_ = *std::move(pair);
     port_ = FreePort();
+    // Devices enroll with single-use tokens of this operator key.
+    ASSERT_TRUE(EnsureEnrollmentKey(dir_).ok());
   }
   void TearDown() override {
     clients_.clear();
@@ -91,7 +95,8 @@ class FederationTest : public ::testing::Test {
         "--ticket_key=" + dir_ + "/ticket.key", "--state_dir=" + dir_ + "/coordinator",
         "--dataset=digits", "--hidden=32", "--sample_rate=1", "--noise_multiplier=0",
         "--min_batch_size=1", "--block_size=64", "--log_blocks_per_group=1",
-        "--clip=4", "--local_steps=20", "--client_lr=0.05", "--metrics_port=0"};
+        "--clip=4", "--local_steps=20", "--client_lr=0.05", "--metrics_port=0",
+        "--enrollment_keys=" + dir_ + "/enroll.pub"};
     a.insert(a.end(), extra.begin(), extra.end());
     return a;
   }
@@ -115,6 +120,9 @@ class FederationTest : public ::testing::Test {
         "--tls_ca=" + dir_ + "/ca.pem", "--leader=" + pair_.leader_address(),
         "--leader_name=leader.tandem", "--helper=" + pair_.helper_address(),
         "--helper_name=helper.tandem"};
+    absl::StatusOr<std::string> token = WriteEnrollmentToken(dir_, dir_ + "/" + id + ".token");
+    ASSERT_TRUE(token.ok()) << token.status();
+    args.push_back("--enrollment_token_file=" + *token);
     auto p = ChildProcess::Spawn(TANDEM_CLIENT_BIN, args, dir_ + "/" + id + ".log");
     ASSERT_TRUE(p.ok()) << p.status();
     clients_.push_back(*std::move(p));
@@ -181,6 +189,9 @@ void RunCParticipant(int port, const std::string& certs, const AggregatorPair* p
   trust.leader_name = "leader.tandem";
   trust.helper_address = helper.c_str();
   trust.helper_name = "helper.tandem";
+  const absl::StatusOr<std::string> token = tandem::testing::MintEnrollmentToken(certs);
+  if (!token.ok()) return;
+  trust.enrollment_token = token->c_str();
   *rc = tandem_participant_create_with_trust(&o, &trust, &p, err, sizeof(err));
   if (*rc != 0) return;
   for (int i = 0; i < 2000; ++i) {
@@ -208,10 +219,10 @@ TEST_F(FederationTest, PrivateRoundsMatchPlainFedAvgAndBadRequestsAreRefused) {
   // Malformed requests, while the task runs.
   {
     grpc::ClientContext ctx;
-    proto::CheckInRequest bad;
+    proto::CheckInRequest bad;  // no device proof
     bad.set_client_id("no spaces allowed");
     proto::CheckInResponse r;
-    EXPECT_EQ(stub_->CheckIn(&ctx, bad, &r).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_EQ(stub_->CheckIn(&ctx, bad, &r).error_code(), grpc::StatusCode::UNAUTHENTICATED);
   }
   {
     grpc::ClientContext ctx;
@@ -224,11 +235,12 @@ TEST_F(FederationTest, PrivateRoundsMatchPlainFedAvgAndBadRequestsAreRefused) {
   }
   {
     grpc::ClientContext ctx;
-    proto::CheckInRequest other;
-    other.set_client_id("x");
-    other.set_task_id("no-such-task");
+    // A device nobody enrolled learns nothing, not even whether the task
+    // exists.
+    const proto::CheckInRequest other = server::testing::SignedCheckIn(
+        "outsider", absl::ToUnixMillis(absl::Now()), "no-such-task");
     proto::CheckInResponse r;
-    EXPECT_EQ(stub_->CheckIn(&ctx, other, &r).error_code(), grpc::StatusCode::NOT_FOUND);
+    EXPECT_EQ(stub_->CheckIn(&ctx, other, &r).error_code(), grpc::StatusCode::PERMISSION_DENIED);
   }
 
   for (auto& c : clients_) {

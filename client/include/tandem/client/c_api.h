@@ -74,7 +74,9 @@ typedef struct tandem_participant tandem_participant;
 
 typedef struct {
   const char* coordinator;   /* host:port */
-  const char* client_id;     /* [A-Za-z0-9._-]{1,64} */
+  const char* client_id;     /* the app's label, [A-Za-z0-9._-]{1,64}; the servers
+                                know the device by its key's id (state_dir keeps
+                                the key) */
   const char* task_id;       /* NULL or "" = the coordinator's task */
   const char* state_dir;     /* NULL = nothing persisted */
   int32_t insecure_plaintext;
@@ -119,6 +121,10 @@ typedef struct {
    * error_feedback; on by default, also for callers whose struct_size
    * predates this field). */
   int32_t no_error_feedback;
+  /* Appended: the operator's enrollment token for this device
+   * (ParticipantOptions.enrollment_token: the text `tandem-admin token mint`
+   * prints); NULL or "" = none (the device key must already be enrolled). */
+  const char* enrollment_token;
 } tandem_participant_trust;
 
 int tandem_participant_create(const tandem_participant_options* options,

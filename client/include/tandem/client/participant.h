@@ -26,6 +26,10 @@
 // Thread safety: ParticipateOnce runs one round at a time (a second
 // concurrent call gets FAILED_PRECONDITION); Cancel may be called from any
 // thread and makes the running call return CANCELLED at its next step.
+// Device identity: every check-in is signed with the device's own key and
+// carries the enrollment token until the device is enrolled; each upload is
+// signed for the ticket the coordinator issued to that key. A device that is
+// not enrolled gets PERMISSION_DENIED from ParticipateOnce.
 // Error codes: INVALID_ARGUMENT (bad options or local data, or an assignment
 // outside the client's bounds: sizes, training settings, a malformed upload
 // ticket), UNAVAILABLE / DEADLINE_EXCEEDED (network, after retries),
@@ -104,7 +108,16 @@ struct Environment {
 
 struct ParticipantOptions {
   std::string coordinator;            // host:port
-  std::string client_id;              // stable pseudonym, [A-Za-z0-9._-]{1,64}
+  // The app's label for this participant in logs ([A-Za-z0-9._-]{0,64}).
+  // The servers know the device by the id of its own Ed25519 key (created
+  // on first run, kept in the StateStore as "device-key"): "dev-" and 32
+  // hex digits, which nobody without the key can use.
+  std::string client_id;
+  // The operator's permission to enroll this device (the text `tandem-admin
+  // token mint` prints, handed out by the app's backend), sent with
+  // check-ins until one succeeds. Empty: the device's key must already be
+  // enrolled (tandem-admin devices enroll), or the coordinator be open.
+  std::string enrollment_token;
   std::string task_id;                // empty = the coordinator's task
   bool insecure_plaintext = false;    // local runs only; otherwise TLS
   std::string tls_root_ca;            // PEM file verifying the servers

@@ -1,6 +1,7 @@
-// Who may call an aggregator's internal listeners (ARCHITECTURE.md, trust
-// model): the collector API only the coordinator's identity, the peer API
-// only the leader's. An identity is a DNS SAN of the caller's verified TLS
+// Who may call a daemon's internal listeners (ARCHITECTURE.md, trust
+// model): the aggregators' collector API only the coordinator's identity, the peer
+// API only the leader's, the coordinator's admin API only operators'. An
+// identity is a DNS SAN of the caller's verified TLS
 // client certificate, or its subject CN when it has no SAN (the properties
 // gRPC's SSL transport puts in the AuthContext). The certificate chain
 // itself was verified by the TLS handshake against the listener's roots;
@@ -8,8 +9,8 @@
 //
 // Thread safety: CallerGate is immutable after construction; RefusalCounters
 // is internally synchronised. Neither owns the other: the daemon owns both.
-#ifndef TANDEM_AGGREGATOR_SERVICE_CALLER_GATE_H_
-#define TANDEM_AGGREGATOR_SERVICE_CALLER_GATE_H_
+#ifndef TANDEM_BASE_CALLER_GATE_H_
+#define TANDEM_BASE_CALLER_GATE_H_
 
 #include <cstdint>
 #include <map>
@@ -21,7 +22,7 @@
 
 #include "absl/synchronization/mutex.h"
 
-namespace tandem::aggregator {
+namespace tandem {
 
 // Calls refused by a daemon, by "listener/reason" (e.g. "collector/identity",
 // "upload/ticket"), since it started.
@@ -57,6 +58,6 @@ class CallerGate {
   RefusalCounters* const counters_;
 };
 
-}  // namespace tandem::aggregator
+}  // namespace tandem
 
-#endif  // TANDEM_AGGREGATOR_SERVICE_CALLER_GATE_H_
+#endif  // TANDEM_BASE_CALLER_GATE_H_

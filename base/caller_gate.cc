@@ -1,4 +1,4 @@
-#include "aggregator/service/caller_gate.h"
+#include "base/caller_gate.h"
 
 #include <algorithm>
 #include <utility>
@@ -7,7 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "base/logging.h"
 
-namespace tandem::aggregator {
+namespace tandem {
 
 void RefusalCounters::Add(const std::string& key) {
   absl::MutexLock lock(&mu_);
@@ -58,4 +58,4 @@ grpc::Status CallerGate::Admit(const grpc::ServerContext& context) const {
                       absl::StrCat("the ", listener_, " API is not open to ", who));
 }
 
-}  // namespace tandem::aggregator
+}  // namespace tandem

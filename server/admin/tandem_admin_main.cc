@@ -1,0 +1,185 @@
+// tandem-admin: the operator's tool (ARCHITECTURE.md "Processes").
+//
+//   tandem-admin keygen --out=ops/enroll          ops/enroll.key (0600) + .pub
+//   tandem-admin token mint --signing_key=ops/enroll.key [--count=20]
+//       [--ttl_s=86400] [--issuer=backend-1] [--device_public_key=HEX]
+//       prints one enrollment token per line (give each device one; the
+//       coordinator redeems each once: --enrollment_keys=ops/enroll.pub)
+//   tandem-admin devices list|enroll|revoke --admin=HOST:PORT
+//       [--public_key=HEX] [--device_id=dev-...]
+//       --tls_cert=op.pem --tls_key=op.key --tls_ca=ca.pem   (mutual TLS)
+//       or --insecure_plaintext (a loopback coordinator)
+// Exit status 0 on success, 1 on any error (printed on stderr).
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "base/grpc_credentials.h"
+#include "base/grpc_status.h"
+#include "base/random.h"
+#include "base/status_macros.h"
+#include "crypto/sign/device_auth.h"
+#include "crypto/sign/ed25519.h"
+#include "proto/coordinator.grpc.pb.h"
+
+ABSL_FLAG(std::string, out, "", "keygen: path prefix of the key pair (.key and .pub)");
+ABSL_FLAG(std::string, signing_key, "", "token mint: the operator's Ed25519 PKCS#8 PEM");
+ABSL_FLAG(int, count, 1, "token mint: tokens to print");
+ABSL_FLAG(int64_t, ttl_s, 86400, "token mint: seconds until the tokens expire");
+ABSL_FLAG(std::string, issuer, "operator", "token mint: audit label [A-Za-z0-9._-]{0,64}");
+ABSL_FLAG(std::string, device_public_key, "",
+          "token mint: hex of the one device key the token admits (empty = any one device)");
+ABSL_FLAG(std::string, admin, "", "devices: the coordinator's admin listener host:port");
+ABSL_FLAG(std::string, public_key, "", "devices enroll: hex of the device's Ed25519 public key");
+ABSL_FLAG(std::string, device_id, "", "devices revoke: the device id (dev-...)");
+ABSL_FLAG(std::string, tls_cert, "", "devices: the operator's PEM certificate chain");
+ABSL_FLAG(std::string, tls_key, "", "devices: its PEM private key");
+ABSL_FLAG(std::string, tls_ca, "", "devices: PEM roots verifying the coordinator");
+ABSL_FLAG(bool, insecure_plaintext, false, "devices: no TLS (a loopback coordinator only)");
+
+namespace {
+
+using tandem::crypto::Ed25519SigningKey;
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
+  std::stringstream buf;
+  buf << in.rdbuf();
+  return buf.str();
+}
+
+absl::Status WriteFile(const std::string& path, const std::string& data, mode_t mode) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << data;
+  out.close();
+  if (!out) return absl::PermissionDeniedError(absl::StrCat("cannot write ", path));
+  ::chmod(path.c_str(), mode);
+  return absl::OkStatus();
+}
+
+absl::Status Keygen() {
+  const std::string out = absl::GetFlag(FLAGS_out);
+  if (out.empty()) return absl::InvalidArgumentError("keygen needs --out=PREFIX");
+  TANDEM_ASSIGN_OR_RETURN(Ed25519SigningKey key,
+                          Ed25519SigningKey::Generate(tandem::OpenSslRandom::Default()));
+  TANDEM_ASSIGN_OR_RETURN(std::string priv, key.PrivateKeyPem());
+  TANDEM_ASSIGN_OR_RETURN(std::string pub, key.PublicKeyPem());
+  TANDEM_RETURN_IF_ERROR(WriteFile(out + ".key", priv, 0600));
+  TANDEM_RETURN_IF_ERROR(WriteFile(out + ".pub", pub, 0644));
+  std::printf("wrote %s.key and %s.pub\n", out.c_str(), out.c_str());
+  return absl::OkStatus();
+}
+
+absl::Status MintTokens() {
+  TANDEM_ASSIGN_OR_RETURN(std::string pem, ReadFile(absl::GetFlag(FLAGS_signing_key)));
+  TANDEM_ASSIGN_OR_RETURN(Ed25519SigningKey key, Ed25519SigningKey::FromPem(pem));
+  const int count = absl::GetFlag(FLAGS_count);
+  if (count < 1 || count > 1000000) return absl::InvalidArgumentError("--count must be in [1, 1e6]");
+  if (absl::GetFlag(FLAGS_ttl_s) < 1) return absl::InvalidArgumentError("--ttl_s must be >= 1");
+  std::string device_key;
+  if (!absl::GetFlag(FLAGS_device_public_key).empty() &&
+      !absl::HexStringToBytes(absl::GetFlag(FLAGS_device_public_key), &device_key)) {
+    return absl::InvalidArgumentError("--device_public_key must be hex");
+  }
+  const int64_t expiry =
+      absl::ToUnixMillis(absl::Now()) + absl::GetFlag(FLAGS_ttl_s) * int64_t{1000};
+  for (int i = 0; i < count; ++i) {
+    tandem::proto::EnrollmentToken t;
+    std::string id(tandem::crypto::kEnrollmentTokenIdSize, '\0');
+    TANDEM_RETURN_IF_ERROR(tandem::OpenSslRandom::Default()->Fill(
+        absl::MakeSpan(reinterpret_cast<uint8_t*>(id.data()), id.size())));
+    t.set_token_id(id);
+    t.set_expiry_unix_ms(expiry);
+    t.set_issuer(absl::GetFlag(FLAGS_issuer));
+    t.set_device_public_key(device_key);
+    TANDEM_ASSIGN_OR_RETURN(tandem::proto::SignedEnrollmentToken s,
+                            tandem::crypto::MintEnrollmentToken(key, t));
+    std::printf("%s\n", tandem::crypto::EncodeEnrollmentToken(s).c_str());
+  }
+  return absl::OkStatus();
+}
+
+void PrintDevice(const tandem::proto::DeviceRecord& d) {
+  std::printf("%s %s %s by=%s key=%s\n", d.device_id().c_str(), d.state().c_str(),
+              absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::FromUnixMillis(d.enrolled_unix_ms()),
+                               absl::UTCTimeZone())
+                  .c_str(),
+              d.enrolled_by().c_str(), absl::BytesToHexString(d.public_key()).c_str());
+}
+
+absl::Status Devices(const std::string& verb) {
+  if (absl::GetFlag(FLAGS_admin).empty()) {
+    return absl::InvalidArgumentError("devices needs --admin=HOST:PORT");
+  }
+  tandem::TlsFiles tls{absl::GetFlag(FLAGS_insecure_plaintext), absl::GetFlag(FLAGS_tls_cert),
+                       absl::GetFlag(FLAGS_tls_key), absl::GetFlag(FLAGS_tls_ca), false};
+  TANDEM_ASSIGN_OR_RETURN(auto creds, tandem::MakeChannelCredentials(tls));
+  auto stub = tandem::proto::CoordinatorAdmin::NewStub(
+      grpc::CreateChannel(absl::GetFlag(FLAGS_admin), creds));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  if (verb == "list") {
+    tandem::proto::ListDevicesResponse r;
+    TANDEM_RETURN_IF_ERROR(tandem::FromGrpcStatus(stub->ListDevices(&ctx, {}, &r)));
+    for (const auto& d : r.devices()) PrintDevice(d);
+    return absl::OkStatus();
+  }
+  if (verb == "enroll") {
+    tandem::proto::EnrollDeviceRequest req;
+    std::string key;
+    if (!absl::HexStringToBytes(absl::GetFlag(FLAGS_public_key), &key) || key.empty()) {
+      return absl::InvalidArgumentError(
+          "devices enroll needs --public_key=HEX (tandem-client --print_device prints it)");
+    }
+    req.set_public_key(key);
+    tandem::proto::EnrollDeviceResponse r;
+    TANDEM_RETURN_IF_ERROR(tandem::FromGrpcStatus(stub->EnrollDevice(&ctx, req, &r)));
+    PrintDevice(r.device());
+    return absl::OkStatus();
+  }
+  if (verb == "revoke") {
+    tandem::proto::RevokeDeviceRequest req;
+    req.set_device_id(absl::GetFlag(FLAGS_device_id));
+    tandem::proto::RevokeDeviceResponse r;
+    TANDEM_RETURN_IF_ERROR(tandem::FromGrpcStatus(stub->RevokeDevice(&ctx, req, &r)));
+    PrintDevice(r.device());
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError("devices: list, enroll or revoke");
+}
+
+absl::Status Run(const std::vector<char*>& args) {
+  const std::string cmd = args.size() > 1 ? args[1] : "";
+  const std::string sub = args.size() > 2 ? args[2] : "";
+  if (cmd == "keygen") return Keygen();
+  if (cmd == "token" && sub == "mint") return MintTokens();
+  if (cmd == "devices") return Devices(sub);
+  return absl::InvalidArgumentError(
+      "usage: tandem-admin keygen | token mint | devices list|enroll|revoke (see --help)");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "tandem operator tool: keygen, token mint, devices list|enroll|revoke");
+  const std::vector<char*> args = absl::ParseCommandLine(argc, argv);
+  if (absl::Status s = Run(args); !s.ok()) {
+    std::fprintf(stderr, "tandem-admin: %s\n", s.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,35 @@
+// gRPC adapter of the coordinator's operator API (proto CoordinatorAdmin):
+// the device registry. Served on its own listener, mutual TLS, and every
+// call must pass the gate (operator identities named in the coordinator's
+// configuration; PERMISSION_DENIED, counted as "admin/identity", otherwise).
+// The operator's identity is recorded with each allow-list entry.
+// Thread-safe (the registry is). Owns neither the registry nor the gate.
+#ifndef TANDEM_SERVER_SERVICE_ADMIN_SERVICE_H_
+#define TANDEM_SERVER_SERVICE_ADMIN_SERVICE_H_
+
+#include "base/caller_gate.h"
+#include "proto/coordinator.grpc.pb.h"
+#include "server/core/device_registry.h"
+
+namespace tandem::server {
+
+class CoordinatorAdminService final : public proto::CoordinatorAdmin::Service {
+ public:
+  CoordinatorAdminService(DeviceRegistry* devices, const CallerGate* gate)
+      : devices_(devices), gate_(gate) {}
+
+  grpc::Status EnrollDevice(grpc::ServerContext* context, const proto::EnrollDeviceRequest* request,
+                            proto::EnrollDeviceResponse* response) override;
+  grpc::Status RevokeDevice(grpc::ServerContext* context, const proto::RevokeDeviceRequest* request,
+                            proto::RevokeDeviceResponse* response) override;
+  grpc::Status ListDevices(grpc::ServerContext* context, const proto::ListDevicesRequest* request,
+                           proto::ListDevicesResponse* response) override;
+
+ private:
+  DeviceRegistry* const devices_;
+  const CallerGate* const gate_;
+};
+
+}  // namespace tandem::server
+
+#endif  // TANDEM_SERVER_SERVICE_ADMIN_SERVICE_H_
