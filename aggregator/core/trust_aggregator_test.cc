@@ -173,7 +173,10 @@ TEST_F(TrustTest, ServersHoldingDifferentTicketsRejectTheReport) {
   other.set_round_id(1);
   other.set_ticket_id(split.to_helper.report_id());
   other.set_expiry_unix_ms(Expiry() + 1);
+  // Issued to the same device, which signs the helper's upload under it.
+  other.set_device_public_key(testing::TestDeviceKey(split).value().PublicKeyRaw());
   *split.to_helper.mutable_ticket() = crypto::SignUploadTicket(*key_, other).value();
+  TANDEM_ASSERT_OK(testing::SignTestUploads(split));
   TANDEM_ASSERT_OK(leader_->Upload(split.to_leader));
   TANDEM_ASSERT_OK(helper_->Upload(split.to_helper));
   TANDEM_ASSERT_OK(leader_->ProcessPending("task").status());

@@ -21,7 +21,9 @@ absl::StatusOr<std::unique_ptr<DeviceIdentity>> DeviceIdentity::LoadOrCreate(
     TANDEM_ASSIGN_OR_RETURN(token, crypto::DecodeEnrollmentToken(enrollment_token_text));
   }
   std::optional<std::string> seed;
-  if (storage != nullptr) TANDEM_ASSIGN_OR_RETURN(seed, storage->Get(kDeviceKeyKey));
+  if (storage != nullptr) {
+    TANDEM_ASSIGN_OR_RETURN(seed, storage->Get(kDeviceKeyKey));
+  }
   if (!seed.has_value()) {
     std::string fresh(crypto::kEd25519SeedSize, '\0');
     TANDEM_RETURN_IF_ERROR(

@@ -3,6 +3,9 @@
 // tests/integration/coordinator_test.cc drives the real daemons.
 #include "client/internal/round_runner.h"
 
+#include "crypto/sign/device_auth.h"
+#include "crypto/sign/upload_ticket.h"
+
 #include <filesystem>
 
 #include "base/clock.h"
@@ -65,6 +68,57 @@ TEST_F(RoundRunnerTest, ContributesOneReportAndReportsItDone) {
   ASSERT_EQ(transport_->done.size(), 1u);
   EXPECT_EQ(transport_->done[0].report_id(), a.report_id());
   EXPECT_EQ(transport_->done[0].bytes_uploaded(), a.ByteSizeLong() + b.ByteSizeLong());
+}
+
+// Issue 34: the device's own key signs every check-in (the id is the key's)
+// and, when the ticket names it, both uploads; the key survives a restart
+// through the state store; a ticket naming another key is never signed for.
+TEST_F(RoundRunnerTest, ChecksInAndUploadsAsItsOwnDeviceKey) {
+  auto store = MakeFileStateStore(::testing::TempDir() + "/device_identity_store");
+  ASSERT_TRUE(store.ok());
+  (void)(*store)->Delete(kDeviceKeyKey);
+  (void)(*store)->Delete("pending-report");
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto r, Make(store->get()));
+  transport_->check_in = Task(4);
+  transport_->model_blob = ModelBlob(26);
+  TANDEM_ASSERT_OK(r->ParticipateOnce().status());
+  ASSERT_EQ(transport_->check_ins.size(), 1u);
+  const proto::CheckInRequest first = transport_->check_ins[0];
+  TANDEM_ASSERT_OK_AND_ASSIGN(crypto::Ed25519VerifyingKey key,
+                              crypto::VerifyCheckIn(first, absl::ToUnixMillis(clock_.Now()), 1000));
+  EXPECT_EQ(first.client_id(), crypto::DeviceId(key.Raw()));
+  EXPECT_EQ(transport_->done[0].client_id(), first.client_id());  // not the app's label
+  // The same device after a restart, now with a ticket bound to its key.
+  (void)(*store)->Delete("pending-report");
+  TANDEM_ASSERT_OK_AND_ASSIGN(r, Make(store->get()));
+  transport_->check_in = Task(5);
+  *transport_->check_in.mutable_ticket() = Ticket("t", 5, kTicketId, key.Raw());
+  transport_->model_blob = ModelBlob(26);
+  TANDEM_ASSERT_OK(r->ParticipateOnce().status());
+  ASSERT_EQ(transport_->check_ins.size(), 1u);
+  EXPECT_EQ(transport_->check_ins[0].client_id(), first.client_id());
+  ASSERT_EQ(transport_->uploads.size(), 1u);
+  const auto& [a, b] = transport_->uploads[0];
+  proto::UploadTicket t;
+  ASSERT_TRUE(t.ParseFromString(a.ticket().ticket()));
+  const std::string td = crypto::TicketDigest(a.ticket());
+  TANDEM_EXPECT_OK(crypto::VerifyUploadSignature(
+      t, crypto::UploadRole::kLeader, td,
+      crypto::UploadContentDigest(a.key_share(), a.has_norm_proof() ? &a.norm_proof() : nullptr, td),
+      a.device_signature()));
+  TANDEM_EXPECT_OK(crypto::VerifyUploadSignature(
+      t, crypto::UploadRole::kHelper, td,
+      crypto::UploadContentDigest(b.key_share(), b.has_norm_proof() ? &b.norm_proof() : nullptr, td),
+      b.device_signature()));
+  // A ticket issued to another key: refused before anything is uploaded.
+  (void)(*store)->Delete("pending-report");
+  TANDEM_ASSERT_OK_AND_ASSIGN(r, Make(store->get()));
+  transport_->check_in = Task(6);
+  *transport_->check_in.mutable_ticket() =
+      Ticket("t", 6, kTicketId, std::string(32, '\x42'));
+  transport_->model_blob = ModelBlob(26);
+  EXPECT_THAT(r->ParticipateOnce().status(), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_TRUE(transport_->uploads.empty());
 }
 
 TEST_F(RoundRunnerTest, OutcomesAndBadInputs) {

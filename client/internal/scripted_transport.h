@@ -17,6 +17,7 @@ class ScriptedTransport : public RoundTransport {
  public:
   absl::StatusOr<proto::CheckInResponse> CheckIn(const proto::CheckInRequest& r) override {
     last_client = r.client_id();
+    check_ins.push_back(r);
     return check_in;
   }
   absl::StatusOr<std::string> DownloadModel(const proto::DownloadModelRequest&) override {
@@ -39,6 +40,7 @@ class ScriptedTransport : public RoundTransport {
   std::string model_blob;
   absl::Status upload_status;
   std::string last_client;
+  std::vector<proto::CheckInRequest> check_ins;
   int downloads = 0;
   bool cancelled = false;
   std::vector<proto::UploadDoneRequest> done;
@@ -78,11 +80,13 @@ inline proto::CheckInResponse Task(uint64_t round) {
 // A coordinator-signed ticket as the client sees it (the signature is the
 // aggregators' to verify; 64 placeholder bytes here).
 inline proto::SignedUploadTicket Ticket(const std::string& task, uint64_t round,
-                                        const std::string& id) {
+                                        const std::string& id,
+                                        const std::string& device_public_key = "") {
   proto::UploadTicket t;
   t.set_task_id(task);
   t.set_round_id(round);
   t.set_ticket_id(id);
+  t.set_device_public_key(device_public_key);
   t.set_expiry_unix_ms(1700000000000);
   proto::SignedUploadTicket s;
   s.set_ticket(t.SerializeAsString());

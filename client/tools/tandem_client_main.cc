@@ -16,12 +16,14 @@
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
 #include "base/random.h"
 #include "client/internal/device_identity.h"
 #include "absl/time/clock.h"
@@ -52,6 +54,10 @@ ABSL_FLAG(bool, print_device, false,
 ABSL_FLAG(std::string, enrollment_token_file, "",
           "file holding this device's enrollment token (tandem-admin token mint); sent until "
           "the coordinator has enrolled the device key");
+ABSL_FLAG(std::string, enrollment_token_line_env, "",
+          "with --enrollment_token_file holding one token per line (tandem-admin token mint "
+          "--count=N): the environment variable whose value is this device's line index (e.g. "
+          "JOB_COMPLETION_INDEX of an indexed Kubernetes Job); empty = the file is one token");
 ABSL_FLAG(bool, insecure_plaintext, false, "no TLS (local runs only)");
 ABSL_FLAG(std::string, tls_ca, "", "PEM roots verifying the servers");
 ABSL_FLAG(int, max_rounds, 0, "stop after contributing this many rounds (0 = until done)");
@@ -182,6 +188,20 @@ int main(int argc, char** argv) {
       return 1;
     }
     o.enrollment_token = buf.str();
+    if (const std::string env = absl::GetFlag(FLAGS_enrollment_token_line_env); !env.empty()) {
+      const char* value = std::getenv(env.c_str());
+      int line = -1;
+      if (value == nullptr || !absl::SimpleAtoi(value, &line) || line < 0) {
+        std::fprintf(stderr, "tandem-client: $%s must hold a line index\n", env.c_str());
+        return 1;
+      }
+      std::vector<std::string> lines = absl::StrSplit(o.enrollment_token, '\n', absl::SkipEmpty());
+      if (line >= static_cast<int>(lines.size())) {
+        std::fprintf(stderr, "tandem-client: %s has no token line %d\n", path.c_str(), line);
+        return 1;
+      }
+      o.enrollment_token = lines[line];
+    }
   }
   tandem::client::Environment env;
   env.data = &data;

@@ -9,7 +9,8 @@
 // --helper_name); --announce_* are their upload listeners, which clients get.
 // Defaults are the private ones: TLS, noise multiplier 1.0, norm proofs, min
 // batch 10 (quorum 10). Local runs: --insecure_plaintext (loopback only).
-// Prints "listening on PORT" (and "metrics on PORT") once serving; SIGINT /
+// Prints "admin on PORT" and "metrics on PORT" (when serving them), then
+// "listening on PORT", once serving; SIGINT /
 // SIGTERM shut it down. Restarted with the same --state_dir it resumes the
 // task from its checkpoint.
 #include <cstdio>
@@ -212,9 +213,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "tandem-coordinator: %s\n", daemon.status().ToString().c_str());
     return 1;
   }
-  std::printf("listening on %d\n", (*daemon)->port());
+  // Named ports first: launchers read them up to the "listening on" line.
   if ((*daemon)->admin_port() > 0) std::printf("admin on %d\n", (*daemon)->admin_port());
   if ((*daemon)->metrics_port() >= 0) std::printf("metrics on %d\n", (*daemon)->metrics_port());
+  std::printf("listening on %d\n", (*daemon)->port());
   std::fflush(stdout);
   const int sig = signals.Wait();
   TANDEM_LOG(INFO) << "signal " << sig << ": shutting down";

@@ -1,0 +1,212 @@
+// Issue 34, client identity, against the real daemons on loopback: both
+// tandem-aggregators (TLS, tickets), a tandem-coordinator with the default
+// enrolled-device policy, an operator enrollment key and its admin listener
+// (mutual TLS), and tandem-admin as the operator runs it. Each attack
+// asserts the refusal code and that nothing changed.
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "base/testing/http_get.h"
+#include "base/testing/status_matchers.h"
+#include "crypto/sign/device_auth.h"
+#include "crypto/sign/upload_ticket.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "proto/coordinator.grpc.pb.h"
+#include "server/testing/test_devices.h"
+#include "tests/testing/certificates.h"
+#include "tests/testing/daemon_process.h"
+#include "tests/testing/enrollment.h"
+
+namespace tandem::testing {
+namespace {
+
+using ::tandem::server::testing::SignedCheckIn;
+using ::tandem::server::testing::TestDeviceId;
+using ::tandem::server::testing::TestDeviceKey;
+using ::testing::HasSubstr;
+
+std::string Read(const std::string& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+class ClientIdentityTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = MakeTempDir("tandem-identity");
+    ASSERT_TRUE(MakeRoleCertificates(dir_).ok());
+    AggregatorPairOptions o;
+    o.certs_dir = dir_;
+    o.ticket_public_key = dir_ + "/ticket.pub";
+    o.policy = "min_noise_multiplier: 0 min_batch_size: 1 epsilon_budget: inf";
+    auto pair = StartAggregatorPair(TANDEM_AGGREGATOR_BIN, dir_ + "/aggregators", o);
+    ASSERT_TRUE(pair.ok()) << pair.status();
+    pair_ = *std::move(pair);
+    ASSERT_TRUE(EnsureEnrollmentKey(dir_).ok());
+    // The coordinator's operator holds coordinator.tandem's certificate.
+    auto c = DaemonProcess::Start(
+        TANDEM_COORDINATOR_BIN,
+        {"--listen=127.0.0.1:0", "--leader=" + pair_.leader_collector_address(),
+         "--helper=" + pair_.helper_collector_address(),
+         "--announce_leader=" + pair_.leader_address(),
+         "--announce_helper=" + pair_.helper_address(), "--tls_cert=" + dir_ + "/coordinator.pem",
+         "--tls_key=" + dir_ + "/coordinator.key", "--tls_ca=" + dir_ + "/ca.pem",
+         "--ticket_key=" + dir_ + "/ticket.key", "--state_dir=" + dir_ + "/coordinator",
+         "--dataset=digits", "--hidden=8", "--sample_rate=1", "--noise_multiplier=0",
+         "--min_batch_size=1", "--min_reports=1", "--max_reports=8", "--rounds=1",
+         "--round_timeout_s=120", "--metrics_port=0", "--enrollment_keys=" + dir_ + "/enroll.pub",
+         "--admin_listen=127.0.0.1:0", "--admin_identities=coordinator.tandem"},
+        dir_ + "/coordinator.log");
+    ASSERT_TRUE(c.ok()) << c.status();
+    coordinator_ = *std::move(c);
+    grpc::SslCredentialsOptions tls;
+    tls.pem_root_certs = Read(dir_ + "/ca.pem");
+    stub_ = proto::Coordinator::NewStub(grpc::CreateChannel(
+        Loopback(coordinator_->port()), grpc::SslCredentials(tls)));
+    // Wait for the round to open (the aggregators answer OpenRound).
+    for (int i = 0; i < 200 && Status().phase() != "collecting"; ++i) {
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+    ASSERT_EQ(Status().phase(), "collecting");
+  }
+  void TearDown() override {
+    coordinator_.reset();
+    pair_.leader.reset();
+    pair_.helper.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  proto::CoordinatorStatusResponse Status() {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    proto::CoordinatorStatusResponse s;
+    (void)stub_->Status(&ctx, {}, &s);
+    return s;
+  }
+  grpc::StatusCode CheckIn(const proto::CheckInRequest& r, proto::CheckInResponse* out = nullptr) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    proto::CheckInResponse resp;
+    const grpc::StatusCode code = stub_->CheckIn(&ctx, r, &resp).error_code();
+    if (out != nullptr) *out = resp;
+    return code;
+  }
+  static int64_t Now() { return absl::ToUnixMillis(absl::Now()); }
+  // tandem-admin as `identity` (a certificate of MakeRoleCertificates);
+  // returns its exit code, its output in *out.
+  int Admin(const std::vector<std::string>& args, const std::string& identity,
+            std::string* out = nullptr) {
+    std::vector<std::string> a = args;
+    a.push_back("--admin=" + Loopback(coordinator_->named_port("admin")));
+    a.push_back("--tls_cert=" + dir_ + "/" + identity + ".pem");
+    a.push_back("--tls_key=" + dir_ + "/" + identity + ".key");
+    a.push_back("--tls_ca=" + dir_ + "/ca.pem");
+    const std::string log = absl::StrCat(dir_, "/admin-", ++admin_calls_, ".log");
+    auto p = ChildProcess::Spawn(TANDEM_ADMIN_BIN, a, log);
+    if (!p.ok()) return -1;
+    absl::StatusOr<int> rc = (*p)->Wait(absl::Seconds(30));
+    if (out != nullptr) *out = Read(log);
+    return rc.ok() ? *rc : -1;
+  }
+  std::string Metrics() { return HttpGet(coordinator_->named_port("metrics"), "/metrics"); }
+
+  std::string dir_;
+  AggregatorPair pair_;
+  std::unique_ptr<DaemonProcess> coordinator_;
+  std::unique_ptr<proto::Coordinator::Stub> stub_;
+  int admin_calls_ = 0;
+};
+
+TEST_F(ClientIdentityTest, SybilFloodOfUnenrolledCheckInsGetsNoTicket) {
+  int denied = 0, unauthenticated = 0;
+  for (int i = 0; i < 200; ++i) {  // fresh keys, each with a valid proof
+    denied += CheckIn(SignedCheckIn(absl::StrCat("sybil-", i), Now())) ==
+              grpc::StatusCode::PERMISSION_DENIED;
+  }
+  for (int i = 0; i < 20; ++i) {  // the old protocol: an id and nothing else
+    proto::CheckInRequest bare;
+    bare.set_client_id(absl::StrCat("phone-", i));
+    unauthenticated += CheckIn(bare) == grpc::StatusCode::UNAUTHENTICATED;
+  }
+  EXPECT_EQ(denied, 200);
+  EXPECT_EQ(unauthenticated, 20);
+  EXPECT_EQ(Status().assigned(), 0u);  // no slot taken
+  const std::string m = Metrics();
+  EXPECT_THAT(m, HasSubstr("tandem_coordinator_checkins_refused_total{reason=\"not_enrolled\"} 200"));
+  EXPECT_THAT(m, HasSubstr("tandem_coordinator_checkins_refused_total{reason=\"proof\"} 20"));
+  // An honest device with a token still gets its slot and its own ticket.
+  proto::CheckInRequest honest;
+  ASSERT_TRUE(crypto::DecodeEnrollmentToken(*MintEnrollmentToken(dir_)).ok());
+  *honest.mutable_enrollment_token() = *crypto::DecodeEnrollmentToken(*MintEnrollmentToken(dir_));
+  const std::string nonce(16, 'h');
+  ASSERT_TRUE(crypto::SignCheckIn(TestDeviceKey("honest"), Now(), nonce, &honest).ok());
+  proto::CheckInResponse r;
+  ASSERT_EQ(CheckIn(honest, &r), grpc::StatusCode::OK);
+  ASSERT_EQ(r.outcome(), proto::CheckInResponse::OUTCOME_TASK);
+  proto::UploadTicket t;
+  ASSERT_TRUE(t.ParseFromString(r.ticket().ticket()));
+  EXPECT_EQ(t.device_public_key(), TestDeviceKey("honest").PublicKeyRaw());
+  // Replayed verbatim (a captured request): refused, nothing handed out.
+  EXPECT_EQ(CheckIn(honest), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(Status().assigned(), 1u);
+}
+
+TEST_F(ClientIdentityTest, OperatorsEnrollAndRevokeAndImpersonatorsGetNothing) {
+  // Enrolled by the operator through tandem-admin (the allow-list).
+  const std::string victim_key = absl::BytesToHexString(TestDeviceKey("victim").PublicKeyRaw());
+  std::string out;
+  ASSERT_EQ(Admin({"devices", "enroll", "--public_key=" + victim_key}, "coordinator", &out), 0)
+      << out;
+  EXPECT_THAT(out, HasSubstr(TestDeviceId("victim")));
+  // Someone without the victim's key, naming its id and key: refused.
+  proto::CheckInRequest forged = SignedCheckIn("impostor", Now());
+  forged.set_client_id(TestDeviceId("victim"));
+  forged.set_device_public_key(TestDeviceKey("victim").PublicKeyRaw());
+  EXPECT_EQ(CheckIn(forged), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(Status().assigned(), 0u);
+  // The victim itself gets a ticket bound to its key.
+  proto::CheckInResponse r;
+  ASSERT_EQ(CheckIn(SignedCheckIn("victim", Now()), &r), grpc::StatusCode::OK);
+  ASSERT_EQ(r.outcome(), proto::CheckInResponse::OUTCOME_TASK);
+  // A certificate of the same CA without the operator identity: refused.
+  EXPECT_NE(Admin({"devices", "list"}, "outsider", &out), 0);
+  EXPECT_THAT(out, HasSubstr("PERMISSION_DENIED"));
+  EXPECT_NE(Admin({"devices", "revoke", "--device_id=" + TestDeviceId("victim")}, "outsider"), 0);
+  EXPECT_EQ(CheckIn(SignedCheckIn("victim", Now())), grpc::StatusCode::OK);
+  // Revoked by the operator: refused from then on, and UploadDone too.
+  ASSERT_EQ(Admin({"devices", "revoke", "--device_id=" + TestDeviceId("victim")}, "coordinator",
+                  &out),
+            0)
+      << out;
+  EXPECT_THAT(out, HasSubstr("revoked"));
+  EXPECT_EQ(CheckIn(SignedCheckIn("victim", Now())), grpc::StatusCode::PERMISSION_DENIED);
+  proto::UploadTicket t;
+  ASSERT_TRUE(t.ParseFromString(r.ticket().ticket()));
+  proto::UploadDoneRequest done;
+  done.set_client_id(TestDeviceId("victim"));
+  done.set_task_id(r.task_id());
+  done.set_round_id(r.round_id());
+  done.set_report_id(t.ticket_id());
+  *done.mutable_ticket() = r.ticket();
+  {
+    grpc::ClientContext ctx;
+    proto::UploadDoneResponse resp;
+    EXPECT_EQ(stub_->UploadDone(&ctx, done, &resp).error_code(),
+              grpc::StatusCode::PERMISSION_DENIED);
+  }
+  EXPECT_EQ(Status().uploads_done(), 0u);
+  ASSERT_EQ(Admin({"devices", "list"}, "coordinator", &out), 0);
+  EXPECT_THAT(out, HasSubstr(TestDeviceId("victim") + " revoked"));
+  EXPECT_THAT(Metrics(), HasSubstr("tandem_coordinator_checkins_refused_total{reason=\"revoked\"} 1"));
+}
+
+}  // namespace
+}  // namespace tandem::testing
