@@ -30,6 +30,7 @@ using ::tandem::aggregator::testing::SumShares;
 using ::tandem::aggregator::testing::TestReport;
 using ::tandem::testing::IsOk;
 using ::tandem::testing::StatusIs;
+using ::testing::HasSubstr;
 
 StoreFactory InMemoryFactory() {
   auto known = std::make_shared<std::map<std::string, bool>>();
@@ -390,6 +391,39 @@ TEST_F(AggregatorPairTest, HelperRefusesCommitItDidNotVerify) {
   check->set_proof_hash(std::string(32, 'x'));  // not the true digest
   TANDEM_ASSERT_OK(helper_->HandleVerify(verify).status());
   EXPECT_THAT(helper_->HandleCommit(commit), StatusIs(absl::StatusCode::kFailedPrecondition));
+}
+
+// Issue 34 item 5: a leader cannot reject a report the helper itself
+// verified valid (nor, above, accept one it did not verify).
+TEST_F(AggregatorPairTest, HelperRefusesALeaderRejectingAReportItVerifiedValid) {
+  OpenBoth();
+  TestReport a = Report(1);
+  UploadBoth(a);
+  const std::string id = a.to_helper.report_id();
+  proto::VerifyRequest verify;
+  verify.set_task_id("task");
+  verify.set_round_id(1);
+  proto::ReportCheck* check = verify.add_checks();
+  check->set_report_id(id);
+  check->set_proof_hash(std::string(32, 'x'));
+  TANDEM_ASSERT_OK_AND_ASSIGN(proto::VerifyResponse answer, helper_->HandleVerify(verify));
+  ASSERT_EQ(answer.checks_size(), 1);
+  // Asked again at the helper's own digest (what an honest leader's equals
+  // for a valid report): the helper now holds it verified valid.
+  check->set_proof_hash(answer.checks(0).proof_hash());
+  TANDEM_ASSERT_OK(helper_->HandleVerify(verify).status());
+  proto::AcceptedSet commit;
+  commit.set_task_id("task");
+  commit.set_round_id(1);
+  commit.add_rejected_ids(id);
+  EXPECT_THAT(helper_->HandleCommit(commit),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("verified as valid")));
+  EXPECT_EQ(StatusOf(*helper_).rejected_reports(), 0u);
+  EXPECT_EQ(StatusOf(*helper_).pending_reports(), 1u);
+  // The honest leader's pass counts it at both.
+  TANDEM_ASSERT_OK(leader_->ProcessPending("task").status());
+  EXPECT_EQ(StatusOf(*helper_).accepted_reports(), 1u);
+  EXPECT_EQ(StatusOf(*leader_).accepted_reports(), 1u);
 }
 
 TEST_F(AggregatorPairTest, MinimumBatchSizeBlocksRelease) {

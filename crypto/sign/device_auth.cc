@@ -116,6 +116,36 @@ absl::Status SignCheckIn(const Ed25519SigningKey& key, int64_t now_unix_ms,
 
 absl::StatusOr<Ed25519VerifyingKey> VerifyCheckIn(const proto::CheckInRequest& request,
                                                   int64_t now_unix_ms, int64_t max_skew_ms) {
+  return VerifyCheckIn(request, nullptr, now_unix_ms, max_skew_ms);
+}
+
+absl::Status CheckCheckInForm(const proto::CheckInRequest& request, int64_t now_unix_ms,
+                              int64_t max_skew_ms) {
+  if (request.device_public_key().size() != kEd25519PublicKeySize) {
+    return absl::UnauthenticatedError("check-in needs the device's 32-byte Ed25519 public key");
+  }
+  if (request.nonce().size() != kCheckInNonceSize) {
+    return absl::UnauthenticatedError("check-in nonce must be 16 bytes");
+  }
+  if (request.signature().size() != kEd25519SignatureSize) {
+    return absl::UnauthenticatedError("check-in signature must be 64 bytes");
+  }
+  if (request.client_id() != DeviceId(request.device_public_key())) {
+    return absl::UnauthenticatedError("client_id is not the id of the device key");
+  }
+  const int64_t skew = request.timestamp_unix_ms() - now_unix_ms;
+  if (request.timestamp_unix_ms() <= 0 || skew > max_skew_ms || skew < -max_skew_ms) {
+    return absl::UnauthenticatedError(absl::StrCat(
+        "check-in timestamp is ", skew, " ms off this server's clock (at most ", max_skew_ms,
+        " accepted): check the device's clock"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Ed25519VerifyingKey> VerifyCheckIn(const proto::CheckInRequest& request,
+                                                  const Ed25519VerifyingKey* known_key,
+                                                  int64_t now_unix_ms, int64_t max_skew_ms) {
+  TANDEM_RETURN_IF_ERROR(CheckCheckInForm(request, now_unix_ms, max_skew_ms));
   if (request.device_public_key().size() != kEd25519PublicKeySize) {
     return absl::UnauthenticatedError("check-in needs the device's 32-byte Ed25519 public key");
   }
@@ -127,7 +157,9 @@ absl::StatusOr<Ed25519VerifyingKey> VerifyCheckIn(const proto::CheckInRequest& r
     return absl::UnauthenticatedError("enrollment token is oversized");
   }
   absl::StatusOr<Ed25519VerifyingKey> key =
-      Ed25519VerifyingKey::FromRaw(request.device_public_key());
+      known_key != nullptr && known_key->Raw() == request.device_public_key()
+          ? absl::StatusOr<Ed25519VerifyingKey>(*known_key)
+          : Ed25519VerifyingKey::FromRaw(request.device_public_key());
   if (!key.ok()) return absl::UnauthenticatedError("device public key is not a valid Ed25519 key");
   if (request.client_id() != DeviceId(request.device_public_key())) {
     return absl::UnauthenticatedError("client_id is not the id of the device key");
@@ -191,7 +223,10 @@ absl::Status VerifyUploadSignature(const proto::UploadTicket& ticket, UploadRole
   if (ticket.device_public_key().empty()) {
     return absl::UnauthenticatedError("the upload ticket names no device key");
   }
-  absl::StatusOr<Ed25519VerifyingKey> key = Ed25519VerifyingKey::FromRaw(ticket.device_public_key());
+  // Vouched for: the ticket is the coordinator's signed statement that this
+  // key proved possession (and passed FromRaw's checks) at check-in.
+  absl::StatusOr<Ed25519VerifyingKey> key =
+      Ed25519VerifyingKey::FromRawVouched(ticket.device_public_key());
   if (!key.ok()) return absl::UnauthenticatedError("the ticket's device key is malformed");
   if (signature.empty()) {
     return absl::UnauthenticatedError("the upload carries no device signature");

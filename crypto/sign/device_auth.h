@@ -81,6 +81,17 @@ absl::Status SignCheckIn(const Ed25519SigningKey& key, int64_t now_unix_ms,
 // replay (the coordinator's registry does).
 absl::StatusOr<Ed25519VerifyingKey> VerifyCheckIn(const proto::CheckInRequest& request,
                                                   int64_t now_unix_ms, int64_t max_skew_ms);
+// VerifyCheckIn's checks short of the signature (sizes, client id = the
+// key's id, timestamp within the skew): a SHA-256 and no curve arithmetic,
+// for refusing malformed requests cheaply. UNAUTHENTICATED.
+absl::Status CheckCheckInForm(const proto::CheckInRequest& request, int64_t now_unix_ms,
+                              int64_t max_skew_ms);
+// The same with the key of an enrolled device already parsed (`known_key`,
+// used when it is the request's key; null or another key: parsed and
+// checked from the request), which saves FromRaw's point checks.
+absl::StatusOr<Ed25519VerifyingKey> VerifyCheckIn(const proto::CheckInRequest& request,
+                                                  const Ed25519VerifyingKey* known_key,
+                                                  int64_t now_unix_ms, int64_t max_skew_ms);
 
 // SHA-256 of the deterministic serialization of StoredReportShare{keys,
 // proof (null: unset), ticket_digest}; see the file comment.

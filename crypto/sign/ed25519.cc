@@ -201,6 +201,14 @@ absl::StatusOr<Ed25519VerifyingKey> Ed25519VerifyingKey::FromRaw(absl::string_vi
         absl::StrCat("Ed25519 public key must be 32 bytes, got ", raw.size()));
   }
   TANDEM_RETURN_IF_ERROR(CheckPublicPoint(raw));
+  return FromRawVouched(raw);
+}
+
+absl::StatusOr<Ed25519VerifyingKey> Ed25519VerifyingKey::FromRawVouched(absl::string_view raw) {
+  if (raw.size() != kEd25519PublicKeySize) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Ed25519 public key must be 32 bytes, got ", raw.size()));
+  }
   PkeyRef pkey(EVP_PKEY_new_raw_public_key(
       EVP_PKEY_ED25519, nullptr, reinterpret_cast<const unsigned char*>(raw.data()), raw.size()));
   if (pkey.get() == nullptr) {

@@ -63,6 +63,13 @@ class Ed25519VerifyingKey {
   // 5.1.3, canonical y < p) to a point that is not of small order (order 1,
   // 2, 4 or 8: such keys admit signatures valid for any message).
   static absl::StatusOr<Ed25519VerifyingKey> FromRaw(absl::string_view raw);
+  // FromRaw without the canonical-point and small-order checks (a third of
+  // a verification's cost), for a key that a signer this server trusts
+  // already checked with FromRaw: a device key inside a coordinator-signed
+  // upload ticket (the coordinator verified the device's check-in with it).
+  // A small-order key there gains an attacker nothing the signer could not
+  // grant anyway. INVALID_ARGUMENT unless 32 bytes or when OpenSSL refuses it.
+  static absl::StatusOr<Ed25519VerifyingKey> FromRawVouched(absl::string_view raw);
   // `pem`: a SubjectPublicKeyInfo PEM ("-----BEGIN PUBLIC KEY-----") as
   // written by `openssl pkey -pubout`. INVALID_ARGUMENT if it does not parse,
   // is not Ed25519, or the key fails FromRaw's checks.

@@ -7,6 +7,7 @@
 
 #include "base/random.h"
 #include "benchmark/benchmark.h"
+#include "crypto/sign/device_auth.h"
 #include "crypto/sign/ed25519.h"
 #include "crypto/sign/upload_ticket.h"
 #include "proto/aggregator.pb.h"
@@ -59,6 +60,77 @@ void BM_TicketVerify(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 BENCHMARK(BM_TicketVerify);
+
+// Device identity (device_auth.h): the device's cost per check-in and per
+// upload, the servers' cost to verify them.
+void BM_CheckInSign(benchmark::State& state) {
+  const Ed25519SigningKey key = BenchKey();
+  const std::string nonce(kCheckInNonceSize, 'n');
+  proto::CheckInRequest r;
+  r.set_task_id("mnist-fedavg");
+  for (auto _ : state) {
+    if (!SignCheckIn(key, kExpiry, nonce, &r).ok()) state.SkipWithError("sign failed");
+    benchmark::DoNotOptimize(r);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_CheckInSign);
+
+void BM_CheckInVerify(benchmark::State& state) {
+  proto::CheckInRequest r;
+  r.set_task_id("mnist-fedavg");
+  (void)SignCheckIn(BenchKey(), kExpiry, std::string(kCheckInNonceSize, 'n'), &r);
+  for (auto _ : state) {
+    auto k = VerifyCheckIn(r, kExpiry, 60000);
+    if (!k.ok()) state.SkipWithError("verify failed");
+    benchmark::DoNotOptimize(k);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_CheckInVerify);
+
+// An upload's device signature over a share of `range(0)` value corrections
+// (16 groups x 1,024 x 8 bytes = the 134 KB share of D = 2^20): the content
+// digest (SHA-256 over the share) and the signature. Per upload; a client
+// signs two.
+void BM_UploadSign(benchmark::State& state) {
+  const Ed25519SigningKey key = BenchKey();
+  proto::UploadTicket t = BenchTicket(1);
+  t.set_device_public_key(key.PublicKeyRaw());
+  proto::UploadRequest u;
+  *u.mutable_ticket() = *SignUploadTicket(key, t);
+  proto::SparseKeySet* ks = u.mutable_key_share();
+  ks->set_num_groups(16);
+  for (int g = 0; g < 16; ++g) {
+    proto::BlockDpfKey* k = ks->add_keys();
+    k->set_seed(std::string(16, 's'));
+    for (int64_t v = 0; v < state.range(0) / 16; ++v) k->add_value_correction(v * 2654435761u);
+  }
+  for (auto _ : state) {
+    if (!SignUpload(key, UploadRole::kLeader, &u).ok()) state.SkipWithError("sign failed");
+    benchmark::DoNotOptimize(u);
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(ks->ByteSizeLong()));
+}
+BENCHMARK(BM_UploadSign)->Arg(16 * 1024);
+
+// What an aggregator adds per upload: one Ed25519 verification (it has the
+// content digest already, from storing the share).
+void BM_UploadSignatureVerify(benchmark::State& state) {
+  const Ed25519SigningKey key = BenchKey();
+  proto::UploadTicket t = BenchTicket(1);
+  t.set_device_public_key(key.PublicKeyRaw());
+  const std::string td(32, 't'), content(32, 'c');
+  const std::string sig = *key.Sign(UploadSigningInput(UploadRole::kHelper, td, content));
+  for (auto _ : state) {
+    absl::Status s = VerifyUploadSignature(t, UploadRole::kHelper, td, content, sig);
+    if (!s.ok()) state.SkipWithError("verify failed");
+    benchmark::DoNotOptimize(s);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_UploadSignatureVerify);
 
 // Raw Ed25519 verification of a 64-byte message (the floor under
 // BM_TicketVerify).

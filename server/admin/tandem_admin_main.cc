@@ -23,6 +23,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -70,6 +71,16 @@ absl::Status WriteFile(const std::string& path, const std::string& data, mode_t 
   return absl::OkStatus();
 }
 
+// Hex to bytes; false for odd lengths or non-hex digits.
+bool ParseHex(absl::string_view hex, std::string* out) {
+  if (hex.size() % 2 != 0) return false;
+  for (char c : hex) {
+    if (!absl::ascii_isxdigit(static_cast<unsigned char>(c))) return false;
+  }
+  *out = absl::HexStringToBytes(hex);
+  return true;
+}
+
 absl::Status Keygen() {
   const std::string out = absl::GetFlag(FLAGS_out);
   if (out.empty()) return absl::InvalidArgumentError("keygen needs --out=PREFIX");
@@ -91,7 +102,7 @@ absl::Status MintTokens() {
   if (absl::GetFlag(FLAGS_ttl_s) < 1) return absl::InvalidArgumentError("--ttl_s must be >= 1");
   std::string device_key;
   if (!absl::GetFlag(FLAGS_device_public_key).empty() &&
-      !absl::HexStringToBytes(absl::GetFlag(FLAGS_device_public_key), &device_key)) {
+      !ParseHex(absl::GetFlag(FLAGS_device_public_key), &device_key)) {
     return absl::InvalidArgumentError("--device_public_key must be hex");
   }
   const int64_t expiry =
@@ -140,7 +151,7 @@ absl::Status Devices(const std::string& verb) {
   if (verb == "enroll") {
     tandem::proto::EnrollDeviceRequest req;
     std::string key;
-    if (!absl::HexStringToBytes(absl::GetFlag(FLAGS_public_key), &key) || key.empty()) {
+    if (!ParseHex(absl::GetFlag(FLAGS_public_key), &key) || key.empty()) {
       return absl::InvalidArgumentError(
           "devices enroll needs --public_key=HEX (tandem-client --print_device prints it)");
     }

@@ -1,6 +1,7 @@
 #include "server/core/device_registry.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
@@ -26,6 +27,13 @@ absl::StatusOr<std::unique_ptr<DeviceRegistry>> DeviceRegistry::Create(
   return r;
 }
 
+absl::Status DeviceRegistry::NotEnrolled(const std::string& device_id) {
+  return absl::PermissionDeniedError(absl::StrCat(
+      "device ", device_id,
+      " is not enrolled: ask the operator to enroll its key, or check in once with an "
+      "enrollment token"));
+}
+
 absl::Status DeviceRegistry::Refuse(const char* reason, absl::Status status) {
   absl::MutexLock lock(&mu_);
   ++refusals_[reason];
@@ -36,11 +44,28 @@ absl::StatusOr<crypto::Ed25519VerifyingKey> DeviceRegistry::Authenticate(
     const proto::CheckInRequest& request) {
   const int64_t now_ms = absl::ToUnixMillis(clock_->Now());
   const int64_t skew_ms = absl::ToInt64Milliseconds(options_.max_skew);
-  absl::StatusOr<crypto::Ed25519VerifyingKey> key =
-      crypto::VerifyCheckIn(request, now_ms, skew_ms);
-  if (!key.ok()) return Refuse("proof", key.status());
+  if (absl::Status s = crypto::CheckCheckInForm(request, now_ms, skew_ms); !s.ok()) {
+    return Refuse("proof", s);
+  }
   const std::string& id = request.client_id();
-  bool known = false;
+  // A key nobody enrolled, without a token, is refused before any curve
+  // arithmetic: a flood of fresh keys costs a hash and a lookup each. A
+  // known device's parsed key is reused (no point checks).
+  std::optional<crypto::Ed25519VerifyingKey> known;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = devices_.find(id);
+    if (it == devices_.end() && options_.policy == DevicePolicy::kEnrolled &&
+        !request.has_enrollment_token()) {
+      ++refusals_["not_enrolled"];
+      return NotEnrolled(id);
+    }
+    if (auto k = keys_.find(id); k != keys_.end()) known = k->second;
+  }
+  absl::StatusOr<crypto::Ed25519VerifyingKey> key =
+      crypto::VerifyCheckIn(request, known.has_value() ? &*known : nullptr, now_ms, skew_ms);
+  if (!key.ok()) return Refuse("proof", key.status());
+  bool enrolled = false;
   {
     absl::MutexLock lock(&mu_);
     while (!nonce_order_.empty() && nonce_order_.front().first < now_ms - 2 * skew_ms) {
@@ -59,10 +84,11 @@ absl::StatusOr<crypto::Ed25519VerifyingKey> DeviceRegistry::Authenticate(
         return absl::PermissionDeniedError(absl::StrCat("device ", id, " is revoked"));
       }
       it->second.set_last_checkin_unix_ms(now_ms);
-      known = true;
+      enrolled = true;
+      if (!known.has_value()) keys_.emplace(id, *key);
     }
   }
-  if (!known) TANDEM_RETURN_IF_ERROR(EnrollAtCheckIn(request, id, now_ms));
+  if (!enrolled) TANDEM_RETURN_IF_ERROR(EnrollAtCheckIn(request, id, now_ms));
   return key;
 }
 
@@ -106,13 +132,7 @@ absl::Status DeviceRegistry::EnrollAtCheckIn(const proto::CheckInRequest& reques
     devices_[device_id] = d;
     return absl::OkStatus();
   }
-  if (options_.policy != DevicePolicy::kOpen) {
-    return Refuse("not_enrolled",
-                  absl::PermissionDeniedError(absl::StrCat(
-                      "device ", device_id,
-                      " is not enrolled: ask the operator to enroll its key, or check in once "
-                      "with an enrollment token")));
-  }
+  if (options_.policy != DevicePolicy::kOpen) return Refuse("not_enrolled", NotEnrolled(device_id));
   d.set_enrolled_by("open");
   absl::MutexLock lock(&mu_);
   if (devices_.contains(device_id)) return absl::OkStatus();
@@ -165,6 +185,7 @@ absl::StatusOr<proto::DeviceRecord> DeviceRegistry::Revoke(const std::string& de
   d.set_revoked_unix_ms(absl::ToUnixMillis(clock_->Now()));
   TANDEM_RETURN_IF_ERROR(store_->PutDevice(d));
   it->second = d;
+  keys_.erase(device_id);
   return d;
 }
 

@@ -2,9 +2,12 @@
 // (ARCHITECTURE.md "Trust model", client row; crypto/sign/device_auth.h).
 //
 // A check-in is authenticated before any round state is touched:
+//   0. form (crypto::CheckCheckInForm: sizes, client id = DeviceId(key), a
+//      timestamp within max_skew of this server's clock);  UNAUTHENTICATED
+//      then, enrolled policy: an unknown key without a token is refused
+//      here, before any curve arithmetic;                  PERMISSION_DENIED
 //   1. proof of possession (crypto::VerifyCheckIn): the signature by the
-//      device key over the whole request, client id = DeviceId(key), a
-//      timestamp within max_skew of this server's clock;   UNAUTHENTICATED
+//      device key over the whole request;                  UNAUTHENTICATED
 //   2. replay: a nonce seen within the skew window is refused;  UNAUTHENTICATED
 //   3. enrollment: the key must be enrolled and not revoked. An unknown key
 //      is enrolled here when the request carries an operator-signed
@@ -91,6 +94,7 @@ class DeviceRegistry {
   DeviceRegistry(DeviceRegistryOptions options, DeviceStore* store, const Clock* clock)
       : options_(std::move(options)), store_(store), clock_(clock) {}
   absl::Status Refuse(const char* reason, absl::Status status) ABSL_LOCKS_EXCLUDED(mu_);
+  static absl::Status NotEnrolled(const std::string& device_id);
   // Enrolls `key` with the request's token (or, open policy, without).
   absl::Status EnrollAtCheckIn(const proto::CheckInRequest& request, const std::string& device_id,
                                int64_t now_ms) ABSL_LOCKS_EXCLUDED(mu_);
@@ -101,6 +105,8 @@ class DeviceRegistry {
 
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, proto::DeviceRecord> devices_ ABSL_GUARDED_BY(mu_);
+  // Parsed keys of enrolled devices that checked in (saves FromRaw's checks).
+  absl::flat_hash_map<std::string, crypto::Ed25519VerifyingKey> keys_ ABSL_GUARDED_BY(mu_);
   // Nonces seen within the skew window, oldest first, for expiry.
   absl::flat_hash_set<std::string> nonces_ ABSL_GUARDED_BY(mu_);
   std::deque<std::pair<int64_t, std::string>> nonce_order_ ABSL_GUARDED_BY(mu_);

