@@ -12,13 +12,13 @@
 #ifndef TANDEM_BASE_CALLER_GATE_H_
 #define TANDEM_BASE_CALLER_GATE_H_
 
+#include <grpcpp/security/auth_context.h>
+#include <grpcpp/server_context.h>
+
 #include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
-
-#include <grpcpp/security/auth_context.h>
-#include <grpcpp/server_context.h>
 
 #include "absl/synchronization/mutex.h"
 

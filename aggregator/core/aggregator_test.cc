@@ -23,9 +23,9 @@
 namespace tandem::aggregator {
 namespace {
 
+using ::tandem::aggregator::testing::AddInto;
 using ::tandem::aggregator::testing::MakeReport;
 using ::tandem::aggregator::testing::MakeRoundParameters;
-using ::tandem::aggregator::testing::AddInto;
 using ::tandem::aggregator::testing::SumShares;
 using ::tandem::aggregator::testing::TestReport;
 using ::tandem::testing::IsOk;

@@ -470,10 +470,9 @@ absl::StatusOr<proto::AcceptedSetAck> Aggregator::HandleCommit(const proto::Acce
     // The helper keeps its own verdicts (aggregator.h): a leader that drops
     // reports the helper verified valid could commit a round of its own
     // reports around one victim's. Refused whole; nothing is committed.
-    if (auto it = task->verified.find(id); r->state == ReportState::kPending &&
-                                           it != task->verified.end() && it->second) {
-      return absl::FailedPreconditionError(
-          "leader rejects a report this helper verified as valid");
+    if (auto it = task->verified.find(id);
+        r->state == ReportState::kPending && it != task->verified.end() && it->second) {
+      return absl::FailedPreconditionError("leader rejects a report this helper verified as valid");
     }
     if (r->state == ReportState::kPending && r->round_id == round_id) reject.push_back(id);
   }

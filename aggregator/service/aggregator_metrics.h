@@ -37,16 +37,16 @@
 #ifndef TANDEM_AGGREGATOR_SERVICE_AGGREGATOR_METRICS_H_
 #define TANDEM_AGGREGATOR_SERVICE_AGGREGATOR_METRICS_H_
 
-#include <cstdint>
-#include <memory>
-#include <set>
-#include <string>
-
 #include <prometheus/collectable.h>
 #include <prometheus/counter.h>
 #include <prometheus/family.h>
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
+
+#include <cstdint>
+#include <memory>
+#include <set>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"

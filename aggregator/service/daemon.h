@@ -19,18 +19,18 @@
 #ifndef TANDEM_AGGREGATOR_SERVICE_DAEMON_H_
 #define TANDEM_AGGREGATOR_SERVICE_DAEMON_H_
 
+#include <grpcpp/server.h>
+
 #include <memory>
 #include <thread>
-
-#include <grpcpp/server.h>
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "aggregator/core/aggregator.h"
 #include "aggregator/service/aggregator_metrics.h"
-#include "base/caller_gate.h"
 #include "aggregator/service/grpc_services.h"
+#include "base/caller_gate.h"
 #include "base/clock.h"
 #include "base/metrics_server.h"
 #include "base/random.h"

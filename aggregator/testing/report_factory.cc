@@ -190,7 +190,8 @@ absl::Status AttachTicket(TestReport& report, const proto::RoundParameters& para
 
 absl::Status SignTestUploads(TestReport& report) {
   proto::UploadTicket ticket;
-  if (!report.to_leader.has_ticket() || !ticket.ParseFromString(report.to_leader.ticket().ticket()) ||
+  if (!report.to_leader.has_ticket() ||
+      !ticket.ParseFromString(report.to_leader.ticket().ticket()) ||
       ticket.device_public_key().empty()) {
     return absl::OkStatus();
   }

@@ -48,8 +48,8 @@ class DeviceIdentity {
 
   // A signed check-in for `task_id` at the clock's time (strictly after the
   // previous one's timestamp), with the enrollment token until MarkEnrolled.
-  absl::StatusOr<proto::CheckInRequest> MakeCheckIn(const std::string& task_id,
-                                                    const Clock& clock, SecureRandom& random);
+  absl::StatusOr<proto::CheckInRequest> MakeCheckIn(const std::string& task_id, const Clock& clock,
+                                                    SecureRandom& random);
   // A check-in succeeded: the coordinator knows this key.
   void MarkEnrolled() { enrolled_ = true; }
 

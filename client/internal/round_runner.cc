@@ -56,7 +56,8 @@ absl::StatusOr<std::unique_ptr<RoundRunner>> RoundRunner::Create(
   }
   // client_id is the app's own label (logs only); the servers know the
   // device by the id of its key.
-  if (!options.client_id.empty()) TANDEM_RETURN_IF_ERROR(ValidateId(options.client_id, "client_id"));
+  if (!options.client_id.empty())
+    TANDEM_RETURN_IF_ERROR(ValidateId(options.client_id, "client_id"));
   if (options.threads < 1 || options.upload_attempts < 1 || options.rpc_timeout_ms < 1) {
     return absl::InvalidArgumentError("threads, upload_attempts and rpc_timeout_ms must be >= 1");
   }

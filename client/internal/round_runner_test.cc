@@ -3,15 +3,14 @@
 // tests/integration/coordinator_test.cc drives the real daemons.
 #include "client/internal/round_runner.h"
 
-#include "crypto/sign/device_auth.h"
-#include "crypto/sign/upload_ticket.h"
-
 #include <filesystem>
 
 #include "base/clock.h"
 #include "base/random.h"
 #include "base/testing/status_matchers.h"
 #include "client/internal/scripted_transport.h"
+#include "crypto/sign/device_auth.h"
+#include "crypto/sign/upload_ticket.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -104,18 +103,19 @@ TEST_F(RoundRunnerTest, ChecksInAndUploadsAsItsOwnDeviceKey) {
   const std::string td = crypto::TicketDigest(a.ticket());
   TANDEM_EXPECT_OK(crypto::VerifyUploadSignature(
       t, crypto::UploadRole::kLeader, td,
-      crypto::UploadContentDigest(a.key_share(), a.has_norm_proof() ? &a.norm_proof() : nullptr, td),
+      crypto::UploadContentDigest(a.key_share(), a.has_norm_proof() ? &a.norm_proof() : nullptr,
+                                  td),
       a.device_signature()));
   TANDEM_EXPECT_OK(crypto::VerifyUploadSignature(
       t, crypto::UploadRole::kHelper, td,
-      crypto::UploadContentDigest(b.key_share(), b.has_norm_proof() ? &b.norm_proof() : nullptr, td),
+      crypto::UploadContentDigest(b.key_share(), b.has_norm_proof() ? &b.norm_proof() : nullptr,
+                                  td),
       b.device_signature()));
   // A ticket issued to another key: refused before anything is uploaded.
   (void)(*store)->Delete("pending-report");
   TANDEM_ASSERT_OK_AND_ASSIGN(r, Make(store->get()));
   transport_->check_in = Task(6);
-  *transport_->check_in.mutable_ticket() =
-      Ticket("t", 6, kTicketId, std::string(32, '\x42'));
+  *transport_->check_in.mutable_ticket() = Ticket("t", 6, kTicketId, std::string(32, '\x42'));
   transport_->model_blob = ModelBlob(26);
   EXPECT_THAT(r->ParticipateOnce().status(), StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_TRUE(transport_->uploads.empty());

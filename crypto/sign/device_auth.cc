@@ -97,11 +97,11 @@ std::string CheckInSigningInput(const proto::CheckInRequest& request) {
   return input;
 }
 
-absl::Status SignCheckIn(const Ed25519SigningKey& key, int64_t now_unix_ms,
-                         absl::string_view nonce, proto::CheckInRequest* request) {
+absl::Status SignCheckIn(const Ed25519SigningKey& key, int64_t now_unix_ms, absl::string_view nonce,
+                         proto::CheckInRequest* request) {
   if (nonce.size() != kCheckInNonceSize) {
-    return absl::InvalidArgumentError(absl::StrCat("check-in nonce must be ", kCheckInNonceSize,
-                                                   " bytes"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("check-in nonce must be ", kCheckInNonceSize, " bytes"));
   }
   if (now_unix_ms <= 0) return absl::InvalidArgumentError("check-in timestamp must be > 0");
   request->set_client_id(DeviceId(key.PublicKeyRaw()));
@@ -135,9 +135,9 @@ absl::Status CheckCheckInForm(const proto::CheckInRequest& request, int64_t now_
   }
   const int64_t skew = request.timestamp_unix_ms() - now_unix_ms;
   if (request.timestamp_unix_ms() <= 0 || skew > max_skew_ms || skew < -max_skew_ms) {
-    return absl::UnauthenticatedError(absl::StrCat(
-        "check-in timestamp is ", skew, " ms off this server's clock (at most ", max_skew_ms,
-        " accepted): check the device's clock"));
+    return absl::UnauthenticatedError(
+        absl::StrCat("check-in timestamp is ", skew, " ms off this server's clock (at most ",
+                     max_skew_ms, " accepted): check the device's clock"));
   }
   return absl::OkStatus();
 }
@@ -166,9 +166,9 @@ absl::StatusOr<Ed25519VerifyingKey> VerifyCheckIn(const proto::CheckInRequest& r
   }
   const int64_t skew = request.timestamp_unix_ms() - now_unix_ms;
   if (request.timestamp_unix_ms() <= 0 || skew > max_skew_ms || skew < -max_skew_ms) {
-    return absl::UnauthenticatedError(absl::StrCat(
-        "check-in timestamp is ", skew, " ms off this server's clock (at most ", max_skew_ms,
-        " accepted): check the device's clock"));
+    return absl::UnauthenticatedError(
+        absl::StrCat("check-in timestamp is ", skew, " ms off this server's clock (at most ",
+                     max_skew_ms, " accepted): check the device's clock"));
   }
   if (absl::Status s = key->Verify(CheckInSigningInput(request), request.signature()); !s.ok()) {
     return absl::UnauthenticatedError("check-in signature does not verify under the device key");
@@ -176,8 +176,7 @@ absl::StatusOr<Ed25519VerifyingKey> VerifyCheckIn(const proto::CheckInRequest& r
   return *std::move(key);
 }
 
-std::string UploadContentDigest(const proto::SparseKeySet& keys,
-                                const proto::NormProofShare* proof,
+std::string UploadContentDigest(const proto::SparseKeySet& keys, const proto::NormProofShare* proof,
                                 absl::string_view ticket_digest) {
   proto::StoredReportShare stored;
   *stored.mutable_key_share() = keys;
@@ -218,8 +217,7 @@ absl::Status SignUpload(const Ed25519SigningKey& key, UploadRole role,
 
 absl::Status VerifyUploadSignature(const proto::UploadTicket& ticket, UploadRole role,
                                    absl::string_view ticket_digest,
-                                   absl::string_view content_digest,
-                                   absl::string_view signature) {
+                                   absl::string_view content_digest, absl::string_view signature) {
   if (ticket.device_public_key().empty()) {
     return absl::UnauthenticatedError("the upload ticket names no device key");
   }

@@ -71,8 +71,8 @@ std::string CheckInSigningInput(const proto::CheckInRequest& request);
 // nonce (from `nonce`, 16 bytes) and the signature. task_id and
 // enrollment_token are taken as set by the caller. INVALID_ARGUMENT for a
 // nonce that is not 16 bytes or a timestamp <= 0.
-absl::Status SignCheckIn(const Ed25519SigningKey& key, int64_t now_unix_ms,
-                         absl::string_view nonce, proto::CheckInRequest* request);
+absl::Status SignCheckIn(const Ed25519SigningKey& key, int64_t now_unix_ms, absl::string_view nonce,
+                         proto::CheckInRequest* request);
 
 // The device's verified key, when the request's signature verifies under
 // its device_public_key, client_id == DeviceId(that key), the nonce is 16
@@ -95,8 +95,7 @@ absl::StatusOr<Ed25519VerifyingKey> VerifyCheckIn(const proto::CheckInRequest& r
 
 // SHA-256 of the deterministic serialization of StoredReportShare{keys,
 // proof (null: unset), ticket_digest}; see the file comment.
-std::string UploadContentDigest(const proto::SparseKeySet& keys,
-                                const proto::NormProofShare* proof,
+std::string UploadContentDigest(const proto::SparseKeySet& keys, const proto::NormProofShare* proof,
                                 absl::string_view ticket_digest);
 
 // kDeviceUploadDomain || 0x00 || role || ticket digest || content digest
@@ -116,8 +115,7 @@ absl::Status SignUpload(const Ed25519SigningKey& key, UploadRole role,
 // names no (or a malformed) device key.
 absl::Status VerifyUploadSignature(const proto::UploadTicket& ticket, UploadRole role,
                                    absl::string_view ticket_digest,
-                                   absl::string_view content_digest,
-                                   absl::string_view signature);
+                                   absl::string_view content_digest, absl::string_view signature);
 
 // Signs an enrollment token. INVALID_ARGUMENT for a token id that is not 16
 // bytes, expiry <= 0, a device key that is set but not 32 bytes, or an

@@ -32,7 +32,9 @@ std::string Nonce(char first = 0) {
   return n;
 }
 
-Ed25519SigningKey Rfc8032Key() { return *Ed25519SigningKey::FromSeed(absl::HexStringToBytes(kSeedHex)); }
+Ed25519SigningKey Rfc8032Key() {
+  return *Ed25519SigningKey::FromSeed(absl::HexStringToBytes(kSeedHex));
+}
 
 Ed25519SigningKey Fresh(uint64_t seed) {
   auto rng = DeterministicRandom::FromSeed(seed);
@@ -217,7 +219,8 @@ TEST_F(EnrollmentTokenTest, RoundTripsThroughTextAndVerifiesUnderAnyTrustedKey) 
 
 TEST_F(EnrollmentTokenTest, ForgedExpiredAndMalformedTokensAreRefused) {
   auto good = *MintEnrollmentToken(op_, Token());
-  EXPECT_THAT(VerifyEnrollmentToken(trusted_, good, kNow + 1001), StatusIs(kUnauth, HasSubstr("expired")));
+  EXPECT_THAT(VerifyEnrollmentToken(trusted_, good, kNow + 1001),
+              StatusIs(kUnauth, HasSubstr("expired")));
   const std::vector<Ed25519VerifyingKey> only_other = {*other_op_.VerifyingKey()};
   EXPECT_THAT(VerifyEnrollmentToken(only_other, good, kNow), StatusIs(kUnauth));
   EXPECT_THAT(VerifyEnrollmentToken({}, good, kNow), StatusIs(kUnauth));
@@ -236,7 +239,8 @@ TEST_F(EnrollmentTokenTest, ForgedExpiredAndMalformedTokensAreRefused) {
   t = Token();
   t.set_issuer("bad issuer!");
   EXPECT_THAT(MintEnrollmentToken(op_, t), StatusIs(absl::StatusCode::kInvalidArgument));
-  EXPECT_THAT(DecodeEnrollmentToken("tdmenroll1.!!!"), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(DecodeEnrollmentToken("tdmenroll1.!!!"),
+              StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(DecodeEnrollmentToken("hello"), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 

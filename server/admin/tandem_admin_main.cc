@@ -10,6 +10,7 @@
 //       --tls_cert=op.pem --tls_key=op.key --tls_ca=ca.pem   (mutual TLS)
 //       or --insecure_plaintext (a loopback coordinator)
 // Exit status 0 on success, 1 on any error (printed on stderr).
+#include <grpcpp/grpcpp.h>
 #include <sys/stat.h>
 
 #include <cstdio>
@@ -17,8 +18,6 @@
 #include <memory>
 #include <sstream>
 #include <string>
-
-#include <grpcpp/grpcpp.h>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -98,7 +97,8 @@ absl::Status MintTokens() {
   TANDEM_ASSIGN_OR_RETURN(std::string pem, ReadFile(absl::GetFlag(FLAGS_signing_key)));
   TANDEM_ASSIGN_OR_RETURN(Ed25519SigningKey key, Ed25519SigningKey::FromPem(pem));
   const int count = absl::GetFlag(FLAGS_count);
-  if (count < 1 || count > 1000000) return absl::InvalidArgumentError("--count must be in [1, 1e6]");
+  if (count < 1 || count > 1000000)
+    return absl::InvalidArgumentError("--count must be in [1, 1e6]");
   if (absl::GetFlag(FLAGS_ttl_s) < 1) return absl::InvalidArgumentError("--ttl_s must be >= 1");
   std::string device_key;
   if (!absl::GetFlag(FLAGS_device_public_key).empty() &&

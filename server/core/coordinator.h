@@ -139,7 +139,7 @@ struct CoordinatorMetrics {
   uint64_t unauthenticated_upload_done = 0;  // UploadDone without a valid ticket
   // Check-ins the device registry refused, by reason (DeviceRegistry::Refusals).
   std::map<std::string, uint64_t> checkins_refused;
-  uint64_t enrolled_devices = 0;             // enrolled and not revoked
+  uint64_t enrolled_devices = 0;  // enrolled and not revoked
   // Reports both aggregators counted in the last released round (0 before one).
   uint64_t last_round_accepted_reports = 0;
 };

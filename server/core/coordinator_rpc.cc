@@ -53,9 +53,9 @@ absl::StatusOr<proto::CheckInResponse> Coordinator::CheckIn(const proto::CheckIn
     ++checkins_["not_sampled"];
     return retry;
   }
-  TANDEM_ASSIGN_OR_RETURN(proto::SignedUploadTicket ticket,
-                          IssueTicket(aggregation_round_, deadline_ms_, request.client_id(),
-                                      device.Raw()));
+  TANDEM_ASSIGN_OR_RETURN(
+      proto::SignedUploadTicket ticket,
+      IssueTicket(aggregation_round_, deadline_ms_, request.client_id(), device.Raw()));
   // Durable before the client learns of it, so that a restart keeps it (the
   // ticket is recomputed from it).
   TANDEM_RETURN_IF_ERROR(store_->PutAssignment(aggregation_round_, request.client_id()));

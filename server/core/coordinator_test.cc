@@ -226,16 +226,15 @@ TEST_F(CoordinatorTest, MalformedAndOutOfPlaceRequestsGetClearErrors) {
   TANDEM_ASSERT_OK_AND_ASSIGN(auto c, Make());
   TickUntil(*c, "collecting");
   // Check-ins that do not prove the device key: refused before any state.
-  for (const std::string& bad_id : {std::string(), std::string("bad id!"), std::string(65, 'a'),
-                                    Id("b")}) {
+  for (const std::string& bad_id :
+       {std::string(), std::string("bad id!"), std::string(65, 'a'), Id("b")}) {
     proto::CheckInRequest forged = In("a");
     forged.set_client_id(bad_id);
     EXPECT_THAT(CheckIn(*c, forged).status(), StatusIs(absl::StatusCode::kUnauthenticated));
   }
   proto::CheckInRequest unsigned_request;
   unsigned_request.set_client_id(Id("a"));
-  EXPECT_THAT(CheckIn(*c, unsigned_request).status(),
-              StatusIs(absl::StatusCode::kUnauthenticated));
+  EXPECT_THAT(CheckIn(*c, unsigned_request).status(), StatusIs(absl::StatusCode::kUnauthenticated));
   EXPECT_EQ(c->Status().assigned(), 0u);
   const proto::CheckInRequest other =
       testing::SignedCheckIn("a", absl::ToUnixMillis(clock_.Now()), "nope");

@@ -28,10 +28,10 @@ absl::StatusOr<std::unique_ptr<DeviceRegistry>> DeviceRegistry::Create(
 }
 
 absl::Status DeviceRegistry::NotEnrolled(const std::string& device_id) {
-  return absl::PermissionDeniedError(absl::StrCat(
-      "device ", device_id,
-      " is not enrolled: ask the operator to enroll its key, or check in once with an "
-      "enrollment token"));
+  return absl::PermissionDeniedError(
+      absl::StrCat("device ", device_id,
+                   " is not enrolled: ask the operator to enroll its key, or check in once with an "
+                   "enrollment token"));
 }
 
 absl::Status DeviceRegistry::Refuse(const char* reason, absl::Status status) {
@@ -100,11 +100,11 @@ absl::Status DeviceRegistry::EnrollAtCheckIn(const proto::CheckInRequest& reques
   d.set_state("enrolled");
   d.set_enrolled_unix_ms(now_ms);
   if (request.has_enrollment_token()) {
-    absl::StatusOr<proto::EnrollmentToken> token = crypto::VerifyEnrollmentToken(
-        options_.enrollment_keys, request.enrollment_token(), now_ms);
+    absl::StatusOr<proto::EnrollmentToken> token =
+        crypto::VerifyEnrollmentToken(options_.enrollment_keys, request.enrollment_token(), now_ms);
     if (!token.ok()) {
-      return Refuse("token", absl::PermissionDeniedError(absl::StrCat(
-                                 "device not enrolled: ", token.status().message())));
+      return Refuse("token", absl::PermissionDeniedError(
+                                 absl::StrCat("device not enrolled: ", token.status().message())));
     }
     if (!token->device_public_key().empty() &&
         token->device_public_key() != request.device_public_key()) {

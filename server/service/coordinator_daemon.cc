@@ -109,7 +109,8 @@ absl::StatusOr<DeviceRegistryOptions> RegistryOptions(const CoordinatorDaemonOpt
   if (o.device_policy == DevicePolicy::kOpen && !IsLoopbackAddress(o.listen_address)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "open device enrollment admits any key (Sybils); it is refused on the non-loopback "
-        "address '", o.listen_address, "': enroll devices (tandem-admin) instead"));
+        "address '",
+        o.listen_address, "': enroll devices (tandem-admin) instead"));
   }
   for (const std::string& path : o.enrollment_key_paths) {
     std::ifstream in(path, std::ios::binary);
@@ -119,9 +120,9 @@ absl::StatusOr<DeviceRegistryOptions> RegistryOptions(const CoordinatorDaemonOpt
     absl::StatusOr<crypto::Ed25519VerifyingKey> key =
         crypto::Ed25519VerifyingKey::FromPem(buf.str());
     if (!key.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "the enrollment key at ", path, " is not an Ed25519 public key PEM: ",
-          key.status().message()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("the enrollment key at ", path,
+                       " is not an Ed25519 public key PEM: ", key.status().message()));
     }
     r.enrollment_keys.push_back(*std::move(key));
   }
@@ -134,9 +135,9 @@ absl::Status CoordinatorDaemon::StartAdmin(const CoordinatorDaemonOptions& optio
   if (options.admin_listen_address.empty()) return absl::OkStatus();
   const bool tls = !options.tls.insecure_plaintext;
   if (!tls && !IsLoopbackAddress(options.admin_listen_address)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "a plaintext admin listener is refused on the non-loopback address '",
-        options.admin_listen_address, "'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("a plaintext admin listener is refused on the non-loopback address '",
+                     options.admin_listen_address, "'"));
   }
   if (tls && options.admin_identities.empty()) {
     return absl::InvalidArgumentError(
@@ -146,8 +147,8 @@ absl::Status CoordinatorDaemon::StartAdmin(const CoordinatorDaemonOptions& optio
   admin_tls.require_client_cert = tls;
   TANDEM_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> creds,
                           MakeServerCredentials(admin_tls));
-  admin_gate_ = std::make_unique<CallerGate>("admin", options.admin_identities, tls,
-                                             &admin_refusals_);
+  admin_gate_ =
+      std::make_unique<CallerGate>("admin", options.admin_identities, tls, &admin_refusals_);
   admin_service_ = std::make_unique<CoordinatorAdminService>(devices_.get(), admin_gate_.get());
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options.admin_listen_address, creds, &admin_port_);

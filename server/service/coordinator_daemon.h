@@ -13,12 +13,12 @@
 #ifndef TANDEM_SERVER_SERVICE_COORDINATOR_DAEMON_H_
 #define TANDEM_SERVER_SERVICE_COORDINATOR_DAEMON_H_
 
+#include <grpcpp/server.h>
+
 #include <atomic>
 #include <memory>
 #include <string>
 #include <thread>
-
-#include <grpcpp/server.h>
 
 #include "absl/status/statusor.h"
 #include "base/caller_gate.h"

@@ -5,24 +5,24 @@
 // and hands out signed tickets with the announced endpoints.
 #include "server/service/coordinator_daemon.h"
 
+#include <grpcpp/create_channel.h>
+#include <grpcpp/security/credentials.h>
+#include <grpcpp/server_builder.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
 
-#include <grpcpp/create_channel.h>
-#include <grpcpp/security/credentials.h>
-#include <grpcpp/server_builder.h>
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "base/testing/status_matchers.h"
 #include "crypto/sign/upload_ticket.h"
-#include "server/testing/test_devices.h"
 #include "gtest/gtest.h"
 #include "proto/coordinator.grpc.pb.h"
+#include "server/testing/test_devices.h"
 
 namespace tandem::server {
 namespace {
@@ -295,7 +295,8 @@ TEST_F(CoordinatorDaemonTest, OverTlsOpensRoundsAsTheCoordinatorAndHandsOutTicke
     EXPECT_EQ(stub->CheckIn(&cc, testing::SignedCheckIn("a", now_ms), &refused).error_code(),
               grpc::StatusCode::PERMISSION_DENIED);
   }
-  TANDEM_ASSERT_OK(d->devices().EnrollKey(testing::TestDeviceKey("a").PublicKeyRaw(), "ops").status());
+  TANDEM_ASSERT_OK(
+      d->devices().EnrollKey(testing::TestDeviceKey("a").PublicKeyRaw(), "ops").status());
   grpc::ClientContext ctx;
   const proto::CheckInRequest in = testing::SignedCheckIn("a", now_ms);
   proto::CheckInResponse r;

@@ -57,8 +57,8 @@ std::shared_ptr<prometheus::Collectable> MakeCoordinatorCollectable(Coordinator*
     }
     // Refused check-ins (a Sybil or impersonation flood shows here):
     // reasons "proof", "replay", "not_enrolled", "revoked", "token".
-    MetricFamilies::Family refused = out.Counter(
-        "tandem_coordinator_checkins_refused_total", "Check-ins refused before any state, by reason.");
+    MetricFamilies::Family refused = out.Counter("tandem_coordinator_checkins_refused_total",
+                                                 "Check-ins refused before any state, by reason.");
     for (const char* reason : {"proof", "replay", "not_enrolled", "revoked", "token"}) {
       auto it = m.checkins_refused.find(reason);
       refused.Add({{"reason", reason}},

@@ -69,8 +69,7 @@ TEST(CoordinatorService, StreamsAModelLargerThanOneMessageAndValidatesRequests) 
   auto random = DeterministicRandom::FromSeed(1);
   TANDEM_ASSERT_OK_AND_ASSIGN(auto store, CoordinatorStore::Open((dir / "c.db").string()));
   TANDEM_ASSERT_OK_AND_ASSIGN(auto device_store, DeviceStore::Open((dir / "devices.db").string()));
-  TANDEM_ASSERT_OK_AND_ASSIGN(auto devices,
-                              DeviceRegistry::Create({}, device_store.get(), &clock));
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto devices, DeviceRegistry::Create({}, device_store.get(), &clock));
   o.devices = devices.get();
   TANDEM_ASSERT_OK_AND_ASSIGN(auto ticket_key, crypto::Ed25519SigningKey::Generate(random.get()));
   TANDEM_ASSERT_OK_AND_ASSIGN(auto c, Coordinator::Create(o, ticket_key, eval, &leader, &helper,

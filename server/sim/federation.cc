@@ -123,8 +123,8 @@ absl::StatusOr<std::vector<float>> PrivateMean(const FederationOptions& o,
     }
     TANDEM_ASSIGN_OR_RETURN(client::BuiltReport report,
                             builder.Build(u, rng, ticket.ticket_id()));
-    auto [a, b] = client::MakeUploadRequests(std::move(report), sum.config().task_id, round,
-                                             signed_ticket);
+    auto [a, b] =
+        client::MakeUploadRequests(std::move(report), sum.config().task_id, round, signed_ticket);
     if (device.has_value()) {
       TANDEM_RETURN_IF_ERROR(crypto::SignUpload(*device, crypto::UploadRole::kLeader, &a));
       TANDEM_RETURN_IF_ERROR(crypto::SignUpload(*device, crypto::UploadRole::kHelper, &b));

@@ -89,8 +89,8 @@ absl::StatusOr<std::vector<RoundRecord>> RunProcessFederation(
   args.push_back("--enrollment_keys=" + enroll_pub);
   std::vector<std::string> tokens;
   for (int k = 0; k < o.clients; ++k) {
-    TANDEM_ASSIGN_OR_RETURN(
-        std::string path, testing::WriteEnrollmentToken(dir, absl::StrCat(dir, "/client", k, ".token")));
+    TANDEM_ASSIGN_OR_RETURN(std::string path, testing::WriteEnrollmentToken(
+                                                  dir, absl::StrCat(dir, "/client", k, ".token")));
     tokens.push_back(std::move(path));
   }
   TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<DaemonProcess> coordinator,
@@ -101,20 +101,20 @@ absl::StatusOr<std::vector<RoundRecord>> RunProcessFederation(
     const std::string id = absl::StrCat("client", k);
     TANDEM_ASSIGN_OR_RETURN(
         std::unique_ptr<ChildProcess> c,
-        ChildProcess::Spawn(p.client_bin,
-                            {"--coordinator=" + address, "--client_id=" + id,
-                             "--task_id=" + o.name, "--tls_ca=" + RootsFile(certs, "client"),
-                             // Pinned: the client checks what the coordinator announces.
-                             "--leader=" + aggregators.leader, "--leader_name=leader.tandem",
-                             "--helper=" + aggregators.helper, "--helper_name=helper.tandem",
-                             "--dataset=" + p.dataset, absl::StrCat("--data_seed=", o.seed),
-                             absl::StrCat("--train_items=", p.train_items),
-                             absl::StrCat("--num_shards=", o.clients), absl::StrCat("--shard=", k),
-                             absl::StrCat("--alpha=", o.dirichlet_alpha),
-                             "--state_dir=" + dir + "/" + id, "--max_errors=100",
-                             "--enrollment_token_file=" + tokens[k],
-                             absl::StrCat("--seed=", o.seed * 1000 + k + 1)},
-                            dir + "/clients.log"));
+        ChildProcess::Spawn(
+            p.client_bin,
+            {"--coordinator=" + address, "--client_id=" + id, "--task_id=" + o.name,
+             "--tls_ca=" + RootsFile(certs, "client"),
+             // Pinned: the client checks what the coordinator announces.
+             "--leader=" + aggregators.leader, "--leader_name=leader.tandem",
+             "--helper=" + aggregators.helper, "--helper_name=helper.tandem",
+             "--dataset=" + p.dataset, absl::StrCat("--data_seed=", o.seed),
+             absl::StrCat("--train_items=", p.train_items),
+             absl::StrCat("--num_shards=", o.clients), absl::StrCat("--shard=", k),
+             absl::StrCat("--alpha=", o.dirichlet_alpha), "--state_dir=" + dir + "/" + id,
+             "--max_errors=100", "--enrollment_token_file=" + tokens[k],
+             absl::StrCat("--seed=", o.seed * 1000 + k + 1)},
+            dir + "/clients.log"));
     clients.push_back(std::move(c));
   }
 

@@ -38,7 +38,8 @@ class DeviceStore {
 
  private:
   explicit DeviceStore(std::unique_ptr<sqlite::Database> db) : db_(std::move(db)) {}
-  absl::Status PutDeviceLocked(const proto::DeviceRecord& device) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status PutDeviceLocked(const proto::DeviceRecord& device)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   absl::Mutex mu_;
   std::unique_ptr<sqlite::Database> db_ ABSL_GUARDED_BY(mu_);

@@ -4,17 +4,17 @@
 // clients that hold the wrong (or no) identity. Every attack asserts its
 // refusal code and that the counts, the aggregate and the spent budget did
 // not change.
+#include <grpcpp/create_channel.h>
+#include <grpcpp/security/credentials.h>
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/server_builder.h>
+
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <limits>
 #include <memory>
 #include <string>
-
-#include <grpcpp/create_channel.h>
-#include <grpcpp/security/credentials.h>
-#include <grpcpp/security/server_credentials.h>
-#include <grpcpp/server_builder.h>
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -36,8 +36,8 @@ namespace {
 
 using aggregator::testing::AttachTicket;
 using aggregator::testing::MakeNormRoundParameters;
-using aggregator::testing::TestDeviceKey;
 using aggregator::testing::MakeReportWithValues;
+using aggregator::testing::TestDeviceKey;
 using aggregator::testing::TestReport;
 using ::tandem::testing::IsOk;
 using ::tandem::testing::StatusIs;
@@ -471,7 +471,8 @@ TEST_F(AdversarialTest, AStolenTicketCannotBeSpentFromAnotherKey) {
   EXPECT_THAT(Upload(swapped, true), StatusIs(absl::StatusCode::kUnauthenticated));
   // A genuine coordinator ticket that names no device: refused by both.
   TestReport unbound = Honest(3);
-  TANDEM_ASSERT_OK(AttachTicket(unbound, params_, *ticket_key_, InAMinute(), /*bind_device=*/false));
+  TANDEM_ASSERT_OK(
+      AttachTicket(unbound, params_, *ticket_key_, InAMinute(), /*bind_device=*/false));
   EXPECT_THAT(Upload(unbound.to_leader, false), StatusIs(absl::StatusCode::kUnauthenticated));
   EXPECT_THAT(Upload(unbound.to_helper, true), StatusIs(absl::StatusCode::kUnauthenticated));
   EXPECT_EQ(Counts(), "0/0/0/0/0;0/0/0/0/0;");  // nothing was stored or counted

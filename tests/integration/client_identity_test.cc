@@ -3,12 +3,12 @@
 // enrolled-device policy, an operator enrollment key and its admin listener
 // (mutual TLS), and tandem-admin as the operator runs it. Each attack
 // asserts the refusal code and that nothing changed.
+#include <grpcpp/grpcpp.h>
+
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
-
-#include <grpcpp/grpcpp.h>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
@@ -52,25 +52,37 @@ class ClientIdentityTest : public ::testing::Test {
     pair_ = *std::move(pair);
     ASSERT_TRUE(EnsureEnrollmentKey(dir_).ok());
     // The coordinator's operator holds coordinator.tandem's certificate.
-    auto c = DaemonProcess::Start(
-        TANDEM_COORDINATOR_BIN,
-        {"--listen=127.0.0.1:0", "--leader=" + pair_.leader_collector_address(),
-         "--helper=" + pair_.helper_collector_address(),
-         "--announce_leader=" + pair_.leader_address(),
-         "--announce_helper=" + pair_.helper_address(), "--tls_cert=" + dir_ + "/coordinator.pem",
-         "--tls_key=" + dir_ + "/coordinator.key", "--tls_ca=" + dir_ + "/ca.pem",
-         "--ticket_key=" + dir_ + "/ticket.key", "--state_dir=" + dir_ + "/coordinator",
-         "--dataset=digits", "--hidden=8", "--sample_rate=1", "--noise_multiplier=0",
-         "--min_batch_size=1", "--min_reports=1", "--max_reports=8", "--rounds=1",
-         "--round_timeout_s=120", "--metrics_port=0", "--enrollment_keys=" + dir_ + "/enroll.pub",
-         "--admin_listen=127.0.0.1:0", "--admin_identities=coordinator.tandem"},
-        dir_ + "/coordinator.log");
+    auto c = DaemonProcess::Start(TANDEM_COORDINATOR_BIN,
+                                  {"--listen=127.0.0.1:0",
+                                   "--leader=" + pair_.leader_collector_address(),
+                                   "--helper=" + pair_.helper_collector_address(),
+                                   "--announce_leader=" + pair_.leader_address(),
+                                   "--announce_helper=" + pair_.helper_address(),
+                                   "--tls_cert=" + dir_ + "/coordinator.pem",
+                                   "--tls_key=" + dir_ + "/coordinator.key",
+                                   "--tls_ca=" + dir_ + "/ca.pem",
+                                   "--ticket_key=" + dir_ + "/ticket.key",
+                                   "--state_dir=" + dir_ + "/coordinator",
+                                   "--dataset=digits",
+                                   "--hidden=8",
+                                   "--sample_rate=1",
+                                   "--noise_multiplier=0",
+                                   "--min_batch_size=1",
+                                   "--min_reports=1",
+                                   "--max_reports=8",
+                                   "--rounds=1",
+                                   "--round_timeout_s=120",
+                                   "--metrics_port=0",
+                                   "--enrollment_keys=" + dir_ + "/enroll.pub",
+                                   "--admin_listen=127.0.0.1:0",
+                                   "--admin_identities=coordinator.tandem"},
+                                  dir_ + "/coordinator.log");
     ASSERT_TRUE(c.ok()) << c.status();
     coordinator_ = *std::move(c);
     grpc::SslCredentialsOptions tls;
     tls.pem_root_certs = Read(dir_ + "/ca.pem");
-    stub_ = proto::Coordinator::NewStub(grpc::CreateChannel(
-        Loopback(coordinator_->port()), grpc::SslCredentials(tls)));
+    stub_ = proto::Coordinator::NewStub(
+        grpc::CreateChannel(Loopback(coordinator_->port()), grpc::SslCredentials(tls)));
     // Wait for the round to open (the aggregators answer OpenRound).
     for (int i = 0; i < 200 && Status().phase() != "collecting"; ++i) {
       absl::SleepFor(absl::Milliseconds(50));
@@ -140,7 +152,8 @@ TEST_F(ClientIdentityTest, SybilFloodOfUnenrolledCheckInsGetsNoTicket) {
   EXPECT_EQ(unauthenticated, 20);
   EXPECT_EQ(Status().assigned(), 0u);  // no slot taken
   const std::string m = Metrics();
-  EXPECT_THAT(m, HasSubstr("tandem_coordinator_checkins_refused_total{reason=\"not_enrolled\"} 200"));
+  EXPECT_THAT(m,
+              HasSubstr("tandem_coordinator_checkins_refused_total{reason=\"not_enrolled\"} 200"));
   EXPECT_THAT(m, HasSubstr("tandem_coordinator_checkins_refused_total{reason=\"proof\"} 20"));
   // An honest device with a token still gets its slot and its own ticket.
   proto::CheckInRequest honest;
@@ -182,9 +195,8 @@ TEST_F(ClientIdentityTest, OperatorsEnrollAndRevokeAndImpersonatorsGetNothing) {
   EXPECT_NE(Admin({"devices", "revoke", "--device_id=" + TestDeviceId("victim")}, "outsider"), 0);
   EXPECT_EQ(CheckIn(SignedCheckIn("victim", Now())), grpc::StatusCode::OK);
   // Revoked by the operator: refused from then on, and UploadDone too.
-  ASSERT_EQ(Admin({"devices", "revoke", "--device_id=" + TestDeviceId("victim")}, "coordinator",
-                  &out),
-            0)
+  ASSERT_EQ(
+      Admin({"devices", "revoke", "--device_id=" + TestDeviceId("victim")}, "coordinator", &out), 0)
       << out;
   EXPECT_THAT(out, HasSubstr("revoked"));
   EXPECT_EQ(CheckIn(SignedCheckIn("victim", Now())), grpc::StatusCode::PERMISSION_DENIED);
@@ -205,7 +217,8 @@ TEST_F(ClientIdentityTest, OperatorsEnrollAndRevokeAndImpersonatorsGetNothing) {
   EXPECT_EQ(Status().uploads_done(), 0u);
   ASSERT_EQ(Admin({"devices", "list"}, "coordinator", &out), 0);
   EXPECT_THAT(out, HasSubstr(TestDeviceId("victim") + " revoked"));
-  EXPECT_THAT(Metrics(), HasSubstr("tandem_coordinator_checkins_refused_total{reason=\"revoked\"} 1"));
+  EXPECT_THAT(Metrics(),
+              HasSubstr("tandem_coordinator_checkins_refused_total{reason=\"revoked\"} 1"));
 }
 
 }  // namespace

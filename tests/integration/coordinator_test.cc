@@ -9,6 +9,7 @@
 //     evaluates it (the same figures as in process); without a reachable
 //     worker the coordinator evaluates in process and says so.
 #include <arpa/inet.h>
+#include <grpcpp/grpcpp.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -18,8 +19,6 @@
 #include <filesystem>
 #include <fstream>
 #include <thread>
-
-#include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -32,10 +31,10 @@
 #include "proto/coordinator.grpc.pb.h"
 #include "proto/worker.grpc.pb.h"
 #include "server/sim/federation.h"
+#include "server/testing/test_devices.h"
 #include "tandem/client/c_api.h"
 #include "tests/integration/worker_process.h"
 #include "tests/testing/certificates.h"
-#include "server/testing/test_devices.h"
 #include "tests/testing/daemon_process.h"
 #include "tests/testing/enrollment.h"
 
@@ -86,17 +85,28 @@ class FederationTest : public ::testing::Test {
     std::filesystem::remove_all(dir_);
   }
   std::vector<std::string> CoordinatorArgs(const std::vector<std::string>& extra) {
-    std::vector<std::string> a = {
-        absl::StrCat("--listen=127.0.0.1:", port_), "--leader=" + pair_.leader_collector_address(),
-        "--helper=" + pair_.helper_collector_address(),
-        "--announce_leader=" + pair_.leader_address(),
-        "--announce_helper=" + pair_.helper_address(), "--tls_cert=" + dir_ + "/coordinator.pem",
-        "--tls_key=" + dir_ + "/coordinator.key", "--tls_ca=" + dir_ + "/ca.pem",
-        "--ticket_key=" + dir_ + "/ticket.key", "--state_dir=" + dir_ + "/coordinator",
-        "--dataset=digits", "--hidden=32", "--sample_rate=1", "--noise_multiplier=0",
-        "--min_batch_size=1", "--block_size=64", "--log_blocks_per_group=1",
-        "--clip=4", "--local_steps=20", "--client_lr=0.05", "--metrics_port=0",
-        "--enrollment_keys=" + dir_ + "/enroll.pub"};
+    std::vector<std::string> a = {absl::StrCat("--listen=127.0.0.1:", port_),
+                                  "--leader=" + pair_.leader_collector_address(),
+                                  "--helper=" + pair_.helper_collector_address(),
+                                  "--announce_leader=" + pair_.leader_address(),
+                                  "--announce_helper=" + pair_.helper_address(),
+                                  "--tls_cert=" + dir_ + "/coordinator.pem",
+                                  "--tls_key=" + dir_ + "/coordinator.key",
+                                  "--tls_ca=" + dir_ + "/ca.pem",
+                                  "--ticket_key=" + dir_ + "/ticket.key",
+                                  "--state_dir=" + dir_ + "/coordinator",
+                                  "--dataset=digits",
+                                  "--hidden=32",
+                                  "--sample_rate=1",
+                                  "--noise_multiplier=0",
+                                  "--min_batch_size=1",
+                                  "--block_size=64",
+                                  "--log_blocks_per_group=1",
+                                  "--clip=4",
+                                  "--local_steps=20",
+                                  "--client_lr=0.05",
+                                  "--metrics_port=0",
+                                  "--enrollment_keys=" + dir_ + "/enroll.pub"};
     a.insert(a.end(), extra.begin(), extra.end());
     return a;
   }
@@ -237,8 +247,8 @@ TEST_F(FederationTest, PrivateRoundsMatchPlainFedAvgAndBadRequestsAreRefused) {
     grpc::ClientContext ctx;
     // A device nobody enrolled learns nothing, not even whether the task
     // exists.
-    const proto::CheckInRequest other = server::testing::SignedCheckIn(
-        "outsider", absl::ToUnixMillis(absl::Now()), "no-such-task");
+    const proto::CheckInRequest other =
+        server::testing::SignedCheckIn("outsider", absl::ToUnixMillis(absl::Now()), "no-such-task");
     proto::CheckInResponse r;
     EXPECT_EQ(stub_->CheckIn(&ctx, other, &r).error_code(), grpc::StatusCode::PERMISSION_DENIED);
   }
