@@ -18,13 +18,19 @@
 #   the coordinator's Ed25519 upload ticket key:
 #     ticket.key (PKCS#8, the coordinator's --ticket_key)
 #     ticket.pub (SubjectPublicKeyInfo, the aggregators' coordinator key)
+#   the coordinator operator's Ed25519 device enrollment key and tokens:
+#     enroll.key (PKCS#8, what `tandem-admin token mint --signing_key` takes)
+#     enroll.pub (the coordinator's --enrollment_keys)
+#     tokens.txt (64 single-use enrollment tokens, one per line, valid
+#                 --token-days; kept unless enroll.key is remade or --force)
 #   the trust bundles (PEM roots) of each party:
 #     leader-roots.pem       coordinator CA (collector listener) + helper CA (its peer)
 #     helper-roots.pem       coordinator CA (collector listener) + leader CA (peer listener)
 #     coordinator-roots.pem  leader CA + helper CA (the aggregators it calls)
 #     client-roots.pem       leader CA + helper CA + coordinator CA (clients)
 #
-# Usage: deploy/make-certs.sh [--force] [--days N] [--ca-days N] [--key-mode MODE] [DIR]
+# Usage: deploy/make-certs.sh [--force] [--days N] [--ca-days N] [--key-mode MODE]
+#                             [--token-days N] [DIR]
 #   DIR         output directory (default deploy/certs, git-ignored)
 #   --force     remake everything (new CAs, new keys); without it, existing
 #               files are kept and only missing ones are made (a certificate
@@ -33,6 +39,7 @@
 #               an error
 #   --days      validity of the party certificates (default 825)
 #   --ca-days   validity of the CAs (default 3650)
+#   --token-days  validity of the enrollment tokens (default 30)
 #   --key-mode  mode of the parties' private keys and ticket.key (default
 #               0600; the CA keys stay 0600). Docker bind mounts
 #               keep host ownership: the image's user (uid 10001) can read a
@@ -52,6 +59,7 @@ force=0
 days=825
 ca_days=3650
 key_mode=0600
+token_days=30
 dir=""
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -62,6 +70,8 @@ while [ $# -gt 0 ]; do
     --ca-days=*) ca_days="${1#*=}" ;;
     --key-mode) key_mode="${2:?--key-mode takes a value}"; shift ;;
     --key-mode=*) key_mode="${1#*=}" ;;
+    --token-days) token_days="${2:?--token-days takes a value}"; shift ;;
+    --token-days=*) token_days="${1#*=}" ;;
     -h|--help) usage; exit 0 ;;
     -*) echo "make-certs: unknown option $1" >&2; usage >&2; exit 2 ;;
     *) [ -z "$dir" ] || { echo "make-certs: one directory only" >&2; exit 2; }; dir="$1" ;;
@@ -184,22 +194,62 @@ EOF
   note made "$r.pem $r.key (identity $r.tandem, issued by $r-ca, ${sans//,/ })"
 }
 
-make_ticket_key() {
-  local key="$dir/ticket.key" pub="$dir/ticket.pub"
+make_ed25519_pair() {  # make_ed25519_pair NAME DESCRIPTION
+  local name="$1" key="$dir/$1.key" pub="$dir/$1.pub"
   if [ $force -eq 0 ] && pair_state "$key" "$pub"; then
     [ -r "$key" ] || { echo "make-certs: cannot read $key (owned by another user?)" >&2; exit 1; }
     [ "$(openssl pkey -in "$key" -pubout)" = "$(cat "$pub")" ] || {
-      echo "make-certs: ticket.pub is not the public key of ticket.key; rerun with --force" >&2
+      echo "make-certs: $name.pub is not the public key of $name.key; rerun with --force" >&2
       exit 1; }
-    note kept "ticket.key ticket.pub"
+    note kept "$name.key $name.pub"
     return
   fi
   (umask 077 && openssl genpkey -algorithm ed25519 -out "$key" 2>/dev/null)
   chmod "$key_mode" "$key"
   openssl pkey -in "$key" -pubout -out "$pub"
   chmod 0644 "$pub"
-  made+=(ticket.key ticket.pub)
-  note made "ticket.key ticket.pub (Ed25519 upload ticket key of the coordinator)"
+  made+=("$name.key" "$name.pub")
+  note made "$name.key $name.pub ($2)"
+}
+
+varint() {  # protobuf base-128 varint of $1 (< 2^63), raw bytes on stdout
+  local v=$1
+  while [ "$v" -ge 128 ]; do
+    printf "\\x$(printf %02x $(((v & 127) | 128)))"
+    v=$((v >> 7))
+  done
+  printf "\\x$(printf %02x "$v")"
+}
+
+# tokens.txt: single-use device enrollment tokens signed with enroll.key, one
+# per line (the k8s client Job's completion index picks its line), in the
+# format of crypto/sign/device_auth.h (what `tandem-admin token mint` prints):
+# "tdmenroll1." + base64url(SignedEnrollmentToken{EnrollmentToken{16 random
+# bytes, expiry in ms, issuer "make-certs"}, Ed25519 over
+# "tandem.enrollment_token.v1" 0x00 || token}).
+make_tokens() {
+  local out="$dir/tokens.txt" n=64 tmp i expiry
+  if [ $force -eq 0 ] && [ -s "$out" ] && ! printf '%s\n' "${made[@]}" | grep -qx enroll.key; then
+    note kept "tokens.txt"
+    return
+  fi
+  expiry=$((($(date +%s) + token_days * 86400) * 1000))
+  tmp=$(mktemp -d)
+  : >"$tmp/all"
+  for ((i = 0; i < n; i++)); do
+    { printf '\x0a\x10'; openssl rand 16; printf '\x10'; varint "$expiry"
+      printf '\x22\x0a%s' make-certs; } >"$tmp/t"
+    { printf 'tandem.enrollment_token.v1\x00'; cat "$tmp/t"; } >"$tmp/in"
+    openssl pkeyutl -sign -rawin -inkey "$dir/enroll.key" -in "$tmp/in" -out "$tmp/sig"
+    { printf '\x0a'; varint "$(stat -c %s "$tmp/t")"; cat "$tmp/t"; printf '\x12\x40'
+      cat "$tmp/sig"; } >"$tmp/s"
+    printf 'tdmenroll1.%s\n' "$(base64 -w0 "$tmp/s" | tr '+/' '-_' | tr -d '=')" >>"$tmp/all"
+  done
+  (umask 077 && cp "$tmp/all" "$out")
+  chmod "$key_mode" "$out"
+  rm -rf "$tmp"
+  made+=(tokens.txt)
+  note made "tokens.txt ($n single-use device enrollment tokens, valid $token_days days)"
 }
 
 make_bundle() {  # make_bundle NAME CA_ROLE...
@@ -225,7 +275,9 @@ make_bundle() {  # make_bundle NAME CA_ROLE...
 
 for r in "${ROLES[@]}"; do make_ca "$r"; done
 for r in "${ROLES[@]}"; do make_party "$r"; done
-make_ticket_key
+make_ed25519_pair ticket "Ed25519 upload ticket key of the coordinator"
+make_ed25519_pair enroll "Ed25519 device enrollment key of the coordinator's operator"
+make_tokens
 make_bundle leader-roots.pem coordinator helper
 make_bundle helper-roots.pem coordinator leader
 make_bundle coordinator-roots.pem leader helper

@@ -6,6 +6,8 @@
 // listener), "collector on PORT", on the helper "peer on PORT", then
 // "listening on PORT" (uploads) once serving;
 // SIGINT/SIGTERM shut it down cleanly.
+#include <sys/stat.h>
+
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -62,6 +64,8 @@ ABSL_FLAG(bool, check_config, false, "validate the configuration, print the resu
 int main(int argc, char** argv) {
   tandem::TuneAllocatorForLargeBuffers();  // report shares churn ~134 KB buffers
   absl::SetProgramUsageMessage("tandem aggregation server (leader or helper)");
+  // State files (SQLite databases, WAL, segments) readable by this user only.
+  ::umask(077);
   absl::ParseCommandLine(argc, argv);
   tandem::SetVerbosity(absl::GetFlag(FLAGS_verbosity));
 

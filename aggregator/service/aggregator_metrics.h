@@ -53,7 +53,7 @@
 #include "absl/time/time.h"
 #include "aggregator/core/aggregator.h"
 #include "aggregator/core/peer_channel.h"
-#include "base/caller_gate.h"
+#include "base/grpc_caller_gate.h"
 
 namespace tandem::aggregator {
 

@@ -30,7 +30,7 @@
 #include "aggregator/core/aggregator.h"
 #include "aggregator/service/aggregator_metrics.h"
 #include "aggregator/service/grpc_services.h"
-#include "base/caller_gate.h"
+#include "base/grpc_caller_gate.h"
 #include "base/clock.h"
 #include "base/metrics_server.h"
 #include "base/random.h"

@@ -6,7 +6,7 @@
 
 #include "aggregator/core/aggregator.h"
 #include "aggregator/service/aggregator_metrics.h"
-#include "base/caller_gate.h"
+#include "base/grpc_caller_gate.h"
 #include "proto/aggregator.grpc.pb.h"
 
 namespace tandem::aggregator {

@@ -7,6 +7,7 @@
 #include "base/grpc_credentials.h"
 #include "base/random.h"
 #include "base/status_macros.h"
+#include "client/internal/assignment_checks.h"
 #include "client/internal/round_runner.h"
 #include "client/internal/stepwise_runner.h"
 #include "client/transport/grpc_round_transport.h"
@@ -28,6 +29,17 @@ absl::StatusOr<std::unique_ptr<RoundTransport>> MakeTransport(const ParticipantO
   RetryPolicy policy;
   policy.max_attempts = options.upload_attempts;
   policy.call_deadline = absl::Milliseconds(options.rpc_timeout_ms);
+  // Fail closed (issue 34): over TLS the aggregators' identities are part of
+  // the client's own configuration. Unpinned, it would send both shares to
+  // whichever servers the coordinator names, and a CA that issues both
+  // names (or the coordinator's own) would receive both.
+  TANDEM_RETURN_IF_ERROR(ValidateTrustOptions(options));
+  if (!options.insecure_plaintext && options.leader_name.empty()) {
+    return absl::InvalidArgumentError(
+        "with TLS, pin both aggregators' TLS identities (leader_name and helper_name; "
+        "tandem-client --leader_name --helper_name): the coordinator must not choose who "
+        "receives the shares");
+  }
   return std::unique_ptr<RoundTransport>(std::make_unique<GrpcRoundTransport>(
       options.coordinator, std::move(creds), clock, policy, options.max_model_bytes));
 }

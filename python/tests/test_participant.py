@@ -192,7 +192,12 @@ def test_options_and_call_order_errors(federation_factory, tmp_path):
     # Roots of another CA: the coordinator's certificate does not verify.
     blind = tandem.Participant(f.coordinator.address, "py-client-6",
                                tls_root_ca=f"{f.certs}/rogue-ca.pem", rpc_timeout_ms=2000,
-                               upload_attempts=1)
+                               upload_attempts=1, leader=f.leader, leader_name="leader.tandem",
+                               helper=f.helper, helper_name="helper.tandem")
+    # Over TLS, a client without the aggregators' identities is a
+    # configuration error (it would trust whatever the coordinator names).
+    with pytest.raises(tandem.InvalidArgumentError, match="pin both aggregators' TLS identities"):
+        tandem.Participant(f.coordinator.address, "py-unpinned", tls_root_ca=ca)
     with pytest.raises(tandem.Error) as e:
         blind.check_in()
     assert e.value.code in (4, 14)

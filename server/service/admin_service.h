@@ -7,7 +7,7 @@
 #ifndef TANDEM_SERVER_SERVICE_ADMIN_SERVICE_H_
 #define TANDEM_SERVER_SERVICE_ADMIN_SERVICE_H_
 
-#include "base/caller_gate.h"
+#include "base/grpc_caller_gate.h"
 #include "proto/coordinator.grpc.pb.h"
 #include "server/core/device_registry.h"
 

@@ -21,7 +21,7 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
-#include "base/caller_gate.h"
+#include "base/grpc_caller_gate.h"
 #include "base/grpc_credentials.h"
 #include "base/metrics_server.h"
 #include "server/core/coordinator.h"

@@ -13,6 +13,8 @@
 // "listening on PORT", once serving; SIGINT /
 // SIGTERM shut it down. Restarted with the same --state_dir it resumes the
 // task from its checkpoint.
+#include <sys/stat.h>
+
 #include <cstdio>
 
 #include "absl/flags/flag.h"
@@ -205,6 +207,8 @@ absl::StatusOr<std::unique_ptr<tandem::server::CoordinatorDaemon>> Run() {
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("tandem coordinator: rounds of one federated task");
+  // State files (SQLite databases, WAL, segments) readable by this user only.
+  ::umask(077);
   absl::ParseCommandLine(argc, argv);
   const tandem::ShutdownSignals signals;  // before any thread starts
 

@@ -555,9 +555,10 @@ TEST_F(AdversarialTest, ClientsRefuseACoordinatorThatRoutesBothSharesToOneServer
     const char* expect;
   };
   const std::vector<Case> cases = {
-      // Unpinned clients still refuse one server for both roles.
-      {"one server for both roles", pair_.leader_address(), "leader.tandem", false,
-       "both leader and helper"},
+      // Over TLS an unpinned client does not even start (issue 34: fail
+      // closed), so it never asks this coordinator where to send shares.
+      {"one server for both roles, unpinned", pair_.leader_address(), "leader.tandem", false,
+       "pin both aggregators' TLS identities"},
       // Pinned clients refuse a helper other than the one they know.
       {"another helper", pair_.leader_address(), "mallory.tandem", true, "pins"},
   };
@@ -596,7 +597,7 @@ TEST_F(AdversarialTest, ClientsRefuseACoordinatorThatRoutesBothSharesToOneServer
     auto rc = (*client)->Wait(absl::Seconds(60));
     ASSERT_THAT(rc, IsOk());
     EXPECT_NE(*rc, 0);
-    EXPECT_GE(coordinator.checkins.load(), 1);
+    EXPECT_EQ(coordinator.checkins.load() >= 1, c.pinned);
     EXPECT_THAT(Read(log), ::testing::HasSubstr(c.expect));
     server->Shutdown();
   }

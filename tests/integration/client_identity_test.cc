@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,8 @@ using ::tandem::server::testing::SignedCheckIn;
 using ::tandem::server::testing::TestDeviceId;
 using ::tandem::server::testing::TestDeviceKey;
 using ::testing::HasSubstr;
+
+int64_t Now() { return absl::ToUnixMillis(absl::Now()); }
 
 std::string Read(const std::string& path) {
   std::ifstream in(path);
@@ -111,7 +114,6 @@ class ClientIdentityTest : public ::testing::Test {
     if (out != nullptr) *out = resp;
     return code;
   }
-  static int64_t Now() { return absl::ToUnixMillis(absl::Now()); }
   // tandem-admin as `identity` (a certificate of MakeRoleCertificates);
   // returns its exit code, its output in *out.
   int Admin(const std::vector<std::string>& args, const std::string& identity,
@@ -219,6 +221,35 @@ TEST_F(ClientIdentityTest, OperatorsEnrollAndRevokeAndImpersonatorsGetNothing) {
   EXPECT_THAT(out, HasSubstr(TestDeviceId("victim") + " revoked"));
   EXPECT_THAT(Metrics(),
               HasSubstr("tandem_coordinator_checkins_refused_total{reason=\"revoked\"} 1"));
+}
+
+// deploy/make-certs.sh mints the k8s Job's tokens with the openssl CLI
+// alone: each must verify under enroll.pub exactly as tandem-admin's do.
+TEST(MakeCertsTokensTest, EveryLineIsAValidSingleUseTokenOfEnrollPub) {
+  const std::string dir = MakeTempDir("tandem-make-certs");
+  auto p = ChildProcess::Spawn("/bin/bash", {TANDEM_MAKE_CERTS, dir + "/certs"}, dir + "/log");
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_EQ(*(*p)->Wait(absl::Seconds(120)), 0) << Read(dir + "/log");
+  auto key = crypto::Ed25519VerifyingKey::FromPem(Read(dir + "/certs/enroll.pub"));
+  ASSERT_TRUE(key.ok()) << key.status();
+  std::ifstream in(dir + "/certs/tokens.txt");
+  std::set<std::string> ids;
+  int lines = 0;
+  for (std::string line; std::getline(in, line); ++lines) {
+    auto token = crypto::DecodeEnrollmentToken(line);
+    ASSERT_TRUE(token.ok()) << line;
+    auto t = crypto::VerifyEnrollmentToken({*key}, *token, Now());
+    ASSERT_TRUE(t.ok()) << t.status();
+    EXPECT_EQ(t->issuer(), "make-certs");
+    EXPECT_GT(t->expiry_unix_ms(), Now() + int64_t{29} * 86400 * 1000);
+    ids.insert(t->token_id());
+    proto::SignedEnrollmentToken bad = *token;
+    bad.mutable_token()->back() ^= 1;
+    EXPECT_FALSE(crypto::VerifyEnrollmentToken({*key}, bad, Now()).ok());
+  }
+  EXPECT_EQ(lines, 64);
+  EXPECT_EQ(ids.size(), 64u);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

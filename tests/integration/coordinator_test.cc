@@ -23,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "base/testing/status_matchers.h"
+#include "crypto/sign/device_auth.h"
 #include "gtest/gtest.h"
 #include "ml/data/dataset.h"
 #include "ml/data/partition.h"
@@ -322,8 +323,13 @@ TEST_F(FederationTest, AVanishedClientDoesNotStallTheRound) {
   WaitFor([](const auto& s) { return s.phase() == "collecting"; }, absl::Seconds(20));
   {
     grpc::ClientContext ctx;
-    proto::CheckInRequest in;
-    in.set_client_id("ghost");
+    proto::CheckInRequest in;  // an enrolled device (a token of the operator's)
+    absl::StatusOr<std::string> token = MintEnrollmentToken(dir_);
+    ASSERT_TRUE(token.ok()) << token.status();
+    *in.mutable_enrollment_token() = *crypto::DecodeEnrollmentToken(*token);
+    ASSERT_TRUE(crypto::SignCheckIn(server::testing::TestDeviceKey("ghost"),
+                                    absl::ToUnixMillis(absl::Now()), std::string(16, 'g'), &in)
+                    .ok());
     proto::CheckInResponse r;
     ASSERT_TRUE(stub_->CheckIn(&ctx, in, &r).ok());
     ASSERT_EQ(r.outcome(), proto::CheckInResponse::OUTCOME_TASK);

@@ -137,9 +137,10 @@ struct ParticipantOptions {
   //    name override), whatever address they go to; a CheckIn naming another
   //    server_name is refused (FAILED_PRECONDITION). Ignored with
   //    insecure_plaintext (no certificates).
-  // Without pins the coordinator's endpoints are trusted (a warning is
-  // logged once). Always refused, pinned or not: one host:port, or one TLS
-  // name, for both roles.
+  // With TLS the names are required (Create: INVALID_ARGUMENT without
+  // them: fail closed). Only plaintext loopback runs may go without pins,
+  // trusting the coordinator's endpoints (a warning is logged once). Always
+  // refused, pinned or not: one host:port, or one TLS name, for both roles.
   std::string leader_address;
   std::string leader_name;
   std::string helper_address;

@@ -9,8 +9,8 @@
 //
 // Thread safety: CallerGate is immutable after construction; RefusalCounters
 // is internally synchronised. Neither owns the other: the daemon owns both.
-#ifndef TANDEM_BASE_CALLER_GATE_H_
-#define TANDEM_BASE_CALLER_GATE_H_
+#ifndef TANDEM_BASE_GRPC_CALLER_GATE_H_
+#define TANDEM_BASE_GRPC_CALLER_GATE_H_
 
 #include <grpcpp/security/auth_context.h>
 #include <grpcpp/server_context.h>
@@ -60,4 +60,4 @@ class CallerGate {
 
 }  // namespace tandem
 
-#endif  // TANDEM_BASE_CALLER_GATE_H_
+#endif  // TANDEM_BASE_GRPC_CALLER_GATE_H_

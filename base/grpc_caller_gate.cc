@@ -1,4 +1,4 @@
-#include "base/caller_gate.h"
+#include "base/grpc_caller_gate.h"
 
 #include <algorithm>
 #include <utility>
