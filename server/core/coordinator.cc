@@ -277,7 +277,7 @@ absl::Status Coordinator::Restore() {
       TANDEM_ASSIGN_OR_RETURN(ticket,
                               IssueTicket(aggregation_round_, deadline_ms_, a.client_id, *key));
     }
-    assigned_[a.client_id] = {a.done, std::move(a.report_id), a.bytes_up, std::move(ticket)};
+    assigned_[a.client_id] = {false, a.done, std::move(a.report_id), a.bytes_up, std::move(ticket)};
   }
   phase_ = Phase::kOpening;
   TANDEM_LOG(INFO) << "coordinator: resuming aggregation round " << aggregation_round_ << " ("

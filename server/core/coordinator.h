@@ -160,7 +160,10 @@ class Coordinator {
 
   // An assignment (OUTCOME_TASK, with this client's upload ticket), or
   // RETRY_LATER / DONE.
-  absl::StatusOr<proto::CheckInResponse> CheckIn(const proto::CheckInRequest& request);
+  // `source`: the caller's network address (the device registry's
+  // per-address limit), empty when not known.
+  absl::StatusOr<proto::CheckInResponse> CheckIn(const proto::CheckInRequest& request,
+                                                 absl::string_view source = "");
   // The serialized proto::Model of `version` (only the current one is kept).
   absl::StatusOr<std::shared_ptr<const std::string>> ModelBlob(const std::string& task_id,
                                                                uint64_t version);
@@ -183,6 +186,7 @@ class Coordinator {
  private:
   enum class Phase { kIdle, kOpening, kCollecting, kFinalizing, kDone };
   struct Assignment {
+    bool recording = false;  // CheckIn is signing and storing it (no ticket yet)
     bool done = false;
     std::string report_id;
     uint64_t bytes_up = 0;

@@ -5,11 +5,14 @@
 // (one durable update each, after the ticket's Ed25519 verification), the
 // metrics page. The physical limit of the
 // durable calls is one fsync (the SQLite WAL commit) per call.
+#include <atomic>
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "benchmark/benchmark.h"
 #include "server/core/coordinator.h"
 #include "server/testing/scripted_aggregator.h"
@@ -115,6 +118,38 @@ void BM_CheckInRefusedUnenrolled(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 BENCHMARK(BM_CheckInRefusedUnenrolled)->Iterations(10 * kBatch);
+
+// An honest enrolled device's repeated check-in while another thread floods
+// the coordinator with check-ins of unenrolled keys as fast as it can (the
+// attacker's whole core): the honest latency next to BM_CheckInRepeat's, and
+// the flood rate the refusals absorbed (counter flood_per_s).
+void BM_CheckInRepeatUnderFlood(benchmark::State& state) {
+  Fixture f;
+  const std::vector<proto::CheckInRequest> honest = f.CheckIns(0, 10 * kBatch, true, true);
+  const std::vector<proto::CheckInRequest> flood = f.CheckIns(1, 4096, /*enroll=*/false);
+  std::atomic<bool> stop{false};
+  std::atomic<int64_t> flooded{0};
+  std::thread attacker([&] {
+    for (size_t i = 0; !stop.load(std::memory_order_relaxed); ++i) {
+      (void)f.c->CheckIn(flood[i % flood.size()]);
+      flooded.fetch_add(1, std::memory_order_relaxed);
+    }
+  });
+  const absl::Time start = absl::Now();
+  size_t i = 0;
+  for (auto _ : state) {
+    if (!f.c->CheckIn(honest[i++]).ok()) {
+      state.SkipWithError("the honest check-in was refused");
+      break;
+    }
+  }
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  stop = true;
+  attacker.join();
+  state.SetItemsProcessed(state.iterations());
+  state.counters["flood_per_s"] = static_cast<double>(flooded.load()) / seconds;
+}
+BENCHMARK(BM_CheckInRepeatUnderFlood)->UseRealTime()->Iterations(10 * kBatch);
 
 void BM_UploadDone(benchmark::State& state) {
   Fixture f;

@@ -7,11 +7,12 @@
 
 namespace tandem::server {
 
-absl::StatusOr<proto::CheckInResponse> Coordinator::CheckIn(const proto::CheckInRequest& request) {
+absl::StatusOr<proto::CheckInResponse> Coordinator::CheckIn(const proto::CheckInRequest& request,
+                                                            absl::string_view source) {
   // Who is asking, before anything else: proof of possession of an enrolled
   // device key (UNAUTHENTICATED / PERMISSION_DENIED, no state touched).
   TANDEM_ASSIGN_OR_RETURN(const crypto::Ed25519VerifyingKey device,
-                          options_.devices->Authenticate(request));
+                          options_.devices->Authenticate(request, source));
   if (!request.task_id().empty() && request.task_id() != options_.task_id) {
     return absl::NotFoundError(absl::StrCat("no task '", request.task_id(), "' here"));
   }
@@ -20,50 +21,74 @@ absl::StatusOr<proto::CheckInResponse> Coordinator::CheckIn(const proto::CheckIn
   retry.set_outcome(proto::CheckInResponse::OUTCOME_RETRY_LATER);
   retry.set_retry_after_ms(absl::ToInt64Milliseconds(options_.retry_after));
 
-  absl::MutexLock lock(&mu_);
-  if (phase_ == Phase::kDone) {
-    ++checkins_["done"];
-    proto::CheckInResponse done;
-    done.set_task_id(options_.task_id);
-    done.set_outcome(proto::CheckInResponse::OUTCOME_DONE);
-    return done;
-  }
-  if (phase_ != Phase::kCollecting || NowMs() >= deadline_ms_) {
-    ++checkins_["wait"];
-    return retry;
-  }
-  auto it = assigned_.find(request.client_id());
-  if (it != assigned_.end()) {
-    // A repeated check-in gets the same assignment until it reports done.
-    if (it->second.done) {
+  uint64_t round = 0;
+  int64_t deadline = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    if (phase_ == Phase::kDone) {
+      ++checkins_["done"];
+      proto::CheckInResponse done;
+      done.set_task_id(options_.task_id);
+      done.set_outcome(proto::CheckInResponse::OUTCOME_DONE);
+      return done;
+    }
+    if (phase_ != Phase::kCollecting || NowMs() >= deadline_ms_) {
       ++checkins_["wait"];
       return retry;
     }
-    ++checkins_["task"];
-    proto::CheckInResponse r = assignment_;
-    *r.mutable_ticket() = it->second.ticket;
-    return r;
+    auto it = assigned_.find(request.client_id());
+    if (it != assigned_.end()) {
+      // A repeated check-in gets the same assignment until it reports done
+      // (and waits while its first check-in is still being recorded).
+      if (it->second.done || it->second.recording) {
+        ++checkins_["wait"];
+        return retry;
+      }
+      ++checkins_["task"];
+      proto::CheckInResponse r = assignment_;
+      *r.mutable_ticket() = it->second.ticket;
+      return r;
+    }
+    if (EnrollmentOver(NowMs())) {
+      ++checkins_["wait"];
+      return retry;
+    }
+    if (!Sampled(aggregation_round_, request.client_id()) ||
+        assigned_.size() >= options_.task.secure_sum.max_reports) {
+      ++checkins_["not_sampled"];
+      return retry;
+    }
+    // The slot is reserved (it counts against max_reports and keeps the
+    // round open); the signature and the durable write happen outside the
+    // lock, so that UploadDone, Status and other check-ins do not queue
+    // behind this one's fsync.
+    assigned_[request.client_id()].recording = true;
+    round = aggregation_round_;
+    deadline = deadline_ms_;
   }
-  if (EnrollmentOver(NowMs())) {
+  absl::StatusOr<proto::SignedUploadTicket> ticket =
+      IssueTicket(round, deadline, request.client_id(), device.Raw());
+  // Durable before the client learns of it, so that a restart keeps it (the
+  // ticket is recomputed from it).
+  const absl::Status stored =
+      ticket.ok() ? store_->PutAssignment(round, request.client_id()) : ticket.status();
+  absl::MutexLock lock(&mu_);
+  const bool same_round = phase_ == Phase::kCollecting && aggregation_round_ == round;
+  auto it = assigned_.find(request.client_id());
+  if (!same_round || it == assigned_.end()) {
+    // The round closed meanwhile (its assignments were reset).
     ++checkins_["wait"];
     return retry;
   }
-  if (!Sampled(aggregation_round_, request.client_id()) ||
-      assigned_.size() >= options_.task.secure_sum.max_reports) {
-    ++checkins_["not_sampled"];
-    return retry;
+  if (!stored.ok()) {
+    assigned_.erase(it);
+    return stored;
   }
-  TANDEM_ASSIGN_OR_RETURN(
-      proto::SignedUploadTicket ticket,
-      IssueTicket(aggregation_round_, deadline_ms_, request.client_id(), device.Raw()));
-  // Durable before the client learns of it, so that a restart keeps it (the
-  // ticket is recomputed from it).
-  TANDEM_RETURN_IF_ERROR(store_->PutAssignment(aggregation_round_, request.client_id()));
-  Assignment& a = assigned_[request.client_id()];
-  a.ticket = std::move(ticket);
+  it->second.recording = false;
+  it->second.ticket = *std::move(ticket);
   ++checkins_["task"];
   proto::CheckInResponse r = assignment_;
-  *r.mutable_ticket() = a.ticket;
+  *r.mutable_ticket() = it->second.ticket;
   return r;
 }
 
@@ -104,7 +129,7 @@ absl::Status Coordinator::UploadDone(const proto::UploadDoneRequest& request) {
         absl::StrCat("aggregation round ", request.round_id(), " is not collecting"));
   }
   auto it = assigned_.find(request.client_id());
-  if (it == assigned_.end()) {
+  if (it == assigned_.end() || it->second.recording) {
     return absl::FailedPreconditionError(absl::StrCat(
         "client ", request.client_id(), " has no assignment in round ", request.round_id()));
   }

@@ -10,8 +10,12 @@
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <set>
+#include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "base/status_macros.h"
 #include "base/testing/status_matchers.h"
 #include "crypto/sign/upload_ticket.h"
@@ -372,6 +376,45 @@ TEST_F(CoordinatorTest, PrivacyBudgetStopsTheTaskAndConfigMismatchIsRefused) {
   CoordinatorOptions other = o;
   other.task.secure_sum.clip_l2_norm = 5.0;
   EXPECT_THAT(Make(other).status(), StatusIs(absl::StatusCode::kFailedPrecondition));
+}
+
+// CheckIn signs and stores outside the coordinator's lock: concurrent
+// check-ins still never assign more than max_reports, each device gets one
+// assignment (the same ticket when it asks again) and every one is durable.
+TEST_F(CoordinatorTest, ConcurrentCheckInsNeverExceedMaxReports) {
+  CoordinatorOptions o = Options();
+  o.task.secure_sum.max_reports = 5;
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto c, Make(o));
+  TickUntil(*c, "collecting");
+  constexpr int kThreads = 4, kDevices = 6;
+  std::vector<proto::CheckInRequest> requests;
+  for (int t = 0; t < kThreads; ++t) {
+    for (int d = 0; d < kDevices; ++d) {
+      requests.push_back(In(absl::StrCat("d", d)));  // each device asks kThreads times
+    }
+  }
+  absl::Mutex mu;
+  std::map<std::string, std::set<std::string>> tickets;  // device id -> tickets seen
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int d = 0; d < kDevices; ++d) {
+        const proto::CheckInRequest& r = requests[t * kDevices + d];
+        absl::StatusOr<proto::CheckInResponse> out = c->CheckIn(r);
+        ASSERT_TRUE(out.ok()) << out.status();
+        if (out->outcome() != proto::CheckInResponse::OUTCOME_TASK) continue;
+        absl::MutexLock lock(&mu);
+        tickets[r.client_id()].insert(out->ticket().SerializeAsString());
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(tickets.size(), 5u);  // max_reports devices, never more
+  for (const auto& [id, seen] : tickets) EXPECT_EQ(seen.size(), 1u) << id;
+  EXPECT_EQ(c->Status().assigned(), 5u);
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto store, CoordinatorStore::Open((dir_ / "c.db").string()));
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto stored, store->LoadAssignments(1));
+  EXPECT_EQ(stored.size(), 5u);
 }
 
 TEST_F(CoordinatorTest, TicketsArePerClientSignedAndStableAcrossCheckInsAndRestarts) {

@@ -41,7 +41,11 @@ absl::Status DeviceRegistry::Refuse(const char* reason, absl::Status status) {
 }
 
 absl::StatusOr<crypto::Ed25519VerifyingKey> DeviceRegistry::Authenticate(
-    const proto::CheckInRequest& request) {
+    const proto::CheckInRequest& request, absl::string_view source) {
+  if (!source.empty() && !address_rate_.Allow(source)) {
+    return Refuse("address_rate", absl::ResourceExhaustedError(
+                                      "too many check-ins from this address: retry later"));
+  }
   const int64_t now_ms = absl::ToUnixMillis(clock_->Now());
   const int64_t skew_ms = absl::ToInt64Milliseconds(options_.max_skew);
   if (absl::Status s = crypto::CheckCheckInForm(request, now_ms, skew_ms); !s.ok()) {
@@ -65,6 +69,10 @@ absl::StatusOr<crypto::Ed25519VerifyingKey> DeviceRegistry::Authenticate(
   absl::StatusOr<crypto::Ed25519VerifyingKey> key =
       crypto::VerifyCheckIn(request, known.has_value() ? &*known : nullptr, now_ms, skew_ms);
   if (!key.ok()) return Refuse("proof", key.status());
+  if (!rate_.Allow(id)) {
+    return Refuse("rate", absl::ResourceExhaustedError(
+                              "this device checks in too often: retry after retry_after_ms"));
+  }
   bool enrolled = false;
   {
     absl::MutexLock lock(&mu_);

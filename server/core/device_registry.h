@@ -9,6 +9,7 @@
 //   1. proof of possession (crypto::VerifyCheckIn): the signature by the
 //      device key over the whole request;                  UNAUTHENTICATED
 //   2. replay: a nonce seen within the skew window is refused;  UNAUTHENTICATED
+//   2b. the device's check-in rate (checkin_rate);         RESOURCE_EXHAUSTED
 //   3. enrollment: the key must be enrolled and not revoked. An unknown key
 //      is enrolled here when the request carries an operator-signed
 //      enrollment token (verified under one of `enrollment_keys`, unexpired,
@@ -46,6 +47,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "base/clock.h"
+#include "base/rate_limiter.h"
 #include "crypto/sign/ed25519.h"
 #include "proto/coordinator.pb.h"
 #include "server/store/device_store.h"
@@ -62,6 +64,16 @@ struct DeviceRegistryOptions {
   // Operators' enrollment-token verifying keys (none: only the allow-list).
   std::vector<crypto::Ed25519VerifyingKey> enrollment_keys;
   absl::Duration max_skew = absl::Seconds(60);
+  // Check-ins per second each device may make after its proof verified
+  // (bursts of checkin_burst); over it RESOURCE_EXHAUSTED, counted "rate".
+  // 0 = no limit. One assignment per device and round holds regardless.
+  double checkin_rate = 0;
+  double checkin_burst = 20;
+  // The same per source address (the gRPC peer without its port), checked
+  // before anything else: RESOURCE_EXHAUSTED, counted "address_rate".
+  // 0 = no limit (the default: NATs put many devices behind one address).
+  double address_rate = 0;
+  double address_burst = 100;
 };
 
 class DeviceRegistry {
@@ -73,7 +85,9 @@ class DeviceRegistry {
                                                                 const Clock* clock);
 
   // Steps 1-3 above; the verified device key on success.
-  absl::StatusOr<crypto::Ed25519VerifyingKey> Authenticate(const proto::CheckInRequest& request);
+  // `source`: the caller's address (empty: not known; no address limit).
+  absl::StatusOr<crypto::Ed25519VerifyingKey> Authenticate(const proto::CheckInRequest& request,
+                                                           absl::string_view source = "");
   // The key of an enrolled (not revoked) device; PERMISSION_DENIED
   // otherwise (unknown or revoked).
   absl::StatusOr<std::string> ActiveKey(const std::string& device_id);
@@ -87,12 +101,17 @@ class DeviceRegistry {
   std::vector<proto::DeviceRecord> List();
 
   // Refused check-ins since start, by reason: "proof", "replay",
-  // "not_enrolled", "revoked", "token".
+  // "not_enrolled", "revoked", "token", "rate".
   std::map<std::string, uint64_t> Refusals();
 
  private:
   DeviceRegistry(DeviceRegistryOptions options, DeviceStore* store, const Clock* clock)
-      : options_(std::move(options)), store_(store), clock_(clock) {}
+      : options_(std::move(options)),
+        store_(store),
+        clock_(clock),
+        rate_(options_.checkin_rate, options_.checkin_burst, kMaxRateKeys, clock),
+        address_rate_(options_.address_rate, options_.address_burst, kMaxRateKeys, clock) {}
+  static constexpr size_t kMaxRateKeys = 1 << 20;
   absl::Status Refuse(const char* reason, absl::Status status) ABSL_LOCKS_EXCLUDED(mu_);
   static absl::Status NotEnrolled(const std::string& device_id);
   // Enrolls `key` with the request's token (or, open policy, without).
@@ -102,6 +121,8 @@ class DeviceRegistry {
   const DeviceRegistryOptions options_;
   DeviceStore* const store_;
   const Clock* const clock_;
+  RateLimiter rate_;          // per device id (internally synchronized)
+  RateLimiter address_rate_;  // per source address
 
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, proto::DeviceRecord> devices_ ABSL_GUARDED_BY(mu_);

@@ -157,6 +157,32 @@ TEST_F(DeviceRegistryTest, ARevokedDeviceStaysOut) {
               StatusIs(kDenied, HasSubstr("revoked")));
 }
 
+TEST_F(DeviceRegistryTest, CheckInRatesArePerDeviceAndPerAddress) {
+  registry_.reset();
+  store_ = *DeviceStore::Open((dir_ / "devices.db").string());
+  DeviceRegistryOptions o;
+  o.policy = DevicePolicy::kOpen;
+  o.checkin_rate = 1;
+  o.checkin_burst = 2;
+  o.address_rate = 2;
+  o.address_burst = 3;
+  registry_ = *DeviceRegistry::Create(o, store_.get(), &clock_);
+  DeviceRegistry& r = *registry_;
+  EXPECT_THAT(r.Authenticate(SignedCheckIn("d1", Now()), "ipv4:10.0.0.1"), IsOk());
+  EXPECT_THAT(r.Authenticate(SignedCheckIn("d1", Now()), "ipv4:10.0.0.2"), IsOk());
+  EXPECT_THAT(r.Authenticate(SignedCheckIn("d1", Now()), "ipv4:10.0.0.3").status(),
+              StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("too often")));
+  EXPECT_THAT(r.Authenticate(SignedCheckIn("d2", Now()), "ipv4:10.0.0.1"), IsOk());
+  EXPECT_THAT(r.Authenticate(SignedCheckIn("d3", Now()), "ipv4:10.0.0.1"), IsOk());
+  EXPECT_THAT(r.Authenticate(SignedCheckIn("d4", Now()), "ipv4:10.0.0.1").status(),
+              StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("address")));
+  clock_.Advance(absl::Seconds(1));
+  EXPECT_THAT(r.Authenticate(SignedCheckIn("d1", Now()), "ipv4:10.0.0.9"), IsOk());
+  EXPECT_THAT(r.Authenticate(SignedCheckIn("d4", Now()), "ipv4:10.0.0.1"), IsOk());
+  EXPECT_EQ(r.Refusals()["rate"], 1u);
+  EXPECT_EQ(r.Refusals()["address_rate"], 1u);
+}
+
 TEST_F(DeviceRegistryTest, OpenPolicyAdmitsNewKeysButStillNeedsTheProof) {
   DeviceRegistry& r = Open(DevicePolicy::kOpen);
   EXPECT_THAT(r.Authenticate(SignedCheckIn("sim-1", Now())), IsOk());

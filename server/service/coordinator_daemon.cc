@@ -1,7 +1,9 @@
 #include "server/service/coordinator_daemon.h"
 
+#include <grpcpp/resource_quota.h>
 #include <grpcpp/server_builder.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -106,6 +108,10 @@ absl::StatusOr<DeviceRegistryOptions> RegistryOptions(const CoordinatorDaemonOpt
   DeviceRegistryOptions r;
   r.policy = o.device_policy;
   r.max_skew = o.checkin_max_skew;
+  r.checkin_rate = o.checkin_rate_per_device;
+  r.checkin_burst = 30;
+  r.address_rate = o.checkin_rate_per_address;
+  r.address_burst = std::max(1.0, 4 * o.checkin_rate_per_address);
   if (o.device_policy == DevicePolicy::kOpen && !IsLoopbackAddress(o.listen_address)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "open device enrollment admits any key (Sybils); it is refused on the non-loopback "
@@ -225,6 +231,18 @@ absl::StatusOr<std::unique_ptr<CoordinatorDaemon>> CoordinatorDaemon::Start(
     builder.experimental().SetInterceptorCreators(std::move(counting));
   }
   builder.SetMaxReceiveMessageSize(1 << 20);  // requests are small
+  // The public listener's resources are bounded (issue 34 item 3).
+  grpc::ResourceQuota quota("tandem-coordinator-clients");
+  quota.SetMaxThreads(options.max_threads);
+  quota.Resize(options.max_memory_bytes);
+  builder.SetResourceQuota(quota);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, options.max_concurrent_streams);
+  builder.AddChannelArgument(
+      GRPC_ARG_MAX_CONNECTION_AGE_MS,
+      static_cast<int>(absl::ToInt64Milliseconds(options.max_connection_age)));
+  builder.AddChannelArgument(
+      GRPC_ARG_MAX_CONNECTION_IDLE_MS,
+      static_cast<int>(absl::ToInt64Milliseconds(options.max_connection_idle)));
   d->server_ = builder.BuildAndStart();
   if (d->server_ == nullptr || d->port_ == 0) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen_address));

@@ -76,6 +76,18 @@ struct CoordinatorDaemonOptions {
   DevicePolicy device_policy = DevicePolicy::kEnrolled;
   std::vector<std::string> enrollment_key_paths;
   absl::Duration checkin_max_skew = absl::Seconds(60);
+  // Check-in limits (DeviceRegistryOptions): per enrolled device, after its
+  // proof (default 5/s, bursts of 30), and per source address (0 = none).
+  double checkin_rate_per_device = 5;
+  double checkin_rate_per_address = 0;
+  // The client listener's gRPC resources: concurrent streams per
+  // connection, connection age and idle time, threads and memory of the
+  // server (RPCs beyond them wait or get RESOURCE_EXHAUSTED).
+  int max_concurrent_streams = 32;
+  absl::Duration max_connection_age = absl::Minutes(30);
+  absl::Duration max_connection_idle = absl::Minutes(5);
+  int max_threads = 128;
+  size_t max_memory_bytes = size_t{512} << 20;
   // The operator API (proto CoordinatorAdmin) on its own listener; empty =
   // none. With TLS: mutual TLS (the tls files, client certificates verified
   // against tls.root_ca_path) and only admin_identities may call. In

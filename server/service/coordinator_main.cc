@@ -65,6 +65,11 @@ ABSL_FLAG(std::string, enrollment_keys, "",
           "redeems (tandem-admin token mint signs with the private half)");
 ABSL_FLAG(double, checkin_max_skew_s, 60,
           "largest difference between a device's check-in timestamp and this clock");
+ABSL_FLAG(double, checkin_rate_per_device, 5,
+          "check-ins per second an enrolled device may make (bursts of 30; 0 = no limit)");
+ABSL_FLAG(double, checkin_rate_per_address, 0,
+          "check-ins per second from one source address (bursts of 4 s worth; 0 = no limit, "
+          "the default: NATs put many devices behind one address)");
 ABSL_FLAG(std::string, admin_listen, "",
           "operator API listener host:port (device enrollment/revocation; mutual TLS); empty = "
           "none");
@@ -146,6 +151,8 @@ absl::StatusOr<std::unique_ptr<tandem::server::CoordinatorDaemon>> Run() {
     d.enrollment_key_paths.emplace_back(k);
   }
   d.checkin_max_skew = absl::Seconds(absl::GetFlag(FLAGS_checkin_max_skew_s));
+  d.checkin_rate_per_device = absl::GetFlag(FLAGS_checkin_rate_per_device);
+  d.checkin_rate_per_address = absl::GetFlag(FLAGS_checkin_rate_per_address);
   d.admin_listen_address = absl::GetFlag(FLAGS_admin_listen);
   for (absl::string_view id :
        absl::StrSplit(absl::GetFlag(FLAGS_admin_identities), ',', absl::SkipEmpty())) {

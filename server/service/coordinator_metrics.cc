@@ -56,10 +56,12 @@ std::shared_ptr<prometheus::Collectable> MakeCoordinatorCollectable(Coordinator*
       checkins.Add({{"task", task}, {"outcome", outcome}}, static_cast<double>(n));
     }
     // Refused check-ins (a Sybil or impersonation flood shows here):
-    // reasons "proof", "replay", "not_enrolled", "revoked", "token".
+    // reasons "proof", "replay", "not_enrolled", "revoked", "token", "rate",
+    // "address_rate" (the service's per-address limit).
     MetricFamilies::Family refused = out.Counter("tandem_coordinator_checkins_refused_total",
                                                  "Check-ins refused before any state, by reason.");
-    for (const char* reason : {"proof", "replay", "not_enrolled", "revoked", "token"}) {
+    for (const char* reason :
+         {"proof", "replay", "not_enrolled", "revoked", "token", "rate", "address_rate"}) {
       auto it = m.checkins_refused.find(reason);
       refused.Add({{"reason", reason}},
                   static_cast<double>(it == m.checkins_refused.end() ? 0 : it->second));

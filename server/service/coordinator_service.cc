@@ -3,14 +3,29 @@
 #include <openssl/evp.h>
 
 #include <algorithm>
+#include <string>
 
 #include "base/grpc_status.h"
 
 namespace tandem::server {
 
-grpc::Status CoordinatorService::CheckIn(grpc::ServerContext*, const proto::CheckInRequest* request,
+namespace {
+
+// "ipv4:10.1.2.3:5555" -> "ipv4:10.1.2.3", "ipv6:[::1]:5555" -> "ipv6:[::1]":
+// the caller's address without its (per-connection) port.
+std::string SourceAddress(const std::string& peer) {
+  const size_t colon = peer.rfind(':');
+  const size_t scheme = peer.find(':');
+  return colon == std::string::npos || colon == scheme ? peer : peer.substr(0, colon);
+}
+
+}  // namespace
+
+grpc::Status CoordinatorService::CheckIn(grpc::ServerContext* context,
+                                         const proto::CheckInRequest* request,
                                          proto::CheckInResponse* response) {
-  absl::StatusOr<proto::CheckInResponse> r = coordinator_->CheckIn(*request);
+  absl::StatusOr<proto::CheckInResponse> r =
+      coordinator_->CheckIn(*request, SourceAddress(context->peer()));
   if (!r.ok()) return ToGrpcStatus(r.status());
   *response = *std::move(r);
   return grpc::Status::OK;
