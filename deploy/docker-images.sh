@@ -88,7 +88,7 @@ fi
 
 # 2. The build context: the stripped binaries, the replica entry point.
 BINARIES=(tandem-aggregator tandem-coordinator tandem-client tandem-status tandem-sim
-          tandem-worker tandem-train)
+          tandem-worker tandem-train tandem-admin)
 mkdir -p "$work/ctx/bin"
 for name in "${BINARIES[@]}"; do
   src="${given[$name]:-}"

@@ -202,6 +202,7 @@ absl::Status Aggregator::OpenRound(const proto::RoundParameters& parameters) {
   task->counted = 0;
   task->uncheckpointed.clear();
   task->verified.clear();
+  task->peer_missing.clear();
   task->ResetTentative();
   task->share_cache->Clear();
   TANDEM_LOG(INFO) << RoleName(options_.role) << " opened task " << task->id << " round "

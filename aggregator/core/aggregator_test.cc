@@ -426,6 +426,35 @@ TEST_F(AggregatorPairTest, HelperRefusesALeaderRejectingAReportItVerifiedValid) 
   EXPECT_EQ(StatusOf(*leader_).accepted_reports(), 1u);
 }
 
+// Issue 34 item 5: uploads sent to the leader alone are expanded with
+// backoff (100 ms doubling to 10 s), not on every verification pass, and a
+// share that reaches the helper later is still counted.
+TEST_F(AggregatorPairTest, LeaderBacksOffReportsTheHelperDoesNotHold) {
+  OpenBoth();
+  TestReport a = Report(1);
+  TANDEM_ASSERT_OK(leader_->Upload(a.to_leader));
+  auto evaluations = [&] {
+    const proto::AggregatorStatusResponse s = StatusOf(*leader_);
+    return s.check_evaluations() + s.share_expansions();
+  };
+  TANDEM_ASSERT_OK(leader_->ProcessPending("task").status());
+  EXPECT_EQ(evaluations(), 1u);
+  for (int i = 0; i < 20; ++i) TANDEM_ASSERT_OK(leader_->ProcessPending("task").status());
+  EXPECT_EQ(evaluations(), 1u);  // within the backoff: skipped
+  clock_.Advance(absl::Milliseconds(100));
+  TANDEM_ASSERT_OK(leader_->ProcessPending("task").status());
+  EXPECT_EQ(evaluations(), 2u);
+  clock_.Advance(absl::Milliseconds(100));  // the backoff doubled: 200 ms
+  TANDEM_ASSERT_OK(leader_->ProcessPending("task").status());
+  EXPECT_EQ(evaluations(), 2u);
+  // The helper's share arrives; after the backoff the report is counted.
+  TANDEM_ASSERT_OK(helper_->Upload(a.to_helper));
+  clock_.Advance(absl::Milliseconds(100));
+  TANDEM_ASSERT_OK(leader_->ProcessPending("task").status());
+  EXPECT_EQ(StatusOf(*leader_).accepted_reports(), 1u);
+  EXPECT_EQ(StatusOf(*helper_).accepted_reports(), 1u);
+}
+
 TEST_F(AggregatorPairTest, MinimumBatchSizeBlocksRelease) {
   params_.mutable_dp()->set_min_batch_size(3);
   OpenBoth();

@@ -164,6 +164,8 @@ absl::Status Aggregator::CommitLocked(Task& task, const std::vector<std::string>
   task.counted += static_cast<int64_t>(ids.size());
   for (const std::string& id : ids) task.verified.erase(id);
   for (const std::string& id : rejected) task.verified.erase(id);
+  for (const std::string& id : ids) task.peer_missing.erase(id);
+  for (const std::string& id : rejected) task.peer_missing.erase(id);
   task.share_cache->Erase(ids);
   task.share_cache->Erase(rejected);
   return absl::OkStatus();

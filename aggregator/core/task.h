@@ -91,6 +91,16 @@ struct Aggregator::Task {
   // Helper only: outcome of its own digest comparison per report id, from
   // the latest Verify exchange (lost on restart; the leader re-verifies).
   absl::flat_hash_map<std::string, bool> verified ABSL_GUARDED_BY(process_mu);
+  // Leader only: pending reports the helper said it does not hold, with the
+  // time before which a pass skips them (exponential backoff from 100 ms to
+  // 10 s) and the misses so far: an upload to the leader alone is expanded
+  // a few times, not on every 100 ms pass (issue 34 item 5). The final pass
+  // before a release decides them all regardless. Reset when a round opens.
+  struct PeerMissing {
+    absl::Time retry_after;
+    int misses = 0;
+  };
+  absl::flat_hash_map<std::string, PeerMissing> peer_missing ABSL_GUARDED_BY(process_mu);
   // AggregatorStatusResponse's expansion counters, since the task loaded.
   int64_t share_expansions ABSL_GUARDED_BY(process_mu) = 0;
   int64_t undo_expansions ABSL_GUARDED_BY(process_mu) = 0;

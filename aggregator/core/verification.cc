@@ -1,5 +1,6 @@
 // The verification exchange between leader and helper and the commit of
 // decided reports (see aggregator.h for the protocol).
+#include <algorithm>
 #include <chrono>
 #include <utility>
 
@@ -64,6 +65,18 @@ absl::StatusOr<int> Aggregator::ProcessRoundLocked(Task& task, bool final_pass) 
   // States only: the shares come from the upload cache where it has them.
   TANDEM_ASSIGN_OR_RETURN(std::vector<ReportRecord> pending,
                           task.store->ListReportStates(round_id, ReportFilter::kPending));
+  if (!final_pass && !task.peer_missing.empty()) {
+    // Reports the helper lacked wait out their backoff before another
+    // expansion.
+    const absl::Time now = clock_->Now();
+    pending.erase(std::remove_if(pending.begin(), pending.end(),
+                                 [&](const ReportRecord& r) {
+                                   auto it = task.peer_missing.find(r.report_id);
+                                   return it != task.peer_missing.end() &&
+                                          now < it->second.retry_after;
+                                 }),
+                  pending.end());
+  }
   int decided = 0;
   for (size_t start = 0; start < pending.size();
        start += static_cast<size_t>(options_.verify_batch_size)) {
@@ -218,7 +231,14 @@ absl::StatusOr<int> Aggregator::ProcessBatchLocked(Task& task,
         accepted.push_back(i);
         break;
       case proto::PEER_REPORT_MISSING:
-        if (final_pass) rejected.push_back(r.report_id);
+        if (final_pass) {
+          rejected.push_back(r.report_id);
+        } else {
+          Task::PeerMissing& m = task.peer_missing[r.report_id];
+          m.misses = std::min(m.misses + 1, 8);
+          m.retry_after = clock_->Now() + std::min(absl::Milliseconds(100) * (1 << (m.misses - 1)),
+                                                   absl::Seconds(10));
+        }
         break;
       default:  // REJECTED, or a malformed answer: never count it.
         rejected.push_back(r.report_id);
