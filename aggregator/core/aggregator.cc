@@ -216,8 +216,15 @@ absl::StatusOr<std::string> Aggregator::CheckTicket(const proto::UploadRequest& 
   if (!request.has_ticket()) {
     return absl::UnauthenticatedError("this aggregator accepts uploads with a coordinator ticket only");
   }
-  TANDEM_ASSIGN_OR_RETURN(*ticket,
-                          crypto::VerifyUploadTicket(*options_.ticket_key, request.ticket()));
+  absl::StatusOr<proto::UploadTicket> verified =
+      crypto::VerifyUploadTicket(*options_.ticket_key, request.ticket());
+  for (size_t i = 0; !verified.ok() && i < options_.previous_ticket_keys.size(); ++i) {
+    // A ticket of the key being rotated out (rejects cost one check each).
+    absl::StatusOr<proto::UploadTicket> old =
+        crypto::VerifyUploadTicket(options_.previous_ticket_keys[i], request.ticket());
+    if (old.ok()) verified = std::move(old);
+  }
+  TANDEM_ASSIGN_OR_RETURN(*ticket, std::move(verified));
   TANDEM_RETURN_IF_ERROR(crypto::CheckTicketFor(*ticket, request.task_id(), request.round_id(),
                                                 request.report_id(),
                                                 absl::ToUnixMillis(clock_->Now())));

@@ -124,6 +124,10 @@ struct AggregatorOptions {
   // signed. Null only by explicit opt-out (AggregatorConfig
   // allow_unticketed_uploads).
   std::shared_ptr<const crypto::Ed25519VerifyingKey> ticket_key;
+  // Further coordinator keys accepted beside ticket_key (rotation with
+  // overlap: the coordinator signs with its new key while tickets signed
+  // with the old one are still valid; drop it once they have expired).
+  std::vector<crypto::Ed25519VerifyingKey> previous_ticket_keys;
   // With a ticket key: every ticket must name the device key the
   // coordinator checked at check-in (UploadTicket.device_public_key), and
   // every upload must carry that device's signature over this server's

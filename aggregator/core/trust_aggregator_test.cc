@@ -4,6 +4,7 @@
 // policy's minimum batch. The SIGKILL tests of Finalize are in
 // finalize_crash_test.cc.
 #include <filesystem>
+#include <vector>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
@@ -72,6 +73,7 @@ class TrustTest : public ::testing::Test {
     AggregatorOptions o;
     o.policies = PolicySet::Uniform(policy_);
     o.ticket_key = verifying_;
+    o.previous_ticket_keys = previous_keys_;
     o.role = Role::kHelper;
     auto h = Aggregator::Create(o, MakeSqliteStoreFactory(dir_ + "/helper"), nullptr, &clock_,
                                 noise_.get());
@@ -133,6 +135,7 @@ class TrustTest : public ::testing::Test {
   std::unique_ptr<DeterministicRandom> noise_ = DeterministicRandom::FromSeed(7);
   std::unique_ptr<DeterministicRandom> key_random_ = DeterministicRandom::FromSeed(8);
   std::unique_ptr<crypto::Ed25519SigningKey> key_;
+  std::vector<crypto::Ed25519VerifyingKey> previous_keys_;  // rotation
   std::shared_ptr<const crypto::Ed25519VerifyingKey> verifying_;
   Policy policy_;
   InProcessPeerChannel channel_;
@@ -163,6 +166,34 @@ TEST_F(TrustTest, UploadsNeedAValidUnexpiredTicketForThisReport) {
 // Both tickets are genuine (the coordinator signed the same report id twice
 // with different expiries), but the servers got different ones: the hash
 // they compare binds the ticket, so neither counts the report.
+// Issue 34 item 7: the coordinator's ticket key rotates with overlap: both
+// servers accept tickets of the new key and of the old one they were given,
+// and nothing else.
+TEST_F(TrustTest, RotatedTicketKeysOverlapUntilTheOldOneIsDropped) {
+  auto old_key = crypto::Ed25519SigningKey::Generate(key_random_.get());
+  auto stranger = crypto::Ed25519SigningKey::Generate(key_random_.get());
+  ASSERT_THAT(old_key, IsOk());
+  ASSERT_THAT(stranger, IsOk());
+  previous_keys_ = {*old_key->VerifyingKey()};
+  Start();
+  TANDEM_ASSERT_OK(OpenBoth(params_));
+  auto upload_signed_by = [&](const crypto::Ed25519SigningKey& k, uint64_t seed) {
+    TestReport r = MakeReport(params_, seed).value();
+    EXPECT_THAT(AttachTicket(r, params_, k, Expiry()), IsOk());
+    absl::Status a = leader_->Upload(r.to_leader).status();
+    absl::Status b = helper_->Upload(r.to_helper).status();
+    return a.ok() ? b : a;
+  };
+  TANDEM_EXPECT_OK(upload_signed_by(*key_, 1));     // the new key
+  TANDEM_EXPECT_OK(upload_signed_by(*old_key, 2));  // the old one, still accepted
+  EXPECT_THAT(upload_signed_by(*stranger, 3), StatusIs(absl::StatusCode::kUnauthenticated));
+  // Once the old key is dropped its tickets are refused.
+  previous_keys_.clear();
+  Start();
+  EXPECT_THAT(upload_signed_by(*old_key, 4), StatusIs(absl::StatusCode::kUnauthenticated));
+  TANDEM_EXPECT_OK(upload_signed_by(*key_, 5));
+}
+
 TEST_F(TrustTest, ServersHoldingDifferentTicketsRejectTheReport) {
   Start();
   TANDEM_ASSERT_OK(OpenBoth(params_));

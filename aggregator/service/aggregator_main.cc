@@ -37,7 +37,9 @@ ABSL_FLAG(std::vector<std::string>, coordinator_identity, {},
 ABSL_FLAG(std::vector<std::string>, leader_identity, {},
           "helper only: certificate identities allowed on the peer listener");
 ABSL_FLAG(std::string, coordinator_key, "",
-          "PEM Ed25519 public key of the coordinator; uploads need a ticket it signed");
+          "PEM Ed25519 public key of the coordinator; uploads need a ticket it signed. "
+          "Rotation: new.pub,old.pub (tickets of either verify; drop old.pub once its "
+          "tickets have expired)");
 ABSL_FLAG(bool, segment_share_files, false,
           "keep report shares in append-only segment files indexed by SQLite (faster ingest)");
 ABSL_FLAG(bool, allow_unbound_tickets, false,

@@ -9,6 +9,7 @@
 #include <grpcpp/server_builder.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "aggregator/core/postgres_store_factory.h"
 #include "aggregator/core/sqlite_store_factory.h"
 #include "aggregator/service/grpc_peer_channel.h"
@@ -104,10 +105,20 @@ absl::StatusOr<std::unique_ptr<AggregatorDaemon>> AggregatorDaemon::Start(
   options.max_dimension = std::min(options.max_dimension, policies.MaxDimension());
   options.policies = std::move(policies);
   if (!config.coordinator_public_key_path().empty()) {
-    TANDEM_ASSIGN_OR_RETURN(std::string pem, ReadFile(config.coordinator_public_key_path()));
-    TANDEM_ASSIGN_OR_RETURN(crypto::Ed25519VerifyingKey key,
-                            crypto::Ed25519VerifyingKey::FromPem(pem));
-    options.ticket_key = std::make_shared<const crypto::Ed25519VerifyingKey>(std::move(key));
+    // "new.pub,old.pub": the first signs the coordinator's tickets now, the
+    // others are accepted until their tickets expire (key rotation).
+    const std::vector<std::string> paths =
+        absl::StrSplit(config.coordinator_public_key_path(), ',', absl::SkipEmpty());
+    for (size_t i = 0; i < paths.size(); ++i) {
+      TANDEM_ASSIGN_OR_RETURN(std::string pem, ReadFile(paths[i]));
+      TANDEM_ASSIGN_OR_RETURN(crypto::Ed25519VerifyingKey key,
+                              crypto::Ed25519VerifyingKey::FromPem(pem));
+      if (i == 0) {
+        options.ticket_key = std::make_shared<const crypto::Ed25519VerifyingKey>(std::move(key));
+      } else {
+        options.previous_ticket_keys.push_back(std::move(key));
+      }
+    }
     options.require_device_bound_tickets = !config.allow_unbound_tickets();
     if (config.allow_unbound_tickets()) {
       TANDEM_LOG(WARNING) << "allow_unbound_tickets: a ticket read off the wire can be spent by "
