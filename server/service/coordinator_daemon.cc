@@ -10,6 +10,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "base/grpc_metrics.h"
 #include "base/logging.h"
 #include "base/net_address.h"
@@ -21,6 +22,15 @@ namespace tandem::server {
 namespace {
 
 // The ticket signing key from its PEM file (secret: never logged).
+// The contents of a key file; NOT_FOUND naming `what` when unreadable.
+absl::StatusOr<std::string> ReadKeyFile(const std::string& path, absl::string_view what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read the ", what, " at ", path));
+  std::stringstream buf;
+  buf << in.rdbuf();
+  return buf.str();
+}
+
 absl::StatusOr<crypto::Ed25519SigningKey> ReadTicketKey(const std::string& path) {
   if (path.empty()) {
     return absl::InvalidArgumentError(
@@ -28,11 +38,8 @@ absl::StatusOr<crypto::Ed25519SigningKey> ReadTicketKey(const std::string& path)
         "from `openssl genpkey -algorithm ed25519 -out ticket.key`; the aggregators get "
         "`openssl pkey -in ticket.key -pubout`)");
   }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read the ticket key at ", path));
-  std::stringstream buf;
-  buf << in.rdbuf();
-  absl::StatusOr<crypto::Ed25519SigningKey> key = crypto::Ed25519SigningKey::FromPem(buf.str());
+  TANDEM_ASSIGN_OR_RETURN(const std::string pem, ReadKeyFile(path, "ticket key"));
+  absl::StatusOr<crypto::Ed25519SigningKey> key = crypto::Ed25519SigningKey::FromPem(pem);
   if (!key.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("the ticket key at ", path,
                                                    " is not an Ed25519 PKCS#8 PEM: ",
@@ -119,12 +126,8 @@ absl::StatusOr<DeviceRegistryOptions> RegistryOptions(const CoordinatorDaemonOpt
         o.listen_address, "': enroll devices (tandem-admin) instead"));
   }
   for (const std::string& path : o.enrollment_key_paths) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return absl::NotFoundError(absl::StrCat("cannot read the enrollment key at ", path));
-    std::stringstream buf;
-    buf << in.rdbuf();
-    absl::StatusOr<crypto::Ed25519VerifyingKey> key =
-        crypto::Ed25519VerifyingKey::FromPem(buf.str());
+    TANDEM_ASSIGN_OR_RETURN(const std::string pem, ReadKeyFile(path, "enrollment key"));
+    absl::StatusOr<crypto::Ed25519VerifyingKey> key = crypto::Ed25519VerifyingKey::FromPem(pem);
     if (!key.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("the enrollment key at ", path,
