@@ -82,8 +82,8 @@ absl::Status SignCheckIn(const Ed25519SigningKey& key, int64_t now_unix_ms, absl
 absl::StatusOr<Ed25519VerifyingKey> VerifyCheckIn(const proto::CheckInRequest& request,
                                                   int64_t now_unix_ms, int64_t max_skew_ms);
 // VerifyCheckIn's checks short of the signature (sizes, enrollment token
-// within its bound, client id = the key's id, timestamp within the skew): a SHA-256 and no curve arithmetic,
-// for refusing malformed requests cheaply. UNAUTHENTICATED.
+// within its bound, client id = the key's id, timestamp within the skew): a SHA-256 and no curve
+// arithmetic, for refusing malformed requests cheaply. UNAUTHENTICATED.
 absl::Status CheckCheckInForm(const proto::CheckInRequest& request, int64_t now_unix_ms,
                               int64_t max_skew_ms);
 // The same with the key of an enrolled device already parsed (`known_key`,
