@@ -10,6 +10,8 @@ PACKAGES=(
   # libraries of the stack
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
   libeigen3-dev libtbb-dev libssl-dev libsqlite3-dev
+  # JSON headers of safetensors model files (ml/model/safetensors.h)
+  nlohmann-json3-dev
   # the CPU FFT of ml/kernels (fftw3f, found through pkg-config)
   libfftw3-dev
   # the daemons' Prometheus /metrics (prometheus-cpp's Exposer)

@@ -47,6 +47,7 @@ absl::StatusOr<double> Aggregator::EpsilonWith(const Task& task,
 absl::Status Aggregator::ChargeRelease(Task& task, const proto::RoundParameters& p) {
   TANDEM_ASSIGN_OR_RETURN(const double z, NoiseMultiplierOf(p));
   ++task.released_rounds;
+  LedgerReleased(task.id, task.policy.sampling_rate, z, static_cast<int64_t>(p.round_id()));
   if (z == 0) {
     task.released_without_noise = true;
     return absl::OkStatus();

@@ -151,10 +151,18 @@ absl::StatusOr<Aggregator::Task*> Aggregator::GetTask(absl::string_view task_id,
 
 absl::Status Aggregator::OpenRound(const proto::RoundParameters& parameters) {
   TANDEM_ASSIGN_OR_RETURN(crypto::SparseDpf dpf, DpfForRound(parameters, options_));
+  if (!options_.policies.Provisioned(parameters.task_id())) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("task '", parameters.task_id(),
+                     "' is not provisioned on this aggregator: its operator must add it "
+                     "(task_policies, or the daemon's --task flag)"));
+  }
   // The policy before anything is created or stored for the task.
   TANDEM_RETURN_IF_ERROR(
       CheckRoundAgainstPolicy(parameters, options_.policies.For(parameters.task_id())));
   TANDEM_ASSIGN_OR_RETURN(auto proof, ProofForRound(parameters));
+  // The population's other tasks, before any lock of this one is held.
+  TANDEM_RETURN_IF_ERROR(LoadPopulationPeers(parameters.task_id()));
   TANDEM_ASSIGN_OR_RETURN(Task * task, GetTask(parameters.task_id(), /*create=*/true));
   const int64_t round_id = static_cast<int64_t>(parameters.round_id());
   const std::string serialized = SerializeDeterministic(parameters);
@@ -175,11 +183,17 @@ absl::Status Aggregator::OpenRound(const proto::RoundParameters& parameters) {
     current = task->round_id;
     closed = task->closed;
   }
-  if (round_id == current) return task->store->OpenRound(round_id, serialized);
   if (round_id < current) {
     return absl::FailedPreconditionError(
         absl::StrCat("round ", round_id, " is older than the task's round ", current));
   }
+  if (round_id == current) {
+    // A retry: the round keeps its place on the ledger (a released one has
+    // been charged as released).
+    if (!closed) TANDEM_RETURN_IF_ERROR(ReservePopulationBudget(*task, parameters));
+    return task->store->OpenRound(round_id, serialized);
+  }
+  TANDEM_RETURN_IF_ERROR(ReservePopulationBudget(*task, parameters));
   if (current != 0 && !closed) {
     // Abandoned without release (the coordinator moved on): close it so that
     // nothing more is accepted for it. Its aggregate never leaves.
@@ -479,6 +493,10 @@ absl::StatusOr<proto::AggregatorStatusResponse> Aggregator::Status(
   }
   response.set_epsilon_budget(task->policy.epsilon_budget);
   response.set_delta(task->policy.delta);
+  response.set_population(options_.policies.PopulationOf(task->id));
+  TANDEM_ASSIGN_OR_RETURN(const double population_spent,
+                          PopulationSpent(response.population(), task->policy.delta));
+  response.set_population_epsilon_spent(population_spent);
   if (round_id == 0) return response;
   // Counts from the store's index: no share is read.
   TANDEM_ASSIGN_OR_RETURN(const ReportCounts counts, task->store->CountReports(round_id));

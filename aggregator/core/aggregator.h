@@ -64,6 +64,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -149,11 +150,18 @@ class Aggregator {
 
   Role role() const { return options_.role; }
 
+  // Whether this server's operator provisioned the task (PolicySet).
+  bool Provisioned(absl::string_view task_id) const {
+    return options_.policies.Provisioned(task_id);
+  }
+
   // Collector API (from the coordinator).
   // INVALID_ARGUMENT bad parameters or parameters this server's policy
   // refuses; ALREADY_EXISTS the round exists with other parameters;
-  // FAILED_PRECONDITION round id not above the last one, or its release
-  // would exceed this server's privacy budget; RESOURCE_EXHAUSTED no room
+  // FAILED_PRECONDITION a task this server's operator did not provision
+  // (nothing is created for it), a round id not above the last one, or a
+  // release that would exceed this server's privacy budget (the task's, or
+  // its population's over all its tasks); RESOURCE_EXHAUSTED no room
   // for another task. Idempotent for identical parameters.
   absl::Status OpenRound(const proto::RoundParameters& parameters);
   // See the file comment. FAILED_PRECONDITION when fewer than
@@ -264,6 +272,41 @@ class Aggregator {
   // Replicas: adopt, checkpoint, sum the partials, noise, ReleaseSummed.
   absl::Status ReleasePartialsLocked(Task& task, const proto::RoundParameters& params);
 
+  // This server's ledger line of one task, for its population's budget
+  // (population.cc): the (q, z) of every round the task released, and of
+  // the round it holds open, charged in advance (it may still be released).
+  struct TaskLedger {
+    std::vector<std::pair<double, double>> released;
+    bool released_without_noise = false;  // epsilon = +inf
+    int64_t open_round = 0;               // 0: none held open
+    double open_q = 0;
+    double open_z = 0;
+  };
+  // Ledger bookkeeping (population.cc); ledger_mu_ is a leaf lock, taken
+  // under any task's process_mu.
+  void LedgerReset(const std::string& task_id) ABSL_LOCKS_EXCLUDED(ledger_mu_);
+  void LedgerReleased(const std::string& task_id, double q, double z, int64_t round_id)
+      ABSL_LOCKS_EXCLUDED(ledger_mu_);
+  void LedgerHoldOpen(const std::string& task_id, double q, double z, int64_t round_id)
+      ABSL_LOCKS_EXCLUDED(ledger_mu_);
+  // Loads the other provisioned tasks of `task_id`'s population that have a
+  // store (their released rounds), refreshing them first over a replicated
+  // store. REQUIRES no task's process_mu held (it takes theirs).
+  absl::Status LoadPopulationPeers(absl::string_view task_id);
+  // FAILED_PRECONDITION when the population's epsilon, with every round its
+  // tasks released or hold open and `p` in place of `task`'s open round,
+  // would exceed task's budget; otherwise holds `p` open for `task`, in the
+  // same critical section (two tasks of a population cannot both take the
+  // last of its budget). REQUIRES task.process_mu.
+  absl::Status ReservePopulationBudget(const Task& task, const proto::RoundParameters& p)
+      ABSL_LOCKS_EXCLUDED(ledger_mu_);
+  // Epsilon of the rounds `population`'s tasks released, at `delta`.
+  absl::StatusOr<double> PopulationSpent(absl::string_view population, double delta)
+      ABSL_LOCKS_EXCLUDED(ledger_mu_);
+  // The population's tasks (provisioned), or just `task_id` for an open
+  // set's unlisted task.
+  std::vector<std::string> PopulationTasks(absl::string_view task_id) const;
+
   const AggregatorOptions options_;
   StoreFactory store_factory_;
   PeerChannel* const peer_;
@@ -272,6 +315,8 @@ class Aggregator {
 
   absl::Mutex tasks_mu_;
   absl::flat_hash_map<std::string, std::unique_ptr<Task>> tasks_ ABSL_GUARDED_BY(tasks_mu_);
+  absl::Mutex ledger_mu_;
+  absl::flat_hash_map<std::string, TaskLedger> ledgers_ ABSL_GUARDED_BY(ledger_mu_);
 };
 
 }  // namespace tandem::aggregator

@@ -18,6 +18,7 @@ absl::Status Aggregator::LoadLatestRoundLocked(Task& task) {
   // another replica released).
   TANDEM_ASSIGN_OR_RETURN(dp::PrivacyAccountant accountant, MakeAccountant(task.policy));
   task.accountant.emplace(std::move(accountant));
+  LedgerReset(task.id);  // rebuilt with the accountant
   task.released_rounds = 0;
   task.released_without_noise = false;
   for (const RoundRecord& r : rounds) {
@@ -46,6 +47,11 @@ absl::Status Aggregator::LoadLatestRoundLocked(Task& task) {
   // Counts from the index; shares only of the reports to re-expand.
   TANDEM_ASSIGN_OR_RETURN(const ReportCounts counts, task.store->CountReports(latest->round_id));
   const bool closed = latest->state != RoundState::kOpen;
+  if (!closed) {
+    // Its release may still come: the population's ledger counts it.
+    TANDEM_ASSIGN_OR_RETURN(const double z, NoiseMultiplierOf(params));
+    LedgerHoldOpen(task.id, task.policy.sampling_rate, z, latest->round_id);
+  }
   std::vector<ReportRecord> uncounted;
   if (!closed) {
     TANDEM_ASSIGN_OR_RETURN(

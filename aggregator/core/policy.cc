@@ -59,9 +59,13 @@ absl::StatusOr<Policy> ResolvePolicy(const proto::PrivacyPolicy& task,
 
 absl::StatusOr<PolicySet> PolicySet::FromConfig(const proto::AggregatorConfig& config) {
   PolicySet set;
+  set.open_ = config.allow_unprovisioned_tasks();
   TANDEM_ASSIGN_OR_RETURN(set.default_, ResolvePolicy({}, config.default_policy()));
+  absl::flat_hash_map<std::string, double> population_delta;
   for (const proto::TaskPolicy& t : config.task_policies()) {
     TANDEM_RETURN_IF_ERROR(ValidateId(t.task_id(), "task_policies.task_id"));
+    const std::string population = t.population().empty() ? t.task_id() : t.population();
+    TANDEM_RETURN_IF_ERROR(ValidateId(population, "task_policies.population"));
     absl::StatusOr<Policy> p = ResolvePolicy(t.policy(), config.default_policy());
     if (!p.ok()) {
       return absl::InvalidArgumentError(
@@ -70,6 +74,14 @@ absl::StatusOr<PolicySet> PolicySet::FromConfig(const proto::AggregatorConfig& c
     if (!set.per_task_.emplace(t.task_id(), *p).second) {
       return absl::InvalidArgumentError(absl::StrCat("task '", t.task_id(), "' has two policies"));
     }
+    // One ledger per population: its RDP curves compose only at one delta.
+    auto [it, first] = population_delta.emplace(population, p->delta);
+    if (!first && it->second != p->delta) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "population '", population, "': task '", t.task_id(), "' has delta ", p->delta,
+          ", another task of the population ", it->second, " (one ledger needs one delta)"));
+    }
+    set.population_.emplace(t.task_id(), population);
   }
   return set;
 }
@@ -77,12 +89,31 @@ absl::StatusOr<PolicySet> PolicySet::FromConfig(const proto::AggregatorConfig& c
 PolicySet PolicySet::Uniform(const Policy& policy) {
   PolicySet set;
   set.default_ = policy;
+  set.open_ = true;
   return set;
+}
+
+bool PolicySet::Provisioned(absl::string_view task_id) const {
+  return open_ || per_task_.contains(task_id);
 }
 
 const Policy& PolicySet::For(absl::string_view task_id) const {
   auto it = per_task_.find(task_id);
   return it == per_task_.end() ? default_ : it->second;
+}
+
+std::string PolicySet::PopulationOf(absl::string_view task_id) const {
+  auto it = population_.find(task_id);
+  return it == population_.end() ? std::string(task_id) : it->second;
+}
+
+std::vector<std::string> PolicySet::TasksOf(absl::string_view population) const {
+  std::vector<std::string> tasks;
+  for (const auto& [task, p] : population_) {
+    if (p == population) tasks.push_back(task);
+  }
+  std::sort(tasks.begin(), tasks.end());
+  return tasks;
 }
 
 uint64_t PolicySet::MaxSentValues() const {

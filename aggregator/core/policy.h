@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
@@ -55,15 +56,36 @@ struct Policy {
 absl::StatusOr<Policy> ResolvePolicy(const proto::PrivacyPolicy& task,
                                      const proto::PrivacyPolicy& fallback);
 
-// The policies of one server: per task id, else the default.
+// The policies of one server: the tasks its operator provisioned, each with
+// its policy and population; any other task id is refused (Provisioned),
+// unless the set is open, when it gets the default policy as a population
+// of its own.
+//
+// Why provisioning at the aggregator (Janus/DAP's "no aggregator processes
+// a task its operator did not provision"): the budget is this server's
+// promise to the devices. Were every task id the coordinator names a new
+// budget, a coordinator could run one population under 16 task ids and
+// spend 16 budgets. A population names who the promise is made to; its
+// tasks share one ledger (aggregator/core/population.cc).
 class PolicySet {
  public:
-  // Validates every policy of `config` (INVALID_ARGUMENT naming the task).
+  // Validates every policy of `config` (INVALID_ARGUMENT naming the task or
+  // population: a bad id, a duplicate task, tasks of one population with
+  // different deltas). Open iff config.allow_unprovisioned_tasks.
   static absl::StatusOr<PolicySet> FromConfig(const proto::AggregatorConfig& config);
-  // A set with one policy for every task.
+  // An open set with one policy for every task (tests of the bare protocol).
   static PolicySet Uniform(const Policy& policy);
 
+  // Whether OpenRound may create rounds for `task_id`.
+  bool Provisioned(absl::string_view task_id) const;
+  bool open() const { return open_; }
   const Policy& For(absl::string_view task_id) const;
+  // The task's population (its own id when none was named, or the set is
+  // open and it is not listed).
+  std::string PopulationOf(absl::string_view task_id) const;
+  // The provisioned tasks of `population` (sorted; empty for an open set's
+  // unlisted tasks, whose population is their own).
+  std::vector<std::string> TasksOf(absl::string_view population) const;
   // The largest max_sent_values / max_dimension over all policies (the
   // listeners' receive limits are per port, not per task).
   uint64_t MaxSentValues() const;
@@ -71,7 +93,9 @@ class PolicySet {
 
  private:
   Policy default_;
+  bool open_ = false;
   absl::flat_hash_map<std::string, Policy> per_task_;
+  absl::flat_hash_map<std::string, std::string> population_;  // task id -> population
 };
 
 // z = sqrt(noise_variance) / Delta of the round (see the file comment);

@@ -108,6 +108,52 @@ TEST(PolicyTest, PolicySetPerTaskAndDuplicates) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("two policies")));
 }
 
+TEST(PolicyTest, OnlyProvisionedTasksUnlessOpen) {
+  proto::AggregatorConfig config;
+  proto::TaskPolicy* a = config.add_task_policies();
+  a->set_task_id("fmnist-train");
+  a->set_population("phones");
+  proto::TaskPolicy* b = config.add_task_policies();
+  b->set_task_id("fmnist-eval");
+  b->set_population("phones");
+  config.add_task_policies()->set_task_id("solo");
+  absl::StatusOr<PolicySet> set = PolicySet::FromConfig(config);
+  ASSERT_TRUE(set.ok()) << set.status();
+  EXPECT_FALSE(set->open());
+  EXPECT_TRUE(set->Provisioned("fmnist-train"));
+  EXPECT_TRUE(set->Provisioned("solo"));
+  EXPECT_FALSE(set->Provisioned("fmnist-train2"));
+  EXPECT_FALSE(set->Provisioned("default"));
+  EXPECT_EQ(set->PopulationOf("fmnist-eval"), "phones");
+  EXPECT_EQ(set->PopulationOf("solo"), "solo");  // a population of its own
+  EXPECT_EQ(set->TasksOf("phones"), (std::vector<std::string>{"fmnist-eval", "fmnist-train"}));
+  EXPECT_EQ(set->TasksOf("solo"), (std::vector<std::string>{"solo"}));
+
+  config.set_allow_unprovisioned_tasks(true);
+  set = PolicySet::FromConfig(config);
+  ASSERT_TRUE(set.ok()) << set.status();
+  EXPECT_TRUE(set->Provisioned("anything"));
+  EXPECT_EQ(set->PopulationOf("anything"), "anything");
+  EXPECT_TRUE(PolicySet::Uniform(Policy{}).Provisioned("x"));
+}
+
+TEST(PolicyTest, PopulationNeedsOneDeltaAndAValidId) {
+  proto::AggregatorConfig config;
+  proto::TaskPolicy* a = config.add_task_policies();
+  a->set_task_id("a");
+  a->set_population("phones");
+  proto::TaskPolicy* b = config.add_task_policies();
+  b->set_task_id("b");
+  b->set_population("phones");
+  b->mutable_policy()->set_delta(1e-6);
+  EXPECT_THAT(PolicySet::FromConfig(config).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("population 'phones'")));
+  b->clear_policy();
+  b->set_population("bad population");
+  EXPECT_THAT(PolicySet::FromConfig(config).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("population")));
+}
+
 TEST(PolicyTest, NoiseMultiplierIsSigmaOverTheProvedBound) {
   absl::StatusOr<double> z = NoiseMultiplierOf(Round(1.25));
   ASSERT_TRUE(z.ok());

@@ -1,7 +1,8 @@
 // tandem-aggregator: one of the two non-colluding aggregation servers.
 //   tandem-aggregator --config=deploy/config/leader.textproto
-//   tandem-aggregator --role=helper --listen=127.0.0.1:7002 --state_dir=/tmp/h --insecure_plaintext \
-//       --allow_unticketed_uploads
+//   tandem-aggregator --role=helper --listen=127.0.0.1:7002 --state_dir=/tmp/h --insecure_plaintext
+//   \
+//       --allow_unticketed_uploads --task=default
 // Flags override the config file. Prints "metrics on PORT" (with a metrics
 // listener), "collector on PORT", on the helper "peer on PORT", then
 // "listening on PORT" (uploads) once serving;
@@ -47,6 +48,12 @@ ABSL_FLAG(bool, allow_unbound_tickets, false,
           "signature; older coordinators and tests only)");
 ABSL_FLAG(bool, allow_unticketed_uploads, false,
           "accept uploads without a coordinator ticket (tests and local runs only)");
+ABSL_FLAG(std::vector<std::string>, task, {},
+          "provisioned tasks, ID or ID@POPULATION, comma separated (added to the config's "
+          "task_policies with the default policy); OpenRound for any other task is refused");
+ABSL_FLAG(bool, allow_unprovisioned_tasks, false,
+          "open rounds for any task id the coordinator names, each a population of its own "
+          "(tests of the bare protocol only)");
 ABSL_FLAG(std::string, policy, "",
           "PrivacyPolicy textproto for the default policy (overrides the config's fields)");
 ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain of this aggregator");
@@ -106,6 +113,13 @@ int main(int argc, char** argv) {
   if (absl::GetFlag(FLAGS_allow_unticketed_uploads)) config.set_allow_unticketed_uploads(true);
   if (absl::GetFlag(FLAGS_allow_unbound_tickets)) config.set_allow_unbound_tickets(true);
   if (absl::GetFlag(FLAGS_segment_share_files)) config.set_segment_share_files(true);
+  if (absl::GetFlag(FLAGS_allow_unprovisioned_tasks)) config.set_allow_unprovisioned_tasks(true);
+  for (const std::string& task : absl::GetFlag(FLAGS_task)) {
+    tandem::proto::TaskPolicy* t = config.add_task_policies();
+    const size_t at = task.find('@');
+    t->set_task_id(task.substr(0, at));
+    if (at != std::string::npos) t->set_population(task.substr(at + 1));
+  }
   if (const std::string policy = absl::GetFlag(FLAGS_policy); !policy.empty()) {
     tandem::proto::PrivacyPolicy overlay;
     if (!google::protobuf::TextFormat::ParseFromString(policy, &overlay)) {

@@ -54,6 +54,7 @@ proto::AggregatorConfig Config(const std::string& role, const std::string& dir) 
   c.set_state_path(dir + "/" + role);
   c.mutable_tls()->set_insecure_plaintext(true);
   c.set_allow_unticketed_uploads(true);
+  c.set_allow_unprovisioned_tasks(true);
   c.set_metrics_listen_address("127.0.0.1:0");
   EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(
       "min_noise_multiplier: 0 min_batch_size: 1 require_norm_proofs: false epsilon_budget: inf",

@@ -75,6 +75,15 @@ absl::StatusOr<std::unique_ptr<AggregatorDaemon>> AggregatorDaemon::Start(
   TANDEM_RETURN_IF_ERROR(ValidateConfig(config));
   TANDEM_ASSIGN_OR_RETURN(Role role, ParseRole(config.role()));
   TANDEM_ASSIGN_OR_RETURN(PolicySet policies, PolicySet::FromConfig(config));
+  if (policies.open()) {
+    TANDEM_LOG(WARNING) << "allow_unprovisioned_tasks: the coordinator may open rounds for any "
+                           "task id, each with a budget of its own";
+  } else {
+    for (const proto::TaskPolicy& t : config.task_policies()) {
+      TANDEM_LOG(INFO) << "provisioned task " << t.task_id() << " (population "
+                       << policies.PopulationOf(t.task_id()) << ")";
+    }
+  }
   std::error_code ec;
   std::filesystem::create_directories(config.state_path(), ec);
   if (ec) {

@@ -44,7 +44,14 @@ grpc::Status CollectorService::OpenRound(grpc::ServerContext* context,
                                          const proto::OpenRoundRequest* request,
                                          proto::OpenRoundResponse*) {
   if (grpc::Status s = gate_->Admit(*context); !s.ok()) return s;
-  metrics_->NoteTask(request->parameters().task_id());
+  const std::string& task_id = request->parameters().task_id();
+  if (!aggregator_->Provisioned(task_id)) {
+    // Refused by OpenRound below, before anything is created; not a task
+    // of this server's metrics either.
+    counters_->Add("collector/unprovisioned");
+  } else {
+    metrics_->NoteTask(task_id);
+  }
   return ToGrpcStatus(aggregator_->OpenRound(request->parameters()));
 }
 

@@ -43,10 +43,11 @@ class PeerService final : public proto::AggregatorPeer::Service {
 };
 
 // The collector API: the coordinator's identity only (`gate`). Status also
-// reports the daemon's refusal counters.
+// reports the daemon's refusal counters; OpenRound for a task this server's
+// operator did not provision counts "collector/unprovisioned".
 class CollectorService final : public proto::AggregatorCollector::Service {
  public:
-  CollectorService(Aggregator* aggregator, const CallerGate* gate, const RefusalCounters* counters,
+  CollectorService(Aggregator* aggregator, const CallerGate* gate, RefusalCounters* counters,
                    AggregatorMetrics* metrics)
       : aggregator_(aggregator), gate_(gate), counters_(counters), metrics_(metrics) {}
   grpc::Status OpenRound(grpc::ServerContext* context, const proto::OpenRoundRequest* request,
@@ -59,7 +60,7 @@ class CollectorService final : public proto::AggregatorCollector::Service {
  private:
   Aggregator* aggregator_;
   const CallerGate* gate_;
-  const RefusalCounters* counters_;
+  RefusalCounters* counters_;
   AggregatorMetrics* metrics_;
 };
 

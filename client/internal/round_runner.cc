@@ -11,6 +11,7 @@
 #include "base/random.h"
 #include "base/status_macros.h"
 #include "client/internal/assignment_checks.h"
+#include "client/internal/eval_metrics.h"
 #include "client/internal/report_builder.h"
 #include "client/internal/report_delivery.h"
 #include "ml/coido/coido.h"
@@ -147,15 +148,20 @@ absl::StatusOr<RoundResult> RoundRunner::Contribute(const proto::CheckInResponse
   ReportParameters report_params = ReportParametersFromRound(rp);
   report_params.max_dimension = options_.max_dimension;
   TANDEM_ASSIGN_OR_RETURN(ReportBuilder builder, ReportBuilder::Create(report_params));
-  TANDEM_ASSIGN_OR_RETURN(std::vector<float> packed, TrainUpdate(task, params, &result));
+  const bool evaluation = task.has_evaluation();
+  TANDEM_ASSIGN_OR_RETURN(std::vector<float> packed, evaluation
+                                                         ? EvaluateModel(task, params, &result)
+                                                         : TrainUpdate(task, params, &result));
   TANDEM_RETURN_IF_ERROR(CheckCancelled());
   // The report id is the ticket id (norm proofs bind it); random without one.
   const absl::string_view id =
       ticket.has_value() ? absl::string_view(ticket->ticket_id()) : absl::string_view();
+  // Metrics carry no error feedback (a training residual is not theirs).
   TANDEM_ASSIGN_OR_RETURN(
       BuiltReport report,
       BuildWithErrorFeedback(builder, task.task_id(), packed, env_.random, id,
-                             options_.error_feedback ? &feedback_ : nullptr, env_.storage));
+                             options_.error_feedback && !evaluation ? &feedback_ : nullptr,
+                             env_.storage));
   result.clip_factor = report.clip_factor;
   PendingReport out;
   out.round_id = task.round_id();
@@ -176,8 +182,9 @@ absl::StatusOr<RoundResult> RoundRunner::Contribute(const proto::CheckInResponse
   return result;
 }
 
-absl::StatusOr<std::vector<float>> RoundRunner::TrainUpdate(const proto::CheckInResponse& task,
-                                                            uint64_t params, RoundResult* result) {
+absl::StatusOr<std::unique_ptr<ml::Model>> RoundRunner::DownloadAssignedModel(
+    const proto::CheckInResponse& task, uint64_t params, RoundResult* result,
+    std::vector<float>* global) {
   const proto::TrainingConfig& tc = task.training();
   const std::vector<int64_t> hidden(tc.model().hidden().begin(), tc.model().hidden().end());
   TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<ml::Model> model,
@@ -188,11 +195,39 @@ absl::StatusOr<std::vector<float>> RoundRunner::TrainUpdate(const proto::CheckIn
   dreq.set_model_version(task.model_version());
   TANDEM_ASSIGN_OR_RETURN(std::string blob, transport_->DownloadModel(dreq));
   result->bytes_down = blob.size();
-  TANDEM_ASSIGN_OR_RETURN(std::vector<float> global,
-                          ParseModelBlob(blob, params, options_.max_model_bytes));
+  TANDEM_ASSIGN_OR_RETURN(*global, ParseModelBlob(blob, params, options_.max_model_bytes));
   blob.clear();
   blob.shrink_to_fit();
-  TANDEM_RETURN_IF_ERROR(model->SetParams(global));
+  TANDEM_RETURN_IF_ERROR(model->SetParams(*global));
+  return model;
+}
+
+absl::StatusOr<std::vector<float>> RoundRunner::EvaluateModel(const proto::CheckInResponse& task,
+                                                              uint64_t params,
+                                                              RoundResult* result) {
+  const proto::EvaluationConfig& config = task.evaluation();
+  TANDEM_RETURN_IF_ERROR(CheckEvaluationConfig(config));
+  if (static_cast<int64_t>(config.num_classes()) != task.training().model().num_classes()) {
+    return absl::InvalidArgumentError("the evaluation's classes are not the model's");
+  }
+  // The held-out examples first: without them nothing is downloaded.
+  TANDEM_ASSIGN_OR_RETURN(LocalData held_out, env_.data->LoadHeldOut());
+  TANDEM_ASSIGN_OR_RETURN(ml::Dataset data, DatasetFromLocalData(held_out));
+  std::vector<float> global;
+  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<ml::Model> model,
+                          DownloadAssignedModel(task, params, result, &global));
+  TANDEM_ASSIGN_OR_RETURN(const EvalCounts counts, CountEvaluation(*model, data, config));
+  result->examples = static_cast<uint64_t>(counts.examples);
+  result->evaluated = true;
+  return EncodeEvaluationMetrics(counts, config);
+}
+
+absl::StatusOr<std::vector<float>> RoundRunner::TrainUpdate(const proto::CheckInResponse& task,
+                                                            uint64_t params, RoundResult* result) {
+  const proto::TrainingConfig& tc = task.training();
+  std::vector<float> global;
+  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<ml::Model> model,
+                          DownloadAssignedModel(task, params, result, &global));
   TANDEM_ASSIGN_OR_RETURN(LocalData local, env_.data->Load());
   TANDEM_ASSIGN_OR_RETURN(ml::Dataset data, DatasetFromLocalData(local));
   if (data.features.cols() != tc.model().input_dim() ||

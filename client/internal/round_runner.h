@@ -18,6 +18,7 @@
 #include "client/internal/report_delivery.h"
 #include "client/internal/round_transport.h"
 #include "ml/data/dataset.h"
+#include "ml/model/model.h"
 #include "tandem/client/participant.h"
 
 namespace tandem::client {
@@ -40,6 +41,15 @@ class RoundRunner : public Participant {
         transport_(std::move(t)),
         device_(std::move(device)) {}
   absl::StatusOr<RoundResult> Contribute(const proto::CheckInResponse& task);
+  // The assigned model version, downloaded into `global` and a model of
+  // the task's architecture.
+  absl::StatusOr<std::unique_ptr<ml::Model>> DownloadAssignedModel(
+      const proto::CheckInResponse& task, uint64_t params, RoundResult* result,
+      std::vector<float>* global);
+  // An evaluation round's metrics vector (eval_metrics.h) over the held-out
+  // examples; FAILED_PRECONDITION when the app has none.
+  absl::StatusOr<std::vector<float>> EvaluateModel(const proto::CheckInResponse& task,
+                                                   uint64_t params, RoundResult* result);
   // The packed update of a model of `params` parameters (checked bounds).
   absl::StatusOr<std::vector<float>> TrainUpdate(const proto::CheckInResponse& task,
                                                  uint64_t params, RoundResult* result);

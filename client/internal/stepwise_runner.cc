@@ -9,6 +9,7 @@
 #include "base/logging.h"
 #include "base/random.h"
 #include "base/status_macros.h"
+#include "client/internal/eval_metrics.h"
 #include "client/internal/report_builder.h"
 #include "ml/fedluar/federated_sim.h"
 #include "ml/model/model_zoo.h"
@@ -152,7 +153,16 @@ absl::StatusOr<CheckInResult> StepwiseRunner::Assign(const proto::CheckInRespons
     if (recycled) packed -= static_cast<uint64_t>(p.size);
     a.tensors.push_back({p.name, p.shape, p.offset, p.size, recycled});
   }
-  if (packed > rp.dimension()) {
+  if (task.has_evaluation()) {
+    const proto::EvaluationConfig& e = task.evaluation();
+    TANDEM_RETURN_IF_ERROR(CheckEvaluationConfig(e));
+    if (static_cast<int64_t>(e.num_classes()) != tc.model().num_classes() ||
+        rp.dimension() < 3 + 2 * uint64_t{e.num_classes()}) {
+      return absl::InvalidArgumentError(
+          "the evaluation's classes or dimension do not fit the task's model");
+    }
+    a.evaluation = EvaluationSettings{e.max_examples(), e.loss_clip(), e.num_classes()};
+  } else if (packed > rp.dimension()) {
     return absl::InvalidArgumentError(absl::StrCat("the round's dimension ", rp.dimension(),
                                                    " is below the packed update's ", packed));
   }
@@ -224,6 +234,10 @@ absl::StatusOr<UploadResult> StepwiseRunner::Upload(absl::Span<const float> upda
         "no current assignment: CheckIn first (an assignment ends with its delivered report)");
   }
   const Current& c = *current_;
+  if (c.public_view.evaluation.has_value()) {
+    return absl::FailedPreconditionError(
+        "the current assignment is a federated evaluation: UploadEvaluation");
+  }
   // The input first: nothing is encoded, stored or sent for a bad update.
   if (update.size() != c.public_view.num_params) {
     return absl::InvalidArgumentError(absl::StrCat("the update has ", update.size(),
@@ -235,14 +249,33 @@ absl::StatusOr<UploadResult> StepwiseRunner::Upload(absl::Span<const float> upda
       return absl::InvalidArgumentError(absl::StrCat("update value ", i, " is NaN or infinity"));
     }
   }
+  TANDEM_ASSIGN_OR_RETURN(std::vector<float> packed, ml::PackTensors(c.slices, c.recycled, update));
+  return Send(c, packed, num_examples, options_.error_feedback);
+}
+
+absl::StatusOr<UploadResult> StepwiseRunner::UploadEvaluation(const EvaluationCounts& counts) {
+  BusyGuard guard(&busy_);
+  TANDEM_RETURN_IF_ERROR(guard.status());
+  TANDEM_RETURN_IF_ERROR(CheckCancelled());
+  if (!current_.has_value() || !current_->task.has_evaluation()) {
+    return absl::FailedPreconditionError(
+        "no current federated evaluation assignment (a training one takes Upload)");
+  }
+  // Checked and encoded before anything is stored or sent.
+  TANDEM_ASSIGN_OR_RETURN(std::vector<float> metrics,
+                          EncodeEvaluationMetrics(counts, current_->task.evaluation()));
+  return Send(*current_, metrics, static_cast<uint64_t>(counts.examples),
+              /*error_feedback=*/false);
+}
+
+absl::StatusOr<UploadResult> StepwiseRunner::Send(const Current& c, absl::Span<const float> packed,
+                                                  uint64_t num_examples, bool error_feedback) {
   UploadResult result;
   result.round_id = c.task.round_id();
   TANDEM_ASSIGN_OR_RETURN(std::optional<PendingReport> pending, PendingFor(c.task));
   if (pending.has_value()) {
     result.resent = true;
   } else {
-    TANDEM_ASSIGN_OR_RETURN(std::vector<float> packed,
-                            ml::PackTensors(c.slices, c.recycled, update));
     ReportParameters report_params = ReportParametersFromRound(c.task.round_parameters());
     report_params.max_dimension = options_.max_dimension;
     TANDEM_ASSIGN_OR_RETURN(ReportBuilder builder, ReportBuilder::Create(report_params));
@@ -257,7 +290,7 @@ absl::StatusOr<UploadResult> StepwiseRunner::Upload(absl::Span<const float> upda
     TANDEM_ASSIGN_OR_RETURN(
         BuiltReport report,
         BuildWithErrorFeedback(builder, c.task.task_id(), packed, env_.random, id,
-                               options_.error_feedback ? &feedback_ : nullptr, env_.storage));
+                               error_feedback ? &feedback_ : nullptr, env_.storage));
     result.clip_factor = report.clip_factor;
     const proto::RoundParameters& rp = c.task.round_parameters();
     UploadRequests requests =

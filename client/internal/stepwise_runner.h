@@ -34,6 +34,7 @@ class StepwiseRunner : public StepwiseParticipant {
   absl::StatusOr<ModelDownload> DownloadModel() override;
   absl::StatusOr<UploadResult> Upload(absl::Span<const float> update,
                                       uint64_t num_examples) override;
+  absl::StatusOr<UploadResult> UploadEvaluation(const EvaluationCounts& counts) override;
   absl::StatusOr<std::optional<PendingReportInfo>> Pending() override;
   absl::StatusOr<std::optional<Assignment>> CurrentAssignment() override;
   void Cancel() override;
@@ -55,6 +56,11 @@ class StepwiseRunner : public StepwiseParticipant {
         transport_(std::move(t)),
         device_(std::move(device)) {}
   absl::StatusOr<CheckInResult> Assign(const proto::CheckInResponse& task);
+  // The report of `packed` (the packed update or the metrics vector) for the
+  // current assignment: built, signed and stored once (a pending report of
+  // the round is resent instead), then delivered; the assignment ends.
+  absl::StatusOr<UploadResult> Send(const Current& c, absl::Span<const float> packed,
+                                    uint64_t num_examples, bool error_feedback);
   // The pending report of `task`'s round (memory first, then the store), or
   // nullopt; a stored report of another round is deleted.
   absl::StatusOr<std::optional<PendingReport>> PendingFor(const proto::CheckInResponse& task);

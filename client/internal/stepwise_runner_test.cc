@@ -115,6 +115,48 @@ TEST_F(StepwiseRunnerTest, AssignDownloadUpload) {
   EXPECT_THAT(p->Upload(update, 12).status(), StatusIs(absl::StatusCode::kFailedPrecondition));
 }
 
+// Issue 33: a federated evaluation assignment takes the app's counts (checked
+// before anything is encoded), never an update; a training one the reverse.
+TEST_F(StepwiseRunnerTest, AnEvaluationAssignmentTakesCountsNotAnUpdate) {
+  auto p = Make();
+  transport_->check_in = TicketedTask(5);
+  proto::EvaluationConfig* e = transport_->check_in.mutable_evaluation();
+  e->set_max_examples(10);
+  e->set_loss_clip(4);
+  e->set_num_classes(2);
+  e->set_metrics_version(1);
+  TANDEM_ASSERT_OK_AND_ASSIGN(CheckInResult r, p->CheckIn());
+  ASSERT_EQ(r.outcome, CheckInOutcome::kAssigned);
+  ASSERT_TRUE(r.assignment->evaluation.has_value());
+  EXPECT_EQ(r.assignment->evaluation->max_examples, 10u);
+  EXPECT_EQ(r.assignment->evaluation->num_classes, 2u);
+  const std::vector<float> update(kParams, 0.f);
+  EXPECT_THAT(p->Upload(update, 1).status(), StatusIs(absl::StatusCode::kFailedPrecondition));
+  EvaluationCounts counts;
+  counts.examples = 11;  // above max_examples
+  counts.correct = 3;
+  counts.loss_sum = 2;
+  counts.class_examples = {10, 1};
+  counts.class_correct = {2, 1};
+  EXPECT_THAT(p->UploadEvaluation(counts).status(), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_TRUE(transport_->uploads.empty());
+  counts.examples = 4;
+  counts.class_examples = {3, 1};
+  TANDEM_ASSERT_OK_AND_ASSIGN(UploadResult u, p->UploadEvaluation(counts));
+  EXPECT_EQ(u.report_id, kTicketId);
+  ASSERT_EQ(transport_->uploads.size(), 1u);
+  ASSERT_EQ(transport_->done.size(), 1u);
+  EXPECT_EQ(transport_->done[0].num_examples(), 4u);
+  EXPECT_THAT(p->UploadEvaluation(counts).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition));  // the assignment ended
+
+  transport_->check_in = TicketedTask(6);  // a training round refuses counts
+  TANDEM_ASSERT_OK_AND_ASSIGN(r, p->CheckIn());
+  EXPECT_FALSE(r.assignment->evaluation.has_value());
+  EXPECT_THAT(p->UploadEvaluation(counts).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
+}
+
 TEST_F(StepwiseRunnerTest, BadUpdatesLeaveThePendingReportIntact) {
   auto p = Make();
   transport_->check_in = TicketedTask(4);

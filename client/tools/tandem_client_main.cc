@@ -106,6 +106,16 @@ absl::StatusOr<int> Shard(const std::string& client_id, int n) {
   return static_cast<int>(h % static_cast<uint64_t>(n));
 }
 
+tandem::client::LocalData ToLocalData(const tandem::ml::Dataset& d) {
+  tandem::client::LocalData out;
+  out.rows = d.features.rows();
+  out.cols = d.features.cols();
+  out.features.assign(d.features.data(), d.features.data() + out.rows * out.cols);
+  out.labels = d.labels;
+  out.num_classes = d.num_classes;
+  return out;
+}
+
 absl::StatusOr<tandem::client::LocalData> LoadShard(const std::string& client_id) {
   const int n = absl::GetFlag(FLAGS_num_shards);
   if (n < 1) return absl::InvalidArgumentError("need num_shards >= 1");
@@ -124,14 +134,33 @@ absl::StatusOr<tandem::client::LocalData> LoadShard(const std::string& client_id
   if (!parts.ok()) return parts.status();
   auto mine = train.Subset((*parts)[k]);
   if (!mine.ok()) return mine.status();
-  tandem::client::LocalData out;
-  out.rows = mine->features.rows();
-  out.cols = mine->features.cols();
-  out.features.assign(mine->features.data(), mine->features.data() + out.rows * out.cols);
-  out.labels = mine->labels;
-  out.num_classes = mine->num_classes;
-  return out;
+  return ToLocalData(*mine);
 }
+
+// The shard, and for federated evaluation rounds the held-out examples:
+// rows i of the dataset's test split with i % num_shards == shard (never
+// trained on; loaded when first asked for).
+class ShardDataSource : public tandem::client::DataSource {
+ public:
+  ShardDataSource(tandem::client::LocalData shard, int k, int n)
+      : shard_(std::move(shard)), k_(k), n_(n) {}
+  absl::StatusOr<tandem::client::LocalData> Load() override { return shard_; }
+  absl::StatusOr<tandem::client::LocalData> LoadHeldOut() override {
+    auto data = tandem::ml::LoadNamedDataset(absl::GetFlag(FLAGS_dataset),
+                                             absl::GetFlag(FLAGS_data_seed), 1, 0);
+    if (!data.ok()) return data.status();
+    std::vector<int64_t> rows;
+    for (int64_t i = k_; i < data->second.size(); i += n_) rows.push_back(i);
+    auto mine = data->second.Subset(rows);
+    if (!mine.ok()) return mine.status();
+    return ToLocalData(*mine);
+  }
+
+ private:
+  tandem::client::LocalData shard_;
+  int k_;
+  int n_;
+};
 
 }  // namespace
 
@@ -144,7 +173,12 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "tandem-client: %s\n", shard.status().ToString().c_str());
     return 1;
   }
-  tandem::client::FixedDataSource data(*std::move(shard));
+  absl::StatusOr<int> shard_index = Shard(client_id, absl::GetFlag(FLAGS_num_shards));
+  if (!shard_index.ok()) {
+    std::fprintf(stderr, "tandem-client: %s\n", shard_index.status().ToString().c_str());
+    return 1;
+  }
+  ShardDataSource data(*std::move(shard), *shard_index, absl::GetFlag(FLAGS_num_shards));
   std::unique_ptr<tandem::client::StateStore> store;
   if (!absl::GetFlag(FLAGS_state_dir).empty()) {
     auto s = tandem::client::MakeFileStateStore(absl::GetFlag(FLAGS_state_dir));
@@ -230,9 +264,10 @@ int main(int argc, char** argv) {
         absl::SleepFor(absl::Milliseconds(r->retry_after_ms));
         break;
       case tandem::client::RoundOutcome::kContributed:
-        std::printf("%s: round %llu: %llu examples, %llu bytes up, %llu down%s\n",
+        std::printf("%s: round %llu: %llu examples %s, %llu bytes up, %llu down%s\n",
                     o.client_id.c_str(), static_cast<unsigned long long>(r->round_id),
                     static_cast<unsigned long long>(r->examples),
+                    r->evaluated ? "evaluated" : "trained",
                     static_cast<unsigned long long>(r->bytes_up),
                     static_cast<unsigned long long>(r->bytes_down), r->resent ? " (resent)" : "");
         std::fflush(stdout);

@@ -111,6 +111,23 @@ class PyParticipant {
     return ValueOrThrow(std::move(r));
   }
 
+  UploadResult UploadEvaluation(int64_t examples, int64_t correct, double loss_sum,
+                                std::vector<int64_t> class_examples,
+                                std::vector<int64_t> class_correct) {
+    client::EvaluationCounts counts;
+    counts.examples = examples;
+    counts.correct = correct;
+    counts.loss_sum = loss_sum;
+    counts.class_examples = std::move(class_examples);
+    counts.class_correct = std::move(class_correct);
+    absl::StatusOr<UploadResult> r;
+    {
+      py::gil_scoped_release release;
+      r = participant_->UploadEvaluation(counts);
+    }
+    return ValueOrThrow(std::move(r));
+  }
+
   py::object Pending() {
     absl::StatusOr<std::optional<client::PendingReportInfo>> p;
     {
@@ -240,7 +257,15 @@ void RegisterClient(py::module_& m) {
       .def_readonly("learning_rate", &client::TrainingSettings::learning_rate)
       .def_readonly("momentum", &client::TrainingSettings::momentum)
       .def_readonly("coido_fraction", &client::TrainingSettings::coido_fraction);
+  py::class_<client::EvaluationSettings>(
+      m, "EvaluationSettings",
+      "A federated evaluation assignment: count at most max_examples held-out examples, "
+      "clip each loss to loss_clip (tandem.evaluation_counts), then upload_evaluation.")
+      .def_readonly("max_examples", &client::EvaluationSettings::max_examples)
+      .def_readonly("loss_clip", &client::EvaluationSettings::loss_clip)
+      .def_readonly("num_classes", &client::EvaluationSettings::num_classes);
   py::class_<Assignment>(m, "Assignment", "A round this client was assigned.")
+      .def_readonly("evaluation", &Assignment::evaluation)
       .def_readonly("task_id", &Assignment::task_id)
       .def_readonly("round_id", &Assignment::round_id)
       .def_readonly("model_version", &Assignment::model_version)
@@ -315,6 +340,7 @@ void RegisterClient(py::module_& m) {
       .def("current_assignment", &PyParticipant::Current)
       .def("download_model", &PyParticipant::DownloadModel)
       .def("upload", &PyParticipant::Upload, py::arg("update"), py::arg("num_examples") = 0)
+      .def("upload_evaluation", &PyParticipant::UploadEvaluation)
       .def("pending_report", &PyParticipant::Pending)
       .def("cancel", &PyParticipant::Cancel);
 

@@ -12,6 +12,9 @@ report kept across crashes.
                          Python callable, through the real aggregator daemons
     tandem.worker        any tandem-worker kernel with NumPy arrays
     tandem.datasets      the Debian-packaged data sets (Fashion-MNIST, digits)
+    tandem.load_safetensors / save_safetensors
+                         model files as {name: ndarray} (released models:
+                         tandem-admin task export; a PyTorch state_dict)
 
 Errors of the C++ core raise tandem.Error (`.code` = status code; one
 subclass per code). Updates must be float32/float64 arrays (TypeError
@@ -30,11 +33,14 @@ from ._errors import (  # noqa: F401
     UnknownError)
 from . import _tandem
 from ._tandem import (  # noqa: F401
-    Assignment, CheckInResult, EncodedReport, ModelTensor, TrainingSettings, UploadResult)
+    Assignment, CheckInResult, EncodedReport, EvaluationSettings, ModelTensor, TrainingSettings,
+    UploadResult)
+from .safetensors import load_safetensors, save_safetensors  # noqa: F401
 
 __all__ = [
     "Participant", "ReportEncoder", "Assignment", "CheckInResult", "EncodedReport",
     "ModelTensor", "TrainingSettings", "UploadResult", "sim", "worker", "datasets", "Error",
+    "load_safetensors", "save_safetensors", "evaluation_counts", "EvaluationSettings",
     "CODE_NAMES", "AbortedError", "AlreadyExistsError", "CancelledError", "DataLossError",
     "DeadlineExceededError", "FailedPreconditionError", "InternalError", "InvalidArgumentError",
     "NotFoundError", "OutOfRangeError", "PermissionDeniedError", "ResourceExhaustedError",
@@ -106,6 +112,16 @@ class Participant:
         """Clips, encodes and uploads `update`; returns a tandem.UploadResult."""
         return self._p.upload(update, num_examples)
 
+    def upload_evaluation(self, counts):
+        """A federated evaluation assignment (`assignment.evaluation` is set):
+        uploads `counts` (a dict as tandem.evaluation_counts returns) through
+        both aggregators like an update; returns a tandem.UploadResult.
+        Inconsistent counts raise InvalidArgumentError before anything is
+        sent."""
+        return self._p.upload_evaluation(
+            int(counts["examples"]), int(counts["correct"]), float(counts["loss_sum"]),
+            [int(x) for x in counts["class_examples"]], [int(x) for x in counts["class_correct"]])
+
     def pending_report(self):
         """The report encoded and not yet delivered (a dict), or None."""
         return self._p.pending_report()
@@ -114,16 +130,54 @@ class Participant:
         """Makes the running and every later call raise CancelledError."""
         self._p.cancel()
 
-    def participate(self, train):
+    def participate(self, train, evaluate=None):
         """One check-in; when assigned, `train(weights, assignment)` returns the
-        update (or (update, num_examples)) and it is uploaded. Returns the
-        CheckInResult, or the UploadResult when an update was uploaded."""
+        update (or (update, num_examples)) and it is uploaded. For a federated
+        evaluation assignment `evaluate(weights, assignment)` returns the
+        logits and labels of held-out examples (tandem.evaluation_counts
+        clips and counts them); without `evaluate` it is left unreported.
+        Returns the CheckInResult, or the UploadResult of what was uploaded."""
         r = self.check_in()
         if r.outcome != "assigned":
             return r
+        settings = r.assignment.evaluation
+        if settings is not None:
+            if evaluate is None:
+                return r
+            logits, labels = evaluate(self.download_model(), r.assignment)
+            return self.upload_evaluation(evaluation_counts(logits, labels, settings))
         out = train(self.download_model(), r.assignment)
         update, examples = out if isinstance(out, tuple) else (out, 0)
         return self.upload(update, examples)
+
+
+def evaluation_counts(logits, labels, settings):
+    """What a client reports in a federated evaluation round, from its model's
+    logits (n x classes) and the labels of its held-out examples: the first
+    `settings.max_examples` examples, each cross-entropy clipped to
+    [0, settings.loss_clip] (the bounds that keep a client's influence on the
+    noised sums within the aggregators' noise; server/core/
+    federated_evaluation.h). A dict for Participant.upload_evaluation."""
+    import numpy as np
+    logits = np.asarray(logits, dtype=np.float64)
+    labels = np.asarray(labels).astype(np.int64).ravel()
+    c = int(settings.num_classes)
+    if logits.ndim != 2 or logits.shape[1] != c or logits.shape[0] != labels.shape[0]:
+        raise ValueError("logits must be n x %d with one label per row" % c)
+    if labels.size and (labels.min() < 0 or labels.max() >= c):
+        raise ValueError("labels must be in [0, %d)" % c)
+    n = min(labels.shape[0], int(settings.max_examples))
+    logits, labels = logits[:n], labels[:n]
+    top = logits.max(axis=1, keepdims=True)
+    loss = (top[:, 0] + np.log(np.exp(logits - top).sum(axis=1))
+            - logits[np.arange(n), labels])
+    if not np.all(np.isfinite(loss)):
+        raise ValueError("the logits give a non-finite loss")
+    hit = logits.argmax(axis=1) == labels
+    return {"examples": n, "correct": int(hit.sum()),
+            "loss_sum": float(np.clip(loss, 0.0, float(settings.loss_clip)).sum()),
+            "class_examples": np.bincount(labels, minlength=c).tolist(),
+            "class_correct": np.bincount(labels[hit], minlength=c).tolist()}
 
 
 class ReportEncoder:

@@ -3,13 +3,16 @@ roles, ticket checks, norm proofs required) and tandem-coordinator (a
 digits MLP task), the client pinning both aggregators."""
 
 import os
+import re
 import signal
+import subprocess
 import time
 
 import numpy as np
 import pytest
 
 import tandem
+from conftest import binary
 
 SHAPES = [(16, 64), (16,), (10, 16), (10,)]   # MLP 64 -> 16 -> 10 of the task
 
@@ -66,6 +69,18 @@ def test_rounds_through_both_aggregators(federation_factory, tmp_path):
     assert 0.3 < np.mean(sent & ~unsent) < 0.7
     p.upload(update, num_examples=40)            # a flat update works too below
     assert until_assigned(p).outcome == "done"
+
+    # Every released version is kept as safetensors; tandem-admin exports one,
+    # bit-exactly what clients downloaded, under the assignment's names.
+    out = tmp_path / "v1.safetensors"
+    subprocess.run([binary("admin"), "task", "export", f"--state_dir={f.dir}/coordinator",
+                    "--task=py", "--version=1", f"--out={out}"], check=True,
+                   capture_output=True)
+    state, meta = tandem.load_safetensors(out, metadata=True)
+    assert list(state) == [t.name for t in a.tensors]
+    assert meta["tandem.task_id"] == "py" and meta["tandem.model_version"] == "1"
+    for v, w in zip(state.values(), w2):
+        np.testing.assert_array_equal(v, w)
 
 
 def test_flat_update_and_participate(federation_factory):
@@ -204,3 +219,42 @@ def test_options_and_call_order_errors(federation_factory, tmp_path):
     p.cancel()
     with pytest.raises(tandem.CancelledError):
         p.check_in()
+
+
+def test_federated_evaluation_from_numpy(federation_factory):
+    """Issue 33: an evaluation assignment, evaluated by the app itself (a NumPy
+    forward pass here, any framework's logits in general), reported through
+    both aggregators; the coordinator records the noised sums."""
+    f = federation_factory(rounds=1, extra=("--eval_every=1", "--eval_noise_multiplier=0.01"))
+    p = f.participant("py-evaluator")
+    r = until_assigned(p)
+    assert r.assignment.evaluation is None
+    with pytest.raises(tandem.FailedPreconditionError):
+        p.upload_evaluation({"examples": 0, "correct": 0, "loss_sum": 0,
+                             "class_examples": [0] * 10, "class_correct": [0] * 10})
+    p.upload(small_update(p.download_model()), num_examples=40)
+
+    r = until_assigned(p)                      # the released version's evaluation
+    settings = r.assignment.evaluation
+    assert settings is not None and settings.num_classes == 10
+    assert settings.max_examples == 100 and settings.loss_clip == 10
+    w1, b1, w2, b2 = p.download_model()
+    with pytest.raises(tandem.FailedPreconditionError):   # not a training round
+        p.upload([np.zeros_like(w) for w in (w1, b1, w2, b2)])
+    _, _, x, y = tandem.datasets.load("digits", seed=1)   # the task's held-out split
+    x = np.asarray(x, np.float32).reshape(len(y), -1)
+    logits = np.maximum(x @ w1.T + b1, 0) @ w2.T + b2
+    counts = tandem.evaluation_counts(logits, y, settings)
+    assert counts["examples"] == 100 and sum(counts["class_examples"]) == 100
+    bad = dict(counts, correct=counts["examples"] + 1)
+    with pytest.raises(tandem.InvalidArgumentError):
+        p.upload_evaluation(bad)
+    up = p.upload_evaluation(counts)
+    assert up.bytes_up > 0 and not up.resent
+    assert until_assigned(p).outcome == "done"
+    log = open(f"{f.dir}/coordinator.log").read()
+    m = re.search(r"federated evaluation of version 1 from 1 reports: accuracy ([0-9.e-]+), "
+                  r"loss [0-9.e-]+ over ~([0-9.e-]+) examples", log)
+    assert m, log[-2000:]
+    assert abs(float(m.group(2)) - 100) < 20              # noise sd ~3.2 examples
+    assert abs(float(m.group(1)) - counts["correct"] / 100) < 0.2

@@ -9,11 +9,15 @@
 //       [--public_key=HEX] [--device_id=dev-...]
 //       --tls_cert=op.pem --tls_key=op.key --tls_ca=ca.pem   (mutual TLS)
 //       or --insecure_plaintext (a loopback coordinator)
+//   tandem-admin task export --state_dir=/var/lib/tandem/coordinator
+//       [--task=default] [--version=N] --out=model.safetensors
+//       a released model (the latest by default), validated, as safetensors
 // Exit status 0 on success, 1 on any error (printed on stderr).
 #include <grpcpp/grpcpp.h>
 #include <sys/stat.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -28,13 +32,21 @@
 #include "absl/time/clock.h"
 #include "base/grpc_credentials.h"
 #include "base/grpc_status.h"
+#include "base/ids.h"
 #include "base/random.h"
 #include "base/status_macros.h"
 #include "crypto/sign/device_auth.h"
 #include "crypto/sign/ed25519.h"
+#include "ml/model/safetensors.h"
 #include "proto/coordinator.grpc.pb.h"
+#include "server/core/released_models.h"
 
-ABSL_FLAG(std::string, out, "", "keygen: path prefix of the key pair (.key and .pub)");
+ABSL_FLAG(std::string, out, "",
+          "keygen: path prefix of the key pair (.key and .pub); task export: the .safetensors "
+          "file to write");
+ABSL_FLAG(std::string, state_dir, "", "task export: the coordinator's --state_dir");
+ABSL_FLAG(std::string, task, "default", "task export: the task id");
+ABSL_FLAG(uint64_t, version, 0, "task export: the released version (0 = the latest)");
 ABSL_FLAG(std::string, signing_key, "", "token mint: the operator's Ed25519 PKCS#8 PEM");
 ABSL_FLAG(int, count, 1, "token mint: tokens to print");
 ABSL_FLAG(int64_t, ttl_s, 86400, "token mint: seconds until the tokens expire");
@@ -172,21 +184,56 @@ absl::Status Devices(const std::string& verb) {
   return absl::InvalidArgumentError("devices: list, enroll or revoke");
 }
 
+// task export: a released model out of the coordinator's state directory,
+// validated (layout, sizes, no NaN) before it is written.
+absl::Status ExportTask() {
+  const std::string state_dir = absl::GetFlag(FLAGS_state_dir);
+  const std::string out = absl::GetFlag(FLAGS_out);
+  if (state_dir.empty() || out.empty()) {
+    return absl::InvalidArgumentError("task export needs --state_dir and --out");
+  }
+  const std::string task = absl::GetFlag(FLAGS_task);
+  TANDEM_RETURN_IF_ERROR(tandem::ValidateId(task, "--task"));
+  const std::string dir = (std::filesystem::path(state_dir) / "models" / task).string();
+  uint64_t version = absl::GetFlag(FLAGS_version);
+  if (version == 0) {
+    const std::vector<uint64_t> versions = tandem::server::ReleasedVersions(dir);
+    if (versions.empty()) {
+      return absl::NotFoundError(absl::StrCat("task ", task, " has no released model in ", dir));
+    }
+    version = versions.back();
+  }
+  TANDEM_ASSIGN_OR_RETURN(
+      const tandem::ml::SafetensorsFile file,
+      tandem::ml::ReadSafetensorsFile(tandem::server::ReleasedModelPath(dir, version)));
+  size_t params = 0;
+  for (const tandem::ml::SafeTensor& t : file.tensors) {
+    TANDEM_ASSIGN_OR_RETURN(const std::vector<float> values, tandem::ml::AsFloat32(t));
+    params += values.size();
+  }
+  TANDEM_RETURN_IF_ERROR(tandem::ml::WriteSafetensorsFile(out, file));
+  std::printf("exported task %s version %llu: %zu tensors, %zu parameters -> %s\n", task.c_str(),
+              static_cast<unsigned long long>(version), file.tensors.size(), params, out.c_str());
+  return absl::OkStatus();
+}
+
 absl::Status Run(const std::vector<char*>& args) {
   const std::string cmd = args.size() > 1 ? args[1] : "";
   const std::string sub = args.size() > 2 ? args[2] : "";
   if (cmd == "keygen") return Keygen();
   if (cmd == "token" && sub == "mint") return MintTokens();
   if (cmd == "devices") return Devices(sub);
+  if (cmd == "task" && sub == "export") return ExportTask();
   return absl::InvalidArgumentError(
-      "usage: tandem-admin keygen | token mint | devices list|enroll|revoke (see --help)");
+      "usage: tandem-admin keygen | token mint | devices list|enroll|revoke | task export "
+      "(see --help)");
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "tandem operator tool: keygen, token mint, devices list|enroll|revoke");
+      "tandem operator tool: keygen, token mint, devices list|enroll|revoke, task export");
   const std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   if (absl::Status s = Run(args); !s.ok()) {
     std::fprintf(stderr, "tandem-admin: %s\n", s.ToString().c_str());

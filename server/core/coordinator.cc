@@ -118,6 +118,14 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(
       eval_data.num_classes != options.model.num_classes()) {
     return absl::InvalidArgumentError("evaluation data does not match the model");
   }
+  TANDEM_RETURN_IF_ERROR(ValidateEvaluationOptions(
+      options.evaluation, static_cast<uint32_t>(options.model.num_classes())));
+  if (options.evaluation.every > 0 && options.task.secure_sum.noise_multiplier > 0 &&
+      options.evaluation.noise_multiplier == 0) {
+    return absl::InvalidArgumentError(
+        "evaluation rounds need noise when training rounds have it (the metrics are a release "
+        "too)");
+  }
   options.task.secure_sum.task_id = options.task_id;
   TANDEM_ASSIGN_OR_RETURN(crypto::Ed25519VerifyingKey verifier,
                           ticket_key.VerifyingKey());
@@ -232,60 +240,6 @@ absl::Status Coordinator::CheckUploadTicket(const proto::UploadDoneRequest& requ
   return absl::OkStatus();
 }
 
-void Coordinator::PublishModel() {
-  proto::Model m;
-  m.set_version(task_->completed_rounds());
-  proto::Tensor* t = m.add_layers();
-  t->set_name("params");
-  t->set_dtype(proto::DTYPE_FLOAT32);
-  const absl::Span<const float> p = task_->params();
-  t->add_shape(static_cast<int64_t>(p.size()));
-  t->set_data(std::string(reinterpret_cast<const char*>(p.data()), p.size() * sizeof(float)));
-  model_blob_ = std::make_shared<const std::string>(m.SerializeAsString());
-  model_version_ = task_->completed_rounds();
-}
-
-absl::Status Coordinator::Restore() {
-  TANDEM_ASSIGN_OR_RETURN(std::optional<proto::TaskCheckpoint> cp, store_->LoadCheckpoint());
-  if (cp.has_value()) TANDEM_RETURN_IF_ERROR(task_->Restore(*cp));
-  TANDEM_ASSIGN_OR_RETURN(std::vector<proto::RoundSummary> history, store_->LoadHistory());
-  TANDEM_ASSIGN_OR_RETURN(std::optional<OpenRoundRecord> open, store_->LoadOpenRound());
-  absl::MutexLock lock(&mu_);
-  history_ = std::move(history);
-  epsilon_ = task_->epsilon_spent();
-  PublishModel();
-  if (!open.has_value()) return absl::OkStatus();
-  if (open->model_version != task_->completed_rounds() + 1) {
-    return absl::DataLossError(absl::StrCat("open round produces version ", open->model_version,
-                                            " but the checkpoint is at ",
-                                            task_->completed_rounds()));
-  }
-  // Re-plan: deterministic given the checkpoint (same recycled set, same
-  // charge to the restored accountant as before the restart).
-  TANDEM_ASSIGN_OR_RETURN(RoundPlan plan, task_->PlanRound());
-  plan_.emplace(std::move(plan));
-  aggregation_round_ = open->aggregation_round;
-  opened_ms_ = open->opened_unix_ms;
-  deadline_ms_ = open->deadline_unix_ms;
-  TANDEM_ASSIGN_OR_RETURN(std::vector<AssignmentRecord> assigned,
-                          store_->LoadAssignments(aggregation_round_));
-  for (AssignmentRecord& a : assigned) {
-    // The same ticket as before the restart (deterministic); none for a
-    // device revoked since (its check-ins and UploadDone are refused).
-    proto::SignedUploadTicket ticket;
-    if (absl::StatusOr<std::string> key = options_.devices->ActiveKey(a.client_id); key.ok()) {
-      TANDEM_ASSIGN_OR_RETURN(ticket,
-                              IssueTicket(aggregation_round_, deadline_ms_, a.client_id, *key));
-    }
-    assigned_[a.client_id] = {false, a.done, std::move(a.report_id), a.bytes_up, std::move(ticket)};
-  }
-  phase_ = Phase::kOpening;
-  TANDEM_LOG(INFO) << "coordinator: resuming aggregation round " << aggregation_round_ << " ("
-                   << assigned_.size() << " assigned) from the checkpoint at version "
-                   << task_->completed_rounds();
-  return absl::OkStatus();
-}
-
 absl::Status Coordinator::Tick() {
   Phase phase;
   {
@@ -323,6 +277,7 @@ absl::Status Coordinator::Tick() {
 }
 
 absl::Status Coordinator::StartRound() {
+  if (EvaluationDue()) return StartEvaluation();
   if (task_->completed_rounds() >= options_.rounds) {
     absl::MutexLock lock(&mu_);
     phase_ = Phase::kDone;
@@ -338,17 +293,28 @@ absl::Status Coordinator::StartRound() {
     return absl::OkStatus();
   }
   TANDEM_RETURN_IF_ERROR(plan.status());
+  absl::StatusOr<OpenRoundRecord> rec = BeginAggregationRound(task_->completed_rounds() + 1);
+  if (!rec.ok()) {
+    TANDEM_RETURN_IF_ERROR(task_->AbandonRound());
+    return rec.status();
+  }
+  plan_.emplace(*std::move(plan));
+  EnterOpening(*rec);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<OpenRoundRecord> Coordinator::BeginAggregationRound(uint64_t model_version) {
   TANDEM_ASSIGN_OR_RETURN(uint64_t last, store_->LastAggregationRound());
   OpenRoundRecord rec;
   rec.aggregation_round = last + 1;
-  rec.model_version = task_->completed_rounds() + 1;
+  rec.model_version = model_version;
   rec.opened_unix_ms = NowMs();
   rec.deadline_unix_ms = rec.opened_unix_ms + absl::ToInt64Milliseconds(options_.round_timeout);
-  if (absl::Status s = store_->BeginRound(rec); !s.ok()) {
-    TANDEM_RETURN_IF_ERROR(task_->AbandonRound());
-    return s;
-  }
-  plan_.emplace(*std::move(plan));
+  TANDEM_RETURN_IF_ERROR(store_->BeginRound(rec));
+  return rec;
+}
+
+void Coordinator::EnterOpening(const OpenRoundRecord& rec) {
   absl::MutexLock lock(&mu_);
   aggregation_round_ = rec.aggregation_round;
   opened_ms_ = rec.opened_unix_ms;
@@ -356,7 +322,6 @@ absl::Status Coordinator::StartRound() {
   assigned_.clear();
   round_bytes_down_ = 0;
   phase_ = Phase::kOpening;
-  return absl::OkStatus();
 }
 
 absl::Status Coordinator::TryOpen() {
@@ -367,7 +332,7 @@ absl::Status Coordinator::TryOpen() {
     round = aggregation_round_;
     deadline = deadline_ms_;
   }
-  const SecureSum& sum = *plan_->sum;
+  const SecureSum& sum = eval_sum_.has_value() ? *eval_sum_ : *plan_->sum;
   if (absl::Status s = sum.Open(*leader_, *helper_, round, deadline); !s.ok()) {
     // The aggregators own the privacy policy: a round their policy or
     // budget refuses (or a caller identity they refuse) will never open, so
@@ -402,14 +367,25 @@ absl::Status Coordinator::TryOpen() {
   *tc->mutable_model() = options_.model;
   *tc->mutable_fixed_point() = rp.fixed_point();
   tc->clear_recycled_layers();
-  for (size_t i : plan_->recycled) tc->add_recycled_layers(static_cast<uint32_t>(i));
+  if (eval_sum_.has_value()) {
+    *t.mutable_evaluation() = EvaluationConfigOf(
+        options_.evaluation, static_cast<uint32_t>(options_.model.num_classes()));
+  } else {
+    for (size_t i : plan_->recycled) tc->add_recycled_layers(static_cast<uint32_t>(i));
+  }
   absl::MutexLock lock(&mu_);
   t.set_model_version(model_version_);
   assignment_ = std::move(t);
   phase_ = Phase::kCollecting;
-  TANDEM_LOG(INFO) << "coordinator: aggregation round " << round << " collecting (version "
-                   << model_version_ + 1 << ", D=" << rp.dimension() << ", "
-                   << plan_->recycled.size() << " tensors recycled)";
+  if (eval_sum_.has_value()) {
+    TANDEM_LOG(INFO) << "coordinator: aggregation round " << round
+                     << " collecting the federated evaluation of version " << model_version_
+                     << " (D=" << rp.dimension() << ")";
+  } else {
+    TANDEM_LOG(INFO) << "coordinator: aggregation round " << round << " collecting (version "
+                     << model_version_ + 1 << ", D=" << rp.dimension() << ", "
+                     << plan_->recycled.size() << " tensors recycled)";
+  }
   return absl::OkStatus();
 }
 
@@ -420,7 +396,13 @@ absl::Status Coordinator::Abandon(const std::string& why) {
     round = aggregation_round_;
   }
   TANDEM_LOG(WARNING) << "coordinator: abandoning aggregation round " << round << ": " << why;
-  TANDEM_RETURN_IF_ERROR(task_->AbandonRound());
+  if (eval_sum_.has_value()) {
+    // Not retried: the charge stays (conservative), the version is skipped.
+    eval_sum_.reset();
+    last_evaluated_version_ = task_->completed_rounds();
+  } else {
+    TANDEM_RETURN_IF_ERROR(task_->AbandonRound());
+  }
   plan_.reset();
   TANDEM_ASSIGN_OR_RETURN(proto::TaskCheckpoint cp, task_->Checkpoint());
   TANDEM_RETURN_IF_ERROR(store_->AbandonRound(round, cp));
@@ -429,27 +411,6 @@ absl::Status Coordinator::Abandon(const std::string& why) {
   assigned_.clear();
   epsilon_ = task_->epsilon_spent();
   phase_ = Phase::kIdle;
-  return absl::OkStatus();
-}
-
-absl::Status Coordinator::Evaluate(proto::RoundSummary* summary) {
-  TANDEM_RETURN_IF_ERROR(model_->SetParams(task_->params()));
-  if (options_.evaluator != nullptr) {
-    absl::StatusOr<ml::EvalStats> e =
-        options_.evaluator->Evaluate(*model_, options_.model, task_->completed_rounds());
-    if (e.ok()) {
-      summary->set_accuracy(e->accuracy);
-      summary->set_loss(e->loss);
-      summary->set_evaluated_by(options_.evaluator->Status().address());
-      return absl::OkStatus();
-    }
-    TANDEM_LOG(WARNING) << "coordinator: the worker did not evaluate version "
-                        << task_->completed_rounds() << " (evaluating in process): " << e.status();
-  }
-  TANDEM_ASSIGN_OR_RETURN(ml::EvalStats e, engine_->Evaluate(*model_, eval_));
-  summary->set_accuracy(e.accuracy);
-  summary->set_loss(e.loss);
-  summary->set_evaluated_by("coordinator");
   return absl::OkStatus();
 }
 
@@ -469,7 +430,8 @@ absl::Status Coordinator::Finalize() {
       summary.set_bytes_up(summary.bytes_up() + a.bytes_up);
     }
   }
-  absl::StatusOr<DecodedAggregate> agg = plan_->sum->Finalize(*leader_, *helper_, round);
+  const SecureSum& sum = eval_sum_.has_value() ? *eval_sum_ : *plan_->sum;
+  absl::StatusOr<DecodedAggregate> agg = sum.Finalize(*leader_, *helper_, round);
   if (!agg.ok()) {
     const bool retry = absl::IsUnavailable(agg.status()) || absl::IsDeadlineExceeded(agg.status());
     if (retry && NowMs() < deadline + absl::ToInt64Milliseconds(options_.round_timeout)) {
@@ -481,6 +443,16 @@ absl::Status Coordinator::Finalize() {
     }
     return Abandon(absl::StrCat("finalize failed: ", agg.status().message()));
   }
+  if (eval_sum_.has_value()) {
+    TANDEM_ASSIGN_OR_RETURN(
+        proto::FederatedEvaluation e,
+        DecodeEvaluation(*agg, sum.RoundParameters(round, deadline),
+                         EvaluationConfigOf(options_.evaluation,
+                                            static_cast<uint32_t>(options_.model.num_classes())),
+                         task_->completed_rounds()));
+    *summary.mutable_evaluation() = std::move(e);
+    return FinalizeEvaluation(round, std::move(summary));
+  }
   TANDEM_RETURN_IF_ERROR(task_->FinishRound(agg->mean));
   const double epsilon = plan_->epsilon_after;
   plan_.reset();
@@ -490,18 +462,21 @@ absl::Status Coordinator::Finalize() {
   summary.set_accepted_reports(agg->reports);
   summary.set_epsilon(epsilon);
   TANDEM_ASSIGN_OR_RETURN(proto::TaskCheckpoint cp, task_->Checkpoint());
-  absl::MutexLock lock(&mu_);
-  summary.set_bytes_down(round_bytes_down_);
-  summary.set_seconds(static_cast<double>(NowMs() - opened_ms_) / 1000.0);
-  TANDEM_RETURN_IF_ERROR(store_->FinishRound(round, cp, summary));
-  TANDEM_LOG(INFO) << "coordinator: released version " << summary.model_version() << " from "
-                   << agg->reports << " reports, accuracy " << summary.accuracy() << " (evaluated by "
-                   << summary.evaluated_by() << "), epsilon " << epsilon;
-  history_.push_back(summary);
-  epsilon_ = task_->epsilon_spent();
-  assigned_.clear();
-  PublishModel();
-  phase_ = Phase::kIdle;
+  {
+    absl::MutexLock lock(&mu_);
+    summary.set_bytes_down(round_bytes_down_);
+    summary.set_seconds(static_cast<double>(NowMs() - opened_ms_) / 1000.0);
+    TANDEM_RETURN_IF_ERROR(store_->FinishRound(round, cp, summary));
+    TANDEM_LOG(INFO) << "coordinator: released version " << summary.model_version() << " from "
+                     << agg->reports << " reports, accuracy " << summary.accuracy()
+                     << " (evaluated by " << summary.evaluated_by() << "), epsilon " << epsilon;
+    history_.push_back(summary);
+    epsilon_ = task_->epsilon_spent();
+    assigned_.clear();
+    PublishModel();
+    phase_ = Phase::kIdle;
+  }
+  WriteReleasedModelFile(/*only_if_missing=*/false);
   return absl::OkStatus();
 }
 

@@ -78,6 +78,7 @@
 #include "proto/coordinator.pb.h"
 #include "server/core/aggregator_client.h"
 #include "server/core/device_registry.h"
+#include "server/core/federated_evaluation.h"
 #include "server/core/federated_task.h"
 #include "server/core/model_evaluator.h"
 #include "server/store/coordinator_store.h"
@@ -121,6 +122,14 @@ struct CoordinatorOptions {
   // coordinator evaluates in process and counts the failure (the worker is
   // an offload, never a reason to stall or abandon a round).
   ModelEvaluator* evaluator = nullptr;
+  // Private federated evaluation rounds (federated_evaluation.h); off by
+  // default (every = 0). With DP on, their noise must be > 0.
+  FederatedEvaluationOptions evaluation;
+  // Every released version is written to <models_dir>/v<N>.safetensors
+  // (released_models.h) once its release is durable; empty = none. A
+  // failed write is logged and does not stop the task (the checkpoint
+  // keeps the current version, rewritten at the next start).
+  std::string models_dir;
   // Required, not owned: who may check in (device_registry.h). Every
   // check-in is authenticated by it before any round state is touched, and
   // every ticket names the device key it verified.
@@ -202,10 +211,31 @@ class Coordinator {
   absl::Status TryOpen();
   absl::Status Finalize();
   absl::Status Abandon(const std::string& why);
+  // Federated evaluation rounds (coordinator_evaluation.cc), on the Tick
+  // thread. An evaluation round is one whose eval_sum_ is set (plan_ is
+  // not); its OpenRoundRecord names the version it evaluates (a training
+  // round's names the version it produces, one more).
+  bool EvaluationDue() const;
+  // Charges the accountant, begins the round in the store.
+  absl::Status StartEvaluation();
+  // After a restart with an open evaluation round: charges again, rebuilds
+  // the round's SecureSum.
+  absl::Status ResumeEvaluation();
+  // The noise multiplier of evaluation rounds.
+  double EvaluationNoise() const;
+  absl::Status FinalizeEvaluation(uint64_t round, proto::RoundSummary summary);
+  // Begins aggregation round last + 1 in the store for `model_version`
+  // (the round's timing), REQUIRES nothing planned yet in memory.
+  absl::StatusOr<OpenRoundRecord> BeginAggregationRound(uint64_t model_version);
+  // The round `rec` began: its state in memory, phase opening.
+  void EnterOpening(const OpenRoundRecord& rec) ABSL_LOCKS_EXCLUDED(mu_);
   // The released model's held-out loss and accuracy; sets
   // summary->evaluated_by.
   absl::Status Evaluate(proto::RoundSummary* summary);
   void PublishModel() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The current version's safetensors file in options_.models_dir, unless
+  // there is none to write or it exists already (`only_if_missing`).
+  void WriteReleasedModelFile(bool only_if_missing);
   // HMAC-SHA256 under the sampling key of `tag` || round (8 bytes LE) ||
   // client id; false on an OpenSSL failure.
   bool Prf(absl::string_view tag, uint64_t aggregation_round, const std::string& client_id,
@@ -241,6 +271,9 @@ class Coordinator {
   std::unique_ptr<ml::Model> model_;
   std::unique_ptr<ml::GradientEngine> engine_;
   std::optional<RoundPlan> plan_;
+  std::optional<SecureSum> eval_sum_;    // set during an evaluation round
+  double eval_epsilon_after_ = 0;        // epsilon once that round is released
+  uint64_t last_evaluated_version_ = 0;  // 0: none (also a skipped evaluation)
 
   absl::Mutex mu_;
   Phase phase_ ABSL_GUARDED_BY(mu_) = Phase::kIdle;
@@ -254,6 +287,7 @@ class Coordinator {
   std::shared_ptr<const std::string> model_blob_ ABSL_GUARDED_BY(mu_);
   uint64_t round_bytes_down_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<proto::RoundSummary> history_ ABSL_GUARDED_BY(mu_);
+  proto::FederatedEvaluation last_evaluation_ ABSL_GUARDED_BY(mu_);
   double epsilon_ ABSL_GUARDED_BY(mu_) = 0;
   // Counters for the metrics (since process start).
   std::map<std::string, uint64_t> checkins_ ABSL_GUARDED_BY(mu_);

@@ -172,7 +172,12 @@ proto::CoordinatorStatusResponse Coordinator::StatusLocked() {
   }
   s.set_bytes_up(up);
   s.set_bytes_down(down);
-  if (!history_.empty()) s.set_last_accuracy(history_.back().accuracy());
+  for (auto it = history_.rbegin(); it != history_.rend(); ++it) {
+    if (it->has_evaluation()) continue;  // the held-out accuracy of a released version
+    s.set_last_accuracy(it->accuracy());
+    break;
+  }
+  if (last_evaluation_.model_version() > 0) *s.mutable_last_evaluation() = last_evaluation_;
   s.set_phase(PhaseName(phase_));
   s.set_aggregation_round(aggregation_round_);
   s.set_assigned(assigned_.size());

@@ -90,6 +90,19 @@ absl::StatusOr<RoundPlan> FederatedTask::PlanRound() {
   return plan;
 }
 
+absl::StatusOr<double> FederatedTask::ChargeEvaluation(double noise_multiplier) {
+  if (plan_open_) return absl::FailedPreconditionError("a training round is planned");
+  if (!accountant_.has_value()) return 0.0;
+  absl::Status s = accountant_->Charge(options_.sample_rate, noise_multiplier, 1);
+  if (absl::IsResourceExhausted(s)) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "privacy budget spent: the evaluation of version ", completed_, " would exceed epsilon ",
+        options_.epsilon_budget, " (spent ", accountant_->SpentEpsilon(), ")"));
+  }
+  TANDEM_RETURN_IF_ERROR(s);
+  return accountant_->SpentEpsilon();
+}
+
 absl::StatusOr<std::vector<float>> FederatedTask::PackUpdate(absl::Span<const float> full) const {
   return luar_->PackUpdate(full);
 }

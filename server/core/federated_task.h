@@ -63,6 +63,14 @@ class FederatedTask {
   // REQUIRES no plan open. RESOURCE_EXHAUSTED when the next round would
   // overspend the budget (nothing charged).
   absl::StatusOr<RoundPlan> PlanRound();
+  // Charges one federated-evaluation release (federated_evaluation.h) at
+  // noise multiplier `noise_multiplier` and the task's sampling rate, before
+  // the round opens; returns the epsilon after it (0 without DP).
+  // RESOURCE_EXHAUSTED when it would overspend the budget (nothing
+  // charged), FAILED_PRECONDITION while a training round is planned. The
+  // charge is in the next Checkpoint(): after a restart an open evaluation
+  // round is charged again from the checkpoint before it, like PlanRound.
+  absl::StatusOr<double> ChargeEvaluation(double noise_multiplier);
   // Drops recycled tensors from a client's full update (client side of the
   // plan; INVALID_ARGUMENT on a size mismatch).
   absl::StatusOr<std::vector<float>> PackUpdate(absl::Span<const float> full) const;

@@ -217,6 +217,9 @@ absl::StatusOr<std::unique_ptr<CoordinatorDaemon>> CoordinatorDaemon::Start(
                            "one-host simulations only)";
   }
   co.devices = d->devices_.get();
+  // Released models: state_dir/models/<task>/v<N>.safetensors (tandem-admin
+  // task export reads them).
+  co.models_dir = (std::filesystem::path(options.state_dir) / "models" / co.task_id).string();
   TANDEM_ASSIGN_OR_RETURN(d->coordinator_,
                           Coordinator::Create(std::move(co), std::move(ticket_key),
                                               std::move(eval_data), d->leader_.get(),

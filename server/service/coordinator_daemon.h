@@ -56,7 +56,7 @@ struct CoordinatorDaemonOptions {
   // PKCS#8 PEM (`openssl genpkey -algorithm ed25519 -out ticket.key`); the
   // aggregators get its public key (`openssl pkey -in ticket.key -pubout`).
   std::string ticket_key_path;
-  std::string state_dir;            // holds coordinator.db
+  std::string state_dir;  // holds coordinator.db, devices.db, models/<task>/v<N>.safetensors
   // Prometheus /metrics (plain HTTP, prometheus-cpp) on the host of
   // listen_address: -1 = none, 0 = any free port.
   int metrics_port = -1;

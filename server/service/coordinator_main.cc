@@ -117,6 +117,14 @@ ABSL_FLAG(uint32_t, local_steps, 20, "client mini-batch steps per round");
 ABSL_FLAG(uint32_t, batch_size, 32, "client batch size");
 ABSL_FLAG(double, client_lr, 0.05, "client learning rate");
 ABSL_FLAG(double, coido_fraction, 1.0, "CoIDO: fraction of local data a client keeps (1 = all)");
+ABSL_FLAG(uint32_t, eval_every, 0,
+          "private federated evaluation: after every N released versions, sampled clients "
+          "evaluate the model on their held-out examples through both aggregators (0 = off)");
+ABSL_FLAG(uint32_t, eval_max_examples, 100,
+          "federated evaluation: examples a client counts at most (its sensitivity)");
+ABSL_FLAG(double, eval_loss_clip, 10, "federated evaluation: per-example loss clip (nats)");
+ABSL_FLAG(double, eval_noise_multiplier, -1,
+          "federated evaluation: noise multiplier per aggregator (< 0: --noise_multiplier)");
 
 namespace {
 
@@ -168,6 +176,10 @@ absl::StatusOr<std::unique_ptr<tandem::server::CoordinatorDaemon>> Run() {
   c.target_reports = absl::GetFlag(FLAGS_target_reports);
   c.round_timeout = absl::Seconds(absl::GetFlag(FLAGS_round_timeout_s));
   c.enrollment_window = absl::Seconds(absl::GetFlag(FLAGS_enrollment_s));
+  c.evaluation.every = absl::GetFlag(FLAGS_eval_every);
+  c.evaluation.max_examples = absl::GetFlag(FLAGS_eval_max_examples);
+  c.evaluation.loss_clip = absl::GetFlag(FLAGS_eval_loss_clip);
+  c.evaluation.noise_multiplier = absl::GetFlag(FLAGS_eval_noise_multiplier);
   TANDEM_ASSIGN_OR_RETURN(c.task.optimizer, ParseOptimizer(absl::GetFlag(FLAGS_optimizer)));
   c.task.server_lr = absl::GetFlag(FLAGS_server_lr);
   c.task.num_recycled = absl::GetFlag(FLAGS_num_recycled);

@@ -195,13 +195,19 @@ absl::StatusOr<uint32_t> LogBlocksPerGroup(const FederationOptions& o, uint64_t 
   return *best;
 }
 
+uint64_t AggregationRoundOf(const FederationOptions& o, uint64_t round, int64_t run_start_unix_ms) {
+  if (o.task_id.empty()) return round;
+  return static_cast<uint64_t>(run_start_unix_ms) * 1000 + round;
+}
+
 absl::StatusOr<server::FederatedTaskOptions> SimTaskOptions(const FederationOptions& o,
                                                             uint64_t model_dimension) {
   uint64_t nonce = 0;
   TANDEM_RETURN_IF_ERROR(OpenSslRandom::Default()->Fill(
       absl::MakeSpan(reinterpret_cast<uint8_t*>(&nonce), sizeof(nonce))));
   server::FederatedTaskOptions to;
-  to.secure_sum.task_id = absl::StrCat("sim-", o.name, "-", nonce % 1000000007);
+  to.secure_sum.task_id =
+      o.task_id.empty() ? absl::StrCat("sim-", o.name, "-", nonce % 1000000007) : o.task_id;
   to.secure_sum.block_size = o.block_size;
   to.secure_sum.log_blocks_per_group = o.log_blocks_per_group;
   if (o.private_aggregation) {
@@ -303,6 +309,7 @@ absl::StatusOr<std::vector<RoundRecord>> RunFederation(
 
   std::mt19937_64 gen(o.seed * 7919 + 1);
   std::vector<RoundRecord> records;
+  const int64_t run_start_ms = absl::ToUnixMillis(absl::Now());
   for (int round = 1; round <= o.rounds; ++round) {
     const absl::Time start = absl::Now();
     absl::StatusOr<server::RoundPlan> plan = coordinator->PlanRound();
@@ -373,7 +380,8 @@ absl::StatusOr<std::vector<RoundRecord>> RunFederation(
 
     TANDEM_ASSIGN_OR_RETURN(
         std::vector<float> mean,
-        RoundMean(o, *plan->sum, plan->round_id, packed_updates, aggregators, &rec));
+        RoundMean(o, *plan->sum, AggregationRoundOf(o, plan->round_id, run_start_ms),
+                  packed_updates, aggregators, &rec));
     TANDEM_RETURN_IF_ERROR(coordinator->FinishRound(mean));
     TANDEM_RETURN_IF_ERROR(global->SetParams(coordinator->params()));
 

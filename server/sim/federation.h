@@ -23,6 +23,13 @@ namespace tandem::sim {
 
 struct FederationOptions {
   std::string name = "fedavg";   // label in the report
+  // The aggregators' task. Empty: a fresh id per run ("sim-<name>-<nonce>",
+  // for aggregators that allow unprovisioned tasks). Set: a task their
+  // operator provisioned for simulations (e.g. deploy/docker-compose.yml's
+  // "sim"); a run's rounds are numbered after every earlier run's (the
+  // run's start in unix ms x 1000 + round), and the population's budget
+  // carries over from run to run, as it should.
+  std::string task_id;
   bool fedluar = false;
   // CoIDO: each client scores its data with the global model's embeddings
   // and losses and trains on the selected fraction only.

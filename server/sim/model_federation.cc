@@ -27,6 +27,7 @@ absl::StatusOr<ModelFederationResult> RunModelFederation(
                           SimTaskOptions(o, model.initial_params.size()));
   TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<server::FederatedTask> coordinator,
                           server::FederatedTask::Create(to, model.tensors, model.initial_params));
+  const int64_t run_start_ms = absl::ToUnixMillis(absl::Now());
 
   std::mt19937_64 gen(o.seed * 7919 + 1);
   ClientMemories memories;  // the clients' error feedback (TOP_NORM rounds)
@@ -75,7 +76,8 @@ absl::StatusOr<ModelFederationResult> RunModelFederation(
 
     TANDEM_ASSIGN_OR_RETURN(
         std::vector<float> mean,
-        RoundMean(o, *plan->sum, plan->round_id, packed_updates, aggregators, &rec));
+        RoundMean(o, *plan->sum, AggregationRoundOf(o, plan->round_id, run_start_ms),
+                  packed_updates, aggregators, &rec));
     TANDEM_RETURN_IF_ERROR(coordinator->FinishRound(mean));
     if (evaluate) {
       TANDEM_ASSIGN_OR_RETURN(Evaluation eval, evaluate(round, coordinator->params()));

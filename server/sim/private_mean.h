@@ -37,10 +37,17 @@ absl::StatusOr<std::vector<float>> RoundMean(const FederationOptions& options,
                                              const AggregatorEndpoints& aggregators,
                                              RoundRecord* record);
 
+// The aggregators' round id of a run's round `round` (see
+// FederationOptions::task_id): `round` under a run's own task id, else
+// run_start_unix_ms * 1000 + round.
+uint64_t AggregationRoundOf(const FederationOptions& options, uint64_t round,
+                            int64_t run_start_unix_ms);
+
 // The coordinator-side task of a simulated run of `options` over a model of
 // `model_dimension` parameters (secure sum, FedLUAR, server optimizer,
-// accountant), under a fresh task id so that reruns against long-lived
-// daemons never collide with the replay protection of an earlier run.
+// accountant), under options.task_id or else a fresh task id, so that
+// reruns against long-lived daemons never collide with the replay
+// protection of an earlier run.
 // Private runs take d and the block selection from the options
 // (LogBlocksPerGroup); the clear baseline keeps log_blocks_per_group and
 // RANDOM (its SecureSum is never used). LogBlocksPerGroup's errors; errors

@@ -77,6 +77,10 @@ ABSL_FLAG(std::string, noise_sweep, "",
 ABSL_FLAG(double, epsilon_budget, 0,
           "stop a private variant before a round would exceed this epsilon (0 = no limit)");
 ABSL_FLAG(uint64_t, seed, 1, "seed of data split, init and sampling");
+ABSL_FLAG(std::string, task_id, "",
+          "with --leader (aggregators running elsewhere): the task their operators provisioned "
+          "for simulations; empty = a fresh task id per configuration (aggregators that allow "
+          "unprovisioned tasks)");
 ABSL_FLAG(std::string, report_dir, "reports/latest", "where the report is written");
 ABSL_FLAG(std::string, aggregator_bin, "", "tandem-aggregator binary (default: build tree)");
 ABSL_FLAG(std::string, leader, "",
@@ -296,6 +300,7 @@ int main(int argc, char** argv) {
   base.clip_l2_norm = absl::GetFlag(FLAGS_clip);
   base.noise_multiplier = absl::GetFlag(FLAGS_noise_multiplier);
   base.seed = absl::GetFlag(FLAGS_seed);
+  base.task_id = absl::GetFlag(FLAGS_task_id);
   base.epsilon_budget = absl::GetFlag(FLAGS_epsilon_budget);
   base.norm_proofs = absl::GetFlag(FLAGS_norm_proofs);
   base.min_batch_size = absl::GetFlag(FLAGS_min_batch_size);

@@ -132,6 +132,8 @@ def aggregator_settings(text, command):
          "roots": _one(tls, "root_ca_path"),
          "peer": _one(peer, "address"), "peer_name": _one(peer, "server_name"),
          "metrics": _one(top, "metrics_listen_address"),
+         "tasks": re.findall(r'task_policies\s*\{[^}]*?task_id:\s*"([^"]*)"', t),
+         "unprovisioned": _one(top, "allow_unprovisioned_tasks") == "true",
          "policy": {k: _one(policy, k) for k in ("min_noise_multiplier", "min_batch_size",
                                                  "epsilon_budget", "sampling_rate",
                                                  "require_norm_proofs")}}
@@ -148,6 +150,9 @@ def aggregator_settings(text, command):
             s[key] = [v for v in f[flag].split(",") if v]
     s["plaintext"] = s["plaintext"] or f.get("insecure_plaintext") == "true"
     s["unticketed"] = s["unticketed"] or f.get("allow_unticketed_uploads") == "true"
+    s["unprovisioned"] = s["unprovisioned"] or f.get("allow_unprovisioned_tasks") == "true"
+    if "task" in f:
+        s["tasks"] += [v.split("@")[0] for v in f["task"].split(",") if v]
     return s
 
 
@@ -182,6 +187,10 @@ def check_aggregator(s, what):
     check(s["role"] in ("leader", "helper"), "%s: role %r" % (what, s["role"]))
     check(not s["plaintext"], "%s runs with TLS (no insecure_plaintext)" % what)
     check(not s["unticketed"], "%s requires upload tickets" % what)
+    # Issue 33: only the tasks its operator provisioned, the coordinator's among them.
+    check(not s["unprovisioned"], "%s opens rounds only for provisioned tasks" % what)
+    check("default" in s["tasks"], "%s provisions the coordinator's task 'default' (has %s)"
+          % (what, s["tasks"]))
     check(all(s[k].startswith(TLS_DIR) for k in ("cert", "key", "roots")),
           "%s: certificate, key and roots under %s" % (what, TLS_DIR))
     check(s["coordinator_key"].startswith(TLS_DIR), "%s has the coordinator's ticket key" % what)

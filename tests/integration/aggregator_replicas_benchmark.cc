@@ -120,6 +120,7 @@ void BM_ReplicaIngest(benchmark::State& state) {
         absl::StrCat("--state_dir=", dir, "/", role, i),
         "--insecure_plaintext",
         "--allow_unticketed_uploads",
+        "--allow_unprovisioned_tasks",
         std::string("--policy=") + tandem::testing::kPermissiveTestPolicy,
         "--postgres_conninfo=" + (*server)->ConninfoFor(role == "leader" ? leader_db : helper_db),
         absl::StrCat("--replica_id=", role.substr(0, 1), i)};

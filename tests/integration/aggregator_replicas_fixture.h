@@ -70,6 +70,7 @@ class AggregatorReplicasTest : public ::testing::Test {
         "--state_dir=" + dir_ + "/" + id,
         "--insecure_plaintext",
         "--allow_unticketed_uploads",
+        "--allow_unprovisioned_tasks",
         "--policy=" + policy,
         "--config=" + dir_ + "/replica.textproto",
         "--postgres_conninfo=" + pg_->ConninfoFor(role == "leader" ? leader_db_ : helper_db_),

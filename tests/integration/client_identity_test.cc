@@ -25,6 +25,7 @@
 #include "tests/testing/certificates.h"
 #include "tests/testing/daemon_process.h"
 #include "tests/testing/enrollment.h"
+#include "tests/integration/federation_fixture.h"
 
 namespace tandem::testing {
 namespace {
@@ -41,70 +42,25 @@ std::string Read(const std::string& path) {
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
-class ClientIdentityTest : public ::testing::Test {
+class ClientIdentityTest : public FederationFixture {
  protected:
   void SetUp() override {
-    dir_ = MakeTempDir("tandem-identity");
-    ASSERT_TRUE(MakeRoleCertificates(dir_).ok());
-    AggregatorPairOptions o;
-    o.certs_dir = dir_;
-    o.ticket_public_key = dir_ + "/ticket.pub";
-    o.policy = "min_noise_multiplier: 0 min_batch_size: 1 epsilon_budget: inf";
-    auto pair = StartAggregatorPair(TANDEM_AGGREGATOR_BIN, dir_ + "/aggregators", o);
-    ASSERT_TRUE(pair.ok()) << pair.status();
-    pair_ = *std::move(pair);
-    ASSERT_TRUE(EnsureEnrollmentKey(dir_).ok());
+    FederationFixture::SetUp();
+    if (HasFatalFailure()) return;
     // The coordinator's operator holds coordinator.tandem's certificate.
-    auto c = DaemonProcess::Start(TANDEM_COORDINATOR_BIN,
-                                  {"--listen=127.0.0.1:0",
-                                   "--leader=" + pair_.leader_collector_address(),
-                                   "--helper=" + pair_.helper_collector_address(),
-                                   "--announce_leader=" + pair_.leader_address(),
-                                   "--announce_helper=" + pair_.helper_address(),
-                                   "--tls_cert=" + dir_ + "/coordinator.pem",
-                                   "--tls_key=" + dir_ + "/coordinator.key",
-                                   "--tls_ca=" + dir_ + "/ca.pem",
-                                   "--ticket_key=" + dir_ + "/ticket.key",
-                                   "--state_dir=" + dir_ + "/coordinator",
-                                   "--dataset=digits",
-                                   "--hidden=8",
-                                   "--sample_rate=1",
-                                   "--noise_multiplier=0",
-                                   "--min_batch_size=1",
-                                   "--min_reports=1",
-                                   "--max_reports=8",
-                                   "--rounds=1",
-                                   "--round_timeout_s=120",
-                                   "--metrics_port=0",
-                                   "--enrollment_keys=" + dir_ + "/enroll.pub",
-                                   "--admin_listen=127.0.0.1:0",
-                                   "--admin_identities=coordinator.tandem"},
-                                  dir_ + "/coordinator.log");
-    ASSERT_TRUE(c.ok()) << c.status();
-    coordinator_ = *std::move(c);
-    grpc::SslCredentialsOptions tls;
-    tls.pem_root_certs = Read(dir_ + "/ca.pem");
-    stub_ = proto::Coordinator::NewStub(
-        grpc::CreateChannel(Loopback(coordinator_->port()), grpc::SslCredentials(tls)));
+    StartCoordinator({"--hidden=8", "--min_reports=1", "--max_reports=8", "--rounds=1",
+                      "--round_timeout_s=120", "--admin_listen=127.0.0.1:0",
+                      "--admin_identities=coordinator.tandem"});
+    if (HasFatalFailure()) return;
     // Wait for the round to open (the aggregators answer OpenRound).
     for (int i = 0; i < 200 && Status().phase() != "collecting"; ++i) {
       absl::SleepFor(absl::Milliseconds(50));
     }
     ASSERT_EQ(Status().phase(), "collecting");
   }
-  void TearDown() override {
-    coordinator_.reset();
-    pair_.leader.reset();
-    pair_.helper.reset();
-    std::filesystem::remove_all(dir_);
-  }
 
   proto::CoordinatorStatusResponse Status() {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-    proto::CoordinatorStatusResponse s;
-    (void)stub_->Status(&ctx, {}, &s);
-    return s;
+    return FederationFixture::Status().value_or(proto::CoordinatorStatusResponse());
   }
   grpc::StatusCode CheckIn(const proto::CheckInRequest& r, proto::CheckInResponse* out = nullptr) {
     grpc::ClientContext ctx;
@@ -132,10 +88,6 @@ class ClientIdentityTest : public ::testing::Test {
   }
   std::string Metrics() { return HttpGet(coordinator_->named_port("metrics"), "/metrics"); }
 
-  std::string dir_;
-  AggregatorPair pair_;
-  std::unique_ptr<DaemonProcess> coordinator_;
-  std::unique_ptr<proto::Coordinator::Stub> stub_;
   int admin_calls_ = 0;
 };
 

@@ -13,6 +13,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "tests/testing/certificates.h"
@@ -185,6 +186,11 @@ absl::StatusOr<AggregatorPair> StartAggregatorPair(const std::string& binary,
     common.push_back("--coordinator_key=" + options.ticket_public_key);
   }
   if (!options.policy.empty()) common.push_back("--policy=" + options.policy);
+  if (options.tasks.empty()) {
+    common.push_back("--allow_unprovisioned_tasks");
+  } else {
+    common.push_back("--task=" + absl::StrJoin(options.tasks, ","));
+  }
   auto role_args = [&](const std::string& role) {
     std::vector<std::string> a = common;
     a.push_back("--role=" + role);

@@ -81,6 +81,10 @@ struct AggregatorPairOptions {
   // PrivacyPolicy textproto passed as --policy; empty: no --policy, the
   // daemons' private defaults.
   std::string policy = kPermissiveTestPolicy;
+  // The tasks the operator provisioned on both (--task, "ID" or
+  // "ID@POPULATION"). Empty: --allow_unprovisioned_tasks, for tests of the
+  // bare protocol and the simulator (one operator, a population per run).
+  std::vector<std::string> tasks;
 };
 
 // A helper and a leader tandem-aggregator on loopback (port 0), state and

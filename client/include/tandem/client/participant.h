@@ -64,23 +64,49 @@ struct LocalData {
   int num_classes = 0;
 };
 
+// What a client's private federated evaluation counts (issue 33; server/
+// core/federated_evaluation.h): its first max_examples held-out examples,
+// each example's cross-entropy clipped to [0, loss_clip]. Participant counts
+// them itself; a StepwiseParticipant's app counts them and hands them over.
+struct EvaluationCounts {
+  int64_t examples = 0;
+  int64_t correct = 0;
+  double loss_sum = 0;                  // of the clipped per-example losses
+  std::vector<int64_t> class_examples;  // num_classes entries, summing to examples
+  std::vector<int64_t> class_correct;   // num_classes entries, summing to correct
+};
+
 // Supplies the local data when a round needs it (called once per assigned
 // round, so that fresh data is picked up). Must be thread-compatible.
 class DataSource {
  public:
   virtual ~DataSource() = default;
   virtual absl::StatusOr<LocalData> Load() = 0;
+  // Examples never trained on, for private federated evaluation rounds
+  // (the task's eval_every). Default: none (FAILED_PRECONDITION; the
+  // assignment is then left unreported, like a dropped-out client).
+  virtual absl::StatusOr<LocalData> LoadHeldOut() {
+    return absl::FailedPreconditionError("this app supplies no held-out examples");
+  }
 };
 
 // A DataSource over data fixed at construction (a CLI's shard, a C app's
-// copied arrays).
+// copied arrays), with optional held-out examples.
 class FixedDataSource : public DataSource {
  public:
   explicit FixedDataSource(LocalData data) : data_(std::move(data)) {}
+  FixedDataSource(LocalData data, LocalData held_out)
+      : data_(std::move(data)), held_out_(std::move(held_out)), has_held_out_(true) {}
   absl::StatusOr<LocalData> Load() override { return data_; }
+  absl::StatusOr<LocalData> LoadHeldOut() override {
+    if (!has_held_out_) return DataSource::LoadHeldOut();
+    return held_out_;
+  }
 
  private:
   LocalData data_;
+  LocalData held_out_;
+  bool has_held_out_ = false;
 };
 
 // Small durable key-value storage for the SDK's own state (the pending
@@ -171,11 +197,14 @@ struct RoundResult {
   RoundOutcome outcome = RoundOutcome::kNotSelected;
   uint64_t round_id = 0;              // aggregation round (kContributed)
   int64_t retry_after_ms = 0;
-  uint64_t examples = 0;              // examples trained on
+  uint64_t examples = 0;              // examples trained on (evaluated on, for an evaluation)
   uint64_t bytes_up = 0;              // both key-share uploads
   uint64_t bytes_down = 0;            // model download
   double clip_factor = 1.0;           // min(1, C / ||update||)
   bool resent = false;                // a stored report was resent, no training
+  // The round was a private federated evaluation: the metrics of the held-out
+  // examples (DataSource::LoadHeldOut) were uploaded, not an update.
+  bool evaluated = false;
 };
 
 class Participant {

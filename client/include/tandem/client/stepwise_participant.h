@@ -64,6 +64,15 @@ struct TrainingSettings {
   double coido_fraction = 1;  // fraction of the local data to train on
 };
 
+// A federated evaluation assignment (issue 33): evaluate the model version
+// (DownloadModel) on held-out examples and report the counts
+// (UploadEvaluation), instead of training.
+struct EvaluationSettings {
+  uint32_t max_examples = 0;  // count at most this many examples
+  double loss_clip = 0;       // clip each example's cross-entropy to [0, loss_clip]
+  uint32_t num_classes = 0;
+};
+
 struct Assignment {
   std::string task_id;
   uint64_t round_id = 0;  // aggregation round
@@ -80,6 +89,8 @@ struct Assignment {
   // Serialized tandem.proto.RoundParameters of the round, as both
   // aggregators opened it (for ReportEncoder::CreateForRound).
   std::string round_parameters;
+  // Set for a federated evaluation round: UploadEvaluation, not Upload.
+  std::optional<EvaluationSettings> evaluation;
 };
 
 enum class CheckInOutcome {
@@ -150,6 +161,12 @@ class StepwiseParticipant {
   // The assignment ends when the upload and UploadDone succeed.
   virtual absl::StatusOr<UploadResult> Upload(absl::Span<const float> update,
                                               uint64_t num_examples) = 0;
+  // An evaluation assignment's counts (EvaluationSettings): checked
+  // (consistent, within max_examples and loss_clip; INVALID_ARGUMENT
+  // otherwise), encoded as the metrics vector and sent like an update.
+  // FAILED_PRECONDITION for a training assignment (and Upload for an
+  // evaluation one).
+  virtual absl::StatusOr<UploadResult> UploadEvaluation(const EvaluationCounts& counts) = 0;
   // The pending report (memory or store), if any.
   virtual absl::StatusOr<std::optional<PendingReportInfo>> Pending() = 0;
   // The current assignment: set by CheckIn's kAssigned, ended by a

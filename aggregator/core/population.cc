@@ -1,0 +1,141 @@
+// Populations: one privacy ledger over every task of a population
+// (aggregator/core/policy.h PolicySet, proto/config.proto TaskPolicy).
+//
+// A population is the set of devices whose privacy several tasks spend (a
+// training task and its evaluation task, two models over the same phones).
+// Composition over all of them adds their RDP curves [Mironov 2017, Prop.
+// 1], whatever task each round belongs to, so this server keeps one ledger
+// line per task -- the (q, z) of each round it released, and of the round it
+// holds open -- and a round of any task opens only if the composition of
+// every line of the population plus that round stays within the opening
+// task's epsilon_budget. A round held open is charged in advance: it may
+// still be released, and two tasks of one population must not both be
+// admitted on the same remaining budget. [I] Charging an open round that
+// is later abandoned is conservative (nothing was released): its charge is
+// dropped when its task opens its next round.
+//
+// Replicated stores (issue 24): the population's other tasks are reloaded
+// from the store before the check, so releases by other replicas count;
+// two replicas opening rounds of two tasks of one population at the same
+// instant can still both pass (the same window exists for one task's
+// replicas): serialise a population's OpenRounds on one replica.
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "aggregator/core/aggregator.h"
+#include "aggregator/core/task.h"
+#include "base/status_macros.h"
+
+namespace tandem::aggregator {
+
+std::vector<std::string> Aggregator::PopulationTasks(absl::string_view task_id) const {
+  std::vector<std::string> tasks =
+      options_.policies.TasksOf(options_.policies.PopulationOf(task_id));
+  if (tasks.empty()) tasks.push_back(std::string(task_id));
+  return tasks;
+}
+
+void Aggregator::LedgerReset(const std::string& task_id) {
+  absl::MutexLock lock(&ledger_mu_);
+  ledgers_[task_id] = TaskLedger{};
+}
+
+void Aggregator::LedgerReleased(const std::string& task_id, double q, double z, int64_t round_id) {
+  absl::MutexLock lock(&ledger_mu_);
+  TaskLedger& line = ledgers_[task_id];
+  if (z == 0) {
+    line.released_without_noise = true;
+  } else {
+    line.released.emplace_back(q, z);
+  }
+  if (line.open_round == round_id) line.open_round = 0;
+}
+
+void Aggregator::LedgerHoldOpen(const std::string& task_id, double q, double z, int64_t round_id) {
+  absl::MutexLock lock(&ledger_mu_);
+  TaskLedger& line = ledgers_[task_id];
+  line.open_round = round_id;
+  line.open_q = q;
+  line.open_z = z;
+}
+
+absl::Status Aggregator::LoadPopulationPeers(absl::string_view task_id) {
+  for (const std::string& peer : PopulationTasks(task_id)) {
+    if (peer == task_id) continue;
+    absl::StatusOr<Task*> loaded = GetTask(peer, /*create=*/false);
+    if (absl::IsNotFound(loaded.status())) continue;  // never opened a round here
+    TANDEM_RETURN_IF_ERROR(loaded.status());
+    Task& other = **loaded;
+    if (other.store->replicated() != nullptr) {
+      absl::MutexLock process_lock(&other.process_mu);
+      TANDEM_RETURN_IF_ERROR(LoadLatestRoundLocked(other));
+    }
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+}  // namespace
+
+absl::Status Aggregator::ReservePopulationBudget(const Task& task,
+                                                 const proto::RoundParameters& p) {
+  TANDEM_ASSIGN_OR_RETURN(const double z, NoiseMultiplierOf(p));
+  const double q = task.policy.sampling_rate;
+  const std::string population = options_.policies.PopulationOf(task.id);
+  const std::vector<std::string> tasks = PopulationTasks(task.id);
+  TANDEM_ASSIGN_OR_RETURN(dp::PrivacyAccountant accountant, MakeAccountant(task.policy));
+
+  absl::MutexLock lock(&ledger_mu_);
+  bool infinite = z == 0;
+  for (const std::string& id : tasks) {
+    auto it = ledgers_.find(id);
+    if (it == ledgers_.end()) continue;
+    const TaskLedger& line = it->second;
+    infinite = infinite || line.released_without_noise;
+    for (const auto& [rq, rz] : line.released) TANDEM_RETURN_IF_ERROR(accountant.Charge(rq, rz));
+    // The opening task's held round is the one `p` replaces (or repeats).
+    if (id == task.id || line.open_round == 0) continue;
+    if (line.open_z == 0) {
+      infinite = true;
+    } else {
+      TANDEM_RETURN_IF_ERROR(accountant.Charge(line.open_q, line.open_z));
+    }
+  }
+  double epsilon = kInf;
+  if (!infinite) {
+    TANDEM_ASSIGN_OR_RETURN(epsilon, accountant.EpsilonIfCharged(q, z, 1));
+  }
+  if (epsilon > task.policy.epsilon_budget) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("releasing this round would spend epsilon ", epsilon, " at delta ",
+                     task.policy.delta, " for population '", population, "' (", tasks.size(),
+                     " task(s), counting the rounds they hold open), above this server's budget ",
+                     task.policy.epsilon_budget, " for task ", task.id));
+  }
+  TaskLedger& line = ledgers_[task.id];
+  line.open_round = static_cast<int64_t>(p.round_id());
+  line.open_q = q;
+  line.open_z = z;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<double> Aggregator::PopulationSpent(absl::string_view population, double delta) {
+  Policy at_delta;
+  at_delta.delta = delta;
+  TANDEM_ASSIGN_OR_RETURN(dp::PrivacyAccountant accountant, MakeAccountant(at_delta));
+  std::vector<std::string> tasks = options_.policies.TasksOf(population);
+  if (tasks.empty()) tasks.push_back(std::string(population));  // an open set's own
+  absl::MutexLock lock(&ledger_mu_);
+  for (const std::string& id : tasks) {
+    auto it = ledgers_.find(id);
+    if (it == ledgers_.end()) continue;
+    if (it->second.released_without_noise) return kInf;
+    for (const auto& [q, z] : it->second.released) TANDEM_RETURN_IF_ERROR(accountant.Charge(q, z));
+  }
+  return accountant.SpentEpsilon();
+}
+
+}  // namespace tandem::aggregator

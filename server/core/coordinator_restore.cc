@@ -1,0 +1,118 @@
+// The coordinator's released models and restart: the published model
+// blob, the safetensors file of every released version
+// (released_models.h), the held-out evaluation of a release, and Restore()
+// from the store after a (re)start.
+#include <algorithm>
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "base/logging.h"
+#include "base/status_macros.h"
+#include "server/core/coordinator.h"
+#include "server/core/released_models.h"
+
+namespace tandem::server {
+
+void Coordinator::PublishModel() {
+  proto::Model m;
+  m.set_version(task_->completed_rounds());
+  proto::Tensor* t = m.add_layers();
+  t->set_name("params");
+  t->set_dtype(proto::DTYPE_FLOAT32);
+  const absl::Span<const float> p = task_->params();
+  t->add_shape(static_cast<int64_t>(p.size()));
+  t->set_data(std::string(reinterpret_cast<const char*>(p.data()), p.size() * sizeof(float)));
+  model_blob_ = std::make_shared<const std::string>(m.SerializeAsString());
+  model_version_ = task_->completed_rounds();
+}
+
+absl::Status Coordinator::Restore() {
+  TANDEM_ASSIGN_OR_RETURN(std::optional<proto::TaskCheckpoint> cp, store_->LoadCheckpoint());
+  if (cp.has_value()) TANDEM_RETURN_IF_ERROR(task_->Restore(*cp));
+  TANDEM_ASSIGN_OR_RETURN(std::vector<proto::RoundSummary> history, store_->LoadHistory());
+  TANDEM_ASSIGN_OR_RETURN(std::optional<OpenRoundRecord> open, store_->LoadOpenRound());
+  absl::MutexLock lock(&mu_);
+  history_ = std::move(history);
+  for (const proto::RoundSummary& r : history_) {
+    if (!r.has_evaluation()) continue;
+    last_evaluated_version_ = std::max(last_evaluated_version_, r.model_version());
+    last_evaluation_ = r.evaluation();
+  }
+  epsilon_ = task_->epsilon_spent();
+  PublishModel();
+  // A crash between the release and its file: write it now.
+  WriteReleasedModelFile(/*only_if_missing=*/true);
+  if (!open.has_value()) return absl::OkStatus();
+  const bool evaluation =
+      options_.evaluation.every > 0 && open->model_version == task_->completed_rounds();
+  if (evaluation) {
+    TANDEM_RETURN_IF_ERROR(ResumeEvaluation());
+  } else if (open->model_version != task_->completed_rounds() + 1) {
+    return absl::DataLossError(absl::StrCat("open round produces version ", open->model_version,
+                                            " but the checkpoint is at ",
+                                            task_->completed_rounds()));
+  }
+  if (!evaluation) {
+    // Re-plan: deterministic given the checkpoint (same recycled set, same
+    // charge to the restored accountant as before the restart).
+    TANDEM_ASSIGN_OR_RETURN(RoundPlan plan, task_->PlanRound());
+    plan_.emplace(std::move(plan));
+  }
+  aggregation_round_ = open->aggregation_round;
+  opened_ms_ = open->opened_unix_ms;
+  deadline_ms_ = open->deadline_unix_ms;
+  TANDEM_ASSIGN_OR_RETURN(std::vector<AssignmentRecord> assigned,
+                          store_->LoadAssignments(aggregation_round_));
+  for (AssignmentRecord& a : assigned) {
+    // The same ticket as before the restart (deterministic); none for a
+    // device revoked since (its check-ins and UploadDone are refused).
+    proto::SignedUploadTicket ticket;
+    if (absl::StatusOr<std::string> key = options_.devices->ActiveKey(a.client_id); key.ok()) {
+      TANDEM_ASSIGN_OR_RETURN(ticket,
+                              IssueTicket(aggregation_round_, deadline_ms_, a.client_id, *key));
+    }
+    assigned_[a.client_id] = {false, a.done, std::move(a.report_id), a.bytes_up, std::move(ticket)};
+  }
+  phase_ = Phase::kOpening;
+  TANDEM_LOG(INFO) << "coordinator: resuming aggregation round " << aggregation_round_ << " ("
+                   << assigned_.size() << " assigned) from the checkpoint at version "
+                   << task_->completed_rounds();
+  return absl::OkStatus();
+}
+
+absl::Status Coordinator::Evaluate(proto::RoundSummary* summary) {
+  TANDEM_RETURN_IF_ERROR(model_->SetParams(task_->params()));
+  if (options_.evaluator != nullptr) {
+    absl::StatusOr<ml::EvalStats> e =
+        options_.evaluator->Evaluate(*model_, options_.model, task_->completed_rounds());
+    if (e.ok()) {
+      summary->set_accuracy(e->accuracy);
+      summary->set_loss(e->loss);
+      summary->set_evaluated_by(options_.evaluator->Status().address());
+      return absl::OkStatus();
+    }
+    TANDEM_LOG(WARNING) << "coordinator: the worker did not evaluate version "
+                        << task_->completed_rounds() << " (evaluating in process): " << e.status();
+  }
+  TANDEM_ASSIGN_OR_RETURN(ml::EvalStats e, engine_->Evaluate(*model_, eval_));
+  summary->set_accuracy(e.accuracy);
+  summary->set_loss(e.loss);
+  summary->set_evaluated_by("coordinator");
+  return absl::OkStatus();
+}
+
+void Coordinator::WriteReleasedModelFile(bool only_if_missing) {
+  const uint64_t version = task_->completed_rounds();
+  if (options_.models_dir.empty() || version == 0) return;
+  if (only_if_missing && std::filesystem::exists(ReleasedModelPath(options_.models_dir, version))) {
+    return;
+  }
+  const absl::Status s = WriteReleasedModel(options_.models_dir, model_->param_infos(),
+                                            task_->params(), options_.task_id, version);
+  if (!s.ok()) {
+    TANDEM_LOG(ERROR) << "coordinator: cannot write released model version " << version << ": "
+                      << s;
+  }
+}
+
+}  // namespace tandem::server

@@ -1,0 +1,134 @@
+// Private federated evaluation (issue 33 item 5) through the real daemons:
+// after every released version, the tandem-client processes evaluate it on
+// their held-out examples (their rows of the digits test split) and send
+// the metrics through both aggregators, each adding its own noise; the
+// coordinator records the noised sums with their standard deviation and
+// charges the release. Checked against the clear sums, computed here
+// independently (ml::GradientEngine::Evaluate on the released model the
+// coordinator kept as safetensors).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "ml/data/dataset.h"
+#include "ml/model/model_zoo.h"
+#include "ml/model/safetensors.h"
+#include "ml/train/trainer.h"
+#include "tests/integration/federation_fixture.h"
+
+namespace tandem::testing {
+namespace {
+
+constexpr int kClients = 4;
+constexpr int kMaxExamples = 100;
+constexpr double kEvalNoise = 0.005;  // sd ~1.6 examples: a 2% decoding error shows
+
+struct ClearSums {
+  double examples = 0;
+  double correct = 0;
+  double loss_sum = 0;
+  std::vector<double> class_examples = std::vector<double>(10, 0.0);
+};
+
+// What the kClients clients evaluate: rows i % kClients == k of the test
+// split (tandem-client's held-out examples), the first kMaxExamples each.
+ClearSums ClearEvaluation(uint64_t version, const std::string& models_dir) {
+  ClearSums out;
+  auto file = ml::ReadSafetensorsFile(absl::StrCat(models_dir, "/v", version, ".safetensors"));
+  EXPECT_TRUE(file.ok()) << file.status();
+  if (!file.ok()) return out;
+  std::vector<float> params;
+  for (const ml::SafeTensor& t : file->tensors) {
+    auto v = ml::AsFloat32(t);
+    EXPECT_TRUE(v.ok());
+    params.insert(params.end(), v->begin(), v->end());
+  }
+  auto model = ml::MakeMlp(64, {32}, 10);
+  EXPECT_TRUE(model.ok());
+  EXPECT_TRUE((*model)->SetParams(params).ok());
+  auto data = ml::LoadNamedDataset("digits", 1);
+  EXPECT_TRUE(data.ok());
+  auto engine = ml::GradientEngine::Create(1);
+  for (int k = 0; k < kClients; ++k) {
+    std::vector<int64_t> rows;
+    for (int64_t i = k; i < data->second.size() && rows.size() < kMaxExamples; i += kClients) {
+      rows.push_back(i);
+    }
+    auto mine = data->second.Subset(rows);
+    auto e = (*engine)->Evaluate(**model, *mine);
+    EXPECT_TRUE(e.ok());
+    const double n = static_cast<double>(rows.size());
+    out.examples += n;
+    out.correct += e->accuracy * n;
+    out.loss_sum += e->loss * n;  // losses of a trained model stay below the clip (10 nats)
+    for (int label : mine->labels) out.class_examples[label] += 1;
+  }
+  return out;
+}
+
+using FederatedEvaluationTest = FederationFixture;
+
+TEST_F(FederatedEvaluationTest, PrivateFederatedEvaluationSumsEqualTheClearSumsWithinTheNoise) {
+  StartCoordinator({"--rounds=2", absl::StrCat("--target_reports=", kClients), "--min_reports=2",
+                    "--noise_multiplier=0.05", "--eval_every=1",
+                    absl::StrCat("--eval_max_examples=", kMaxExamples),
+                    absl::StrCat("--eval_noise_multiplier=", kEvalNoise)});
+  for (int k = 0; k < kClients; ++k) StartClient(k, kClients);
+  const proto::CoordinatorStatusResponse s =
+      WaitFor([](const auto& s) { return s.phase() == "done"; }, absl::Seconds(240));
+  ASSERT_EQ(s.phase(), "done") << s.DebugString();
+  // Released v1, its evaluation, released v2, its evaluation.
+  ASSERT_EQ(s.history_size(), 4) << s.DebugString();
+  double epsilon = 0;
+  for (int i = 0; i < 4; ++i) {
+    const proto::RoundSummary& r = s.history(i);
+    EXPECT_EQ(r.has_evaluation(), i % 2 == 1) << i;
+    EXPECT_EQ(r.model_version(), static_cast<uint64_t>(i / 2 + 1));
+    EXPECT_GT(r.epsilon(), epsilon) << "round " << i << " was not charged";
+    epsilon = r.epsilon();
+  }
+  EXPECT_DOUBLE_EQ(s.epsilon_spent(), epsilon);
+  for (const proto::RoundSummary& r : s.history()) {  // the figures of bench/README.md
+    std::printf(
+        "%s round of version %llu: %.2f s, %llu bytes up per client, %llu down\n",
+        r.has_evaluation() ? "evaluation" : "training",
+        static_cast<unsigned long long>(r.model_version()), r.seconds(),
+        static_cast<unsigned long long>(r.bytes_up() / std::max<uint64_t>(1, r.uploads_done())),
+        static_cast<unsigned long long>(r.bytes_down()));
+  }
+  EXPECT_EQ(s.last_evaluation().model_version(), 2u);
+
+  for (int i : {1, 3}) {
+    const proto::FederatedEvaluation& e = s.history(i).evaluation();
+    SCOPED_TRACE(absl::StrCat("evaluation of version ", e.model_version()));
+    EXPECT_EQ(e.reports(), static_cast<uint64_t>(kClients));
+    // Both servers' noise, sigma = z * sqrt(5) per server in units of 1/m.
+    const double sd = std::sqrt(2.0) * kEvalNoise * std::sqrt(5.0) * kMaxExamples;
+    EXPECT_NEAR(e.count_stddev(), sd, 0.02 * sd);
+    EXPECT_NEAR(e.loss_stddev(), sd * 10, 0.2 * sd);
+    const ClearSums clear =
+        ClearEvaluation(e.model_version(), dir_ + "/coordinator/models/default");
+    const double bound = 6 * e.count_stddev() + 0.05;  // + fixed-point rounding
+    EXPECT_NEAR(e.examples(), clear.examples, bound);
+    EXPECT_NEAR(e.correct(), clear.correct, bound);
+    EXPECT_NEAR(e.loss_sum(), clear.loss_sum, 6 * e.loss_stddev() + 0.05);
+    ASSERT_EQ(e.class_examples_size(), 10);
+    ASSERT_EQ(e.class_correct_size(), 10);
+    double noise_seen = std::abs(e.examples() - clear.examples);
+    for (int c = 0; c < 10; ++c) {
+      EXPECT_NEAR(e.class_examples(c), clear.class_examples[c], bound) << c;
+      noise_seen = std::max(noise_seen, std::abs(e.class_examples(c) - clear.class_examples[c]));
+    }
+    // The servers did add noise (|N(0, sd^2)| < 0.01 on 11 sums: ~1e-20).
+    EXPECT_GT(noise_seen, 0.01);
+    EXPECT_NEAR(e.accuracy(), clear.correct / clear.examples, 0.05);
+    EXPECT_EQ(s.history(i).accuracy(), e.accuracy());
+    EXPECT_EQ(s.history(i).evaluated_by(), "federated");
+  }
+}
+
+}  // namespace
+}  // namespace tandem::testing

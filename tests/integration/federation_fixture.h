@@ -1,0 +1,166 @@
+// The fixture of the federation tests: every party as a deployment runs it
+// (TLS everywhere, the aggregators' collector and peer APIs on their own
+// mutual-TLS ports checked by identity, coordinator-signed upload tickets,
+// norm proofs, the coordinator's task provisioned on both aggregators,
+// enrolled devices, clients that pin both aggregators), as real processes
+// on loopback. Test-only.
+#ifndef TANDEM_TESTS_INTEGRATION_FEDERATION_FIXTURE_H_
+#define TANDEM_TESTS_INTEGRATION_FEDERATION_FIXTURE_H_
+
+#include <arpa/inet.h>
+#include <grpcpp/grpcpp.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "proto/coordinator.grpc.pb.h"
+#include "tests/testing/certificates.h"
+#include "tests/testing/daemon_process.h"
+#include "tests/testing/enrollment.h"
+
+namespace tandem::testing {
+
+inline int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  socklen_t len = sizeof(a);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+// Every party as a deployment runs it: TLS everywhere, the aggregators'
+// collector and peer APIs on their own mutual-TLS ports checked by
+// identity, coordinator-signed upload tickets, norm proofs, clients that
+// pin both aggregators. DP is off (an explicit policy of both servers) so
+// that the accuracy can be compared with plain FedAvg.
+class FederationFixture : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = MakeTempDir("tandem_federation");
+    ASSERT_TRUE(MakeRoleCertificates(dir_).ok());
+    AggregatorPairOptions o;
+    o.certs_dir = dir_;
+    o.ticket_public_key = dir_ + "/ticket.pub";
+    o.policy = "min_noise_multiplier: 0 min_batch_size: 1 epsilon_budget: inf";
+    o.tasks = {"default"};  // provisioned, as in a deployment
+    auto pair = StartAggregatorPair(TANDEM_AGGREGATOR_BIN, dir_ + "/aggregators", o);
+    ASSERT_TRUE(pair.ok()) << pair.status();
+    pair_ = *std::move(pair);
+    port_ = FreePort();
+    // Devices enroll with single-use tokens of this operator key.
+    ASSERT_TRUE(EnsureEnrollmentKey(dir_).ok());
+  }
+  void TearDown() override {
+    clients_.clear();
+    coordinator_.reset();
+    pair_.leader.reset();
+    pair_.helper.reset();
+    std::filesystem::remove_all(dir_);
+  }
+  std::vector<std::string> CoordinatorArgs(const std::vector<std::string>& extra) {
+    std::vector<std::string> a = {absl::StrCat("--listen=127.0.0.1:", port_),
+                                  "--leader=" + pair_.leader_collector_address(),
+                                  "--helper=" + pair_.helper_collector_address(),
+                                  "--announce_leader=" + pair_.leader_address(),
+                                  "--announce_helper=" + pair_.helper_address(),
+                                  "--tls_cert=" + dir_ + "/coordinator.pem",
+                                  "--tls_key=" + dir_ + "/coordinator.key",
+                                  "--tls_ca=" + dir_ + "/ca.pem",
+                                  "--ticket_key=" + dir_ + "/ticket.key",
+                                  "--state_dir=" + dir_ + "/coordinator",
+                                  "--dataset=digits",
+                                  "--hidden=32",
+                                  "--sample_rate=1",
+                                  "--noise_multiplier=0",
+                                  "--min_batch_size=1",
+                                  "--block_size=64",
+                                  "--log_blocks_per_group=1",
+                                  "--clip=4",
+                                  "--local_steps=20",
+                                  "--client_lr=0.05",
+                                  "--metrics_port=0",
+                                  "--enrollment_keys=" + dir_ + "/enroll.pub"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  }
+  void StartCoordinator(const std::vector<std::string>& extra) {
+    auto c = DaemonProcess::Start(TANDEM_COORDINATOR_BIN, CoordinatorArgs(extra),
+                                  dir_ + "/coordinator.log");
+    ASSERT_TRUE(c.ok()) << c.status();
+    coordinator_ = *std::move(c);
+    std::ifstream in(dir_ + "/ca.pem");
+    grpc::SslCredentialsOptions o;
+    o.pem_root_certs.assign(std::istreambuf_iterator<char>(in), {});
+    stub_ = proto::Coordinator::NewStub(
+        grpc::CreateChannel(absl::StrCat("127.0.0.1:", port_), grpc::SslCredentials(o)));
+  }
+  void StartClient(int shard, int num_shards) {
+    const std::string id = absl::StrCat("client", shard);
+    std::vector<std::string> args = {absl::StrCat("--coordinator=127.0.0.1:", port_),
+                                     "--client_id=" + id,
+                                     "--dataset=digits",
+                                     absl::StrCat("--shard=", shard),
+                                     absl::StrCat("--num_shards=", num_shards),
+                                     "--state_dir=" + dir_ + "/" + id,
+                                     "--max_errors=200",
+                                     absl::StrCat("--seed=", shard + 1),
+                                     "--tls_ca=" + dir_ + "/ca.pem",
+                                     "--leader=" + pair_.leader_address(),
+                                     "--leader_name=leader.tandem",
+                                     "--helper=" + pair_.helper_address(),
+                                     "--helper_name=helper.tandem"};
+    absl::StatusOr<std::string> token = WriteEnrollmentToken(dir_, dir_ + "/" + id + ".token");
+    ASSERT_TRUE(token.ok()) << token.status();
+    args.push_back("--enrollment_token_file=" + *token);
+    auto p = ChildProcess::Spawn(TANDEM_CLIENT_BIN, args, dir_ + "/" + id + ".log");
+    ASSERT_TRUE(p.ok()) << p.status();
+    clients_.push_back(*std::move(p));
+  }
+  absl::StatusOr<proto::CoordinatorStatusResponse> Status() {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    proto::CoordinatorStatusResponse s;
+    grpc::Status st = stub_->Status(&ctx, proto::CoordinatorStatusRequest(), &s);
+    if (!st.ok()) return absl::UnavailableError(st.error_message());
+    return s;
+  }
+  // Polls until `pred` holds or `timeout` passes; returns the last status.
+  template <typename Pred>
+  proto::CoordinatorStatusResponse WaitFor(Pred pred, absl::Duration timeout) {
+    const absl::Time end = absl::Now() + timeout;
+    proto::CoordinatorStatusResponse last;
+    while (absl::Now() < end) {
+      absl::StatusOr<proto::CoordinatorStatusResponse> s = Status();
+      if (s.ok()) {
+        last = *s;
+        if (pred(last)) break;
+      }
+      absl::SleepFor(absl::Milliseconds(100));
+    }
+    return last;
+  }
+
+  std::string dir_;
+  AggregatorPair pair_;
+  int port_ = 0;
+  std::unique_ptr<DaemonProcess> coordinator_;
+  std::unique_ptr<proto::Coordinator::Stub> stub_;
+  std::vector<std::unique_ptr<ChildProcess>> clients_;
+};
+
+}  // namespace tandem::testing
+
+#endif  // TANDEM_TESTS_INTEGRATION_FEDERATION_FIXTURE_H_
