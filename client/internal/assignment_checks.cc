@@ -4,6 +4,7 @@
 #include <cstring>
 #include <tuple>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -177,6 +178,46 @@ absl::Status CheckRoundBounds(const proto::CheckInResponse& task, const Particip
   return absl::OkStatus();
 }
 
+absl::StatusOr<uint64_t> CheckOpaqueModel(const proto::ModelSpec& m, const ParticipantOptions& o) {
+  if (m.tensors_size() > kMaxOpaqueTensors || m.num_classes() < 0 || m.num_classes() == 1 ||
+      m.num_classes() > kMaxClasses) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "opaque model out of bounds: ", m.tensors_size(), " tensors (max ", kMaxOpaqueTensors,
+        "), num_classes ", m.num_classes(), " (0 or in [2, ", kMaxClasses, "])"));
+  }
+  const uint64_t max_params = o.max_model_bytes / sizeof(float);
+  uint64_t params = 0;
+  absl::flat_hash_set<std::string> names;
+  for (const proto::TensorSpec& t : m.tensors()) {
+    if (t.name().empty() || t.name().size() > 128 || !names.insert(t.name()).second ||
+        t.shape_size() > 16) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "opaque model tensor '", t.name().substr(0, 128),
+          "': names are unique, 1 to 128 bytes, and shapes have at most 16 dimensions"));
+    }
+    uint64_t n = 1;
+    for (int64_t d : t.shape()) {
+      // n <= max_params <= 2^61 and d <= max_params: no overflow before the check.
+      if (d < 1 || static_cast<uint64_t>(d) > max_params ||
+          n > max_params / static_cast<uint64_t>(d)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("opaque model tensor '", t.name(),
+                         "' has a dimension < 1 or more parameters than this "
+                         "client's max_model_bytes (",
+                         o.max_model_bytes, ") hold"));
+      }
+      n *= static_cast<uint64_t>(d);
+    }
+    params += n;
+    if (params > max_params) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the task's model has more parameters than this client's max_model_bytes (",
+                       o.max_model_bytes, ") hold"));
+    }
+  }
+  return params;
+}
+
 absl::StatusOr<uint64_t> CheckTrainingBounds(const proto::TrainingConfig& tc,
                                              const ParticipantOptions& o) {
   if (tc.local_epochs() > kMaxLocalEpochs || tc.local_steps() > kMaxLocalSteps ||
@@ -196,6 +237,7 @@ absl::StatusOr<uint64_t> CheckTrainingBounds(const proto::TrainingConfig& tc,
                      " (in [0, 1)), coido_fraction ", tc.coido_fraction(), " (in [0, 1])"));
   }
   const proto::ModelSpec& m = tc.model();
+  if (m.tensors_size() > 0) return CheckOpaqueModel(m, o);
   if (m.hidden_size() > kMaxHiddenLayers || m.input_dim() < 1 || m.input_dim() > kMaxLayerWidth ||
       m.num_classes() < 2 || m.num_classes() > kMaxClasses) {
     return absl::InvalidArgumentError(

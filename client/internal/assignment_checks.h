@@ -35,6 +35,7 @@ inline constexpr uint32_t kMaxBatchSize = 1u << 16;
 inline constexpr int kMaxHiddenLayers = 64;
 inline constexpr int64_t kMaxLayerWidth = int64_t{1} << 24;  // input_dim and hidden widths
 inline constexpr int32_t kMaxClasses = 1 << 16;
+inline constexpr int kMaxOpaqueTensors = 65536;  // tensors of an opaque model
 inline constexpr double kMaxLearningRate = 1e3;
 // retry_after_ms the client honours at most (a longer one is clamped).
 inline constexpr int64_t kMaxRetryAfterMs = int64_t{24} * 3600 * 1000;
@@ -86,9 +87,16 @@ absl::StatusOr<std::optional<proto::UploadTicket>> CheckAssignmentTicket(
 absl::Status CheckRoundBounds(const proto::CheckInResponse& task,
                               const ParticipantOptions& options);
 
+// An opaque model's tensors (unique names of 1-128 bytes, at most 16
+// dimensions each >= 1) and classes (0 or in [2, kMaxClasses]). Returns its
+// parameter count, which must fit in options.max_model_bytes as float32.
+// INVALID_ARGUMENT otherwise.
+absl::StatusOr<uint64_t> CheckOpaqueModel(const proto::ModelSpec& model,
+                                          const ParticipantOptions& options);
+
 // The training settings (epochs, steps, batch, rates, CoIDO fraction, MLP
-// shape). Returns the model's parameter count, which must fit in
-// options.max_model_bytes as float32. INVALID_ARGUMENT otherwise.
+// shape or opaque tensors). Returns the model's parameter count, which must
+// fit in options.max_model_bytes as float32. INVALID_ARGUMENT otherwise.
 absl::StatusOr<uint64_t> CheckTrainingBounds(const proto::TrainingConfig& training,
                                              const ParticipantOptions& options);
 

@@ -205,6 +205,39 @@ TEST(AssignmentChecks, TrainingBoundsAndModelSize) {
   EXPECT_THAT(CheckTrainingBounds(tc, o).status(), StatusIs(kInvalid));
 }
 
+// Issue 33: an opaque model (named tensors the app trains) is bounded as
+// strictly as an MLP before anything is allocated.
+TEST(AssignmentChecks, OpaqueModelBounds) {
+  ParticipantOptions o;
+  proto::TrainingConfig tc;
+  proto::TensorSpec* w = tc.mutable_model()->add_tensors();
+  w->set_name("conv.weight");
+  for (int64_t d : {8, 1, 3, 3}) w->add_shape(d);
+  tc.mutable_model()->add_tensors()->set_name("scale");  // a scalar
+  TANDEM_ASSERT_OK_AND_ASSIGN(uint64_t params, CheckTrainingBounds(tc, o));
+  EXPECT_EQ(params, 73u);
+  const auto kInvalid = absl::StatusCode::kInvalidArgument;
+  auto bad = [&](auto mutate) {
+    proto::TrainingConfig c = tc;
+    mutate(*c.mutable_model());
+    return CheckTrainingBounds(c, o).status();
+  };
+  EXPECT_THAT(bad([](auto& m) { m.mutable_tensors(1)->set_name("conv.weight"); }),
+              StatusIs(kInvalid));
+  EXPECT_THAT(bad([](auto& m) { m.mutable_tensors(1)->set_name(""); }), StatusIs(kInvalid));
+  EXPECT_THAT(bad([](auto& m) { m.mutable_tensors(0)->set_shape(0, 0); }), StatusIs(kInvalid));
+  EXPECT_THAT(bad([](auto& m) { m.mutable_tensors(0)->set_shape(0, -1); }), StatusIs(kInvalid));
+  EXPECT_THAT(bad([](auto& m) { m.set_num_classes(1); }), StatusIs(kInvalid));
+  // 2^31 x 2^31 would overflow a careless product.
+  EXPECT_THAT(bad([](auto& m) {
+                m.mutable_tensors(0)->set_shape(0, int64_t{1} << 31);
+                m.mutable_tensors(0)->set_shape(1, int64_t{1} << 31);
+              }),
+              StatusIs(kInvalid, HasSubstr("max_model_bytes")));
+  o.max_model_bytes = 4 * 72;  // one float short
+  EXPECT_THAT(CheckTrainingBounds(tc, o).status(), StatusIs(kInvalid));
+}
+
 TEST(AssignmentChecks, RecycledLayersInRange) {
   proto::TrainingConfig tc;
   EXPECT_THAT(CheckRecycledLayers(tc, 4), IsOk());

@@ -186,6 +186,11 @@ absl::StatusOr<std::unique_ptr<ml::Model>> RoundRunner::DownloadAssignedModel(
     const proto::CheckInResponse& task, uint64_t params, RoundResult* result,
     std::vector<float>* global) {
   const proto::TrainingConfig& tc = task.training();
+  if (tc.model().tensors_size() > 0) {
+    return absl::UnimplementedError(
+        "the task's model is opaque (named tensors the app's framework trains): use the "
+        "StepwiseParticipant or the Python Participant");
+  }
   const std::vector<int64_t> hidden(tc.model().hidden().begin(), tc.model().hidden().end());
   TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<ml::Model> model,
                           ml::MakeMlp(tc.model().input_dim(), hidden, tc.model().num_classes()));

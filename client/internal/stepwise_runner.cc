@@ -130,11 +130,30 @@ absl::StatusOr<CheckInResult> StepwiseRunner::Assign(const proto::CheckInRespons
   TANDEM_RETURN_IF_ERROR(CheckRoundBounds(task, options_));
   TANDEM_ASSIGN_OR_RETURN(const uint64_t params, CheckTrainingBounds(task.training(), options_));
   const proto::TrainingConfig& tc = task.training();
-  const std::vector<int64_t> hidden(tc.model().hidden().begin(), tc.model().hidden().end());
-  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<ml::Model> model,
-                          ml::MakeMlp(tc.model().input_dim(), hidden, tc.model().num_classes()));
-  TANDEM_RETURN_IF_ERROR(CheckRecycledLayers(tc, model->param_infos().size()));
-  c.slices = ml::TensorSlices(*model);
+  // The model's tensors: an MLP's (rebuilt) or an opaque model's (as named).
+  std::vector<ml::ParamInfo> infos;
+  if (tc.model().tensors_size() > 0) {
+    int64_t offset = 0;
+    for (const proto::TensorSpec& t : tc.model().tensors()) {
+      ml::ParamInfo p;
+      p.name = t.name();
+      p.shape.assign(t.shape().begin(), t.shape().end());
+      p.kind = p.shape.size() > 1 ? ml::ParamKind::kWeight : ml::ParamKind::kBias;
+      p.offset = offset;
+      p.size = 1;
+      for (int64_t d : p.shape) p.size *= d;  // bounded by CheckTrainingBounds
+      offset += p.size;
+      infos.push_back(std::move(p));
+    }
+  } else {
+    const std::vector<int64_t> hidden(tc.model().hidden().begin(), tc.model().hidden().end());
+    TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<ml::Model> model,
+                            ml::MakeMlp(tc.model().input_dim(), hidden, tc.model().num_classes()));
+    infos = model->param_infos();
+  }
+  TANDEM_RETURN_IF_ERROR(CheckRecycledLayers(tc, infos.size()));
+  for (const ml::ParamInfo& p : infos)
+    c.slices.push_back({p.name, p.offset, p.size, p.recyclable()});
   c.recycled.assign(tc.recycled_layers().begin(), tc.recycled_layers().end());
   // The builder checks fixed point and norm bound now, not after training.
   ReportParameters report_params = ReportParametersFromRound(rp);
@@ -147,8 +166,8 @@ absl::StatusOr<CheckInResult> StepwiseRunner::Assign(const proto::CheckInRespons
   a.model_version = task.model_version();
   a.deadline_unix_ms = task.deadline_unix_ms();
   uint64_t packed = params;
-  for (size_t i = 0; i < model->param_infos().size(); ++i) {
-    const ml::ParamInfo& p = model->param_infos()[i];
+  for (size_t i = 0; i < infos.size(); ++i) {
+    const ml::ParamInfo& p = infos[i];
     const bool recycled = std::find(c.recycled.begin(), c.recycled.end(), i) != c.recycled.end();
     if (recycled) packed -= static_cast<uint64_t>(p.size);
     a.tensors.push_back({p.name, p.shape, p.offset, p.size, recycled});

@@ -108,9 +108,37 @@ class Participant:
         """The assignment's global model: one float32 array per tensor."""
         return self._p.download_model()
 
+    def download_state_dict(self):
+        """The assignment's global model as {tensor name: float32 array}, in
+        the task's order: for an opaque model (a task created from a
+        PyTorch state_dict) the names of that state_dict, so
+        `model.load_state_dict({k: torch.from_numpy(v) for k, v in ...})`."""
+        a = self._p.current_assignment()
+        if a is None:
+            raise FailedPreconditionError("no current assignment: check_in() first")
+        return dict(zip([t.name for t in a.tensors], self._p.download_model()))
+
     def upload(self, update, num_examples=0):
-        """Clips, encodes and uploads `update`; returns a tandem.UploadResult."""
+        """Clips, encodes and uploads `update`; returns a tandem.UploadResult.
+        `update` is a list of arrays in the assignment's order, one flat
+        array, or a dict by tensor name (e.g. trained minus downloaded
+        state_dict): a missing or extra name raises ValueError before
+        anything is encoded."""
+        if isinstance(update, dict):
+            update = self._by_name(update)
         return self._p.upload(update, num_examples)
+
+    def _by_name(self, update):
+        a = self._p.current_assignment()
+        if a is None:
+            raise FailedPreconditionError("no current assignment: check_in() first")
+        names = [t.name for t in a.tensors]
+        missing = [n for n in names if n not in update]
+        extra = sorted(set(update) - set(names))
+        if missing or extra:
+            raise ValueError("the update's tensors do not match the task's model: missing %s, "
+                             "extra %s" % (missing, extra))
+        return [update[n] for n in names]
 
     def upload_evaluation(self, counts):
         """A federated evaluation assignment (`assignment.evaluation` is set):

@@ -109,7 +109,9 @@ BAD_UPDATES = [
     (lambda w: [w[0], np.full((16,), np.nan, np.float32)] + w[2:], ValueError, "NaN"),
     (lambda w: w[:3] + [np.full((10,), np.inf)], ValueError, "infinite"),
     (lambda w: np.zeros(1209, np.float32), ValueError, "1210 values"),
-    (lambda w: {"fc1.weight": w[0]}, TypeError, "dict"),
+    (lambda w: {"fc1.weight": w[0]}, ValueError, "missing"),   # by name: every tensor
+    (lambda w: {"fc1.weight": w[0], "fc1.bias": w[1], "out.weight": w[2], "out.bias": w[3],
+                "extra": w[3]}, ValueError, "extra"),
     (lambda w: "update", TypeError, "float32 or float64"),
 ]
 

@@ -8,12 +8,14 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "base/ids.h"
 #include "base/logging.h"
 #include "base/status_macros.h"
 #include "crypto/sign/upload_ticket.h"
 #include "ml/fedluar/federated_sim.h"
 #include "ml/model/model_zoo.h"
+#include "server/core/released_models.h"
 
 namespace tandem::server {
 namespace {
@@ -27,6 +29,9 @@ constexpr size_t kTicketIdBytes = 16;
 std::string Fingerprint(const CoordinatorOptions& o) {
   std::string hidden;
   for (int64_t h : o.model.hidden()) absl::StrAppend(&hidden, h, ",");
+  for (const proto::TensorSpec& t : o.model.tensors()) {  // an opaque model's layout
+    absl::StrAppend(&hidden, t.name(), "[", absl::StrJoin(t.shape(), "x"), "],");
+  }
   const SecureSumConfig& s = o.task.secure_sum;
   return absl::StrCat("task=", o.task_id, " model=", o.model.input_dim(), "/", hidden, "/",
                       o.model.num_classes(), " seed=", o.init_seed, " B=", s.block_size,
@@ -110,13 +115,31 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(
     return absl::InvalidArgumentError(absl::StrCat("leader and helper have the same TLS name ",
                                                    options.leader.server_name()));
   }
-  if (options.model.input_dim() < 1 || options.model.num_classes() < 2) {
-    return absl::InvalidArgumentError("model needs input_dim >= 1 and num_classes >= 2");
-  }
-  TANDEM_RETURN_IF_ERROR(eval_data.Validate());
-  if (eval_data.size() < 1 || eval_data.features.cols() != options.model.input_dim() ||
-      eval_data.num_classes != options.model.num_classes()) {
-    return absl::InvalidArgumentError("evaluation data does not match the model");
+  const bool opaque = options.model.tensors_size() > 0;
+  if (opaque) {
+    // The app's framework trains it; the coordinator keeps, aggregates and
+    // releases its parameters and never evaluates it itself.
+    if (options.initial_params.empty()) {
+      return absl::InvalidArgumentError("an opaque model needs its initial parameters");
+    }
+    if (options.model.num_classes() == 1 || options.model.num_classes() < 0 ||
+        (options.evaluation.every > 0 && options.model.num_classes() < 2)) {
+      return absl::InvalidArgumentError(
+          "an opaque model's num_classes must be 0 (unknown) or >= 2 (>= 2 for federated "
+          "evaluation)");
+    }
+    if (options.evaluator != nullptr) {
+      return absl::InvalidArgumentError("a worker cannot evaluate an opaque model");
+    }
+  } else {
+    if (options.model.input_dim() < 1 || options.model.num_classes() < 2) {
+      return absl::InvalidArgumentError("model needs input_dim >= 1 and num_classes >= 2");
+    }
+    TANDEM_RETURN_IF_ERROR(eval_data.Validate());
+    if (eval_data.size() < 1 || eval_data.features.cols() != options.model.input_dim() ||
+        eval_data.num_classes != options.model.num_classes()) {
+      return absl::InvalidArgumentError("evaluation data does not match the model");
+    }
   }
   TANDEM_RETURN_IF_ERROR(ValidateEvaluationOptions(
       options.evaluation, static_cast<uint32_t>(options.model.num_classes())));
@@ -132,15 +155,31 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(
   std::unique_ptr<Coordinator> c(new Coordinator(std::move(options), std::move(ticket_key),
                                                  std::move(verifier), std::move(eval_data), leader,
                                                  helper, std::move(store), clock));
-  const std::vector<int64_t> hidden(c->options_.model.hidden().begin(),
-                                    c->options_.model.hidden().end());
-  TANDEM_ASSIGN_OR_RETURN(c->model_, ml::MakeMlp(c->options_.model.input_dim(), hidden,
-                                                 c->options_.model.num_classes()));
-  c->model_->InitFromSeed(c->options_.init_seed);
+  std::vector<float> initial;
+  if (opaque) {
+    TANDEM_ASSIGN_OR_RETURN(c->layout_, OpaqueLayout(c->options_.model, kMaxOpaqueParams));
+    initial = c->options_.initial_params;
+    const int64_t expected = c->layout_.back().offset + c->layout_.back().size;
+    if (static_cast<int64_t>(initial.size()) != expected) {
+      return absl::InvalidArgumentError(absl::StrCat("the initial parameters hold ", initial.size(),
+                                                     " values, the model ", expected));
+    }
+  } else {
+    const std::vector<int64_t> hidden(c->options_.model.hidden().begin(),
+                                      c->options_.model.hidden().end());
+    TANDEM_ASSIGN_OR_RETURN(c->model_, ml::MakeMlp(c->options_.model.input_dim(), hidden,
+                                                   c->options_.model.num_classes()));
+    c->model_->InitFromSeed(c->options_.init_seed);
+    c->layout_ = c->model_->param_infos();
+    initial = c->model_->Flatten();
+  }
   TANDEM_ASSIGN_OR_RETURN(c->engine_, ml::GradientEngine::Create(c->options_.eval_threads));
-  TANDEM_ASSIGN_OR_RETURN(c->task_, FederatedTask::Create(c->options_.task,
-                                                          ml::TensorSlices(*c->model_),
-                                                          c->model_->Flatten()));
+  std::vector<ml::TensorSlice> slices;
+  for (const ml::ParamInfo& p : c->layout_) {
+    slices.push_back({p.name, p.offset, p.size, p.recyclable()});
+  }
+  TANDEM_ASSIGN_OR_RETURN(
+      c->task_, FederatedTask::Create(c->options_.task, std::move(slices), std::move(initial)));
   // The sampling key: drawn once, kept across restarts.
   TANDEM_ASSIGN_OR_RETURN(std::optional<std::string> key, c->store_->GetMeta(kSamplingKeyMeta));
   if (!key.has_value()) {

@@ -90,6 +90,10 @@ namespace tandem::server {
 // secure_sum.min_batch_size = 10 (the rest as FederatedTaskOptions).
 FederatedTaskOptions PrivateTaskDefaults();
 
+// Largest opaque model a coordinator takes (parameters; 2^27 = 512 MiB of
+// float32, the aggregators' largest dimension cap).
+inline constexpr int64_t kMaxOpaqueParams = int64_t{1} << 27;
+
 struct CoordinatorOptions {
   std::string task_id = "default";  // [A-Za-z0-9._-]{1,64}
   // Model, FedLUAR, optimizer, q, privacy budget; task.secure_sum carries the
@@ -125,6 +129,9 @@ struct CoordinatorOptions {
   // Private federated evaluation rounds (federated_evaluation.h); off by
   // default (every = 0). With DP on, their noise must be > 0.
   FederatedEvaluationOptions evaluation;
+  // An opaque model (model.tensors set; released_models.h OpaqueLayout):
+  // its initial parameters, in the tensors' order. Unused for an MLP.
+  std::vector<float> initial_params;
   // Every released version is written to <models_dir>/v<N>.safetensors
   // (released_models.h) once its release is durable; empty = none. A
   // failed write is logged and does not stop the task (the checkpoint
@@ -268,7 +275,8 @@ class Coordinator {
 
   // Touched by Tick() only (one thread).
   std::unique_ptr<FederatedTask> task_;
-  std::unique_ptr<ml::Model> model_;
+  std::unique_ptr<ml::Model> model_;   // null for an opaque model
+  std::vector<ml::ParamInfo> layout_;  // the model's tensors, either way
   std::unique_ptr<ml::GradientEngine> engine_;
   std::optional<RoundPlan> plan_;
   std::optional<SecureSum> eval_sum_;    // set during an evaluation round

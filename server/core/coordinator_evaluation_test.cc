@@ -1,11 +1,13 @@
 // The coordinator's federated evaluation rounds (coordinator_evaluation.cc)
 // on its state machine: after each release, one round with the metrics
 // vector's parameters; its release recorded beside the round and charged
-// once, also across a restart in the middle of it.
+// once, also across a restart in the middle of it. And opaque models
+// (issue 33): named tensors the coordinator releases without running them.
 #include <cmath>
 
 #include "crypto/dp/accountant.h"
 #include "gmock/gmock.h"
+#include "ml/model/safetensors.h"
 #include "server/core/coordinator_test_fixture.h"
 
 namespace tandem::server {
@@ -68,6 +70,46 @@ TEST_F(CoordinatorTest, AnEvaluationRoundFollowsEachReleaseAndResumesChargedOnce
   EXPECT_NEAR(e.epsilon(), two.epsilon, 1e-9);
   EXPECT_NEAR(s.epsilon_spent(), two.epsilon, 1e-9);
   TickUntil(*c, "done");
+}
+
+// Issue 33: any model. The coordinator aggregates and releases named
+// tensors it cannot run (none of its own evaluation), and keeps every
+// release as safetensors under those names.
+TEST_F(CoordinatorTest, AnOpaqueModelIsReleasedUnderItsOwnNames) {
+  CoordinatorOptions o = Options();
+  o.model.Clear();
+  proto::TensorSpec* w = o.model.add_tensors();
+  w->set_name("features.0.weight");
+  w->add_shape(2);
+  w->add_shape(3);
+  proto::TensorSpec* b = o.model.add_tensors();
+  b->set_name("features.0.bias");
+  b->add_shape(2);
+  o.rounds = 1;
+  o.models_dir = (dir_ / "models").string();
+  EXPECT_THAT(Make(o).status(), ::tandem::testing::StatusIs(absl::StatusCode::kInvalidArgument));
+  o.initial_params = {1, 2, 3, 4, 5, 6, 7, 8};
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto c, Make(o));
+  TickUntil(*c, "collecting");
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto r, CheckIn(*c, In("a")));
+  ASSERT_EQ(r.training().model().tensors_size(), 2);
+  EXPECT_EQ(r.training().model().tensors(0).name(), "features.0.weight");
+  TANDEM_ASSERT_OK(c->UploadDone(Done("a", 1)));
+  TANDEM_ASSERT_OK(CheckIn(*c, In("b")).status());
+  TANDEM_ASSERT_OK(c->UploadDone(Done("b", 1)));
+  clock_.Advance(absl::Seconds(11));
+  leader_.accepted = helper_.accepted = 2;
+  TANDEM_ASSERT_OK(c->Tick());
+  const proto::CoordinatorStatusResponse s = c->Status();
+  ASSERT_EQ(s.history_size(), 1);
+  EXPECT_EQ(s.history(0).evaluated_by(), "none");
+  auto file = ml::ReadSafetensorsFile((dir_ / "models" / "v1.safetensors").string());
+  ASSERT_THAT(file, ::tandem::testing::IsOk());
+  ASSERT_EQ(file->tensors.size(), 2u);
+  EXPECT_EQ(file->tensors[1].name, "features.0.bias");
+  EXPECT_EQ(file->tensors[0].shape, (std::vector<int64_t>{2, 3}));
+  // A zero aggregate: the released version is the initial weights.
+  EXPECT_EQ(*ml::AsFloat32(file->tensors[1]), (std::vector<float>{7, 8}));
 }
 
 TEST_F(CoordinatorTest, EvaluationOptionsAreValidated) {

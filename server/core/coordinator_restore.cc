@@ -81,6 +81,12 @@ absl::Status Coordinator::Restore() {
 }
 
 absl::Status Coordinator::Evaluate(proto::RoundSummary* summary) {
+  if (model_ == nullptr) {
+    // An opaque model: only its clients can evaluate it (federated
+    // evaluation rounds, --eval_every).
+    summary->set_evaluated_by("none");
+    return absl::OkStatus();
+  }
   TANDEM_RETURN_IF_ERROR(model_->SetParams(task_->params()));
   if (options_.evaluator != nullptr) {
     absl::StatusOr<ml::EvalStats> e =
@@ -107,8 +113,8 @@ void Coordinator::WriteReleasedModelFile(bool only_if_missing) {
   if (only_if_missing && std::filesystem::exists(ReleasedModelPath(options_.models_dir, version))) {
     return;
   }
-  const absl::Status s = WriteReleasedModel(options_.models_dir, model_->param_infos(),
-                                            task_->params(), options_.task_id, version);
+  const absl::Status s =
+      WriteReleasedModel(options_.models_dir, layout_, task_->params(), options_.task_id, version);
   if (!s.ok()) {
     TANDEM_LOG(ERROR) << "coordinator: cannot write released model version " << version << ": "
                       << s;

@@ -3,12 +3,80 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "base/status_macros.h"
 
 namespace tandem::server {
+
+namespace {
+
+bool ValidTensorName(absl::string_view name) {
+  if (name.empty() || name.size() > 128) return false;
+  for (char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '.' || c == '_' || c == '/' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<ml::ParamInfo>> OpaqueLayout(const proto::ModelSpec& spec,
+                                                        int64_t max_params) {
+  std::vector<ml::ParamInfo> layout;
+  absl::flat_hash_set<std::string> names;
+  int64_t offset = 0;
+  for (const proto::TensorSpec& t : spec.tensors()) {
+    if (!ValidTensorName(t.name())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("model tensor '", t.name(), "': names are [A-Za-z0-9._/-]{1,128}"));
+    }
+    if (!names.insert(t.name()).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("model tensor '", t.name(), "' appears twice"));
+    }
+    ml::ParamInfo p;
+    p.name = t.name();
+    p.shape.assign(t.shape().begin(), t.shape().end());
+    const int64_t n = ml::ElementCount(p.shape);
+    if (n < 1 || n > max_params - offset ||
+        std::any_of(p.shape.begin(), p.shape.end(), [](int64_t d) { return d < 1; })) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "model tensor '", t.name(), "': every dimension must be >= 1 and the model at most ",
+          max_params, " parameters"));
+    }
+    p.layer = t.name();
+    p.kind = p.shape.size() > 1 ? ml::ParamKind::kWeight : ml::ParamKind::kBias;
+    p.offset = offset;
+    p.size = n;
+    offset += n;
+    layout.push_back(std::move(p));
+  }
+  if (layout.empty()) return absl::InvalidArgumentError("an opaque model needs tensors");
+  return layout;
+}
+
+absl::StatusOr<OpaqueModel> OpaqueModelFromFile(const std::string& path, int64_t max_params) {
+  TANDEM_ASSIGN_OR_RETURN(const ml::SafetensorsFile file, ml::ReadSafetensorsFile(path));
+  OpaqueModel out;
+  for (const ml::SafeTensor& t : file.tensors) {
+    absl::StatusOr<std::vector<float>> values = ml::AsFloat32(t);
+    if (!values.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": ", values.status().message()));
+    }
+    proto::TensorSpec* spec = out.spec.add_tensors();
+    spec->set_name(t.name);
+    for (int64_t d : t.shape) spec->add_shape(d);  // none: a scalar
+    out.params.insert(out.params.end(), values->begin(), values->end());
+  }
+  absl::Status valid = OpaqueLayout(out.spec, max_params).status();
+  if (!valid.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", valid.message()));
+  return out;
+}
 
 std::string ReleasedModelPath(const std::string& dir, uint64_t version) {
   return (std::filesystem::path(dir) / absl::StrCat("v", version, ".safetensors")).string();

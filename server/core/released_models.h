@@ -20,8 +20,27 @@
 #include "absl/types/span.h"
 #include "ml/model/model.h"
 #include "ml/model/safetensors.h"
+#include "proto/coordinator.pb.h"
 
 namespace tandem::server {
+
+// The parameter layout of an opaque model (proto::ModelSpec.tensors): one
+// ParamInfo per tensor in order (FedLUAR may recycle those of rank >= 2).
+// INVALID_ARGUMENT naming the tensor for an empty, duplicate or malformed
+// name ([A-Za-z0-9._/-]{1,128}), a dimension < 1 (no dimension: a
+// scalar), or more than
+// max_params parameters in all.
+absl::StatusOr<std::vector<ml::ParamInfo>> OpaqueLayout(const proto::ModelSpec& spec,
+                                                        int64_t max_params);
+
+// An opaque model from a safetensors file (F32 tensors, finite): the spec's
+// tensors (the file's names and shapes, in its order) and the initial
+// parameters. INVALID_ARGUMENT / NOT_FOUND naming the file and tensor.
+struct OpaqueModel {
+  proto::ModelSpec spec;
+  std::vector<float> params;
+};
+absl::StatusOr<OpaqueModel> OpaqueModelFromFile(const std::string& path, int64_t max_params);
 
 // <dir>/v<version>.safetensors
 std::string ReleasedModelPath(const std::string& dir, uint64_t version);

@@ -58,5 +58,55 @@ TEST(ReleasedModelsTest, VersionsAreWrittenAndListed) {
   std::filesystem::remove_all(::testing::TempDir() + "/released_models_test");
 }
 
+TEST(ReleasedModelsTest, AnOpaqueModelComesFromASafetensorsFile) {
+  const std::string dir = ::testing::TempDir() + "/released_models_opaque";
+  std::filesystem::create_directories(dir);
+  ml::SafetensorsFile f;
+  f.tensors.push_back(
+      *ml::Float32Tensor("conv.weight", {2, 1, 3, 3}, std::vector<float>(18, 0.5f)));
+  f.tensors.push_back(*ml::Float32Tensor("conv.bias", {2}, std::vector<float>{1, 2}));
+  f.tensors.push_back(*ml::Float32Tensor("temperature", {}, std::vector<float>{3}));
+  TANDEM_ASSERT_OK(ml::WriteSafetensorsFile(dir + "/init.safetensors", f));
+  auto m = OpaqueModelFromFile(dir + "/init.safetensors", 1 << 20);
+  ASSERT_THAT(m, IsOk());
+  ASSERT_EQ(m->spec.tensors_size(), 3);
+  EXPECT_EQ(m->spec.tensors(0).name(), "conv.weight");
+  EXPECT_EQ(m->params.size(), 21u);
+  EXPECT_EQ(m->params[18], 1.0f);
+  auto layout = OpaqueLayout(m->spec, 1 << 20);
+  ASSERT_THAT(layout, IsOk());
+  EXPECT_TRUE((*layout)[0].recyclable());  // rank 4: FedLUAR may recycle it
+  EXPECT_FALSE((*layout)[1].recyclable());
+  EXPECT_EQ((*layout)[2].offset, 20);
+  EXPECT_EQ((*layout)[2].size, 1);  // a scalar
+  // Exported again under the same names and shapes.
+  auto file = ReleasedModelFile(*layout, m->params, "t", 1);
+  ASSERT_THAT(file, IsOk());
+  EXPECT_EQ(file->tensors[0].shape, (std::vector<int64_t>{2, 1, 3, 3}));
+  EXPECT_TRUE(file->tensors[2].shape.empty());
+
+  EXPECT_THAT(OpaqueModelFromFile(dir + "/init.safetensors", 20).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));  // too many parameters
+  f.tensors[1].data[0] = '\xff';                              // NaN bytes
+  f.tensors[1].data[1] = '\xff';
+  f.tensors[1].data[2] = '\xff';
+  f.tensors[1].data[3] = '\xff';
+  TANDEM_ASSERT_OK(ml::WriteSafetensorsFile(dir + "/nan.safetensors", f));
+  EXPECT_THAT(OpaqueModelFromFile(dir + "/nan.safetensors", 1 << 20).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(OpaqueModelFromFile(dir + "/missing.safetensors", 1 << 20).status(),
+              StatusIs(absl::StatusCode::kNotFound));
+  proto::ModelSpec bad = m->spec;
+  bad.mutable_tensors(1)->set_name("conv.weight");
+  EXPECT_THAT(OpaqueLayout(bad, 1 << 20).status(), StatusIs(absl::StatusCode::kInvalidArgument));
+  bad = m->spec;
+  bad.mutable_tensors(0)->set_shape(1, 0);
+  EXPECT_THAT(OpaqueLayout(bad, 1 << 20).status(), StatusIs(absl::StatusCode::kInvalidArgument));
+  bad = m->spec;
+  bad.mutable_tensors(0)->set_name("conv weight");
+  EXPECT_THAT(OpaqueLayout(bad, 1 << 20).status(), StatusIs(absl::StatusCode::kInvalidArgument));
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace tandem::server

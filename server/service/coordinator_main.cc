@@ -26,6 +26,7 @@
 #include "base/shutdown_signals.h"
 #include "base/status_macros.h"
 #include "ml/data/dataset.h"
+#include "server/core/released_models.h"
 #include "server/service/coordinator_daemon.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:0", "listen address host:port (port 0 = any)");
@@ -117,6 +118,12 @@ ABSL_FLAG(uint32_t, local_steps, 20, "client mini-batch steps per round");
 ABSL_FLAG(uint32_t, batch_size, 32, "client batch size");
 ABSL_FLAG(double, client_lr, 0.05, "client learning rate");
 ABSL_FLAG(double, coido_fraction, 1.0, "CoIDO: fraction of local data a client keeps (1 = all)");
+ABSL_FLAG(std::string, model_file, "",
+          "any model: a safetensors file (e.g. a PyTorch state_dict saved with "
+          "tandem.save_safetensors) whose float32 tensors are the task's model and initial "
+          "weights; clients train it with their own framework (StepwiseParticipant, Python)");
+ABSL_FLAG(int32_t, num_classes, 0,
+          "with --model_file: the model's classes (needed for --eval_every; 0 = unknown)");
 ABSL_FLAG(uint32_t, eval_every, 0,
           "private federated evaluation: after every N released versions, sampled clients "
           "evaluate the model on their held-out examples through both aggregators (0 = off)");
@@ -217,6 +224,16 @@ absl::StatusOr<std::unique_ptr<tandem::server::CoordinatorDaemon>> Run() {
                                                        absl::GetFlag(FLAGS_eval_items)));
   c.model.set_input_dim(data.second.features.cols());
   c.model.set_num_classes(data.second.num_classes);
+  if (const std::string path = absl::GetFlag(FLAGS_model_file); !path.empty()) {
+    // Any model: its tensors and initial weights from the file; the clients'
+    // framework trains it (--dataset and --hidden are then unused).
+    TANDEM_ASSIGN_OR_RETURN(
+        tandem::server::OpaqueModel m,
+        tandem::server::OpaqueModelFromFile(path, tandem::server::kMaxOpaqueParams));
+    c.model = std::move(m.spec);
+    c.model.set_num_classes(absl::GetFlag(FLAGS_num_classes));
+    c.initial_params = std::move(m.params);
+  }
   return tandem::server::CoordinatorDaemon::Start(std::move(d), std::move(data.second),
                                                   tandem::RealClock::Default(),
                                                   tandem::OpenSslRandom::Default());
