@@ -124,7 +124,8 @@ std::vector<uint64_t> ReleasedVersions(const std::string& dir) {
   std::vector<uint64_t> versions;
   std::error_code ec;
   for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
-    absl::string_view name = e.path().filename().native();
+    const std::string file = e.path().filename().string();  // owns what `name` views
+    absl::string_view name = file;
     uint64_t v;
     if (absl::ConsumePrefix(&name, "v") && absl::ConsumeSuffix(&name, ".safetensors") &&
         absl::SimpleAtoi(name, &v)) {

@@ -4,6 +4,8 @@
 //     --announce_leader=leader:7001 --announce_helper=helper:7002
 //     --tls_cert=coordinator.pem --tls_key=coordinator.key --tls_ca=ca.pem
 //     --ticket_key=ticket.key --state_dir=/tmp/coord --dataset=digits --rounds=5
+// or, the task as a document instead of the task flags:
+//     ... --task_spec=deploy/tasks/digits-mlp.textproto
 // --leader/--helper are the aggregators' collector listeners (mutual TLS with
 // this coordinator's certificate, identities pinned by --leader_name /
 // --helper_name); --announce_* are their upload listeners, which clients get.
@@ -16,17 +18,21 @@
 #include <sys/stat.h>
 
 #include <cstdio>
+#include <filesystem>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "base/logging.h"
 #include "base/shutdown_signals.h"
 #include "base/status_macros.h"
 #include "ml/data/dataset.h"
 #include "server/core/released_models.h"
+#include "server/core/task_spec.h"
 #include "server/service/coordinator_daemon.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:0", "listen address host:port (port 0 = any)");
@@ -118,6 +124,10 @@ ABSL_FLAG(uint32_t, local_steps, 20, "client mini-batch steps per round");
 ABSL_FLAG(uint32_t, batch_size, 32, "client batch size");
 ABSL_FLAG(double, client_lr, 0.05, "client learning rate");
 ABSL_FLAG(double, coido_fraction, 1.0, "CoIDO: fraction of local data a client keeps (1 = all)");
+ABSL_FLAG(std::string, task_spec, "",
+          "the task as a document: a TaskSpec textproto (proto/task.proto, e.g. "
+          "deploy/tasks/digits-mlp.textproto); replaces the task flags (model, training, "
+          "encoding, privacy, rounds, evaluation), which are then refused");
 ABSL_FLAG(std::string, model_file, "",
           "any model: a safetensors file (e.g. a PyTorch state_dict saved with "
           "tandem.save_safetensors) whose float32 tensors are the task's model and initial "
@@ -134,6 +144,42 @@ ABSL_FLAG(double, eval_noise_multiplier, -1,
           "federated evaluation: noise multiplier per aggregator (< 0: --noise_multiplier)");
 
 namespace {
+
+// The flags a --task_spec replaces.
+constexpr const char* kTaskFlags[] = {"task_id",
+                                      "dataset",
+                                      "hidden",
+                                      "init_seed",
+                                      "rounds",
+                                      "sample_rate",
+                                      "min_reports",
+                                      "min_batch_size",
+                                      "target_reports",
+                                      "max_reports",
+                                      "round_timeout_s",
+                                      "enrollment_s",
+                                      "optimizer",
+                                      "server_lr",
+                                      "num_recycled",
+                                      "fedluar_seed",
+                                      "block_size",
+                                      "log_blocks_per_group",
+                                      "block_selection",
+                                      "clip",
+                                      "noise_multiplier",
+                                      "norm_proofs",
+                                      "delta",
+                                      "epsilon_budget",
+                                      "local_steps",
+                                      "batch_size",
+                                      "client_lr",
+                                      "coido_fraction",
+                                      "model_file",
+                                      "num_classes",
+                                      "eval_every",
+                                      "eval_max_examples",
+                                      "eval_loss_clip",
+                                      "eval_noise_multiplier"};
 
 absl::StatusOr<tandem::server::ServerOptimizer> ParseOptimizer(const std::string& s) {
   if (s == "fedavg") return tandem::server::ServerOptimizer::kFedAvg;
@@ -218,9 +264,37 @@ absl::StatusOr<std::unique_ptr<tandem::server::CoordinatorDaemon>> Run() {
     }
     c.model.add_hidden(width);
   }
+  std::string dataset = absl::GetFlag(FLAGS_dataset);
+  if (const std::string path = absl::GetFlag(FLAGS_task_spec); !path.empty()) {
+    // The task is the document: the flags that would also define it are refused.
+    for (const char* name : kTaskFlags) {
+      const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+      // (This Abseil keeps IsSpecifiedOnCommandLine private: a flag moved
+      // off its default is what defines the task.)
+      if (flag != nullptr && flag->CurrentValue() != flag->DefaultValue()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--", name, " and --task_spec both define the task: use the spec"));
+      }
+    }
+    TANDEM_ASSIGN_OR_RETURN(const tandem::proto::TaskSpec spec, tandem::server::ReadTaskSpec(path));
+    TANDEM_ASSIGN_OR_RETURN(tandem::server::TaskFromSpec t,
+                            tandem::server::TaskOptionsFromSpec(
+                                spec, std::filesystem::path(path).parent_path().string()));
+    const tandem::proto::Endpoint leader = c.leader, helper = c.helper;
+    c = std::move(t.options);
+    c.leader = leader;
+    c.helper = helper;
+    TANDEM_LOG(INFO) << "task " << c.task_id << " (population " << t.population << ") from "
+                     << path;
+    if (t.dataset.empty()) {  // an opaque model: nothing for the coordinator to evaluate on
+      return tandem::server::CoordinatorDaemon::Start(std::move(d), tandem::ml::Dataset(),
+                                                      tandem::RealClock::Default(),
+                                                      tandem::OpenSslRandom::Default());
+    }
+    dataset = t.dataset;
+  }
   TANDEM_ASSIGN_OR_RETURN(auto data,
-                          tandem::ml::LoadNamedDataset(absl::GetFlag(FLAGS_dataset),
-                                                       absl::GetFlag(FLAGS_data_seed), 1,
+                          tandem::ml::LoadNamedDataset(dataset, absl::GetFlag(FLAGS_data_seed), 1,
                                                        absl::GetFlag(FLAGS_eval_items)));
   c.model.set_input_dim(data.second.features.cols());
   c.model.set_num_classes(data.second.num_classes);
