@@ -418,18 +418,8 @@ TEST_F(FederationTest, AWorkerHoldsAndEvaluatesEveryReleasedModel) {
 // reason, nothing opened. A spec together with a task flag is refused.
 TEST_F(FederationTest, ATaskSpecDefinesTheTaskAndAnUnprovisionedOneNeverOpens) {
   const std::string spec = std::string(TANDEM_SOURCE_DIR) + "/deploy/tasks/digits-mlp.textproto";
-  std::vector<std::string> args = {absl::StrCat("--listen=127.0.0.1:", port_),
-                                   "--leader=" + pair_.leader_collector_address(),
-                                   "--helper=" + pair_.helper_collector_address(),
-                                   "--announce_leader=" + pair_.leader_address(),
-                                   "--announce_helper=" + pair_.helper_address(),
-                                   "--tls_cert=" + dir_ + "/coordinator.pem",
-                                   "--tls_key=" + dir_ + "/coordinator.key",
-                                   "--tls_ca=" + dir_ + "/ca.pem",
-                                   "--ticket_key=" + dir_ + "/ticket.key",
-                                   "--state_dir=" + dir_ + "/coordinator",
-                                   "--enrollment_keys=" + dir_ + "/enroll.pub",
-                                   "--task_spec=" + spec};
+  std::vector<std::string> args = DaemonArgs();
+  args.push_back("--task_spec=" + spec);
   std::vector<std::string> mixed = args;
   mixed.push_back("--rounds=3");
   auto refused = ChildProcess::Spawn(TANDEM_COORDINATOR_BIN, mixed, dir_ + "/mixed.log");
@@ -441,14 +431,7 @@ TEST_F(FederationTest, ATaskSpecDefinesTheTaskAndAnUnprovisionedOneNeverOpens) {
   EXPECT_NE(std::string(std::istreambuf_iterator<char>(log), {}).find("--task_spec"),
             std::string::npos);
 
-  auto c = DaemonProcess::Start(TANDEM_COORDINATOR_BIN, args, dir_ + "/coordinator.log");
-  ASSERT_TRUE(c.ok()) << c.status();
-  coordinator_ = *std::move(c);
-  std::ifstream in(dir_ + "/ca.pem");
-  grpc::SslCredentialsOptions o;
-  o.pem_root_certs.assign(std::istreambuf_iterator<char>(in), {});
-  stub_ = proto::Coordinator::NewStub(
-      grpc::CreateChannel(absl::StrCat("127.0.0.1:", port_), grpc::SslCredentials(o)));
+  StartCoordinatorWith(args);
   const proto::CoordinatorStatusResponse s =
       WaitFor([](const auto& s) { return s.phase() == "done"; }, absl::Seconds(60));
   EXPECT_EQ(s.task_id(), "digits-mlp");

@@ -70,35 +70,39 @@ class FederationFixture : public ::testing::Test {
     pair_.helper.reset();
     std::filesystem::remove_all(dir_);
   }
+  // The coordinator's deployment flags (listeners, aggregators, TLS, ticket
+  // key, state, enrollment), without any that defines the task.
+  std::vector<std::string> DaemonArgs() {
+    return {absl::StrCat("--listen=127.0.0.1:", port_),
+            "--leader=" + pair_.leader_collector_address(),
+            "--helper=" + pair_.helper_collector_address(),
+            "--announce_leader=" + pair_.leader_address(),
+            "--announce_helper=" + pair_.helper_address(),
+            "--tls_cert=" + dir_ + "/coordinator.pem",
+            "--tls_key=" + dir_ + "/coordinator.key",
+            "--tls_ca=" + dir_ + "/ca.pem",
+            "--ticket_key=" + dir_ + "/ticket.key",
+            "--state_dir=" + dir_ + "/coordinator",
+            "--metrics_port=0",
+            "--enrollment_keys=" + dir_ + "/enroll.pub"};
+  }
+  // DaemonArgs and the test task (a digits MLP, DP off), then `extra`.
   std::vector<std::string> CoordinatorArgs(const std::vector<std::string>& extra) {
-    std::vector<std::string> a = {absl::StrCat("--listen=127.0.0.1:", port_),
-                                  "--leader=" + pair_.leader_collector_address(),
-                                  "--helper=" + pair_.helper_collector_address(),
-                                  "--announce_leader=" + pair_.leader_address(),
-                                  "--announce_helper=" + pair_.helper_address(),
-                                  "--tls_cert=" + dir_ + "/coordinator.pem",
-                                  "--tls_key=" + dir_ + "/coordinator.key",
-                                  "--tls_ca=" + dir_ + "/ca.pem",
-                                  "--ticket_key=" + dir_ + "/ticket.key",
-                                  "--state_dir=" + dir_ + "/coordinator",
-                                  "--dataset=digits",
-                                  "--hidden=32",
-                                  "--sample_rate=1",
-                                  "--noise_multiplier=0",
-                                  "--min_batch_size=1",
-                                  "--block_size=64",
-                                  "--log_blocks_per_group=1",
-                                  "--clip=4",
-                                  "--local_steps=20",
-                                  "--client_lr=0.05",
-                                  "--metrics_port=0",
-                                  "--enrollment_keys=" + dir_ + "/enroll.pub"};
+    std::vector<std::string> a = DaemonArgs();
+    for (const char* f :
+         {"--dataset=digits", "--hidden=32", "--sample_rate=1", "--noise_multiplier=0",
+          "--min_batch_size=1", "--block_size=64", "--log_blocks_per_group=1", "--clip=4",
+          "--local_steps=20", "--client_lr=0.05"}) {
+      a.push_back(f);
+    }
     a.insert(a.end(), extra.begin(), extra.end());
     return a;
   }
   void StartCoordinator(const std::vector<std::string>& extra) {
-    auto c = DaemonProcess::Start(TANDEM_COORDINATOR_BIN, CoordinatorArgs(extra),
-                                  dir_ + "/coordinator.log");
+    StartCoordinatorWith(CoordinatorArgs(extra));
+  }
+  void StartCoordinatorWith(const std::vector<std::string>& args) {
+    auto c = DaemonProcess::Start(TANDEM_COORDINATOR_BIN, args, dir_ + "/coordinator.log");
     ASSERT_TRUE(c.ok()) << c.status();
     coordinator_ = *std::move(c);
     std::ifstream in(dir_ + "/ca.pem");
