@@ -4,14 +4,44 @@
 #include <cstdint>
 #include <memory>
 #include <new>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "client/internal/c_error.h"
 #include "tandem/client/c_api.h"
 #include "tandem/client/participant.h"
 
+namespace {
+
+// The app's training examples (copied at create) and, once set, its
+// held-out examples. Set before participate_once, read by it: the mutex only
+// keeps a misuse from being a data race.
+class CDataSource : public tandem::client::DataSource {
+ public:
+  explicit CDataSource(tandem::client::LocalData data) : data_(std::move(data)) {}
+  absl::StatusOr<tandem::client::LocalData> Load() override { return data_; }
+  absl::StatusOr<tandem::client::LocalData> LoadHeldOut() override {
+    absl::MutexLock lock(&mu_);
+    if (!held_out_.has_value()) return DataSource::LoadHeldOut();
+    return *held_out_;
+  }
+  const tandem::client::LocalData& data() const { return data_; }
+  void SetHeldOut(tandem::client::LocalData held_out) {
+    absl::MutexLock lock(&mu_);
+    held_out_ = std::move(held_out);
+  }
+
+ private:
+  const tandem::client::LocalData data_;
+  absl::Mutex mu_;
+  std::optional<tandem::client::LocalData> held_out_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace
+
 struct tandem_participant {
-  std::unique_ptr<tandem::client::FixedDataSource> data;
+  std::unique_ptr<CDataSource> data;
   std::unique_ptr<tandem::client::StateStore> store;
   std::unique_ptr<tandem::client::Participant> impl;
 };
@@ -91,7 +121,7 @@ int Create(const tandem_participant_options* o, const tandem_participant_trust* 
   d.labels.assign(o->labels, o->labels + o->rows);
   d.num_classes = o->num_classes;
   auto p = std::make_unique<tandem_participant>();
-  p->data = std::make_unique<tandem::client::FixedDataSource>(std::move(d));
+  p->data = std::make_unique<CDataSource>(std::move(d));
   if (o->state_dir != nullptr && o->state_dir[0] != '\0') {
     auto s = tandem::client::MakeFileStateStore(o->state_dir);
     if (!s.ok()) return Fail(s.status(), error, error_len);
@@ -119,6 +149,30 @@ extern "C" int tandem_participant_create_with_trust(const tandem_participant_opt
                                                     tandem_participant** out, char* error,
                                                     size_t error_len) {
   return Guard(error, error_len, [&] { return Create(o, trust, out, error, error_len); });
+}
+
+extern "C" int tandem_participant_set_held_out(tandem_participant* p, const float* features,
+                                               int64_t rows, const int32_t* labels, char* error,
+                                               size_t error_len) {
+  return Guard(error, error_len, [&]() -> int {
+    if (p == nullptr || features == nullptr || labels == nullptr || rows < 1) {
+      return Fail(
+          absl::InvalidArgumentError("participant, features, labels and rows >= 1 are required"),
+          error, error_len);
+    }
+    const tandem::client::LocalData& train = p->data->data();
+    if (rows > kMaxFeatureValues / train.cols) {
+      return Fail(absl::InvalidArgumentError("held-out data too large"), error, error_len);
+    }
+    tandem::client::LocalData d;
+    d.rows = rows;
+    d.cols = train.cols;
+    d.num_classes = train.num_classes;
+    d.features.assign(features, features + static_cast<size_t>(rows * train.cols));
+    d.labels.assign(labels, labels + rows);
+    p->data->SetHeldOut(std::move(d));
+    return 0;
+  });
 }
 
 extern "C" int tandem_participant_participate_once(tandem_participant* p,

@@ -1,7 +1,9 @@
 // Private federated evaluation (issue 33 item 5) through the real daemons:
 // after every released version, the tandem-client processes evaluate it on
 // their held-out examples (their rows of the digits test split) and send
-// the metrics through both aggregators, each adding its own noise; the
+// the metrics through both aggregators, each adding its own noise (one of
+// them an app embedding the C ABI, its held-out examples set with
+// tandem_participant_set_held_out); the
 // coordinator records the noised sums with their standard deviation and
 // charges the release. Checked against the clear sums, computed here
 // independently (ml::GradientEngine::Evaluate on the released model the
@@ -10,6 +12,7 @@
 #include <cmath>
 #include <cstdio>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -17,6 +20,7 @@
 #include "ml/model/model_zoo.h"
 #include "ml/model/safetensors.h"
 #include "ml/train/trainer.h"
+#include "tandem/client/c_api.h"
 #include "tests/integration/federation_fixture.h"
 
 namespace tandem::testing {
@@ -71,15 +75,91 @@ ClearSums ClearEvaluation(uint64_t version, const std::string& models_dir) {
 
 using FederatedEvaluationTest = FederationFixture;
 
+// Client 0 as an app embedding the C ABI would run it: its rows k % 4 == 0
+// of the train split to train on, of the test split held out
+// (tandem_participant_set_held_out), until the task is done. *rc: 0 when
+// it finished, else the failing call's code.
+void RunCAbiDevice(int port, const std::string& certs, const AggregatorPair* pair,
+                   const std::string& state_dir, int* evaluations, int* rc) {
+  *rc = -1;
+  auto data = ml::LoadNamedDataset("digits", 1);
+  if (!data.ok()) return;
+  auto rows = [](int64_t n) {
+    std::vector<int64_t> r;
+    for (int64_t i = 0; i < n; i += kClients) r.push_back(i);
+    return r;
+  };
+  auto train = data->first.Subset(rows(data->first.size()));
+  auto held = data->second.Subset(rows(data->second.size()));
+  std::vector<int32_t> train_labels(train->labels.begin(), train->labels.end());
+  std::vector<int32_t> held_labels(held->labels.begin(), held->labels.end());
+  const std::string address = absl::StrCat("127.0.0.1:", port), ca = certs + "/ca.pem";
+  tandem_participant_options o{};
+  o.coordinator = address.c_str();
+  o.client_id = "c-abi-device";
+  o.state_dir = state_dir.c_str();
+  o.tls_root_ca = ca.c_str();
+  o.features = train->features.data();  // row-major (ml::Matrix)
+  o.rows = train->features.rows();
+  o.cols = train->features.cols();
+  o.labels = train_labels.data();
+  o.num_classes = train->num_classes;
+  const std::string leader = pair->leader_address(), helper = pair->helper_address();
+  const absl::StatusOr<std::string> token = MintEnrollmentToken(certs);
+  if (!token.ok()) return;
+  tandem_participant_trust trust{};
+  trust.struct_size = sizeof(trust);
+  trust.leader_address = leader.c_str();
+  trust.leader_name = "leader.tandem";
+  trust.helper_address = helper.c_str();
+  trust.helper_name = "helper.tandem";
+  trust.enrollment_token = token->c_str();
+  tandem_participant* p = nullptr;
+  char err[256];
+  if ((*rc = tandem_participant_create_with_trust(&o, &trust, &p, err, sizeof(err))) != 0) return;
+  if ((*rc = tandem_participant_set_held_out(p, held->features.data(), held->features.rows(),
+                                             held_labels.data(), err, sizeof(err))) != 0) {
+    tandem_participant_destroy(p);
+    return;
+  }
+  *rc = -2;
+  for (int i = 0; i < 3000; ++i) {
+    tandem_round_result r{};
+    if (tandem_participant_participate_once(p, &r, err, sizeof(err)) != 0) {
+      absl::SleepFor(absl::Milliseconds(50));
+      continue;
+    }
+    if (r.outcome == TANDEM_ROUND_TASK_DONE) {
+      *rc = 0;
+      break;
+    }
+    // An evaluation reports the held-out examples it counted (its 90 test
+    // rows); a training round its 360 train rows.
+    if (r.outcome == TANDEM_ROUND_CONTRIBUTED &&
+        r.examples == static_cast<uint64_t>(std::min<int64_t>(held->size(), kMaxExamples))) {
+      ++*evaluations;
+    }
+    if (r.outcome == TANDEM_ROUND_NOT_SELECTED)
+      absl::SleepFor(absl::Milliseconds(r.retry_after_ms));
+  }
+  tandem_participant_destroy(p);
+}
+
 TEST_F(FederatedEvaluationTest, PrivateFederatedEvaluationSumsEqualTheClearSumsWithinTheNoise) {
   StartCoordinator({"--rounds=2", absl::StrCat("--target_reports=", kClients), "--min_reports=2",
                     "--noise_multiplier=0.05", "--eval_every=1",
                     absl::StrCat("--eval_max_examples=", kMaxExamples),
                     absl::StrCat("--eval_noise_multiplier=", kEvalNoise)});
-  for (int k = 0; k < kClients; ++k) StartClient(k, kClients);
+  // Clients 1..3: tandem-client processes; client 0: the C ABI in process.
+  for (int k = 1; k < kClients; ++k) StartClient(k, kClients);
+  int c_evaluations = 0, c_rc = -1;
+  std::thread c_device(RunCAbiDevice, port_, dir_, &pair_, dir_ + "/c-abi", &c_evaluations, &c_rc);
   const proto::CoordinatorStatusResponse s =
       WaitFor([](const auto& s) { return s.phase() == "done"; }, absl::Seconds(240));
+  c_device.join();
   ASSERT_EQ(s.phase(), "done") << s.DebugString();
+  EXPECT_EQ(c_rc, 0);
+  EXPECT_EQ(c_evaluations, 2);  // the C ABI device reported both evaluations
   // Released v1, its evaluation, released v2, its evaluation.
   ASSERT_EQ(s.history_size(), 4) << s.DebugString();
   double epsilon = 0;

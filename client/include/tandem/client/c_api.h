@@ -137,7 +137,16 @@ int tandem_participant_create_with_trust(const tandem_participant_options* optio
                                          const tandem_participant_trust* trust,
                                          tandem_participant** out, char* error,
                                          size_t error_len);
-/* One check-in (and, when assigned, one contribution). */
+/* Held-out examples for private federated evaluation rounds (the task's
+ * eval_every): `rows` examples of the create call's `cols` features
+ * (row-major) and one label in [0, num_classes) each, copied. Without them
+ * the device leaves evaluation assignments unreported. Call before
+ * participate_once, never concurrently with it. 3 (INVALID_ARGUMENT) for
+ * null arrays or rows < 1. */
+int tandem_participant_set_held_out(tandem_participant* participant, const float* features,
+                                    int64_t rows, const int32_t* labels, char* error,
+                                    size_t error_len);
+/* One check-in (and, when assigned, one contribution or evaluation). */
 int tandem_participant_participate_once(tandem_participant* participant,
                                         tandem_round_result* result, char* error,
                                         size_t error_len);
