@@ -118,11 +118,20 @@ int main(int argc, char** argv) {
                 static_cast<unsigned long long>(w.failures()), w.last_error().empty() ? "" : ": ",
                 w.last_error().c_str());
   }
-  std::printf("%8s %6s %8s %8s %9s %8s %12s %12s\n", "version", "agg", "assigned", "accepted",
+  if (s.has_last_evaluation()) {
+    const auto& e = s.last_evaluation();
+    std::printf(
+        "federated evaluation of version %llu: accuracy %.4f, loss %.4f over ~%.0f "
+        "held-out examples of %llu devices (noise sd %.1f examples)\n",
+        static_cast<unsigned long long>(e.model_version()), e.accuracy(), e.loss(), e.examples(),
+        static_cast<unsigned long long>(e.reports()), e.count_stddev());
+  }
+  // An "E" row is a federated evaluation of that version (its accuracy noised).
+  std::printf("%9s %6s %8s %8s %9s %8s %12s %12s\n", "version", "agg", "assigned", "accepted",
               "accuracy", "epsilon", "bytes_up", "bytes_down");
   for (const auto& r : s.history()) {
-    std::printf("%8llu %6llu %8llu %8llu %9.4f %8.4g %12llu %12llu\n",
-                static_cast<unsigned long long>(r.model_version()),
+    std::printf("%8llu%s %6llu %8llu %8llu %9.4f %8.4g %12llu %12llu\n",
+                static_cast<unsigned long long>(r.model_version()), r.has_evaluation() ? "E" : " ",
                 static_cast<unsigned long long>(r.aggregation_round()),
                 static_cast<unsigned long long>(r.assigned()),
                 static_cast<unsigned long long>(r.accepted_reports()), r.accuracy(), r.epsilon(),

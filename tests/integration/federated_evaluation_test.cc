@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -180,6 +181,18 @@ TEST_F(FederatedEvaluationTest, PrivateFederatedEvaluationSumsEqualTheClearSumsW
         static_cast<unsigned long long>(r.bytes_down()));
   }
   EXPECT_EQ(s.last_evaluation().model_version(), 2u);
+  {  // The operator's view: tandem-status shows the evaluations.
+    const std::string log = dir_ + "/status.txt";
+    auto st = ChildProcess::Spawn(
+        TANDEM_STATUS_BIN,
+        {absl::StrCat("--coordinator=127.0.0.1:", port_), "--tls_ca=" + dir_ + "/ca.pem"}, log);
+    ASSERT_TRUE(st.ok());
+    ASSERT_EQ(*(*st)->Wait(absl::Seconds(20)), 0);
+    std::ifstream in(log);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_NE(text.find("federated evaluation of version 2: accuracy"), std::string::npos) << text;
+    EXPECT_NE(text.find("       2E"), std::string::npos) << text;
+  }
 
   for (int i : {1, 3}) {
     const proto::FederatedEvaluation& e = s.history(i).evaluation();
