@@ -369,6 +369,13 @@ check(sim.get("leader_collector") == compose_addr(leader, "collector_listen") an
 check(sim.get("leader") == compose_addr(leader, "listen") and
       sim.get("helper") == compose_addr(helper, "listen"),
       "compose sim uploads to the upload listeners")
+# Issue 33: the aggregators open rounds only for provisioned tasks, so the
+# simulator's task (and the coordinator's, "default" unless named) must be
+# provisioned on both.
+for who, task in (("sim", sim.get("task_id", "")), ("coordinator", coord.get("task_id", "default"))):
+    check(bool(task) and all(task in a["tasks"] for a in (leader, helper)),
+          "compose %s's task %r is provisioned on both aggregators (%s, %s)"
+          % (who, task, leader["tasks"], helper["tasks"]))
 coord_port = port(coord.get("listen", ""))
 check(flags_of(services["client"]["command"]).get("coordinator") == "127.0.0.1:" + coord_port,
       "clients talk to the coordinator")
