@@ -20,6 +20,8 @@
 // instant can still both pass (the same window exists for one task's
 // replicas): serialise a population's OpenRounds on one replica.
 #include <limits>
+#include <map>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "aggregator/core/aggregator.h"
@@ -78,6 +80,18 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
+// Rounds of one (q, z): RDP composes additively, so a group of `steps`
+// equal releases is one ComputeRdp of `steps` steps -- one evaluation of the
+// sampled-Gaussian series (~1.2 ms at q < 1 here) instead of one per round.
+using ChargeCounts = std::map<std::pair<double, double>, int64_t>;
+
+absl::Status ChargeAll(const ChargeCounts& counts, dp::PrivacyAccountant& accountant) {
+  for (const auto& [qz, steps] : counts) {
+    TANDEM_RETURN_IF_ERROR(accountant.Charge(qz.first, qz.second, steps));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status Aggregator::ReservePopulationBudget(const Task& task,
@@ -86,27 +100,40 @@ absl::Status Aggregator::ReservePopulationBudget(const Task& task,
   const double q = task.policy.sampling_rate;
   const std::string population = options_.policies.PopulationOf(task.id);
   const std::vector<std::string> tasks = PopulationTasks(task.id);
+  if (tasks.size() == 1) {
+    // A population of one task: OpenRound's own check of the task's
+    // accountant is this one; only the hold is recorded.
+    absl::MutexLock lock(&ledger_mu_);
+    TaskLedger& line = ledgers_[task.id];
+    line.open_round = static_cast<int64_t>(p.round_id());
+    line.open_q = q;
+    line.open_z = z;
+    return absl::OkStatus();
+  }
   TANDEM_ASSIGN_OR_RETURN(dp::PrivacyAccountant accountant, MakeAccountant(task.policy));
 
   absl::MutexLock lock(&ledger_mu_);
   bool infinite = z == 0;
+  ChargeCounts counts;
   for (const std::string& id : tasks) {
     auto it = ledgers_.find(id);
     if (it == ledgers_.end()) continue;
     const TaskLedger& line = it->second;
     infinite = infinite || line.released_without_noise;
-    for (const auto& [rq, rz] : line.released) TANDEM_RETURN_IF_ERROR(accountant.Charge(rq, rz));
+    for (const auto& qz : line.released) ++counts[qz];
     // The opening task's held round is the one `p` replaces (or repeats).
     if (id == task.id || line.open_round == 0) continue;
     if (line.open_z == 0) {
       infinite = true;
     } else {
-      TANDEM_RETURN_IF_ERROR(accountant.Charge(line.open_q, line.open_z));
+      ++counts[{line.open_q, line.open_z}];
     }
   }
   double epsilon = kInf;
   if (!infinite) {
-    TANDEM_ASSIGN_OR_RETURN(epsilon, accountant.EpsilonIfCharged(q, z, 1));
+    ++counts[{q, z}];  // this round
+    TANDEM_RETURN_IF_ERROR(ChargeAll(counts, accountant));
+    epsilon = accountant.SpentEpsilon();
   }
   if (epsilon > task.policy.epsilon_budget) {
     return absl::FailedPreconditionError(
@@ -128,13 +155,17 @@ absl::StatusOr<double> Aggregator::PopulationSpent(absl::string_view population,
   TANDEM_ASSIGN_OR_RETURN(dp::PrivacyAccountant accountant, MakeAccountant(at_delta));
   std::vector<std::string> tasks = options_.policies.TasksOf(population);
   if (tasks.empty()) tasks.push_back(std::string(population));  // an open set's own
-  absl::MutexLock lock(&ledger_mu_);
-  for (const std::string& id : tasks) {
-    auto it = ledgers_.find(id);
-    if (it == ledgers_.end()) continue;
-    if (it->second.released_without_noise) return kInf;
-    for (const auto& [q, z] : it->second.released) TANDEM_RETURN_IF_ERROR(accountant.Charge(q, z));
+  ChargeCounts counts;
+  {
+    absl::MutexLock lock(&ledger_mu_);
+    for (const std::string& id : tasks) {
+      auto it = ledgers_.find(id);
+      if (it == ledgers_.end()) continue;
+      if (it->second.released_without_noise) return kInf;
+      for (const auto& qz : it->second.released) ++counts[qz];
+    }
   }
+  TANDEM_RETURN_IF_ERROR(ChargeAll(counts, accountant));
   return accountant.SpentEpsilon();
 }
 
