@@ -494,9 +494,12 @@ absl::StatusOr<proto::AggregatorStatusResponse> Aggregator::Status(
   response.set_epsilon_budget(task->policy.epsilon_budget);
   response.set_delta(task->policy.delta);
   response.set_population(options_.policies.PopulationOf(task->id));
-  TANDEM_ASSIGN_OR_RETURN(const double population_spent,
-                          PopulationSpent(response.population(), task->policy.delta));
-  response.set_population_epsilon_spent(population_spent);
+  if (PopulationTasks(task->id).size() == 1) {
+    response.set_population_epsilon_spent(response.epsilon_spent());  // its own ledger
+  } else {
+    TANDEM_ASSIGN_OR_RETURN(const double population_spent, PopulationSpent(*task));
+    response.set_population_epsilon_spent(population_spent);
+  }
   if (round_id == 0) return response;
   // Counts from the store's index: no share is read.
   TANDEM_ASSIGN_OR_RETURN(const ReportCounts counts, task->store->CountReports(round_id));

@@ -281,6 +281,11 @@ class Aggregator {
     int64_t open_round = 0;               // 0: none held open
     double open_q = 0;
     double open_z = 0;
+    void Hold(int64_t round, double q, double z) {
+      open_round = round;
+      open_q = q;
+      open_z = z;
+    }
   };
   // Ledger bookkeeping (population.cc); ledger_mu_ is a leaf lock, taken
   // under any task's process_mu.
@@ -300,9 +305,8 @@ class Aggregator {
   // last of its budget). REQUIRES task.process_mu.
   absl::Status ReservePopulationBudget(const Task& task, const proto::RoundParameters& p)
       ABSL_LOCKS_EXCLUDED(ledger_mu_);
-  // Epsilon of the rounds `population`'s tasks released, at `delta`.
-  absl::StatusOr<double> PopulationSpent(absl::string_view population, double delta)
-      ABSL_LOCKS_EXCLUDED(ledger_mu_);
+  // Epsilon of the rounds `task`'s population released, at its delta.
+  absl::StatusOr<double> PopulationSpent(const Task& task) ABSL_LOCKS_EXCLUDED(ledger_mu_);
   // The population's tasks (provisioned), or just `task_id` for an open
   // set's unlisted task.
   std::vector<std::string> PopulationTasks(absl::string_view task_id) const;

@@ -55,10 +55,7 @@ void Aggregator::LedgerReleased(const std::string& task_id, double q, double z, 
 
 void Aggregator::LedgerHoldOpen(const std::string& task_id, double q, double z, int64_t round_id) {
   absl::MutexLock lock(&ledger_mu_);
-  TaskLedger& line = ledgers_[task_id];
-  line.open_round = round_id;
-  line.open_q = q;
-  line.open_z = z;
+  ledgers_[task_id].Hold(round_id, q, z);
 }
 
 absl::Status Aggregator::LoadPopulationPeers(absl::string_view task_id) {
@@ -103,11 +100,7 @@ absl::Status Aggregator::ReservePopulationBudget(const Task& task,
   if (tasks.size() == 1) {
     // A population of one task: OpenRound's own check of the task's
     // accountant is this one; only the hold is recorded.
-    absl::MutexLock lock(&ledger_mu_);
-    TaskLedger& line = ledgers_[task.id];
-    line.open_round = static_cast<int64_t>(p.round_id());
-    line.open_q = q;
-    line.open_z = z;
+    LedgerHoldOpen(task.id, q, z, static_cast<int64_t>(p.round_id()));
     return absl::OkStatus();
   }
   TANDEM_ASSIGN_OR_RETURN(dp::PrivacyAccountant accountant, MakeAccountant(task.policy));
@@ -142,19 +135,13 @@ absl::Status Aggregator::ReservePopulationBudget(const Task& task,
                      " task(s), counting the rounds they hold open), above this server's budget ",
                      task.policy.epsilon_budget, " for task ", task.id));
   }
-  TaskLedger& line = ledgers_[task.id];
-  line.open_round = static_cast<int64_t>(p.round_id());
-  line.open_q = q;
-  line.open_z = z;
+  ledgers_[task.id].Hold(static_cast<int64_t>(p.round_id()), q, z);
   return absl::OkStatus();
 }
 
-absl::StatusOr<double> Aggregator::PopulationSpent(absl::string_view population, double delta) {
-  Policy at_delta;
-  at_delta.delta = delta;
-  TANDEM_ASSIGN_OR_RETURN(dp::PrivacyAccountant accountant, MakeAccountant(at_delta));
-  std::vector<std::string> tasks = options_.policies.TasksOf(population);
-  if (tasks.empty()) tasks.push_back(std::string(population));  // an open set's own
+absl::StatusOr<double> Aggregator::PopulationSpent(const Task& task) {
+  TANDEM_ASSIGN_OR_RETURN(dp::PrivacyAccountant accountant, MakeAccountant(task.policy));
+  const std::vector<std::string> tasks = PopulationTasks(task.id);
   ChargeCounts counts;
   {
     absl::MutexLock lock(&ledger_mu_);

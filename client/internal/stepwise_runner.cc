@@ -133,17 +133,8 @@ absl::StatusOr<CheckInResult> StepwiseRunner::Assign(const proto::CheckInRespons
   // The model's tensors: an MLP's (rebuilt) or an opaque model's (as named).
   std::vector<ml::ParamInfo> infos;
   if (tc.model().tensors_size() > 0) {
-    int64_t offset = 0;
-    for (const proto::TensorSpec& t : tc.model().tensors()) {
-      ml::ParamInfo p;
-      p.name = t.name();
-      p.shape.assign(t.shape().begin(), t.shape().end());
-      p.kind = p.shape.size() > 1 ? ml::ParamKind::kWeight : ml::ParamKind::kBias;
-      p.offset = offset;
-      p.size = 1;
-      for (int64_t d : p.shape) p.size *= d;  // bounded by CheckTrainingBounds
-      offset += p.size;
-      infos.push_back(std::move(p));
+    for (const proto::TensorSpec& t : tc.model().tensors()) {  // bounded by CheckTrainingBounds
+      ml::AppendNamedTensor(infos, t.name(), {t.shape().begin(), t.shape().end()});
     }
   } else {
     const std::vector<int64_t> hidden(tc.model().hidden().begin(), tc.model().hidden().end());
@@ -152,8 +143,7 @@ absl::StatusOr<CheckInResult> StepwiseRunner::Assign(const proto::CheckInRespons
     infos = model->param_infos();
   }
   TANDEM_RETURN_IF_ERROR(CheckRecycledLayers(tc, infos.size()));
-  for (const ml::ParamInfo& p : infos)
-    c.slices.push_back({p.name, p.offset, p.size, p.recyclable()});
+  c.slices = ml::TensorSlices(infos);
   c.recycled.assign(tc.recycled_layers().begin(), tc.recycled_layers().end());
   // The builder checks fixed point and norm bound now, not after training.
   ReportParameters report_params = ReportParametersFromRound(rp);

@@ -11,12 +11,14 @@
 
 namespace tandem::ml {
 
-std::vector<TensorSlice> TensorSlices(const Model& model) {
+std::vector<TensorSlice> TensorSlices(const std::vector<ParamInfo>& layout) {
   std::vector<TensorSlice> out;
-  for (const ParamInfo& p : model.param_infos()) {
-    out.push_back({p.name, p.offset, p.size, p.recyclable()});
-  }
+  for (const ParamInfo& p : layout) out.push_back({p.name, p.offset, p.size, p.recyclable()});
   return out;
+}
+
+std::vector<TensorSlice> TensorSlices(const Model& model) {
+  return TensorSlices(model.param_infos());
 }
 
 absl::StatusOr<FederatedResult> SimulateFederated(const Model& initial,

@@ -55,7 +55,8 @@ struct FederatedResult {
   std::vector<float> final_params;
 };
 
-// Tensor table of a model for FedLuarState.
+// Tensor table of a model (or of its parameter layout) for FedLuarState.
+std::vector<TensorSlice> TensorSlices(const std::vector<ParamInfo>& layout);
 std::vector<TensorSlice> TensorSlices(const Model& model);
 
 // Runs the federation from `initial` (not modified). INVALID_ARGUMENT for

@@ -148,4 +148,17 @@ absl::StatusOr<Matrix> Model::Predict(const Matrix& in) const {
   return std::move(acts.outputs.back());
 }
 
+void AppendNamedTensor(std::vector<ParamInfo>& layout, std::string name,
+                       std::vector<int64_t> shape) {
+  ParamInfo p;
+  p.layer = name;
+  p.name = std::move(name);
+  p.kind = shape.size() > 1 ? ParamKind::kWeight : ParamKind::kBias;
+  p.offset = layout.empty() ? 0 : layout.back().offset + layout.back().size;
+  p.size = 1;
+  for (int64_t d : shape) p.size *= d;
+  p.shape = std::move(shape);
+  layout.push_back(std::move(p));
+}
+
 }  // namespace tandem::ml

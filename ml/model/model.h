@@ -38,6 +38,14 @@ struct ParamInfo {
   bool recyclable() const { return kind == ParamKind::kWeight && shape.size() > 1; }
 };
 
+// Appends a tensor of a model whose architecture tandem does not know (an
+// opaque task's named tensors) after the last one of `layout`: its own
+// layer, a weight when of rank >= 2 (so FedLUAR may recycle it), else a
+// bias. REQUIRES every dimension >= 1 and the size to fit (the callers
+// check their bounds first).
+void AppendNamedTensor(std::vector<ParamInfo>& layout, std::string name,
+                       std::vector<int64_t> shape);
+
 // Activations of one forward pass (owned by the caller, reused across calls).
 struct Activations {
   Matrix input;

@@ -174,12 +174,9 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(
     initial = c->model_->Flatten();
   }
   TANDEM_ASSIGN_OR_RETURN(c->engine_, ml::GradientEngine::Create(c->options_.eval_threads));
-  std::vector<ml::TensorSlice> slices;
-  for (const ml::ParamInfo& p : c->layout_) {
-    slices.push_back({p.name, p.offset, p.size, p.recyclable()});
-  }
   TANDEM_ASSIGN_OR_RETURN(
-      c->task_, FederatedTask::Create(c->options_.task, std::move(slices), std::move(initial)));
+      c->task_,
+      FederatedTask::Create(c->options_.task, ml::TensorSlices(c->layout_), std::move(initial)));
   // The sampling key: drawn once, kept across restarts.
   TANDEM_ASSIGN_OR_RETURN(std::optional<std::string> key, c->store_->GetMeta(kSamplingKeyMeta));
   if (!key.has_value()) {
@@ -407,8 +404,7 @@ absl::Status Coordinator::TryOpen() {
   *tc->mutable_fixed_point() = rp.fixed_point();
   tc->clear_recycled_layers();
   if (eval_sum_.has_value()) {
-    *t.mutable_evaluation() = EvaluationConfigOf(
-        options_.evaluation, static_cast<uint32_t>(options_.model.num_classes()));
+    *t.mutable_evaluation() = ClientEvaluationConfig();
   } else {
     for (size_t i : plan_->recycled) tc->add_recycled_layers(static_cast<uint32_t>(i));
   }
@@ -483,12 +479,9 @@ absl::Status Coordinator::Finalize() {
     return Abandon(absl::StrCat("finalize failed: ", agg.status().message()));
   }
   if (eval_sum_.has_value()) {
-    TANDEM_ASSIGN_OR_RETURN(
-        proto::FederatedEvaluation e,
-        DecodeEvaluation(*agg, sum.RoundParameters(round, deadline),
-                         EvaluationConfigOf(options_.evaluation,
-                                            static_cast<uint32_t>(options_.model.num_classes())),
-                         task_->completed_rounds()));
+    TANDEM_ASSIGN_OR_RETURN(proto::FederatedEvaluation e,
+                            DecodeEvaluation(*agg, sum.RoundParameters(round, deadline),
+                                             ClientEvaluationConfig(), task_->completed_rounds()));
     *summary.mutable_evaluation() = std::move(e);
     return FinalizeEvaluation(round, std::move(summary));
   }

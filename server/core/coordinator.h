@@ -223,11 +223,15 @@ class Coordinator {
   // not); its OpenRoundRecord names the version it evaluates (a training
   // round's names the version it produces, one more).
   bool EvaluationDue() const;
-  // Charges the accountant, begins the round in the store.
+  // PlanEvaluation, then begins the round in the store.
   absl::Status StartEvaluation();
-  // After a restart with an open evaluation round: charges again, rebuilds
-  // the round's SecureSum.
-  absl::Status ResumeEvaluation();
+  // Charges the accountant for an evaluation round (RESOURCE_EXHAUSTED
+  // when the budget cannot pay, nothing charged) and sets eval_sum_: at its
+  // start, and after a restart with one open (charged again from the
+  // checkpoint before it).
+  absl::Status PlanEvaluation();
+  // What an evaluation round's clients receive (EvaluationConfigOf).
+  proto::EvaluationConfig ClientEvaluationConfig() const;
   // The noise multiplier of evaluation rounds.
   double EvaluationNoise() const;
   absl::Status FinalizeEvaluation(uint64_t round, proto::RoundSummary summary);

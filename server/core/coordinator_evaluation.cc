@@ -25,39 +25,43 @@ bool Coordinator::EvaluationDue() const {
          last_evaluated_version_ < version;
 }
 
-absl::Status Coordinator::StartEvaluation() {
-  const uint64_t version = task_->completed_rounds();
-  absl::StatusOr<double> epsilon = task_->ChargeEvaluation(EvaluationNoise());
-  if (absl::IsResourceExhausted(epsilon.status())) {
-    // The budget cannot pay for it: the version stays unevaluated and the
-    // task goes on (its next training round will find the budget spent).
-    TANDEM_LOG(WARNING) << "coordinator: no federated evaluation of version " << version << ": "
-                        << epsilon.status().message();
-    last_evaluated_version_ = version;
-    return absl::OkStatus();
-  }
-  TANDEM_RETURN_IF_ERROR(epsilon.status());
+proto::EvaluationConfig Coordinator::ClientEvaluationConfig() const {
+  return EvaluationConfigOf(options_.evaluation,
+                            static_cast<uint32_t>(options_.model.num_classes()));
+}
+
+absl::Status Coordinator::PlanEvaluation() {
+  TANDEM_ASSIGN_OR_RETURN(const double epsilon, task_->ChargeEvaluation(EvaluationNoise()));
   TANDEM_ASSIGN_OR_RETURN(
       SecureSum sum,
       EvaluationSum(options_.task.secure_sum, static_cast<uint32_t>(options_.model.num_classes()),
                     EvaluationNoise()));
-  // The charge is in memory until the round ends (FinishRound/AbandonRound
-  // checkpoint it); a failure to begin leaves it there, as a restart would
-  // charge again anyway (conservative).
-  TANDEM_ASSIGN_OR_RETURN(const OpenRoundRecord rec, BeginAggregationRound(version));
   eval_sum_.emplace(std::move(sum));
-  eval_epsilon_after_ = *epsilon;
-  EnterOpening(rec);
+  eval_epsilon_after_ = epsilon;
   return absl::OkStatus();
 }
 
-absl::Status Coordinator::ResumeEvaluation() {
-  TANDEM_ASSIGN_OR_RETURN(eval_epsilon_after_, task_->ChargeEvaluation(EvaluationNoise()));
-  TANDEM_ASSIGN_OR_RETURN(
-      SecureSum sum,
-      EvaluationSum(options_.task.secure_sum, static_cast<uint32_t>(options_.model.num_classes()),
-                    EvaluationNoise()));
-  eval_sum_.emplace(std::move(sum));
+absl::Status Coordinator::StartEvaluation() {
+  const uint64_t version = task_->completed_rounds();
+  if (absl::Status s = PlanEvaluation(); absl::IsResourceExhausted(s)) {
+    // The budget cannot pay for it: the version stays unevaluated and the
+    // task goes on (its next training round will find the budget spent).
+    TANDEM_LOG(WARNING) << "coordinator: no federated evaluation of version " << version << ": "
+                        << s.message();
+    last_evaluated_version_ = version;
+    return absl::OkStatus();
+  } else if (!s.ok()) {
+    return s;
+  }
+  // The charge is in memory until the round ends (FinishRound/AbandonRound
+  // checkpoint it); a failure to begin leaves it there, as a restart would
+  // charge again anyway (conservative).
+  absl::StatusOr<OpenRoundRecord> rec = BeginAggregationRound(version);
+  if (!rec.ok()) {
+    eval_sum_.reset();
+    return rec.status();
+  }
+  EnterOpening(*rec);
   return absl::OkStatus();
 }
 

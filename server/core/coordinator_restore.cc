@@ -46,7 +46,7 @@ absl::Status Coordinator::Restore() {
   const bool evaluation =
       options_.evaluation.every > 0 && open->model_version == task_->completed_rounds();
   if (evaluation) {
-    TANDEM_RETURN_IF_ERROR(ResumeEvaluation());
+    TANDEM_RETURN_IF_ERROR(PlanEvaluation());
   } else if (open->model_version != task_->completed_rounds() + 1) {
     return absl::DataLossError(absl::StrCat("open round produces version ", open->model_version,
                                             " but the checkpoint is at ",

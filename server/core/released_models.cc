@@ -39,22 +39,16 @@ absl::StatusOr<std::vector<ml::ParamInfo>> OpaqueLayout(const proto::ModelSpec& 
       return absl::InvalidArgumentError(
           absl::StrCat("model tensor '", t.name(), "' appears twice"));
     }
-    ml::ParamInfo p;
-    p.name = t.name();
-    p.shape.assign(t.shape().begin(), t.shape().end());
-    const int64_t n = ml::ElementCount(p.shape);
+    std::vector<int64_t> shape(t.shape().begin(), t.shape().end());
+    const int64_t n = ml::ElementCount(shape);
     if (n < 1 || n > max_params - offset ||
-        std::any_of(p.shape.begin(), p.shape.end(), [](int64_t d) { return d < 1; })) {
+        std::any_of(shape.begin(), shape.end(), [](int64_t d) { return d < 1; })) {
       return absl::InvalidArgumentError(absl::StrCat(
           "model tensor '", t.name(), "': every dimension must be >= 1 and the model at most ",
           max_params, " parameters"));
     }
-    p.layer = t.name();
-    p.kind = p.shape.size() > 1 ? ml::ParamKind::kWeight : ml::ParamKind::kBias;
-    p.offset = offset;
-    p.size = n;
     offset += n;
-    layout.push_back(std::move(p));
+    ml::AppendNamedTensor(layout, t.name(), std::move(shape));
   }
   if (layout.empty()) return absl::InvalidArgumentError("an opaque model needs tensors");
   return layout;

@@ -286,19 +286,8 @@ absl::StatusOr<std::unique_ptr<tandem::server::CoordinatorDaemon>> Run() {
     c.helper = helper;
     TANDEM_LOG(INFO) << "task " << c.task_id << " (population " << t.population << ") from "
                      << path;
-    if (t.dataset.empty()) {  // an opaque model: nothing for the coordinator to evaluate on
-      return tandem::server::CoordinatorDaemon::Start(std::move(d), tandem::ml::Dataset(),
-                                                      tandem::RealClock::Default(),
-                                                      tandem::OpenSslRandom::Default());
-    }
-    dataset = t.dataset;
-  }
-  TANDEM_ASSIGN_OR_RETURN(auto data,
-                          tandem::ml::LoadNamedDataset(dataset, absl::GetFlag(FLAGS_data_seed), 1,
-                                                       absl::GetFlag(FLAGS_eval_items)));
-  c.model.set_input_dim(data.second.features.cols());
-  c.model.set_num_classes(data.second.num_classes);
-  if (const std::string path = absl::GetFlag(FLAGS_model_file); !path.empty()) {
+    dataset = t.dataset;  // empty for an opaque model
+  } else if (const std::string path = absl::GetFlag(FLAGS_model_file); !path.empty()) {
     // Any model: its tensors and initial weights from the file; the clients'
     // framework trains it (--dataset and --hidden are then unused).
     TANDEM_ASSIGN_OR_RETURN(
@@ -307,8 +296,20 @@ absl::StatusOr<std::unique_ptr<tandem::server::CoordinatorDaemon>> Run() {
     c.model = std::move(m.spec);
     c.model.set_num_classes(absl::GetFlag(FLAGS_num_classes));
     c.initial_params = std::move(m.params);
+    dataset.clear();
   }
-  return tandem::server::CoordinatorDaemon::Start(std::move(d), std::move(data.second),
+  // An MLP's dataset: its input and classes, and the coordinator's held-out
+  // evaluation. An opaque model has neither (nothing is loaded).
+  tandem::ml::Dataset eval;
+  if (!dataset.empty()) {
+    TANDEM_ASSIGN_OR_RETURN(auto data,
+                            tandem::ml::LoadNamedDataset(dataset, absl::GetFlag(FLAGS_data_seed), 1,
+                                                         absl::GetFlag(FLAGS_eval_items)));
+    c.model.set_input_dim(data.second.features.cols());
+    c.model.set_num_classes(data.second.num_classes);
+    eval = std::move(data.second);
+  }
+  return tandem::server::CoordinatorDaemon::Start(std::move(d), std::move(eval),
                                                   tandem::RealClock::Default(),
                                                   tandem::OpenSslRandom::Default());
 }
