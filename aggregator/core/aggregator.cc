@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "aggregator/core/deterministic.h"
@@ -230,14 +231,12 @@ absl::StatusOr<std::string> Aggregator::CheckTicket(const proto::UploadRequest& 
   if (!request.has_ticket()) {
     return absl::UnauthenticatedError("this aggregator accepts uploads with a coordinator ticket only");
   }
+  // The key is chosen by the ticket's key id (rotation with overlap: the
+  // coordinator's new key and those being rotated out), one check each.
+  absl::InlinedVector<const crypto::Ed25519VerifyingKey*, 4> keys = {options_.ticket_key.get()};
+  for (const crypto::Ed25519VerifyingKey& k : options_.previous_ticket_keys) keys.push_back(&k);
   absl::StatusOr<proto::UploadTicket> verified =
-      crypto::VerifyUploadTicket(*options_.ticket_key, request.ticket());
-  for (size_t i = 0; !verified.ok() && i < options_.previous_ticket_keys.size(); ++i) {
-    // A ticket of the key being rotated out (rejects cost one check each).
-    absl::StatusOr<proto::UploadTicket> old =
-        crypto::VerifyUploadTicket(options_.previous_ticket_keys[i], request.ticket());
-    if (old.ok()) verified = std::move(old);
-  }
+      crypto::VerifyUploadTicketWithAnyOf(keys, request.ticket());
   TANDEM_ASSIGN_OR_RETURN(*ticket, std::move(verified));
   TANDEM_RETURN_IF_ERROR(crypto::CheckTicketFor(*ticket, request.task_id(), request.round_id(),
                                                 request.report_id(),

@@ -52,7 +52,23 @@ absl::StatusOr<std::string> SerializeDeterministic(const proto::UploadTicket& ti
   return out;
 }
 
+std::string Sha256(absl::string_view bytes) {
+  std::string digest(32, '\0');
+  unsigned int len = 0;
+  const int ok =
+      EVP_Digest(bytes.data(), bytes.size(), reinterpret_cast<unsigned char*>(digest.data()), &len,
+                 EVP_sha256(), nullptr);
+  // SHA-256 over memory fails only if OpenSSL itself is broken (no provider,
+  // no memory): a trusted invariant, not a property of the input.
+  TANDEM_CHECK(ok == 1 && len == digest.size()) << "OpenSSL SHA-256 failed";
+  return digest;
+}
+
 }  // namespace
+
+std::string TicketKeyId(absl::string_view public_key_raw) {
+  return Sha256(public_key_raw).substr(0, kTicketKeyIdSize);
+}
 
 std::string UploadTicketSigningInput(absl::string_view ticket_bytes) {
   std::string input;
@@ -78,11 +94,38 @@ absl::StatusOr<proto::SignedUploadTicket> SignUploadTicket(const Ed25519SigningK
   proto::SignedUploadTicket out;
   *out.mutable_ticket() = std::move(bytes);
   *out.mutable_signature() = std::move(signature);
+  out.set_key_id(TicketKeyId(key.PublicKeyRaw()));
   return out;
+}
+
+absl::StatusOr<proto::UploadTicket> VerifyUploadTicketWithAnyOf(
+    absl::Span<const Ed25519VerifyingKey* const> keys,
+    const proto::SignedUploadTicket& signed_ticket) {
+  if (signed_ticket.key_id().size() != kTicketKeyIdSize) {
+    return absl::UnauthenticatedError(absl::StrCat("upload ticket must name its key (key_id of ",
+                                                   kTicketKeyIdSize, " bytes), got ",
+                                                   signed_ticket.key_id().size(), " bytes"));
+  }
+  for (const Ed25519VerifyingKey* key : keys) {
+    if (key != nullptr && TicketKeyId(key->Raw()) == signed_ticket.key_id()) {
+      return VerifyUploadTicket(*key, signed_ticket);
+    }
+  }
+  return absl::UnauthenticatedError(
+      absl::StrCat("upload ticket is signed by a coordinator key this server does not accept (id ",
+                   absl::BytesToHexString(signed_ticket.key_id()), ")"));
 }
 
 absl::StatusOr<proto::UploadTicket> VerifyUploadTicket(
     const Ed25519VerifyingKey& key, const proto::SignedUploadTicket& signed_ticket) {
+  if (signed_ticket.key_id() != TicketKeyId(key.Raw())) {
+    return absl::UnauthenticatedError(
+        signed_ticket.key_id().empty()
+            ? "upload ticket names no key id"
+            : absl::StrCat("upload ticket names key ",
+                           absl::BytesToHexString(signed_ticket.key_id()),
+                           ", not this coordinator key"));
+  }
   if (signed_ticket.signature().empty()) {
     return absl::UnauthenticatedError("upload ticket has no signature");
   }
@@ -133,16 +176,7 @@ absl::Status CheckTicketFor(const proto::UploadTicket& ticket, absl::string_view
 }
 
 std::string TicketDigest(const proto::SignedUploadTicket& signed_ticket) {
-  std::string digest(32, '\0');
-  unsigned int len = 0;
-  const std::string& bytes = signed_ticket.ticket();
-  const int ok =
-      EVP_Digest(bytes.data(), bytes.size(), reinterpret_cast<unsigned char*>(digest.data()), &len,
-                 EVP_sha256(), nullptr);
-  // SHA-256 over memory fails only if OpenSSL itself is broken (no provider,
-  // no memory): a trusted invariant, not a property of the input.
-  TANDEM_CHECK(ok == 1 && len == digest.size()) << "OpenSSL SHA-256 failed";
-  return digest;
+  return Sha256(signed_ticket.ticket());
 }
 
 }  // namespace tandem::crypto

@@ -25,6 +25,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "crypto/sign/ed25519.h"
 #include "proto/aggregator.pb.h"
 
@@ -41,7 +42,16 @@ inline constexpr size_t kMaxUploadTicketBytes = 1024;
 // The message that is signed: kUploadTicketDomain || 0x00 || ticket_bytes.
 std::string UploadTicketSigningInput(absl::string_view ticket_bytes);
 
-// Serializes `ticket` deterministically and signs it. INVALID_ARGUMENT for a
+// Length of SignedUploadTicket.key_id.
+inline constexpr size_t kTicketKeyIdSize = 8;
+
+// The id of a coordinator ticket key: the first 8 bytes of SHA-256 of its
+// 32-byte raw public key. Not secret; it only tells a verifier holding
+// several keys (rotation with overlap) which one to check the signature with.
+std::string TicketKeyId(absl::string_view public_key_raw);
+
+// Serializes `ticket` deterministically, signs it and names the key
+// (SignedUploadTicket.key_id = TicketKeyId(key)). INVALID_ARGUMENT for a
 // ticket no aggregator would accept: empty task_id, ticket_id not 16 bytes,
 // expiry_unix_ms <= 0 (tickets must expire), or too large. INTERNAL on
 // serialization or signing failure.
@@ -49,13 +59,21 @@ absl::StatusOr<proto::SignedUploadTicket> SignUploadTicket(const Ed25519SigningK
                                                            const proto::UploadTicket& ticket);
 
 // Verifies the signature over `signed_ticket.ticket` and parses it. Returns
-// UNAUTHENTICATED (never INVALID_ARGUMENT) for a missing, truncated or wrong
-// signature, oversized or unparsable ticket bytes, a ticket_id that is not 16
-// bytes or an empty task_id. The signature is checked before the bytes are
+// UNAUTHENTICATED (never INVALID_ARGUMENT) for a key_id that is not `key`'s
+// (or missing), a missing, truncated or wrong signature, oversized or unparsable ticket bytes, a
+// ticket_id that is not 16 bytes or an empty task_id. The signature is checked before the bytes are
 // parsed. Does NOT check task, round, report id or expiry: see CheckTicketFor.
 // INTERNAL only when OpenSSL cannot allocate.
 absl::StatusOr<proto::UploadTicket> VerifyUploadTicket(
     const Ed25519VerifyingKey& key, const proto::SignedUploadTicket& signed_ticket);
+
+// The same with several accepted keys (the current one and those being
+// rotated out): the key is chosen by key_id, one signature check whatever
+// the number of keys. UNAUTHENTICATED naming the id for a key_id none of
+// `keys` has. Null entries are skipped.
+absl::StatusOr<proto::UploadTicket> VerifyUploadTicketWithAnyOf(
+    absl::Span<const Ed25519VerifyingKey* const> keys,
+    const proto::SignedUploadTicket& signed_ticket);
 
 // OK iff the (verified) `ticket` is for `task_id`, `round_id` and `report_id`
 // (report_id == ticket_id) and has not expired (now_unix_ms <=

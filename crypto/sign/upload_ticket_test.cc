@@ -69,6 +69,7 @@ class UploadTicketTest : public ::testing::Test {
     auto sig = key_->Sign(UploadTicketSigningInput(bytes));
     EXPECT_THAT(sig, IsOk());
     if (sig.ok()) s.set_signature(*sig);
+    s.set_key_id(TicketKeyId(key_->PublicKeyRaw()));
     return s;
   }
   std::unique_ptr<Ed25519SigningKey> key_;
@@ -88,6 +89,36 @@ TEST_F(UploadTicketTest, KnownAnswer) {
   EXPECT_EQ(absl::BytesToHexString(TicketDigest(s)),
             "bb93de4f280868c5a54085379660c24bb7b2955a04bb2cf0c22381548567d566");
   EXPECT_EQ(UploadTicketSigningInput("ab"), std::string("tandem.upload_ticket.v1\0ab", 26));
+  // SHA-256 of the RFC 8032 TEST 1 public key d75a9801...511a (hashlib).
+  EXPECT_EQ(absl::BytesToHexString(s.key_id()), "21fe31dfa154a261");
+}
+
+TEST_F(UploadTicketTest, KeyIdChoosesAmongAcceptedKeys) {
+  auto other_pub = other_->VerifyingKey();
+  ASSERT_THAT(other_pub, IsOk());
+  const proto::SignedUploadTicket mine = Sign(MakeTicket());
+  auto theirs = SignUploadTicket(*other_, MakeTicket("task-7", 43));
+  ASSERT_THAT(theirs, IsOk());
+  EXPECT_NE(mine.key_id(), theirs->key_id());
+  const Ed25519VerifyingKey* both[] = {pub_.get(), &*other_pub};
+  auto a = VerifyUploadTicketWithAnyOf(both, mine);
+  ASSERT_THAT(a, IsOk());
+  EXPECT_EQ(a->round_id(), 42u);
+  auto b = VerifyUploadTicketWithAnyOf(both, *theirs);
+  ASSERT_THAT(b, IsOk());
+  EXPECT_EQ(b->round_id(), 43u);
+  // The old key dropped: its tickets name a key this server does not hold.
+  const Ed25519VerifyingKey* current[] = {pub_.get(), nullptr};
+  EXPECT_THAT(VerifyUploadTicketWithAnyOf(current, *theirs),
+              StatusIs(kUnauth, HasSubstr(absl::BytesToHexString(theirs->key_id()))));
+  // Lying about the id only picks the key the signature then fails under.
+  proto::SignedUploadTicket lying = *theirs;
+  lying.set_key_id(mine.key_id());
+  EXPECT_THAT(VerifyUploadTicketWithAnyOf(both, lying), StatusIs(kUnauth, HasSubstr("signature")));
+  proto::SignedUploadTicket unnamed = mine;
+  unnamed.clear_key_id();
+  EXPECT_THAT(VerifyUploadTicketWithAnyOf(both, unnamed), StatusIs(kUnauth, HasSubstr("key_id")));
+  EXPECT_THAT(VerifyUploadTicket(*pub_, unnamed), StatusIs(kUnauth, HasSubstr("no key id")));
 }
 
 TEST_F(UploadTicketTest, SignVerifyCheckRoundTrip) {
@@ -146,10 +177,13 @@ TEST_F(UploadTicketTest, BadSignaturesAreUnauthenticated) {
   // Another key's signature, and the right key's verifying key elsewhere.
   auto forged = SignUploadTicket(*other_, MakeTicket());
   ASSERT_THAT(forged, IsOk());
+  EXPECT_THAT(VerifyUploadTicket(*pub_, *forged), StatusIs(kUnauth, HasSubstr("key")));
+  forged->set_key_id(TicketKeyId(pub_->Raw()));  // a forger naming the right key
   EXPECT_THAT(VerifyUploadTicket(*pub_, *forged), StatusIs(kUnauth, HasSubstr("signature")));
   auto other_pub = other_->VerifyingKey();
   ASSERT_THAT(other_pub, IsOk());
   EXPECT_THAT(VerifyUploadTicket(*other_pub, s), StatusIs(kUnauth));
+  forged->set_key_id(TicketKeyId(other_pub->Raw()));
   EXPECT_THAT(VerifyUploadTicket(*other_pub, *forged), IsOk());
 
   proto::SignedUploadTicket bad = s;
@@ -213,6 +247,7 @@ TEST_F(UploadTicketTest, RandomInputsNeverVerifyAndAreNeverInvalidArgument) {
                 IsOk());
     s.set_ticket(ticket);
     s.set_signature(sig);
+    if (i % 2 == 0) s.set_key_id(TicketKeyId(pub_->Raw()));
     ASSERT_THAT(VerifyUploadTicket(*pub_, s), StatusIs(kUnauth)) << i;
   }
 }

@@ -2,23 +2,30 @@
 //
 //   tandem-worker --listen=127.0.0.1:0 --max_concurrency=4 [--metrics_listen=127.0.0.1:9103]
 //                 [--max_model_mb=4096] [--model_dir=/srv/tandem/models]
+//   tandem-worker --listen=0.0.0.0:7100 --tls_cert=worker.pem --tls_key=worker.key
+//                 --tls_ca=worker-roots.pem --callers=coordinator.tandem
+//                 --model_writers=coordinator.tandem
 //
+// Plaintext only on a loopback --listen; with a certificate the listener is
+// mutual TLS and only the identities named in --callers / --model_writers
+// may call it (LoadModel, UnloadModel and in-place training only the
+// writers): PERMISSION_DENIED for any other certificate of the CA.
 // Models (LoadModel ...) are held in this process's memory up to
 // --max_model_mb in total; checkpoints are read only from --model_dir.
 // Prints "tandem-worker listening on HOST:PORT (backend: ...)" on stdout once
 // serving (PORT is the bound one, useful with port 0), then runs until
 // SIGTERM or SIGINT and shuts down gracefully.
+#include <grpcpp/grpcpp.h>
+#include <prometheus/registry.h>
 #include <signal.h>
 
 #include <cstdio>
 #include <iostream>
 #include <string>
 
-#include <grpcpp/grpcpp.h>
-#include <prometheus/registry.h>
-
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/strings/str_split.h"
 #include "base/clock.h"
 #include "base/logging.h"
 #include "base/metrics_server.h"
@@ -38,6 +45,15 @@ ABSL_FLAG(int64_t, max_model_mb, 4096,
           "memory budget of all loaded models (weights + optimizer state) in MiB");
 ABSL_FLAG(std::string, model_dir, "",
           "directory LoadModel may read checkpoints from (empty = checkpoints refused)");
+ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain of this worker (TLS on)");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert");
+ABSL_FLAG(std::string, tls_ca, "", "PEM roots verifying the callers' client certificates");
+ABSL_FLAG(std::string, callers, "",
+          "comma-separated TLS identities allowed to call (required with TLS)");
+ABSL_FLAG(std::string, model_writers, "",
+          "comma-separated TLS identities allowed LoadModel/UnloadModel/in-place training");
+ABSL_FLAG(int64_t, max_inflight_mb, 2048,
+          "streamed request bytes (RunStream, LoadModel) all calls may hold at once, MiB");
 ABSL_FLAG(std::string, metrics_listen, "",
           "Prometheus /metrics (calls by method and code) on this IPv4 host:port, plain HTTP");
 
@@ -68,6 +84,17 @@ int main(int argc, char** argv) {
   options.model_dir = absl::GetFlag(FLAGS_model_dir);
   options.max_concurrency = absl::GetFlag(FLAGS_max_concurrency);
   options.max_message_bytes = int64_t{absl::GetFlag(FLAGS_max_message_mb)} << 20;
+  options.max_inflight_bytes = absl::GetFlag(FLAGS_max_inflight_mb) << 20;
+  if (!absl::GetFlag(FLAGS_tls_cert).empty() || !absl::GetFlag(FLAGS_tls_key).empty()) {
+    options.tls = {.insecure_plaintext = false,
+                   .cert_chain_path = absl::GetFlag(FLAGS_tls_cert),
+                   .private_key_path = absl::GetFlag(FLAGS_tls_key),
+                   .root_ca_path = absl::GetFlag(FLAGS_tls_ca),
+                   .require_client_cert = true};
+  }
+  options.callers = absl::StrSplit(absl::GetFlag(FLAGS_callers), ',', absl::SkipEmpty());
+  options.model_writers =
+      absl::StrSplit(absl::GetFlag(FLAGS_model_writers), ',', absl::SkipEmpty());
   const std::string listen = absl::GetFlag(FLAGS_listen);
   std::unique_ptr<tandem::MetricsServer> metrics;
   std::shared_ptr<prometheus::Registry> rpc_metrics;
@@ -87,7 +114,7 @@ int main(int argc, char** argv) {
                                                 &models);
   if (!worker.ok()) {
     std::cerr << "tandem-worker: " << worker.status() << "\n";
-    return 1;
+    return absl::IsInvalidArgument(worker.status()) ? 2 : 1;
   }
   const std::string host = listen.substr(0, listen.rfind(':'));
   std::cout << "tandem-worker listening on " << host << ":" << (*worker)->port

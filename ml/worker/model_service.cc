@@ -4,6 +4,7 @@
 #include <limits.h>
 #include <stdlib.h>
 
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -20,6 +21,18 @@
 
 namespace tandem::ml::worker {
 namespace {
+
+// Releases a WorkerService concurrency slot on scope exit.
+class Slot {
+ public:
+  explicit Slot(std::function<void()> release) : release_(std::move(release)) {}
+  ~Slot() { release_(); }
+  Slot(const Slot&) = delete;
+  Slot& operator=(const Slot&) = delete;
+
+ private:
+  std::function<void()> release_;
+};
 
 grpc::Status NoStore() {
   return ToGrpcStatus(absl::FailedPreconditionError("this worker holds no models"));
@@ -127,14 +140,21 @@ absl::StatusOr<TensorSet> WorkerService::ModelTensorsOf(const proto::ModelHeader
   return out;
 }
 
-grpc::Status WorkerService::LoadModel(grpc::ServerContext*,
+grpc::Status WorkerService::LoadModel(grpc::ServerContext* context,
                                       grpc::ServerReader<proto::WorkerModelChunk>* reader,
                                       proto::ModelInfo* response) {
+  if (grpc::Status s = Admit(*context, /*writer=*/true); !s.ok()) return s;
   if (models_ == nullptr) return NoStore();
+  if (grpc::Status s = TakeSlot(); !s.ok()) return s;
+  Slot slot([this] { ReleaseSlot(); });
+  ByteReservation bytes(&inflight_bytes_, options_.max_inflight_bytes);
   ModelAssembler assembler(static_cast<size_t>(options_.max_stream_bytes));
   proto::WorkerModelChunk chunk;
   bool checked = false;
   while (reader->Read(&chunk)) {
+    if (absl::Status s = bytes.Add(static_cast<int64_t>(chunk.ByteSizeLong())); !s.ok()) {
+      return ToGrpcStatus(s);
+    }
     if (absl::Status s = assembler.Add(std::move(chunk)); !s.ok()) return ToGrpcStatus(s);
     chunk.Clear();
     if (!checked) {
@@ -163,9 +183,14 @@ grpc::Status WorkerService::LoadModel(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status WorkerService::ReadModel(grpc::ServerContext*, const proto::ReadModelRequest* request,
+grpc::Status WorkerService::ReadModel(grpc::ServerContext* context,
+                                      const proto::ReadModelRequest* request,
                                       grpc::ServerWriter<proto::WorkerModelChunk>* writer) {
+  if (grpc::Status s = Admit(*context, false); !s.ok()) return s;
   if (models_ == nullptr) return NoStore();
+  // A read copies the model into memory to stream it: it takes a slot.
+  if (grpc::Status s = TakeSlot(); !s.ok()) return s;
+  Slot slot([this] { ReleaseSlot(); });
   absl::StatusOr<ModelSnapshot> snap =
       models_->Read(request->model().name(), request->model().version());
   if (!snap.ok()) return ToGrpcStatus(snap.status());
@@ -183,9 +208,10 @@ grpc::Status WorkerService::ReadModel(grpc::ServerContext*, const proto::ReadMod
   return grpc::Status::OK;
 }
 
-grpc::Status WorkerService::UnloadModel(grpc::ServerContext*,
+grpc::Status WorkerService::UnloadModel(grpc::ServerContext* context,
                                         const proto::UnloadModelRequest* request,
                                         proto::UnloadModelResponse* response) {
+  if (grpc::Status s = Admit(*context, /*writer=*/true); !s.ok()) return s;
   if (models_ == nullptr) return NoStore();
   absl::StatusOr<int64_t> freed =
       models_->Unload(request->model().name(), request->model().version());
@@ -194,8 +220,10 @@ grpc::Status WorkerService::UnloadModel(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status WorkerService::ListModels(grpc::ServerContext*, const proto::ListModelsRequest*,
+grpc::Status WorkerService::ListModels(grpc::ServerContext* context,
+                                       const proto::ListModelsRequest*,
                                        proto::ListModelsResponse* response) {
+  if (grpc::Status s = Admit(*context, false); !s.ok()) return s;
   if (models_ == nullptr) return NoStore();
   for (const ModelSummary& s : models_->List()) FillInfo(s, response->add_models());
   response->set_used_bytes(models_->used_bytes());

@@ -7,6 +7,7 @@
 #include "base/grpc_metrics.h"
 #include "base/grpc_status.h"
 #include "base/logging.h"
+#include "base/net_address.h"
 #include "ml/kernels/backend.h"
 #include "ml/worker/tensor_codec.h"
 #include "ml/worker/tensor_stream.h"
@@ -26,7 +27,60 @@ class SlotGuard {
   std::atomic<int>* counter_;
 };
 
+std::vector<std::string> Union(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
 }  // namespace
+
+absl::Status ByteReservation::Add(int64_t bytes) {
+  const int64_t before = in_use_->fetch_add(bytes);
+  if (before + bytes > limit_) {
+    in_use_->fetch_sub(bytes);
+    return absl::ResourceExhaustedError(absl::StrCat("the worker holds ", before,
+                                                     " bytes of streamed requests (limit ", limit_,
+                                                     "); retry later"));
+  }
+  held_ += bytes;
+  return absl::OkStatus();
+}
+
+WorkerService::WorkerService(const KernelRegistry* registry, const Clock* clock,
+                             WorkerOptions options, ModelStore* models)
+    : registry_(registry),
+      clock_(clock),
+      options_(std::move(options)),
+      models_(models),
+      callers_gate_("worker", Union(options_.callers, options_.model_writers),
+                    !options_.tls.insecure_plaintext, &refusals_),
+      writers_gate_("models", options_.model_writers, !options_.tls.insecure_plaintext,
+                    &refusals_) {}
+
+grpc::Status WorkerService::Admit(const grpc::ServerContext& context, bool writer) const {
+  if (grpc::Status s = callers_gate_.Admit(context); !s.ok()) return s;
+  return writer ? writers_gate_.Admit(context) : grpc::Status::OK;
+}
+
+grpc::Status WorkerService::AdmitTraining(const grpc::ServerContext& context,
+                                          const proto::KernelRequest& request) const {
+  // A kernel that trains a held model in place changes it as LoadModel
+  // would: only model writers may.
+  const KernelSpec* spec = registry_->Find(request.kernel());
+  if (spec != nullptr && spec->trains_model && !request.model().name().empty()) {
+    return writers_gate_.Admit(context);
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status WorkerService::TakeSlot() {
+  if (in_flight_.fetch_add(1) >= options_.max_concurrency) {
+    in_flight_.fetch_sub(1);
+    return ToGrpcStatus(absl::ResourceExhaustedError(
+        absl::StrCat("worker is running ", options_.max_concurrency, " calls; retry later")));
+  }
+  return grpc::Status::OK;
+}
 
 absl::StatusOr<std::unique_ptr<WorkerService>> WorkerService::Create(const KernelRegistry* registry,
                                                                      const Clock* clock,
@@ -46,32 +100,46 @@ absl::StatusOr<std::unique_ptr<WorkerService>> WorkerService::Create(const Kerne
     return absl::InvalidArgumentError(absl::StrCat(
         "max_message_bytes must be in [1 KiB, 2 GiB), got ", options.max_message_bytes));
   }
+  if (options.max_inflight_bytes < 1) {
+    return absl::InvalidArgumentError("max_inflight_bytes must be >= 1");
+  }
+  if (!options.tls.insecure_plaintext && options.callers.empty() && options.model_writers.empty()) {
+    return absl::InvalidArgumentError(
+        "a TLS worker needs the identities allowed to call it (--callers, --model_writers)");
+  }
   return std::unique_ptr<WorkerService>(
       new WorkerService(registry, clock, std::move(options), models));
 }
 
-grpc::Status WorkerService::Health(grpc::ServerContext*, const proto::HealthRequest*,
+grpc::Status WorkerService::Health(grpc::ServerContext* context, const proto::HealthRequest*,
                                    proto::HealthResponse* response) {
+  if (grpc::Status s = Admit(*context, false); !s.ok()) return s;
   response->set_serving(true);
   response->set_backend(kernels::ActiveBackendDescription());
   return grpc::Status::OK;
 }
 
-grpc::Status WorkerService::Capabilities(grpc::ServerContext*, const proto::CapabilitiesRequest*,
+grpc::Status WorkerService::Capabilities(grpc::ServerContext* context,
+                                         const proto::CapabilitiesRequest*,
                                          proto::CapabilitiesResponse* response) {
+  if (grpc::Status s = Admit(*context, false); !s.ok()) return s;
   for (proto::KernelInfo& info : registry_->Describe()) *response->add_kernels() = std::move(info);
   response->set_active_backend(kernels::ActiveBackendDescription());
   return grpc::Status::OK;
 }
 
-grpc::Status WorkerService::Run(grpc::ServerContext*, const proto::KernelRequest* request,
+grpc::Status WorkerService::Run(grpc::ServerContext* context, const proto::KernelRequest* request,
                                 proto::KernelResponse* response) {
-  if (in_flight_.fetch_add(1) >= options_.max_concurrency) {
-    in_flight_.fetch_sub(1);
-    return ToGrpcStatus(absl::ResourceExhaustedError(
-        absl::StrCat("worker is running ", options_.max_concurrency, " kernels; retry later")));
-  }
+  if (grpc::Status s = Admit(*context, false); !s.ok()) return s;
+  if (grpc::Status s = AdmitTraining(*context, *request); !s.ok()) return s;
+  if (grpc::Status s = TakeSlot(); !s.ok()) return s;
   SlotGuard guard(&in_flight_);
+  return RunInSlot(*request, response);
+}
+
+grpc::Status WorkerService::RunInSlot(const proto::KernelRequest& req,
+                                      proto::KernelResponse* response) {
+  const proto::KernelRequest* request = &req;
   absl::StatusOr<KernelCall> call = registry_->Validate(*request, models_);
   if (!call.ok()) {
     TANDEM_VLOG(1) << "rejected " << request->kernel() << ": " << call.status().code();
@@ -103,17 +171,27 @@ grpc::Status WorkerService::Run(grpc::ServerContext*, const proto::KernelRequest
 grpc::Status WorkerService::RunStream(
     grpc::ServerContext* context,
     grpc::ServerReaderWriter<proto::KernelResponseChunk, proto::KernelRequestChunk>* stream) {
+  if (grpc::Status s = Admit(*context, false); !s.ok()) return s;
+  // The slot is taken before the stream is read: a caller cannot make the
+  // worker buffer a request it has no slot to run.
+  if (grpc::Status s = TakeSlot(); !s.ok()) return s;
+  SlotGuard guard(&in_flight_);
+  ByteReservation bytes(&inflight_bytes_, options_.max_inflight_bytes);
   RequestAssembler assembler(static_cast<size_t>(options_.max_stream_bytes));
   proto::KernelRequestChunk chunk;
   while (stream->Read(&chunk)) {
+    if (absl::Status s = bytes.Add(static_cast<int64_t>(chunk.ByteSizeLong())); !s.ok()) {
+      return ToGrpcStatus(s);
+    }
     absl::Status s = assembler.Add(std::move(chunk));
     if (!s.ok()) return ToGrpcStatus(s);
     chunk.Clear();
   }
   absl::StatusOr<proto::KernelRequest> request = assembler.Finish();
   if (!request.ok()) return ToGrpcStatus(absl::InvalidArgumentError(request.status().message()));
+  if (grpc::Status s = AdmitTraining(*context, *request); !s.ok()) return s;
   proto::KernelResponse response;
-  grpc::Status s = Run(context, &*request, &response);
+  grpc::Status s = RunInSlot(*request, &response);
   if (!s.ok()) return s;
   for (proto::KernelResponseChunk& c :
        SplitResponse(response, static_cast<size_t>(options_.max_message_bytes / 2))) {
@@ -134,8 +212,17 @@ absl::StatusOr<std::unique_ptr<RunningWorker>> StartWorker(
   if (!service.ok()) return service.status();
   auto running = std::make_unique<RunningWorker>();
   running->service = *std::move(service);
+  if (options.tls.insecure_plaintext && !IsLoopbackAddress(listen)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a plaintext worker is refused on the non-loopback address '", listen,
+                     "': give it a certificate (--tls_cert, --tls_key, --tls_ca) and its callers"));
+  }
+  TlsFiles tls = options.tls;
+  tls.require_client_cert = !tls.insecure_plaintext;
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> creds = MakeServerCredentials(tls);
+  if (!creds.ok()) return creds.status();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &running->port);
+  builder.AddListeningPort(listen, *creds, &running->port);
   builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
   builder.SetMaxSendMessageSize(static_cast<int>(options.max_message_bytes));
   builder.RegisterService(running->service.get());

@@ -16,6 +16,19 @@
 // KernelRequest.model through it. Without a store the model RPCs answer
 // FAILED_PRECONDITION.
 //
+// Trust (issue 34 item 6; ARCHITECTURE.md trust model): with TLS the
+// listener requires client certificates (mutual TLS) and every RPC passes a
+// caller gate (identities in `callers` or `model_writers`, else
+// PERMISSION_DENIED); LoadModel and UnloadModel, which change what the
+// coordinator's `federation.<task>` model is, pass a second gate
+// (`model_writers` only), as does a Run of a kernel that trains a held
+// model in place. Plaintext is served only on a loopback address
+// (StartWorker refuses any other). Every streaming RPC (RunStream,
+// LoadModel, ReadModel) takes a concurrency slot before it reads anything,
+// and the bytes all streams hold at once are bounded by max_inflight_bytes
+// (RESOURCE_EXHAUSTED beyond), so a caller cannot make the worker buffer
+// max_stream_bytes per stream before a slot is checked.
+//
 // Thread safety: all methods may be called concurrently (gRPC sync server
 // threads). The registry, clock and model store are not owned and must
 // outlive the service.
@@ -27,9 +40,12 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "base/clock.h"
+#include "base/grpc_caller_gate.h"
+#include "base/grpc_credentials.h"
 #include "ml/worker/kernel_registry.h"
 #include "ml/worker/model_store.h"
 #include "proto/worker.grpc.pb.h"
@@ -44,18 +60,49 @@ class Registry;
 namespace tandem::ml::worker {
 
 struct WorkerOptions {
-  int max_concurrency = 4;                       // simultaneous Run calls, >= 1
+  // Simultaneous Run / RunStream / LoadModel / ReadModel calls, >= 1.
+  int max_concurrency = 4;
   int64_t max_message_bytes = int64_t{64} << 20; // gRPC receive/send cap per message
   int64_t max_stream_bytes = int64_t{1} << 30;   // RunStream / LoadModel: total tensor bytes
+  // Bytes of request chunks all RunStream and LoadModel calls may hold at
+  // once (>= 1); a chunk beyond it fails its call with RESOURCE_EXHAUSTED.
+  int64_t max_inflight_bytes = int64_t{2} << 30;
   // Directory LoadModel may read checkpoints from (checkpoint_path is
   // relative to it and may not leave it); empty = checkpoints refused.
   std::string model_dir = {};
+  // Transport. Plaintext (the default) only on loopback; with a certificate
+  // the listener is mutual TLS (require_client_cert is forced on).
+  TlsFiles tls = {.insecure_plaintext = true};
+  // With TLS: the identities (certificate DNS SAN, else CN) that may call
+  // this worker at all (model_writers may too); at least one is required.
+  std::vector<std::string> callers = {};
+  // With TLS: the identities that may LoadModel / UnloadModel (e.g. the
+  // coordinator, which pushes `federation.<task>`). Empty = nobody.
+  std::vector<std::string> model_writers = {};
+};
+
+// Reserves bytes from a shared budget for as long as it lives. Thread-safe.
+class ByteReservation {
+ public:
+  explicit ByteReservation(std::atomic<int64_t>* in_use, int64_t limit)
+      : in_use_(in_use), limit_(limit) {}
+  ~ByteReservation() { in_use_->fetch_sub(held_); }
+  ByteReservation(const ByteReservation&) = delete;
+  ByteReservation& operator=(const ByteReservation&) = delete;
+  // RESOURCE_EXHAUSTED (nothing reserved) when `bytes` more would pass the limit.
+  absl::Status Add(int64_t bytes);
+
+ private:
+  std::atomic<int64_t>* in_use_;
+  const int64_t limit_;
+  int64_t held_ = 0;
 };
 
 class WorkerService final : public proto::Worker::Service {
  public:
-  // INVALID_ARGUMENT when max_concurrency < 1 or max_message_bytes is not in
-  // [1 KiB, 2 GiB). registry and clock: not owned, non-null.
+  // INVALID_ARGUMENT when max_concurrency < 1, max_message_bytes is not in
+  // [1 KiB, 2 GiB), max_inflight_bytes < 1, or TLS is set without callers.
+  // registry and clock: not owned, non-null.
   static absl::StatusOr<std::unique_ptr<WorkerService>> Create(const KernelRegistry* registry,
                                                                const Clock* clock,
                                                                WorkerOptions options,
@@ -88,11 +135,25 @@ class WorkerService final : public proto::Worker::Service {
 
   const WorkerOptions& options() const { return options_; }
   int in_flight() const { return in_flight_.load(); }
+  // Refusals by "worker/identity", "models/identity" (the gates).
+  const RefusalCounters& refusals() const { return refusals_; }
 
  private:
   WorkerService(const KernelRegistry* registry, const Clock* clock, WorkerOptions options,
-                ModelStore* models)
-      : registry_(registry), clock_(clock), options_(std::move(options)), models_(models) {}
+                ModelStore* models);
+
+  // The caller gate (`writer`: the model-writer gate too): OK or
+  // PERMISSION_DENIED (counted).
+  grpc::Status Admit(const grpc::ServerContext& context, bool writer) const;
+  // The model-writer gate when `request` trains a held model in place.
+  grpc::Status AdmitTraining(const grpc::ServerContext& context,
+                             const proto::KernelRequest& request) const;
+  // A concurrency slot (release with ReleaseSlot) or RESOURCE_EXHAUSTED.
+  grpc::Status TakeSlot();
+  // Run's work once admitted and holding a slot.
+  grpc::Status RunInSlot(const proto::KernelRequest& request, proto::KernelResponse* response);
+  // SlotGuard-like release for the model RPCs (model_service.cc).
+  void ReleaseSlot() { in_flight_.fetch_sub(1); }
 
   // The tensors of a LoadModel header, or of its checkpoint_path.
   absl::StatusOr<TensorSet> ModelTensorsOf(const proto::ModelHeader& header) const;
@@ -102,6 +163,10 @@ class WorkerService final : public proto::Worker::Service {
   const WorkerOptions options_;
   ModelStore* const models_;
   std::atomic<int> in_flight_{0};
+  std::atomic<int64_t> inflight_bytes_{0};
+  RefusalCounters refusals_;
+  const CallerGate callers_gate_;
+  const CallerGate writers_gate_;
 };
 
 // A started gRPC server with its service. Destruction shuts the server down.
@@ -112,10 +177,11 @@ struct RunningWorker {
   ~RunningWorker();
 };
 
-// Builds the service and starts an insecure server on `listen` (host:port;
-// port 0 picks a free one). With `rpc_metrics`, every call is counted into
-// it by method and status code (base/grpc_metrics.h). INVALID_ARGUMENT for
-// bad options, UNAVAILABLE when the address cannot be bound.
+// Builds the service and starts a server on `listen` (host:port; port 0
+// picks a free one): mutual TLS with options.tls's certificate, plaintext
+// only on a loopback address (INVALID_ARGUMENT otherwise). With `rpc_metrics`, every call is
+// counted into it by method and status code (base/grpc_metrics.h). INVALID_ARGUMENT for bad
+// options, UNAVAILABLE when the address cannot be bound.
 absl::StatusOr<std::unique_ptr<RunningWorker>> StartWorker(
     const std::string& listen, const KernelRegistry* registry, const Clock* clock,
     WorkerOptions options, std::shared_ptr<prometheus::Registry> rpc_metrics = nullptr,

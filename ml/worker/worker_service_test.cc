@@ -16,7 +16,9 @@
 namespace tandem::ml::worker {
 namespace {
 
+using ::tandem::testing::IsOk;
 using ::tandem::testing::StatusIs;
+using ::testing::HasSubstr;
 
 class WorkerServiceTest : public ::testing::Test {
  protected:
@@ -197,8 +199,35 @@ TEST(WorkerServiceCreate, ValidatesOptions) {
   EXPECT_THAT(WorkerService::Create(&r, &clock, {.max_message_bytes = 10}),
               StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(WorkerService::Create(nullptr, &clock, {}), StatusIs(absl::StatusCode::kInvalidArgument));
-  EXPECT_THAT(StartWorker("256.0.0.1:bad", &r, &clock, {}),
+  EXPECT_THAT(StartWorker("localhost:bad", &r, &clock, {}),
               StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_THAT(WorkerService::Create(&r, &clock, {.max_inflight_bytes = 0}),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  // Issue 34 item 6: TLS without anyone allowed to call is a configuration
+  // error, and plaintext listens on loopback only.
+  WorkerOptions tls;
+  tls.tls = {.insecure_plaintext = false, .cert_chain_path = "w.pem", .private_key_path = "w.key"};
+  EXPECT_THAT(WorkerService::Create(&r, &clock, tls),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--callers")));
+  for (const char* address : {"0.0.0.0:0", "[::]:0", "10.1.2.3:7100", "127.evil.example:0"}) {
+    EXPECT_THAT(StartWorker(address, &r, &clock, {}),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("plaintext")))
+        << address;
+  }
+}
+
+TEST(ByteReservationTest, HoldsUpToTheLimitAndGivesBackOnScopeExit) {
+  std::atomic<int64_t> in_use{0};
+  {
+    ByteReservation a(&in_use, 100);
+    EXPECT_THAT(a.Add(60), IsOk());
+    ByteReservation b(&in_use, 100);
+    EXPECT_THAT(b.Add(50), StatusIs(absl::StatusCode::kResourceExhausted));
+    EXPECT_EQ(in_use.load(), 60);  // a refused add reserves nothing
+    EXPECT_THAT(b.Add(40), IsOk());
+    EXPECT_EQ(in_use.load(), 100);
+  }
+  EXPECT_EQ(in_use.load(), 0);
 }
 
 }  // namespace

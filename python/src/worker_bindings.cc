@@ -137,12 +137,21 @@ py::array DecodeOutput(const proto::Tensor& t) {
 class PyWorkerClient {
  public:
   PyWorkerClient(const std::string& address, const std::string& tls_root_ca,
-                 const std::string& server_name, double timeout_s)
+                 const std::string& server_name, double timeout_s, const std::string& tls_cert,
+                 const std::string& tls_key)
       : timeout_s_(timeout_s) {
     if (!(timeout_s > 0)) throw py::value_error("timeout_s must be positive");
+    if (tls_cert.empty() != tls_key.empty()) {
+      throw py::value_error("tls_cert and tls_key go together");
+    }
+    if (!tls_cert.empty() && tls_root_ca.empty()) {
+      throw py::value_error("a client certificate needs tls_root_ca (TLS)");
+    }
     TlsFiles tls;
     tls.insecure_plaintext = tls_root_ca.empty();
     tls.root_ca_path = tls_root_ca;
+    tls.cert_chain_path = tls_cert;  // mutual TLS: the worker's --callers name it
+    tls.private_key_path = tls_key;
     auto creds = ValueOrThrow(MakeChannelCredentials(tls));
     grpc::ChannelArguments args;
     args.SetMaxReceiveMessageSize(kMaxMessageBytes);
@@ -456,8 +465,9 @@ class PyWorkerClient {
 
 void RegisterWorker(py::module_& m) {
   py::class_<PyWorkerClient>(m, "_WorkerClient")
-      .def(py::init<std::string, std::string, std::string, double>(), py::arg("address"),
-           py::arg("tls_root_ca"), py::arg("server_name"), py::arg("timeout_s"))
+      .def(py::init<std::string, std::string, std::string, double, std::string, std::string>(),
+           py::arg("address"), py::arg("tls_root_ca"), py::arg("server_name"), py::arg("timeout_s"),
+           py::arg("tls_cert") = "", py::arg("tls_key") = "")
       .def("close", &PyWorkerClient::Close)
       .def("health", &PyWorkerClient::Health)
       .def("capabilities", &PyWorkerClient::Capabilities)

@@ -59,12 +59,17 @@ def _model_ref(model):
 
 
 class Client:
-    """A tandem-worker at `address` (host:port). Plaintext unless
-    `tls_root_ca` (PEM roots) is given; `server_name` overrides the TLS name."""
+    """A tandem-worker at `address` (host:port). Plaintext (a loopback
+    worker) unless `tls_root_ca` (PEM roots) is given; `server_name`
+    overrides the TLS name. A TLS worker admits only the identities in its
+    --callers / --model_writers: present one with `tls_cert` and `tls_key`
+    (PEM files of a certificate its CA issued)."""
 
-    def __init__(self, address, *, tls_root_ca=None, server_name=None, timeout_s=60.0):
+    def __init__(self, address, *, tls_root_ca=None, server_name=None, timeout_s=60.0,
+                 tls_cert=None, tls_key=None):
         self._c = _tandem._WorkerClient(address, os.fspath(tls_root_ca or ""),
-                                        server_name or "", float(timeout_s))
+                                        server_name or "", float(timeout_s),
+                                        os.fspath(tls_cert or ""), os.fspath(tls_key or ""))
 
     def close(self):
         """Closes the channel (not while calls are in flight); later calls

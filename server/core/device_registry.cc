@@ -80,6 +80,12 @@ absl::StatusOr<crypto::Ed25519VerifyingKey> DeviceRegistry::Authenticate(
       nonces_.erase(nonce_order_.front().second);
       nonce_order_.pop_front();
     }
+    if (request.timestamp_unix_ms() < started_ms_) {
+      ++refusals_["replay"];
+      return absl::UnauthenticatedError(
+          "check-in signed before this coordinator started (a replay across a restart is "
+          "refused): sign a fresh one");
+    }
     if (!nonces_.insert(request.nonce()).second) {
       ++refusals_["replay"];
       return absl::UnauthenticatedError("check-in replayed (nonce already seen)");

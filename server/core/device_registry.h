@@ -23,10 +23,12 @@
 // the daemon off loopback. Flower's SuperNode authentication and FLARE's
 // per-site certificates are the enrolled policy's peers [I].
 //
-// Replay memory is in process: after a restart a request captured within
-// the skew window could be replayed once; its answer is a ticket bound to
-// the device key, which only the device can spend (and TLS keeps requests
-// from being captured in the first place).
+// Replay memory is in process, so a check-in signed before this registry
+// was created (timestamp_unix_ms < its start) is refused as a possible
+// replay across a restart (UNAUTHENTICATED, counted "replay"): a request
+// captured before a restart cannot be played again after it. The cost is
+// that a device whose clock lags the coordinator's by d is refused for the
+// first d after a restart (d < max_skew); it signs a fresh check-in later.
 //
 // Thread safety: all methods are thread-safe (one internal mutex, never held
 // across a signature check; store writes only on enrollment and revocation).
@@ -109,6 +111,7 @@ class DeviceRegistry {
       : options_(std::move(options)),
         store_(store),
         clock_(clock),
+        started_ms_(absl::ToUnixMillis(clock->Now())),
         rate_(options_.checkin_rate, options_.checkin_burst, kMaxRateKeys, clock),
         address_rate_(options_.address_rate, options_.address_burst, kMaxRateKeys, clock) {}
   static constexpr size_t kMaxRateKeys = 1 << 20;
@@ -121,6 +124,7 @@ class DeviceRegistry {
   const DeviceRegistryOptions options_;
   DeviceStore* const store_;
   const Clock* const clock_;
+  const int64_t started_ms_;  // check-ins signed before this are refused
   RateLimiter rate_;          // per device id (internally synchronized)
   RateLimiter address_rate_;  // per source address
 

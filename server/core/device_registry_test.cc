@@ -112,6 +112,20 @@ TEST_F(DeviceRegistryTest, ImpersonationAndReplayAreRefused) {
   EXPECT_EQ(r.Refusals()["proof"], 2u);
 }
 
+TEST_F(DeviceRegistryTest, ACheckInCapturedBeforeARestartIsNotReplayedAfterIt) {
+  DeviceRegistry& r = Open();
+  TANDEM_ASSERT_OK(r.EnrollKey(TestDeviceKey("victim").PublicKeyRaw(), "ops").status());
+  const proto::CheckInRequest captured = SignedCheckIn("victim", Now());
+  EXPECT_THAT(r.Authenticate(captured), IsOk());
+  clock_.Advance(absl::Seconds(5));    // well within the 60 s skew window
+  DeviceRegistry& restarted = Open();  // the nonce memory is gone
+  EXPECT_THAT(restarted.Authenticate(captured).status(),
+              StatusIs(kUnauth, HasSubstr("before this coordinator started")));
+  EXPECT_EQ(restarted.Refusals()["replay"], 1u);
+  // The device itself signs a fresh one and is served.
+  EXPECT_THAT(restarted.Authenticate(SignedCheckIn("victim", Now())), IsOk());
+}
+
 TEST_F(DeviceRegistryTest, TokensAreRedeemedOnceAndOnlyByTheirKey) {
   DeviceRegistry& r = Open();
   EXPECT_THAT(r.Authenticate(WithToken("phone-1", Token())), IsOk());

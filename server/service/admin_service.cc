@@ -52,4 +52,15 @@ grpc::Status CoordinatorAdminService::ListDevices(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
+grpc::Status CoordinatorAdminService::Status(grpc::ServerContext* context,
+                                             const proto::CoordinatorStatusRequest* request,
+                                             proto::CoordinatorStatusResponse* response) {
+  if (grpc::Status s = gate_->Admit(*context); !s.ok()) return s;
+  *response = coordinator_->Status();
+  if (!request->task_id().empty() && request->task_id() != response->task_id()) {
+    return grpc::Status(grpc::StatusCode::NOT_FOUND, "no such task here");
+  }
+  return grpc::Status::OK;
+}
+
 }  // namespace tandem::server

@@ -1,22 +1,24 @@
 // gRPC adapter of the coordinator's operator API (proto CoordinatorAdmin):
-// the device registry. Served on its own listener, mutual TLS, and every
+// the device registry and the task's full status. Served on its own listener, mutual TLS, and every
 // call must pass the gate (operator identities named in the coordinator's
 // configuration; PERMISSION_DENIED, counted as "admin/identity", otherwise).
 // The operator's identity is recorded with each allow-list entry.
-// Thread-safe (the registry is). Owns neither the registry nor the gate.
+// Thread-safe (the registry and coordinator are). Owns none of the
+// registry, the coordinator and the gate; all must outlive the service.
 #ifndef TANDEM_SERVER_SERVICE_ADMIN_SERVICE_H_
 #define TANDEM_SERVER_SERVICE_ADMIN_SERVICE_H_
 
 #include "base/grpc_caller_gate.h"
 #include "proto/coordinator.grpc.pb.h"
+#include "server/core/coordinator.h"
 #include "server/core/device_registry.h"
 
 namespace tandem::server {
 
 class CoordinatorAdminService final : public proto::CoordinatorAdmin::Service {
  public:
-  CoordinatorAdminService(DeviceRegistry* devices, const CallerGate* gate)
-      : devices_(devices), gate_(gate) {}
+  CoordinatorAdminService(DeviceRegistry* devices, Coordinator* coordinator, const CallerGate* gate)
+      : devices_(devices), coordinator_(coordinator), gate_(gate) {}
 
   grpc::Status EnrollDevice(grpc::ServerContext* context, const proto::EnrollDeviceRequest* request,
                             proto::EnrollDeviceResponse* response) override;
@@ -24,9 +26,15 @@ class CoordinatorAdminService final : public proto::CoordinatorAdmin::Service {
                             proto::RevokeDeviceResponse* response) override;
   grpc::Status ListDevices(grpc::ServerContext* context, const proto::ListDevicesRequest* request,
                            proto::ListDevicesResponse* response) override;
+  // Everything Coordinator::Status() knows, live counts of the open round
+  // and the worker's address and last error included (the public Status
+  // omits them). NOT_FOUND for another task id.
+  grpc::Status Status(grpc::ServerContext* context, const proto::CoordinatorStatusRequest* request,
+                      proto::CoordinatorStatusResponse* response) override;
 
  private:
   DeviceRegistry* const devices_;
+  Coordinator* const coordinator_;
   const CallerGate* const gate_;
 };
 

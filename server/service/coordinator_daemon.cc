@@ -158,7 +158,8 @@ absl::Status CoordinatorDaemon::StartAdmin(const CoordinatorDaemonOptions& optio
                           MakeServerCredentials(admin_tls));
   admin_gate_ =
       std::make_unique<CallerGate>("admin", options.admin_identities, tls, &admin_refusals_);
-  admin_service_ = std::make_unique<CoordinatorAdminService>(devices_.get(), admin_gate_.get());
+  admin_service_ = std::make_unique<CoordinatorAdminService>(devices_.get(), coordinator_.get(),
+                                                             admin_gate_.get());
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options.admin_listen_address, creds, &admin_port_);
   builder.RegisterService(admin_service_.get());
@@ -197,10 +198,12 @@ absl::StatusOr<std::unique_ptr<CoordinatorDaemon>> CoordinatorDaemon::Start(
   d->leader_ = std::make_unique<GrpcAggregatorClient>(std::move(leader_channel));
   d->helper_ = std::make_unique<GrpcAggregatorClient>(std::move(helper_channel));
   if (!options.worker_address.empty()) {
-    TANDEM_ASSIGN_OR_RETURN(
-        d->worker_, WorkerEvaluator::Create({.address = options.worker_address,
-                                             .task_id = co.task_id},
-                                            eval_data));
+    WorkerEvaluatorOptions worker{.address = options.worker_address, .task_id = co.task_id};
+    worker.tls = options.tls;
+    worker.tls.require_client_cert = false;
+    if (!options.worker_ca_path.empty()) worker.tls.root_ca_path = options.worker_ca_path;
+    worker.server_name = options.worker_name;
+    TANDEM_ASSIGN_OR_RETURN(d->worker_, WorkerEvaluator::Create(std::move(worker), eval_data));
     co.evaluator = d->worker_.get();
   }
   TANDEM_ASSIGN_OR_RETURN(

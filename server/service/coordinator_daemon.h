@@ -66,6 +66,11 @@ struct CoordinatorDaemonOptions {
   // evaluates it (server/transport/worker_evaluator.h); empty = evaluate in
   // this process.
   std::string worker_address;
+  // The worker's TLS identity and the roots verifying it (default: tls's
+  // roots). With TLS the coordinator calls the worker over mutual TLS with
+  // its own certificate; plaintext only to a loopback worker.
+  std::string worker_name = "worker.tandem";
+  std::string worker_ca_path;
   // Who may check in (server/core/device_registry.h). kEnrolled (default):
   // keys an operator enrolled, through the admin API's allow-list or an
   // enrollment token signed by one of enrollment_key_paths' keys (PEM

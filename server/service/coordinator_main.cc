@@ -62,8 +62,11 @@ ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert");
 ABSL_FLAG(std::string, tls_ca, "", "PEM roots verifying the aggregators");
 ABSL_FLAG(int, metrics_port, -1, "serve Prometheus /metrics on this port (0 = any, -1 = off)");
 ABSL_FLAG(std::string, worker, "",
-          "host:port of a tandem-worker (plaintext, same trust domain) that receives each "
+          "host:port of a tandem-worker (mutual TLS, or plaintext on loopback) that receives each "
           "released model as 'federation.<task_id>' and evaluates it; empty = evaluate here");
+ABSL_FLAG(std::string, worker_name, "worker.tandem",
+          "the worker's TLS identity (with TLS the coordinator calls it over mutual TLS)");
+ABSL_FLAG(std::string, worker_ca, "", "PEM roots verifying the worker (default: --tls_ca)");
 ABSL_FLAG(std::string, device_enrollment, "enrolled",
           "who may check in: enrolled (keys an operator enrolled with tandem-admin, or that "
           "redeem an enrollment token) or open (any device key; loopback simulations only)");
@@ -197,6 +200,8 @@ absl::StatusOr<std::unique_ptr<tandem::server::CoordinatorDaemon>> Run() {
   d.state_dir = absl::GetFlag(FLAGS_state_dir);
   d.metrics_port = absl::GetFlag(FLAGS_metrics_port);
   d.worker_address = absl::GetFlag(FLAGS_worker);
+  d.worker_name = absl::GetFlag(FLAGS_worker_name);
+  d.worker_ca_path = absl::GetFlag(FLAGS_worker_ca);
   d.leader_name = absl::GetFlag(FLAGS_leader_name);
   d.helper_name = absl::GetFlag(FLAGS_helper_name);
   d.ticket_key_path = absl::GetFlag(FLAGS_ticket_key);

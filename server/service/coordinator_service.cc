@@ -73,7 +73,25 @@ grpc::Status CoordinatorService::Status(grpc::ServerContext*,
   if (!request->task_id().empty() && request->task_id() != response->task_id()) {
     return grpc::Status(grpc::StatusCode::NOT_FOUND, "no such task here");
   }
+  RedactForPublic(response);
   return grpc::Status::OK;
+}
+
+void RedactForPublic(proto::CoordinatorStatusResponse* status) {
+  // How full the open round is tells an outsider how many slots a flood
+  // would have to take, and when a device it watches was assigned; the
+  // worker's address and errors map the deployment. Released figures
+  // (history, epsilon, accuracy) stay public.
+  status->clear_assigned();
+  status->clear_uploads_done();
+  if (status->has_worker()) {
+    status->mutable_worker()->clear_address();
+    status->mutable_worker()->clear_last_error();
+  }
+  for (proto::RoundSummary& r : *status->mutable_history()) {
+    if (!r.evaluated_by().empty() && r.evaluated_by() != "coordinator")
+      r.set_evaluated_by("worker");
+  }
 }
 
 }  // namespace tandem::server

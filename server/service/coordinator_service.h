@@ -3,6 +3,8 @@
 // chunk_bytes (1 MiB by default), so no message nears gRPC's 4 MB default
 // limit whatever the model size; the last chunk carries the SHA-256 of the
 // whole serialized Model.
+// Status is the public view (RedactForPublic); operators read the full one
+// on the admin listener (CoordinatorAdmin.Status, admin_service.h).
 // Thread-safe (the Coordinator is). Does not own the Coordinator.
 #ifndef TANDEM_SERVER_SERVICE_COORDINATOR_SERVICE_H_
 #define TANDEM_SERVER_SERVICE_COORDINATOR_SERVICE_H_
@@ -13,6 +15,10 @@
 #include "server/core/coordinator.h"
 
 namespace tandem::server {
+
+// Clears what an anonymous caller must not see: the open round's live
+// counts (assigned, uploads_done) and the worker's address and last error.
+void RedactForPublic(proto::CoordinatorStatusResponse* status);
 
 class CoordinatorService final : public proto::Coordinator::Service {
  public:

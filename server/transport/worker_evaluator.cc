@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/grpc_status.h"
+#include "base/net_address.h"
 #include "base/status_macros.h"
 
 namespace tandem::server {
@@ -45,8 +46,25 @@ absl::StatusOr<std::unique_ptr<WorkerEvaluator>> WorkerEvaluator::Create(
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(64 << 20);
   args.SetMaxSendMessageSize(-1);
-  auto channel =
-      grpc::CreateCustomChannel(options.address, grpc::InsecureChannelCredentials(), args);
+  if (options.tls.insecure_plaintext) {
+    if (!IsLoopbackAddress(options.address)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("worker: plaintext to the non-loopback address '", options.address,
+                       "' is refused (the held-out data would travel in the clear): use TLS"));
+    }
+  } else {
+    if (options.tls.cert_chain_path.empty() || options.tls.private_key_path.empty()) {
+      return absl::InvalidArgumentError(
+          "worker: mutual TLS needs this daemon's certificate and key (--tls_cert, --tls_key)");
+    }
+    if (options.server_name.empty()) {
+      return absl::InvalidArgumentError("worker: the worker's TLS identity is required");
+    }
+    args.SetSslTargetNameOverride(options.server_name);
+  }
+  TANDEM_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ChannelCredentials> creds,
+                          MakeChannelCredentials(options.tls));
+  auto channel = grpc::CreateCustomChannel(options.address, creds, args);
   return CreateWithChannel(std::move(options), eval, std::move(channel));
 }
 

@@ -5,26 +5,27 @@
 // the coordinator's held-out data. Between rounds the worker keeps the model,
 // so apps can run "model.predict" against it (model serving).
 //
-// The worker serves plaintext gRPC (it has no TLS listener yet): point
-// --worker only at a worker inside the coordinator's own trust domain
-// (loopback, or a network policy that admits the coordinator alone). The
-// model it receives is the released, differentially private model, not a
-// secret; what a network attacker could forge is the evaluation figure.
+// Transport: mutual TLS (the worker admits the coordinator's identity by its
+// --callers / --model_writers; the coordinator pins the worker's name), or
+// plaintext to a loopback worker only: the held-out data travels in each
+// request. The model it receives is the released, differentially private
+// model, not a secret.
 //
 // Thread safety: Evaluate from one thread at a time (the coordinator's
 // driver); Status from any thread.
 #ifndef TANDEM_SERVER_TRANSPORT_WORKER_EVALUATOR_H_
 #define TANDEM_SERVER_TRANSPORT_WORKER_EVALUATOR_H_
 
+#include <grpcpp/channel.h>
+
 #include <memory>
 #include <string>
-
-#include <grpcpp/channel.h>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "base/grpc_credentials.h"
 #include "ml/data/dataset.h"
 #include "proto/worker.grpc.pb.h"
 #include "server/core/model_evaluator.h"
@@ -33,6 +34,12 @@ namespace tandem::server {
 
 struct WorkerEvaluatorOptions {
   std::string address;  // host:port of tandem-worker
+  // Transport: mutual TLS with this daemon's certificate (the worker's
+  // --callers / --model_writers name it), the worker verified against
+  // tls.root_ca_path under `server_name`; plaintext only to a loopback
+  // address (the held-out data travels in the request).
+  TlsFiles tls = {.insecure_plaintext = true};
+  std::string server_name = "worker.tandem";
   std::string task_id;  // names the model: "federation.<task_id>"
   absl::Duration deadline = absl::Seconds(120);  // per RPC
   size_t chunk_bytes = size_t{1} << 20;          // LoadModel chunk payload
@@ -42,6 +49,8 @@ class WorkerEvaluator : public ModelEvaluator {
  public:
   // `eval` is the held-out data sent with each evaluation (copied into the
   // request once, here). INVALID_ARGUMENT for an empty address or task id,
+  // plaintext to a non-loopback address, TLS without a certificate, key or
+  // server name,
   // empty or invalid data, or chunk_bytes of 0. Connects lazily: an absent
   // worker fails Evaluate with UNAVAILABLE, not Create.
   static absl::StatusOr<std::unique_ptr<WorkerEvaluator>> Create(WorkerEvaluatorOptions options,

@@ -16,6 +16,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/strings/escaping.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "aggregator/testing/report_factory.h"
@@ -302,6 +303,42 @@ TEST_F(AdversarialTest, AStolenTicketCannotBeSpentFromAnotherKey) {
   TANDEM_ASSERT_OK(Upload(victim.to_leader, false));
   TANDEM_ASSERT_OK(Upload(victim.to_helper, true));
   WaitAccepted(1);
+}
+
+// Issue 34 item 7, through the real daemons: while the coordinator's key is
+// rotated both aggregators accept tickets of the new and the old key (chosen
+// by the ticket's key id); once the operators drop the old key, its tickets
+// are refused by both, naming the key id, and nothing of them is stored.
+TEST_F(AdversarialTest, RotatedTicketKeysOverlapUntilTheOldOneIsDropped) {
+  KillPair();
+  ticket_keys_ = dir_ + "/other_ticket.pub," + dir_ + "/ticket.pub";  // new, old
+  TANDEM_ASSERT_OK(StartPair());
+  TANDEM_ASSERT_OK(OpenBoth(params_));
+  TestReport old_key = Honest(1);  // ticket.pub: the key being rotated out
+  TestReport new_key = Honest(2);
+  TANDEM_ASSERT_OK(AttachTicket(new_key, params_, *other_key_, InAMinute()));
+  for (const TestReport* r : {&old_key, &new_key}) {
+    TANDEM_ASSERT_OK(Upload(r->to_leader, false));
+    TANDEM_ASSERT_OK(Upload(r->to_helper, true));
+  }
+  WaitAccepted(2);
+  // The old key dropped (a restart with the new key alone): its tickets no
+  // longer open the aggregators, the new key's still do.
+  KillPair();
+  ticket_keys_ = dir_ + "/other_ticket.pub";
+  TANDEM_ASSERT_OK(StartPair());
+  TestReport late_old = Honest(3);
+  const std::string old_id = crypto::TicketKeyId(ticket_key_->PublicKeyRaw());
+  EXPECT_THAT(Upload(late_old.to_leader, false),
+              StatusIs(absl::StatusCode::kUnauthenticated,
+                       ::testing::HasSubstr(absl::BytesToHexString(old_id))));
+  EXPECT_THAT(Upload(late_old.to_helper, true), StatusIs(absl::StatusCode::kUnauthenticated,
+                                                         ::testing::HasSubstr("does not accept")));
+  TestReport late_new = Honest(4);
+  TANDEM_ASSERT_OK(AttachTicket(late_new, params_, *other_key_, InAMinute()));
+  TANDEM_ASSERT_OK(Upload(late_new.to_leader, false));
+  TANDEM_ASSERT_OK(Upload(late_new.to_helper, true));
+  WaitAccepted(3);
 }
 
 TEST_F(AdversarialTest, OversizedAndRepeatedMessagesAreRefusedBeforeTheMath) {

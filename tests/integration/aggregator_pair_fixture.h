@@ -100,7 +100,7 @@ class AggregatorPairTest : public ::testing::Test {
   absl::Status StartPair() {
     tandem::testing::AggregatorPairOptions o;
     o.certs_dir = dir_;
-    o.ticket_public_key = dir_ + "/ticket.pub";
+    o.ticket_public_key = ticket_keys_.empty() ? dir_ + "/ticket.pub" : ticket_keys_;
     o.policy = kPolicy;  // otherwise the private defaults
     o.tasks = {kProvisionedTasks, kProvisionedTasks + std::size(kProvisionedTasks)};
     auto pair = tandem::testing::StartAggregatorPair(TANDEM_AGGREGATOR_BIN, dir_ + "/state", o);
@@ -232,6 +232,8 @@ class AggregatorPairTest : public ::testing::Test {
   std::string dir_;
   tandem::testing::AggregatorPair pair_;
   std::unique_ptr<crypto::Ed25519SigningKey> ticket_key_, other_key_;
+  // The daemons' --coordinator_key (empty: ticket.pub alone).
+  std::string ticket_keys_;
   proto::RoundParameters params_;
 };
 

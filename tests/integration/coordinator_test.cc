@@ -314,8 +314,13 @@ TEST_F(FederationTest, PrivateDefaultsReleaseWithNoiseProofsAndBudget) {
 // the in-process one on the same held-out data, and tandem-status shows the
 // version it holds.
 TEST_F(FederationTest, AWorkerHoldsAndEvaluatesEveryReleasedModel) {
+  // The worker as deployed (issue 34 item 6): mutual TLS, the coordinator
+  // its model writer, the operator a reader.
   WorkerProcess worker;
-  ASSERT_TRUE(worker.Start(TANDEM_WORKER_BIN, {"--listen=127.0.0.1:0"}));
+  ASSERT_TRUE(worker.Start(TANDEM_WORKER_BIN,
+                           {"--listen=127.0.0.1:0", "--tls_cert=" + dir_ + "/worker.pem",
+                            "--tls_key=" + dir_ + "/worker.key", "--tls_ca=" + dir_ + "/ca.pem",
+                            "--callers=operator.tandem", "--model_writers=coordinator.tandem"}));
   ASSERT_NO_FATAL_FAILURE(StartCoordinator({"--rounds=2", "--target_reports=3",
                                             "--min_reports=3", "--round_timeout_s=60",
                                             "--worker=" + worker.address()}));
@@ -333,6 +338,12 @@ TEST_F(FederationTest, AWorkerHoldsAndEvaluatesEveryReleasedModel) {
   EXPECT_EQ(s.worker().evaluations(), 2u);
   EXPECT_EQ(s.worker().failures(), 0u) << s.worker().last_error();
   for (const proto::RoundSummary& r : s.history()) EXPECT_EQ(r.evaluated_by(), worker.address());
+  // Anyone's view names no worker address and no live counts.
+  absl::StatusOr<proto::CoordinatorStatusResponse> pub = PublicStatus();
+  ASSERT_TRUE(pub.ok()) << pub.status();
+  EXPECT_EQ(pub->worker().address(), "");
+  EXPECT_EQ(pub->worker().model_version(), 2u);
+  for (const proto::RoundSummary& r : pub->history()) EXPECT_EQ(r.evaluated_by(), "worker");
 
   // The coordinator's final model, as a client downloads it...
   proto::Model global;
@@ -349,8 +360,14 @@ TEST_F(FederationTest, AWorkerHoldsAndEvaluatesEveryReleasedModel) {
     ASSERT_TRUE(global.ParseFromString(bytes));
   }
   // ...and the worker's copy of it, read back over gRPC: the same weights.
+  grpc::SslCredentialsOptions operator_tls;
+  operator_tls.pem_root_certs = ReadAll(dir_ + "/ca.pem");
+  operator_tls.pem_cert_chain = ReadAll(dir_ + "/operator.pem");
+  operator_tls.pem_private_key = ReadAll(dir_ + "/operator.key");
+  grpc::ChannelArguments worker_args;
+  worker_args.SetSslTargetNameOverride("worker.tandem");
   auto wstub = proto::Worker::NewStub(
-      grpc::CreateChannel(worker.address(), grpc::InsecureChannelCredentials()));
+      grpc::CreateCustomChannel(worker.address(), grpc::SslCredentials(operator_tls), worker_args));
   std::vector<float> flat;
   {
     grpc::ClientContext ctx;
@@ -396,10 +413,12 @@ TEST_F(FederationTest, AWorkerHoldsAndEvaluatesEveryReleasedModel) {
 
   // The operator's view of the worker.
   const std::string log = dir_ + "/status-worker.txt";
-  auto st = ChildProcess::Spawn(TANDEM_STATUS_BIN,
-                                {absl::StrCat("--coordinator=127.0.0.1:", port_),
-                                 "--tls_ca=" + dir_ + "/ca.pem", "--worker=" + worker.address()},
-                                log);
+  auto st =
+      ChildProcess::Spawn(TANDEM_STATUS_BIN,
+                          {absl::StrCat("--admin=127.0.0.1:", admin_port_),
+                           "--tls_ca=" + dir_ + "/ca.pem", "--tls_cert=" + dir_ + "/operator.pem",
+                           "--tls_key=" + dir_ + "/operator.key", "--worker=" + worker.address()},
+                          log);
   ASSERT_TRUE(st.ok());
   ASSERT_EQ(*(*st)->Wait(absl::Seconds(20)), 0);
   std::ifstream in(log);

@@ -60,6 +60,7 @@ class FederationFixture : public ::testing::Test {
     ASSERT_TRUE(pair.ok()) << pair.status();
     pair_ = *std::move(pair);
     port_ = FreePort();
+    admin_port_ = FreePort();
     // Devices enroll with single-use tokens of this operator key.
     ASSERT_TRUE(EnsureEnrollmentKey(dir_).ok());
   }
@@ -84,7 +85,9 @@ class FederationFixture : public ::testing::Test {
             "--ticket_key=" + dir_ + "/ticket.key",
             "--state_dir=" + dir_ + "/coordinator",
             "--metrics_port=0",
-            "--enrollment_keys=" + dir_ + "/enroll.pub"};
+            "--enrollment_keys=" + dir_ + "/enroll.pub",
+            absl::StrCat("--admin_listen=127.0.0.1:", admin_port_),
+            "--admin_identities=operator.tandem"};
   }
   // DaemonArgs and the test task (a digits MLP, DP off), then `extra`.
   std::vector<std::string> CoordinatorArgs(const std::vector<std::string>& extra) {
@@ -110,6 +113,15 @@ class FederationFixture : public ::testing::Test {
     o.pem_root_certs.assign(std::istreambuf_iterator<char>(in), {});
     stub_ = proto::Coordinator::NewStub(
         grpc::CreateChannel(absl::StrCat("127.0.0.1:", port_), grpc::SslCredentials(o)));
+    // The operator's view (mutual TLS to the admin listener).
+    o.pem_cert_chain = ReadAll(dir_ + "/operator.pem");
+    o.pem_private_key = ReadAll(dir_ + "/operator.key");
+    admin_stub_ = proto::CoordinatorAdmin::NewStub(
+        grpc::CreateChannel(absl::StrCat("127.0.0.1:", admin_port_), grpc::SslCredentials(o)));
+  }
+  static std::string ReadAll(const std::string& path) {
+    std::ifstream in(path);
+    return std::string(std::istreambuf_iterator<char>(in), {});
   }
   void StartClient(int shard, int num_shards) {
     const std::string id = absl::StrCat("client", shard);
@@ -133,11 +145,16 @@ class FederationFixture : public ::testing::Test {
     ASSERT_TRUE(p.ok()) << p.status();
     clients_.push_back(*std::move(p));
   }
-  absl::StatusOr<proto::CoordinatorStatusResponse> Status() {
+  // The operator's full status (CoordinatorAdmin.Status).
+  absl::StatusOr<proto::CoordinatorStatusResponse> Status() { return StatusOf(true); }
+  // What anyone may read (Coordinator.Status: no live counts, no worker address).
+  absl::StatusOr<proto::CoordinatorStatusResponse> PublicStatus() { return StatusOf(false); }
+  absl::StatusOr<proto::CoordinatorStatusResponse> StatusOf(bool admin) {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
     proto::CoordinatorStatusResponse s;
-    grpc::Status st = stub_->Status(&ctx, proto::CoordinatorStatusRequest(), &s);
+    grpc::Status st = admin ? admin_stub_->Status(&ctx, proto::CoordinatorStatusRequest(), &s)
+                            : stub_->Status(&ctx, proto::CoordinatorStatusRequest(), &s);
     if (!st.ok()) return absl::UnavailableError(st.error_message());
     return s;
   }
@@ -160,8 +177,10 @@ class FederationFixture : public ::testing::Test {
   std::string dir_;
   AggregatorPair pair_;
   int port_ = 0;
+  int admin_port_ = 0;
   std::unique_ptr<DaemonProcess> coordinator_;
   std::unique_ptr<proto::Coordinator::Stub> stub_;
+  std::unique_ptr<proto::CoordinatorAdmin::Stub> admin_stub_;
   std::vector<std::unique_ptr<ChildProcess>> clients_;
 };
 

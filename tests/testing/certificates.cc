@@ -39,10 +39,11 @@ absl::Status MakeRoleCertificates(const std::string& dir) {
     const char* name;
     const char* ca;
   };
-  for (const Party& p : {Party{"leader", "leader.tandem", "ca"}, Party{"helper", "helper.tandem", "ca"},
-                         Party{"coordinator", "coordinator.tandem", "ca"},
-                         Party{"outsider", "mallory.tandem", "ca"},
-                         Party{"rogue", "coordinator.tandem", "rogue-ca"}}) {
+  for (const Party& p :
+       {Party{"leader", "leader.tandem", "ca"}, Party{"helper", "helper.tandem", "ca"},
+        Party{"coordinator", "coordinator.tandem", "ca"}, Party{"outsider", "mallory.tandem", "ca"},
+        Party{"operator", "operator.tandem", "ca"}, Party{"worker", "worker.tandem", "ca"},
+        Party{"rogue", "coordinator.tandem", "rogue-ca"}}) {
     std::ofstream(absl::StrCat(dir, "/", p.file, ".cnf"))
         << "subjectAltName=DNS:" << p.name << ",DNS:localhost,IP:127.0.0.1\n"
         << "extendedKeyUsage=serverAuth,clientAuth\n";

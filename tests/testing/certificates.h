@@ -16,7 +16,9 @@ absl::Status MakeTestCertificates(const std::string& dir);
 // One CA (ca.pem, ca.key) and a certificate per role, each with SAN
 // DNS:<role>.tandem, DNS:localhost, IP:127.0.0.1 (server and client auth):
 // leader, helper, coordinator, and outsider (DNS:mallory.tandem, the same
-// CA: a party with a valid certificate but no role). Also another CA's
+// CA: a party with a valid certificate but no role), operator
+// (DNS:operator.tandem, the coordinator's operator) and worker
+// (DNS:worker.tandem, a tandem-worker). Also another CA's
 // certificate for the coordinator's name (rogue-ca.pem, rogue.{pem,key}),
 // and the coordinator's Ed25519 ticket key (ticket.key, ticket.pub) and a
 // second one (other_ticket.key, other_ticket.pub). Files <name>.pem/.key.

@@ -1,0 +1,297 @@
+// The worker's trust model (issue 34 item 6) against a real tandem-worker:
+// mutual TLS with a caller gate, model writers, plaintext only on loopback,
+// and streams that take a concurrency slot and a share of the in-flight byte
+// budget before the worker buffers anything. Each attack asserts the
+// refusal code and that the held model did not change. Label adversarial.
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "ml/model/model_zoo.h"
+#include "ml/worker/model_kinds.h"
+#include "ml/worker/tensor_codec.h"
+#include "ml/worker/tensor_stream.h"
+#include "proto/worker.grpc.pb.h"
+#include "tests/integration/worker_process.h"
+#include "tests/testing/certificates.h"
+#include "tests/testing/daemon_process.h"
+
+namespace tandem {
+namespace {
+
+using ::tandem::testing::ChildProcess;
+using ::tandem::testing::WorkerProcess;
+using Code = grpc::StatusCode;
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void Deadline(grpc::ClientContext* ctx, int seconds = 20) {
+  ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(seconds));
+}
+
+// The federation model as the coordinator pushes it: an MLP 4-8-3.
+proto::ModelHeader FederationModel(uint64_t version, uint64_t seed) {
+  auto mlp = *ml::MakeMlp(4, {8}, 3);
+  mlp->InitFromSeed(seed);
+  proto::ModelHeader h;
+  h.set_name("federation.default");
+  h.set_version(version);
+  h.set_kind("mlp");
+  for (const auto& [k, v] : std::vector<std::pair<std::string, int64_t>>{
+           {"in", 4}, {"hidden_layers", 1}, {"hidden0", 8}, {"classes", 3}}) {
+    (*h.mutable_config())[k] = v;
+  }
+  for (const auto& t : ml::worker::ZooModelTensors(*mlp)) {
+    *h.add_tensors() = ml::worker::EncodeFloat(t.name, t.value);
+  }
+  h.set_replace(true);
+  return h;
+}
+
+grpc::Status Load(proto::Worker::Stub* stub, const proto::ModelHeader& h) {
+  grpc::ClientContext ctx;
+  Deadline(&ctx);
+  proto::ModelInfo info;
+  auto writer = stub->LoadModel(&ctx, &info);
+  for (const auto& c : ml::worker::SplitModel(h, 1024)) {
+    if (!writer->Write(c)) break;
+  }
+  writer->WritesDone();
+  return writer->Finish();
+}
+
+// The held model's bytes (all tensors concatenated) as `stub` reads them.
+grpc::Status ReadBack(proto::Worker::Stub* stub, uint64_t* version, std::string* bytes) {
+  grpc::ClientContext ctx;
+  Deadline(&ctx);
+  proto::ReadModelRequest req;
+  req.mutable_model()->set_name("federation.default");
+  auto reader = stub->ReadModel(&ctx, req);
+  ml::worker::ModelAssembler assembler(size_t{64} << 20);
+  proto::WorkerModelChunk c;
+  while (reader->Read(&c)) (void)assembler.Add(std::move(c));
+  grpc::Status s = reader->Finish();
+  if (!s.ok()) return s;
+  absl::StatusOr<proto::ModelHeader> h = assembler.Finish();
+  if (!h.ok()) return grpc::Status(Code::DATA_LOSS, std::string(h.status().message()));
+  *version = h->version();
+  bytes->clear();
+  for (const proto::Tensor& t : h->tensors()) *bytes += t.data();
+  return s;
+}
+
+class WorkerTrustTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = testing::MakeTempDir("tandem_worker_trust");
+    ASSERT_TRUE(testing::MakeRoleCertificates(dir_).ok());
+  }
+  // A stub presenting `identity`'s certificate of MakeRoleCertificates ("" =
+  // no client certificate), trusting `ca` for the worker.
+  std::unique_ptr<proto::Worker::Stub> As(const std::string& identity, int port,
+                                          const std::string& ca = "ca") {
+    grpc::SslCredentialsOptions o;
+    o.pem_root_certs = ReadAll(dir_ + "/" + ca + ".pem");
+    if (!identity.empty()) {
+      o.pem_cert_chain = ReadAll(dir_ + "/" + identity + ".pem");
+      o.pem_private_key = ReadAll(dir_ + "/" + identity + ".key");
+    }
+    grpc::ChannelArguments args;
+    args.SetSslTargetNameOverride("worker.tandem");
+    return proto::Worker::NewStub(
+        grpc::CreateCustomChannel(absl::StrCat("127.0.0.1:", port), grpc::SslCredentials(o), args));
+  }
+  std::vector<std::string> TlsFlags() {
+    return {"--listen=127.0.0.1:0", "--tls_cert=" + dir_ + "/worker.pem",
+            "--tls_key=" + dir_ + "/worker.key", "--tls_ca=" + dir_ + "/ca.pem"};
+  }
+  // The exit code of a worker that must refuse to start.
+  int RefusedStart(const std::vector<std::string>& flags) {
+    auto p = ChildProcess::Spawn(TANDEM_WORKER_BINARY, flags, dir_ + "/refused.log");
+    if (!p.ok()) return -1;
+    absl::StatusOr<int> rc = (*p)->Wait(absl::Seconds(20));
+    return rc.ok() ? *rc : -1;
+  }
+  std::string dir_;
+};
+
+TEST_F(WorkerTrustTest, OnlyNamedCallersReachItAndOnlyWritersChangeTheModel) {
+  std::vector<std::string> flags = TlsFlags();
+  flags.push_back("--callers=operator.tandem");
+  flags.push_back("--model_writers=coordinator.tandem");
+  WorkerProcess worker;
+  ASSERT_TRUE(worker.Start(TANDEM_WORKER_BINARY, flags));
+  auto coordinator = As("coordinator", worker.port());
+  auto reader = As("operator", worker.port());
+  auto outsider = As("outsider", worker.port());  // same CA, no role
+  auto rogue = As("rogue", worker.port());        // coordinator's name, another CA
+  auto anonymous = As("", worker.port());         // TLS without a client certificate
+
+  const proto::ModelHeader v1 = FederationModel(1, 7);
+  ASSERT_TRUE(Load(coordinator.get(), v1).ok());
+  uint64_t version = 0;
+  std::string before;
+  ASSERT_TRUE(ReadBack(reader.get(), &version, &before).ok());
+  EXPECT_EQ(version, 1u);
+
+  // A reader reads, but neither replaces, unloads nor trains the model.
+  {
+    grpc::ClientContext ctx;
+    Deadline(&ctx);
+    proto::HealthResponse h;
+    EXPECT_TRUE(reader->Health(&ctx, {}, &h).ok());
+  }
+  EXPECT_EQ(Load(reader.get(), FederationModel(2, 8)).error_code(), Code::PERMISSION_DENIED);
+  {
+    grpc::ClientContext ctx;
+    Deadline(&ctx);
+    proto::UnloadModelRequest req;
+    req.mutable_model()->set_name("federation.default");
+    proto::UnloadModelResponse r;
+    EXPECT_EQ(reader->UnloadModel(&ctx, req, &r).error_code(), Code::PERMISSION_DENIED);
+  }
+  {  // In-place training is a write, whatever the request's other fields.
+    grpc::ClientContext ctx;
+    Deadline(&ctx);
+    proto::KernelRequest req;
+    req.set_kernel("spotlight.train_step");
+    req.mutable_model()->set_name("federation.default");
+    proto::KernelResponse r;
+    EXPECT_EQ(reader->Run(&ctx, req, &r).error_code(), Code::PERMISSION_DENIED);
+  }
+  // A certificate of the same CA without a role gets nothing at all.
+  {
+    grpc::ClientContext ctx;
+    Deadline(&ctx);
+    proto::ListModelsResponse r;
+    EXPECT_EQ(outsider->ListModels(&ctx, {}, &r).error_code(), Code::PERMISSION_DENIED);
+  }
+  {
+    grpc::ClientContext ctx;
+    Deadline(&ctx);
+    proto::KernelRequest req;
+    req.set_kernel("model.predict");
+    proto::KernelResponse r;
+    EXPECT_EQ(outsider->Run(&ctx, req, &r).error_code(), Code::PERMISSION_DENIED);
+  }
+  uint64_t v = 0;
+  std::string bytes;
+  EXPECT_EQ(ReadBack(outsider.get(), &v, &bytes).error_code(), Code::PERMISSION_DENIED);
+  EXPECT_EQ(Load(outsider.get(), FederationModel(3, 9)).error_code(), Code::PERMISSION_DENIED);
+  // Another CA's certificate for the coordinator's name, and no
+  // certificate: the handshake itself fails.
+  EXPECT_NE(Load(rogue.get(), FederationModel(4, 10)).error_code(), Code::OK);
+  {
+    grpc::ClientContext ctx;
+    Deadline(&ctx, 5);
+    proto::HealthResponse h;
+    EXPECT_EQ(anonymous->Health(&ctx, {}, &h).error_code(), Code::UNAVAILABLE);
+  }
+  {
+    auto plain = proto::Worker::NewStub(
+        grpc::CreateChannel(worker.address(), grpc::InsecureChannelCredentials()));
+    grpc::ClientContext ctx;
+    Deadline(&ctx, 5);
+    proto::HealthResponse h;
+    EXPECT_EQ(plain->Health(&ctx, {}, &h).error_code(), Code::UNAVAILABLE);
+  }
+
+  // Nothing changed: the writer's version 1, bit for bit.
+  std::string after;
+  ASSERT_TRUE(ReadBack(reader.get(), &version, &after).ok());
+  EXPECT_EQ(version, 1u);
+  EXPECT_TRUE(after == before);
+  // The writer can move it on.
+  ASSERT_TRUE(Load(coordinator.get(), FederationModel(2, 8)).ok());
+  ASSERT_TRUE(ReadBack(reader.get(), &version, &after).ok());
+  EXPECT_EQ(version, 2u);
+  EXPECT_FALSE(after == before);
+  EXPECT_EQ(worker.Stop(), 0);
+}
+
+TEST_F(WorkerTrustTest, PlaintextOffLoopbackAndTlsWithoutCallersNeverStart) {
+  EXPECT_EQ(RefusedStart({"--listen=0.0.0.0:0"}), 2);
+  EXPECT_NE(ReadAll(dir_ + "/refused.log").find("plaintext worker is refused"), std::string::npos)
+      << ReadAll(dir_ + "/refused.log");
+  EXPECT_EQ(RefusedStart(TlsFlags()), 2);
+  EXPECT_NE(ReadAll(dir_ + "/refused.log").find("--callers"), std::string::npos)
+      << ReadAll(dir_ + "/refused.log");
+}
+
+// A stream holds its slot from its first byte: a second stream, a unary Run
+// and a LoadModel are refused before the worker reads any of their data,
+// and a stream that outgrows the in-flight budget is cut off.
+TEST_F(WorkerTrustTest, StreamsTakeTheirSlotAndBytesBeforeTheWorkerBuffersThem) {
+  WorkerProcess worker;
+  ASSERT_TRUE(worker.Start(TANDEM_WORKER_BINARY,
+                           {"--listen=127.0.0.1:0", "--max_concurrency=1", "--max_inflight_mb=1"}));
+  auto stub = proto::Worker::NewStub(
+      grpc::CreateChannel(worker.address(), grpc::InsecureChannelCredentials()));
+  proto::KernelRequest small;
+  small.set_kernel("no.such.kernel");
+  // Stream A: one chunk, then it stays open (a slow or hostile sender).
+  grpc::ClientContext a_ctx;
+  Deadline(&a_ctx, 60);
+  auto a = stub->RunStream(&a_ctx);
+  ASSERT_TRUE(a->Write(ml::worker::SplitRequest(small, 1024).front()));
+  // Once A's handler runs, every other call is refused at once.
+  Code b_code = Code::OK;
+  for (int i = 0; i < 100 && b_code != Code::RESOURCE_EXHAUSTED; ++i) {
+    grpc::ClientContext ctx;
+    Deadline(&ctx);
+    auto b = stub->RunStream(&ctx);
+    for (const auto& c : ml::worker::SplitRequest(small, 1024)) b->Write(c);
+    b->WritesDone();
+    b_code = b->Finish().error_code();
+    if (b_code != Code::RESOURCE_EXHAUSTED) absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_EQ(b_code, Code::RESOURCE_EXHAUSTED);
+  {
+    grpc::ClientContext ctx;
+    Deadline(&ctx);
+    proto::KernelResponse r;
+    EXPECT_EQ(stub->Run(&ctx, small, &r).error_code(), Code::RESOURCE_EXHAUSTED);
+  }
+  EXPECT_EQ(Load(stub.get(), FederationModel(1, 7)).error_code(), Code::RESOURCE_EXHAUSTED);
+  // A ends; its slot is free again (the unknown kernel is its own error).
+  a->WritesDone();
+  EXPECT_EQ(a->Finish().error_code(), Code::UNIMPLEMENTED);
+  {
+    grpc::ClientContext ctx;
+    Deadline(&ctx);
+    proto::KernelResponse r;
+    EXPECT_EQ(stub->Run(&ctx, small, &r).error_code(), Code::UNIMPLEMENTED);
+  }
+  // 2 MiB of tensor data against a 1 MiB in-flight budget.
+  proto::KernelRequest big = small;
+  proto::Tensor* t = big.add_inputs();
+  t->set_name("x");
+  t->set_dtype(proto::DTYPE_FLOAT32);
+  t->add_shape(512 * 1024);
+  t->mutable_data()->assign(size_t{2} << 20, '\0');
+  grpc::ClientContext ctx;
+  Deadline(&ctx);
+  auto c = stub->RunStream(&ctx);
+  for (const auto& chunk : ml::worker::SplitRequest(big, 256 << 10)) {
+    if (!c->Write(chunk)) break;  // the worker answered early
+  }
+  c->WritesDone();
+  const grpc::Status s = c->Finish();
+  EXPECT_EQ(s.error_code(), Code::RESOURCE_EXHAUSTED) << s.error_message();
+  EXPECT_NE(s.error_message().find("streamed requests"), std::string::npos) << s.error_message();
+  EXPECT_TRUE(worker.Alive());
+  EXPECT_EQ(worker.Stop(), 0);
+}
+
+}  // namespace
+}  // namespace tandem
