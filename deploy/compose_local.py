@@ -6,13 +6,16 @@ networking) are shifted by --port-offset (so that runs and tests do not
 collide; service host names become 127.0.0.1 too), /metrics ports become 0,
 mounted config files are copied with the same rewriting, and
 volumes become folders under a temporary directory. Mounts from ./certs
-(the TLS material of deploy/make-certs.sh) come from a fresh run of that
-script in the temporary directory, or from --certs DIR (made there when
-missing). The last service runs in the foreground (extra arguments after
-`--` are appended to it), as `deploy.replicas` copies when set (each with
-its own --client_id and --shard, as distinct host names would give); the
-other services are stopped when it exits. Exit code: the foreground's (the
-worst replica's).
+(the TLS material of deploy/make-certs.sh --one-host: everything here is on
+one host, and clients verify the coordinator's 127.0.0.1) come from a fresh
+run of that script in the temporary directory, or from --certs DIR (made
+there when missing). The last service runs in the foreground (extra
+arguments after `--` are appended to it), as `deploy.replicas` copies when
+set (each with its own --client_id and --shard, as distinct host names would
+give, and its own TANDEM_REPLICA_INDEX, the line of tokens.txt it redeems,
+as the compose file's tandem-replica entry point claims one); the other
+services are stopped when it exits. Exit code: the foreground's (the worst
+replica's).
 
   deploy/compose_local.py --build build -- --rounds=2
   deploy/compose_local.py --services helper,leader,coordinator,client
@@ -83,8 +86,8 @@ def wait_for_port_line(proc, log, timeout=30):
 
 
 def make_certs(certs_dir):
-    """Runs deploy/make-certs.sh (idempotent) into certs_dir."""
-    r = subprocess.run([os.path.join(HERE, "make-certs.sh"), certs_dir],
+    """Runs deploy/make-certs.sh --one-host (idempotent) into certs_dir."""
+    r = subprocess.run([os.path.join(HERE, "make-certs.sh"), "--one-host", certs_dir],
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if r.returncode != 0:
         sys.exit("compose-local: make-certs.sh failed:\n" + r.stdout)
@@ -151,7 +154,8 @@ def main():
                 replicas = svc.get("deploy", {}).get("replicas", 1)
                 print("compose-local: running", name, "x%d" % replicas, flush=True)
                 if replicas == 1:
-                    return subprocess.call(command + args.sim_args)
+                    return subprocess.call(command + args.sim_args,
+                                           env=dict(os.environ, TANDEM_REPLICA_INDEX="0"))
                 procs = []
                 for r in range(replicas):
                     extra = ["--client_id=%s-%d" % (name, r), "--shard=%d" % r]
@@ -160,7 +164,10 @@ def main():
                                      os.path.join(work, "%s-%d" % (name, r)))
                            for c in command]
                     log = open(os.path.join(work, "%s-%d.log" % (name, r)), "w")
-                    procs.append((subprocess.Popen(cmd + extra + args.sim_args,
+                    # The replica's index (tandem-replica claims one in the
+                    # compose file): its line of tokens.txt.
+                    env = dict(os.environ, TANDEM_REPLICA_INDEX=str(r))
+                    procs.append((subprocess.Popen(cmd + extra + args.sim_args, env=env,
                                                    stdout=log, stderr=log), log.name))
                 worst = 0
                 for p, log_name in procs:

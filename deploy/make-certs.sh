@@ -3,18 +3,32 @@
 # (Debian 12's openssl 3.0 or later):
 #
 #   three CAs, one per trust domain (operator), each name-constrained to the
-#   names of its own party, so that a bundle trusting several CAs still lets
-#   no operator issue a certificate for another party's name:
-#     leader-ca.{pem,key}        leader operator
-#     helper-ca.{pem,key}        helper operator
-#     coordinator-ca.{pem,key}   coordinator operator
+#   names of its own party (and of the services that party runs), so that a
+#   bundle trusting several CAs still lets no operator issue a certificate for
+#   another party's name:
+#     leader-ca.{pem,key}        leader operator (the leader, its database)
+#     helper-ca.{pem,key}        helper operator (the helper, its database)
+#     coordinator-ca.{pem,key}   coordinator operator (the coordinator, the
+#                                ML worker it runs)
 #   one certificate per party, issued by its operator's CA, usable as TLS
 #   server and client certificate (EC P-256, SHA-256):
 #     leader.{pem,key}  helper.{pem,key}  coordinator.{pem,key}
 #     SANs: <role>.tandem (the identity the configs name, listed first), the
-#     docker-compose service name <role>, the k8s Service names of deploy/k8s
-#     (tandem-<role>[.tandem-<role>[.svc[.cluster.local]]]), localhost and
-#     127.0.0.1 (one-host runs)
+#     docker-compose service name <role> and the k8s Service names of
+#     deploy/k8s (tandem-<role>[.tandem-<role>[.svc[.cluster.local]]])
+#   the ML worker's certificate, issued by the coordinator operator's CA (the
+#   worker is the coordinator operator's: it receives the coordinator's
+#   released models and held-out data), TLS server only:
+#     worker.{pem,key}
+#     SANs: worker.tandem (its identity: the coordinator's --worker_name), the
+#     compose service name worker and its k8s Service names
+#     (tandem-worker[.tandem-compute[.svc[.cluster.local]]])
+#   each replicated aggregator's PostgreSQL server certificate, issued by that
+#   aggregator operator's CA, TLS server only (deploy/k8s/*-replicated.yaml:
+#   the aggregators connect with sslmode=verify-full, sslrootcert=<role>-ca.pem):
+#     leader-db.{pem,key}  helper-db.{pem,key}
+#     SANs: tandem-<role>-db.tandem-<role>.svc (what the conninfo names, first),
+#     with .cluster.local, tandem-<role>-db.tandem-<role>, tandem-<role>-db
 #   the coordinator's Ed25519 upload ticket key:
 #     ticket.key (PKCS#8, the coordinator's --ticket_key)
 #     ticket.pub (SubjectPublicKeyInfo, the aggregators' coordinator key)
@@ -28,25 +42,51 @@
 #     helper-roots.pem       coordinator CA (collector listener) + leader CA (peer listener)
 #     coordinator-roots.pem  leader CA + helper CA (the aggregators it calls)
 #     client-roots.pem       leader CA + helper CA + coordinator CA (clients)
+#     worker-roots.pem       coordinator CA: the worker's --tls_ca (its callers)
+#                            and the coordinator's --worker_ca (the worker)
 #
-# Usage: deploy/make-certs.sh [--force] [--days N] [--ca-days N] [--key-mode MODE]
-#                             [--token-days N] [DIR]
+# No CA may issue localhost or an IP address (the constraints exclude every
+# IP address), unless --one-host: then each CA may also issue DNS:localhost
+# and IP:127.0.0.1, and every party certificate carries both, for one-host
+# demos only (deploy/run-main.sh, the compose file and compose_local.py:
+# their clients reach the coordinator at 127.0.0.1 and verify that name).
+# A folder made with the other setting, or by an older make-certs.sh whose
+# CAs permit other names, is refused (rerun with --force to remake it).
+#
+# Why a certificate's aliases cannot name another party: (1) the name
+# constraints above, checked by every TLS peer when it verifies the chain,
+# let a CA issue only its own party's DNS names; URIs and e-mail names only
+# under the reserved domain "invalid" (gRPC puts every SAN, DNS, URI, e-mail
+# or IP, among the identities a caller gate sees, so those types are bound
+# too); (2) the callers' gates (--coordinator_identity, --leader_identity,
+# --admin_identities, the worker's --callers and --model_writers) match exact
+# identities, e.g. coordinator.tandem, never a suffix or an alias; (3) clients
+# pin both aggregators' names (--leader_name, --helper_name) and refuse one
+# name for both roles. So each certificate names one party: coordinator.pem
+# carries coordinator.tandem and only its own DNS aliases, never the
+# worker's names (worker.pem is a separate, server-only certificate).
+#
+# Usage: deploy/make-certs.sh [--force] [--one-host] [--days N] [--ca-days N]
+#                             [--key-mode MODE] [--token-days N] [DIR]
 #   DIR         output directory (default deploy/certs, git-ignored)
 #   --force     remake everything (new CAs, new keys); without it, existing
 #               files are kept and only missing ones are made (a certificate
-#               whose CA is remade is reissued); a half-present pair, or a
-#               certificate that does not chain to its CA or match its key, is
-#               an error
+#               whose CA is remade is reissued); a half-present pair, a
+#               certificate that does not chain to its CA or match its key,
+#               or a CA or certificate whose names differ from this run's
+#               (--one-host or not, an older make-certs.sh) is an error
+#   --one-host  one-host demos only: the CAs may also issue, and the party
+#               certificates carry, DNS:localhost and IP:127.0.0.1
 #   --days      validity of the party certificates (default 825)
 #   --ca-days   validity of the CAs (default 3650)
 #   --token-days  validity of the enrollment tokens (default 30)
-#   --key-mode  mode of the parties' private keys and ticket.key (default
-#               0600; the CA keys stay 0600). Docker bind mounts
+#   --key-mode  mode of the parties' private keys, ticket.key and tokens.txt
+#               (default 0600; the CA keys stay 0600). Docker bind mounts
 #               keep host ownership: the image's user (uid 10001) can read a
-#               key only if it owns it (after this script: sudo chown 10001
-#               DIR/{leader,helper,coordinator,ticket}.key; rerun this script
-#               with sudo then) or if the mode lets it (0644: a throwaway
-#               one-host demo)
+#               file only if it owns it (after this script: sudo chown 10001
+#               DIR/{leader,helper,coordinator,ticket}.key DIR/tokens.txt;
+#               rerun this script with sudo then) or if the mode lets it
+#               (0644: a throwaway one-host demo)
 #
 # One host plays the three operators here. In a real deployment each
 # operator keeps its CA key to itself and gives the others only its CA
@@ -56,6 +96,7 @@ set -euo pipefail
 usage() { sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; }
 
 force=0
+one_host=0
 days=825
 ca_days=3650
 key_mode=0600
@@ -64,6 +105,7 @@ dir=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --force) force=1 ;;
+    --one-host) one_host=1 ;;
     --days) days="${2:?--days takes a value}"; shift ;;
     --days=*) days="${1#*=}" ;;
     --ca-days) ca_days="${2:?--ca-days takes a value}"; shift ;;
@@ -79,8 +121,8 @@ while [ $# -gt 0 ]; do
   shift
 done
 [ -n "$dir" ] || dir="$(cd "$(dirname "$0")" && pwd)/certs"
-case "$days$ca_days" in
-  *[!0-9]*) echo "make-certs: --days/--ca-days take a number" >&2; exit 2 ;;
+case "$days$ca_days$token_days" in
+  *[!0-9]*) echo "make-certs: --days/--ca-days/--token-days take a number" >&2; exit 2 ;;
 esac
 case "$key_mode" in [0-7][0-7][0-7]|[0-7][0-7][0-7][0-7]) ;; *)
   echo "make-certs: --key-mode takes an octal mode" >&2; exit 2 ;; esac
@@ -91,17 +133,96 @@ dir="$(cd "$dir" && pwd)"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 
-ROLES=(leader helper coordinator)
+ROLES=(leader helper coordinator)                    # the CAs (operators)
+PARTIES=(leader helper coordinator worker leader-db helper-db)
 made=()    # files written by this run
-remade=()  # roles whose CA was made by this run
+remade=()  # CAs made by this run
 
 note() { printf 'make-certs: %-6s %s\n' "$1" "$2"; }
 
-# The names a role's certificate carries and its CA may issue.
+# The operator whose CA issues a party's certificate.
+ca_of() {
+  case "$1" in
+    worker) echo coordinator ;;
+    *-db) echo "${1%-db}" ;;
+    *) echo "$1" ;;
+  esac
+}
+
+# The DNS names a party's certificate carries, its identity first.
 dns_names() {
-  local r="$1"
-  echo "$r.tandem $r tandem-$r tandem-$r.tandem-$r tandem-$r.tandem-$r.svc" \
-       "tandem-$r.tandem-$r.svc.cluster.local localhost"
+  local p="$1" r
+  case "$p" in
+    worker)
+      echo "worker.tandem worker tandem-worker tandem-worker.tandem-compute" \
+           "tandem-worker.tandem-compute.svc tandem-worker.tandem-compute.svc.cluster.local" ;;
+    *-db)
+      r="${p%-db}"
+      echo "tandem-$r-db.tandem-$r.svc tandem-$r-db.tandem-$r.svc.cluster.local" \
+           "tandem-$r-db.tandem-$r tandem-$r-db" ;;
+    *)
+      r="$p"
+      echo "$r.tandem $r tandem-$r tandem-$r.tandem-$r tandem-$r.tandem-$r.svc" \
+           "tandem-$r.tandem-$r.svc.cluster.local" ;;
+  esac
+  [ $one_host -eq 0 ] || echo localhost
+}
+
+# What a party's certificate may be used for: the three parties call each
+# other (server and client); the worker and the databases only serve.
+key_usage() {
+  case "$1" in
+    worker|*-db) echo serverAuth ;;
+    *) echo "serverAuth, clientAuth" ;;
+  esac
+}
+
+# The names a CA may issue: its parties' names; IP addresses only with
+# --one-host (127.0.0.1), else none; URIs and e-mail names only under the
+# reserved domain "invalid", i.e. none a caller gate could mistake for an
+# identity.
+ca_names() {  # ca_names ROLE: "permitted;TYPE:VALUE" lines
+  local r="$1" p n
+  for p in "${PARTIES[@]}"; do
+    [ "$(ca_of "$p")" = "$r" ] || continue
+    for n in $(dns_names "$p"); do echo "permitted;DNS:$n"; done
+  done | awk '!seen[$0]++'
+  if [ $one_host -eq 1 ]; then
+    echo "permitted;IP:127.0.0.1/255.255.255.255"
+  else
+    echo "excluded;IP:0.0.0.0/0.0.0.0"
+  fi
+  echo "excluded;IP:::/::"
+  echo "permitted;URI:.invalid"
+  echo "permitted;email:.invalid"
+}
+
+# The name constraints (or SANs) of a certificate as sorted lines, to compare
+# a kept file with what this run would make.
+cert_constraints() {  # cert_constraints PEM
+  openssl x509 -in "$1" -noout -ext nameConstraints 2>/dev/null | sed -n '2,$p' |
+    awk '/Permitted:/ {k="permitted"; next} /Excluded:/ {k="excluded"; next}
+         {gsub(/^ +| +$/, ""); if ($0 != "") print k ";" $0}' |
+    sed -e 's|IP:0:0:0:0:0:0:0:0/0:0:0:0:0:0:0:0|IP:::/::|' | LC_ALL=C sort
+}
+cert_sans() {  # cert_sans PEM
+  openssl x509 -in "$1" -noout -ext subjectAltName 2>/dev/null | sed -n '2,$p' |
+    tr ',' '\n' | sed -e 's/^ *//' -e 's/ *$//' -e 's/^IP Address:/IP:/' | grep -v '^$' |
+    LC_ALL=C sort
+}
+want_sans() {  # want_sans PARTY
+  { for n in $(dns_names "$1"); do echo "DNS:$n"; done
+    [ $one_host -eq 0 ] || echo "IP:127.0.0.1"; } | LC_ALL=C sort
+}
+one_host_hint() {  # what to tell the user when a kept file's names differ
+  if [ $one_host -eq 1 ]; then
+    echo "made without --one-host or by an older make-certs.sh; rerun without --one-host," \
+         "or with --force to remake the folder"
+  else
+    echo "made with --one-host or by an older make-certs.sh (which permitted localhost and" \
+         "127.0.0.1); rerun with --one-host for a one-host demo, or with --force to remake" \
+         "the folder"
+  fi
 }
 
 new_ec_key() {  # new_ec_key PATH MODE
@@ -125,15 +246,17 @@ same_public_key() {  # same_public_key CERT KEY
 }
 
 make_ca() {  # make_ca ROLE
-  local r="$1" pem="$dir/$1-ca.pem" key="$dir/$1-ca.key" constraints="" n
+  local r="$1" pem="$dir/$1-ca.pem" key="$dir/$1-ca.key" constraints
   if [ $force -eq 0 ] && pair_state "$pem" "$key"; then
     same_public_key "$pem" "$key" || {
       echo "make-certs: $r-ca.pem does not match $r-ca.key; rerun with --force" >&2; exit 1; }
+    [ "$(cert_constraints "$pem")" = "$(ca_names "$r" | LC_ALL=C sort)" ] || {
+      echo "make-certs: $r-ca.pem permits other names than this run's: $(one_host_hint)" >&2
+      exit 1; }
     note kept "$r-ca.pem $r-ca.key"
     return
   fi
-  for n in $(dns_names "$r"); do constraints+="permitted;DNS:$n, "; done
-  constraints+="permitted;IP:127.0.0.1/255.255.255.255"
+  constraints="$(ca_names "$r" | paste -sd, - | sed 's/,/, /g')"
   cat >"$tmp/$r-ca.cnf" <<EOF
 [req]
 distinguished_name = dn
@@ -153,7 +276,8 @@ EOF
   chmod 0644 "$pem"
   made+=("$r-ca.pem" "$r-ca.key")
   remade+=("$r")
-  note made "$r-ca.pem $r-ca.key (CA of the $r operator, names: $(dns_names "$r") 127.0.0.1)"
+  note made "$r-ca.pem $r-ca.key (CA of the $r operator, names: $(ca_names "$r" |
+    sed -n 's/^permitted;\(DNS\|IP\)://p' | paste -sd' ' -))"
 }
 
 ca_remade() {  # ca_remade ROLE
@@ -162,36 +286,42 @@ ca_remade() {  # ca_remade ROLE
   return 1
 }
 
-make_party() {  # make_party ROLE
-  local r="$1" pem="$dir/$1.pem" key="$dir/$1.key" sans="" n
-  if [ $force -eq 0 ] && ! ca_remade "$r" && pair_state "$pem" "$key"; then
-    openssl verify -CAfile "$dir/$r-ca.pem" "$pem" >/dev/null 2>&1 || {
-      echo "make-certs: $r.pem does not chain to $r-ca.pem; rerun with --force" >&2; exit 1; }
+make_party() {  # make_party PARTY
+  local p="$1" ca pem="$dir/$1.pem" key="$dir/$1.key" sans="" n
+  ca="$(ca_of "$p")"
+  if [ $force -eq 0 ] && ! ca_remade "$ca" && pair_state "$pem" "$key"; then
+    openssl verify -CAfile "$dir/$ca-ca.pem" "$pem" >/dev/null 2>&1 || {
+      echo "make-certs: $p.pem does not chain to $ca-ca.pem; rerun with --force" >&2; exit 1; }
     same_public_key "$pem" "$key" || {
-      echo "make-certs: $r.pem does not match $r.key; rerun with --force" >&2; exit 1; }
-    note kept "$r.pem $r.key"
+      echo "make-certs: $p.pem does not match $p.key; rerun with --force" >&2; exit 1; }
+    [ "$(cert_sans "$pem")" = "$(want_sans "$p")" ] || {
+      echo "make-certs: $p.pem names other hosts than this run's: $(one_host_hint)" >&2
+      exit 1; }
+    note kept "$p.pem $p.key"
     return
   fi
-  for n in $(dns_names "$r"); do sans+="DNS:$n,"; done
-  sans+="IP:127.0.0.1"
-  cat >"$tmp/$r.ext" <<EOF
+  for n in $(dns_names "$p"); do sans+="DNS:$n,"; done
+  [ $one_host -eq 0 ] || sans+="IP:127.0.0.1,"
+  sans="${sans%,}"
+  cat >"$tmp/$p.ext" <<EOF
 basicConstraints = critical, CA:FALSE
 keyUsage = critical, digitalSignature
-extendedKeyUsage = serverAuth, clientAuth
+extendedKeyUsage = $(key_usage "$p")
 subjectKeyIdentifier = hash
 authorityKeyIdentifier = keyid
 subjectAltName = $sans
 EOF
   new_ec_key "$key" "$key_mode"
-  openssl req -new -key "$key" -subj "/O=tandem $r operator/CN=$r.tandem" \
-    -out "$tmp/$r.csr" 2>/dev/null
-  openssl x509 -req -in "$tmp/$r.csr" -CA "$dir/$r-ca.pem" -CAkey "$dir/$r-ca.key" \
-    -set_serial "0x$(openssl rand -hex 16)" -days "$days" -sha256 -extfile "$tmp/$r.ext" \
+  n="$(dns_names "$p" | awk '{print $1; exit}')"  # the identity, first SAN
+  openssl req -new -key "$key" -subj "/O=tandem $ca operator/CN=$n" \
+    -out "$tmp/$p.csr" 2>/dev/null
+  openssl x509 -req -in "$tmp/$p.csr" -CA "$dir/$ca-ca.pem" -CAkey "$dir/$ca-ca.key" \
+    -set_serial "0x$(openssl rand -hex 16)" -days "$days" -sha256 -extfile "$tmp/$p.ext" \
     -out "$pem" 2>/dev/null
   chmod 0644 "$pem"
-  openssl verify -CAfile "$dir/$r-ca.pem" "$pem" >/dev/null
-  made+=("$r.pem" "$r.key")
-  note made "$r.pem $r.key (identity $r.tandem, issued by $r-ca, ${sans//,/ })"
+  openssl verify -CAfile "$dir/$ca-ca.pem" "$pem" >/dev/null
+  made+=("$p.pem" "$p.key")
+  note made "$p.pem $p.key (identity $n, issued by $ca-ca, ${sans//,/ })"
 }
 
 make_ed25519_pair() {  # make_ed25519_pair NAME DESCRIPTION
@@ -274,7 +404,7 @@ make_bundle() {  # make_bundle NAME CA_ROLE...
 }
 
 for r in "${ROLES[@]}"; do make_ca "$r"; done
-for r in "${ROLES[@]}"; do make_party "$r"; done
+for p in "${PARTIES[@]}"; do make_party "$p"; done
 make_ed25519_pair ticket "Ed25519 upload ticket key of the coordinator"
 make_ed25519_pair enroll "Ed25519 device enrollment key of the coordinator's operator"
 make_tokens
@@ -282,5 +412,6 @@ make_bundle leader-roots.pem coordinator helper
 make_bundle helper-roots.pem coordinator leader
 make_bundle coordinator-roots.pem leader helper
 make_bundle client-roots.pem leader helper coordinator
+make_bundle worker-roots.pem coordinator
 
 echo "make-certs: ${#made[@]} file(s) made in $dir"

@@ -24,7 +24,14 @@ cmake --build build -j"$JOBS" --target tandem-sim tandem-aggregator tandem-coord
 # Every connection with TLS and roles: a CA per trust domain, the leader,
 # helper and coordinator identities and the coordinator's ticket key, made
 # once (idempotent) by the deploy script the compose and k8s files use.
-deploy/make-certs.sh build/certs >/dev/null
+# --one-host: the tandem-client processes reach the coordinator at
+# 127.0.0.1 and verify that address against its certificate (they pin the
+# aggregators by name). A build/certs of an older make-certs.sh (or made
+# without --one-host) is refused by it; it is this run's own, so remake it.
+if ! deploy/make-certs.sh --one-host build/certs >/dev/null 2>&1; then
+  echo "build/certs: made by an older deploy/make-certs.sh or for other hosts; remaking it"
+  deploy/make-certs.sh --one-host --force build/certs >/dev/null
+fi
 echo "== 1/2: the federation as processes (coordinator, 2 aggregators, 20 clients)"
 # DP off to compare accuracy with clear FedAvg: the aggregators get the
 # explicit policy min_noise_multiplier: 0 (the simulator prints it).

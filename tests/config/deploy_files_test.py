@@ -17,12 +17,29 @@ file the deploy files reference, the identities they name, bundles that
 verify exactly the parties each listener expects, and CAs that cannot issue
 another party's name.
 Replicas (issue 24): the replicated k8s files run each aggregator as a
-Deployment whose replicas pass --replica_id from the pod name and take
-postgres_conninfo from a Secret (never inline), next to a PostgreSQL
+Deployment whose replicas pass --replica_id from the pod name and a
+postgres_conninfo without a password, next to a PostgreSQL
 StatefulSet in the same namespace that only that aggregator's pods reach;
 the leader's and the helper's databases and Secrets are in different
 namespaces; the compose file's PostgreSQL and replicas are in a non-default
 profile, so the default topology is unchanged.
+Client identity and the worker (issue 34): make-certs.sh issues no
+localhost / 127.0.0.1 (its CAs cannot either) unless --one-host, which the
+one-host runs (compose) need and which makes every party carry both; the
+worker's certificate (worker.tandem) chains to the coordinator operator's CA
+and worker-roots.pem holds that CA alone; no CA can issue another party's
+name as a DNS, URI or e-mail SAN. The k8s worker runs with mutual TLS,
+--callers and --model_writers naming the coordinator, which calls it with
+--worker_name and --worker_ca; NetworkPolicies admit each listener only
+from whom must reach it (clients: uploads and check-ins; the coordinator:
+collectors and the worker; the leader: the helper's peer; an aggregator's
+own pods: its database), and each namespace denies the rest. No database
+password is on any command line or in an environment variable: the
+replicas' conninfo says sslmode=verify-full with the operator's CA and
+passfile (a 0600 copy of the Secret's pgpass), the database serves the
+certificate make-certs.sh issued for its Service name and reads its password
+from a file. Compose devices enroll: the coordinator trusts enroll.pub, each
+client replica redeems its own line of tokens.txt (tandem-replica's index).
   deploy_files_test.py SOURCE_DIR AGGREGATOR_BINARY BUILD_DIR
 Prints 'N passed, M failed'."""
 import atexit
@@ -268,6 +285,48 @@ def sans(cert):
     return set(re.findall(r"DNS:([^,\s]+)", r.stdout))
 
 
+def san_list(cert):
+    """Every SAN of a certificate, in order, as 'DNS:x' / 'IP:x' / 'URI:x'."""
+    r = openssl("x509", "-in", cert, "-noout", "-ext", "subjectAltName")
+    body = r.stdout.split("\n", 1)[1] if "\n" in r.stdout else ""
+    return [v.strip().replace("IP Address:", "IP:") for v in body.split(",") if v.strip()]
+
+
+def chains(bundle, cert):
+    """The chain verifies (name constraints included), whatever its names."""
+    return openssl("verify", "-CAfile", bundle, "-purpose", "any", cert).returncode == 0
+
+
+def verifies_ip(bundle, cert, ip):
+    r = openssl("verify", "-CAfile", bundle, "-purpose", "any", "-verify_ip", ip, cert)
+    return r.returncode == 0
+
+
+def name_constraints(ca):
+    """(permitted, excluded) names of a CA's nameConstraints."""
+    r = openssl("x509", "-in", ca, "-noout", "-ext", "nameConstraints").stdout
+    m = re.search(r"Permitted:(.*?)(?:Excluded:|$)", r, re.S)
+    x = re.search(r"Excluded:(.*)$", r, re.S)
+    return (set(m.group(1).split()) if m else set(), set(x.group(1).split()) if x else set())
+
+
+def forge(issuer_dir, issuer, san, work_dir, tag, cn=None):
+    """A certificate with the SAN `san` (e.g. 'DNS:x', 'URI:x') and the CN
+    `cn` (default x), issued by the `issuer` CA of `issuer_dir`; its path
+    (None when openssl refuses to make it)."""
+    key, csr, pem, ext = (os.path.join(work_dir, "forged-%s.%s" % (tag, e))
+                          for e in ("key", "csr", "pem", "ext"))
+    with open(ext, "w") as f:
+        f.write("subjectAltName = %s\nextendedKeyUsage = serverAuth, clientAuth\n" % san)
+    openssl("genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", key)
+    openssl("req", "-new", "-key", key, "-subj", "/CN=" + (cn or san.split(":", 1)[1]),
+            "-out", csr)
+    r = openssl("x509", "-req", "-in", csr, "-CA", os.path.join(issuer_dir, issuer + "-ca.pem"),
+                "-CAkey", os.path.join(issuer_dir, issuer + "-ca.key"), "-set_serial", "7",
+                "-days", "1", "-extfile", ext, "-out", pem)
+    return pem if r.returncode == 0 else None
+
+
 # --- make-certs.sh in a temporary directory ---------------------------------
 work = tempfile.mkdtemp(prefix="deploy-files-test-")
 atexit.register(shutil.rmtree, work, True)
@@ -380,6 +439,40 @@ coord_port = port(coord.get("listen", ""))
 check(flags_of(services["client"]["command"]).get("coordinator") == "127.0.0.1:" + coord_port,
       "clients talk to the coordinator")
 check_client(flags_of(services["client"]["command"]), coord, "compose client")
+# Issue 34: compose devices enroll as k8s ones do. The coordinator trusts the
+# operator's enroll.pub (no open enrollment); each client replica redeems the
+# line of tokens.txt its index names: the variable tandem-replica exports
+# (claimed in a volume every replica shares, created by the image) and
+# compose_local.py sets per replica.
+client_svc = services["client"]
+client = flags_of(client_svc["command"])
+check(coord.get("device_enrollment", "enrolled") == "enrolled" and
+      coord.get("enrollment_keys", "") == TLS_DIR + "enroll.pub",
+      "compose coordinator admits enrolled devices only, trusting enroll.pub: %s"
+      % {k: coord.get(k) for k in ("device_enrollment", "enrollment_keys")})
+line_env = client.get("enrollment_token_line_env", "")
+check(client.get("enrollment_token_file") == TLS_DIR + "tokens.txt" and bool(line_env),
+      "compose clients redeem a line of tokens.txt: %s"
+      % {k: client.get(k) for k in ("enrollment_token_file", "enrollment_token_line_env")})
+with open(os.path.join(SRC, "deploy", "docker", "tandem-replica")) as f:
+    replica_script = f.read()
+m = re.search(r'claims="\$\{TANDEM_REPLICA_CLAIMS:-([^}]+)\}"', replica_script)
+claims_dir = m.group(1) if m else "?"
+check(client_svc.get("entrypoint") == ["tandem-replica"] and
+      re.search(r"export %s\b" % re.escape(line_env or "?"), replica_script) is not None,
+      "compose clients run tandem-replica, which exports %s" % line_env)
+claim_vols = [v.split(":")[0] for v in client_svc.get("volumes", [])
+              if v.split(":")[1] == claims_dir]
+check(len(claim_vols) == 1 and claim_vols[0] in compose.get("volumes", {}),
+      "compose clients share a named volume at tandem-replica's claims folder %s: %s"
+      % (claims_dir, claim_vols))
+with open(os.path.join(SRC, "deploy", "Dockerfile")) as f:
+    check(claims_dir in f.read(), "the image creates %s (a named volume on it is tandem's)"
+          % claims_dir)
+with open(os.path.join(SRC, "deploy", "compose_local.py")) as f:
+    local_runner = f.read()
+check(line_env and line_env in local_runner and '"--one-host"' in local_runner,
+      "compose_local.py sets %s per replica and makes --one-host certificates" % line_env)
 
 # Every listener of the topology on its own loopback port, and Prometheus
 # scraping each daemon's /metrics.
@@ -475,6 +568,7 @@ compose_parties = {"leader": leader["cert"], "helper": helper["cert"],
 # --- k8s --------------------------------------------------------------------
 namespaces, services_k8s, peers, targets = {}, {}, [], []
 k8s_aggs, k8s_coord, k8s_client, secrets_used = {}, {}, {}, {}
+k8s_workers = []  # (flags, workload, container)
 configmaps = {}
 docs_all = []
 file_of = {}  # id(document) -> its file: a workload mounts its own file's ConfigMap
@@ -578,13 +672,17 @@ for d in docs_all:
                     used |= tls_paths(s.values())
         for m in c.get("volumeMounts", []):
             v = volumes.get(m["name"], {})
-            if "secret" in v:
+            # A database's Secret (tandem-<role>-db, keys projected by name)
+            # is checked with the replicas below.
+            if "secret" in v and not v["secret"]["secretName"].endswith("-db"):
                 check(m["mountPath"].rstrip("/") + "/" == TLS_DIR, "%s mounts its Secret at %s"
                       % (what, TLS_DIR))
                 secrets_used.setdefault((ns, v["secret"]["secretName"]), set()).update(
                     os.path.basename(u) for u in used)
         if c["command"][0] == "tandem-coordinator":
             k8s_coord = flags_of(c["command"])
+        if c["command"][0] == "tandem-worker":
+            k8s_workers.append((flags_of(c["command"]), d, c))
         if c["command"][0] == "tandem-client":
             k8s_client = flags_of(c["command"])
         if used:
@@ -613,6 +711,136 @@ check(k8s_leader["peer"] == k8s_addr(k8s_helper, "peer_listen"),
 check_coordinator(k8s_coord, k8s_leader, k8s_helper, k8s_addr, "k8s coordinator")
 check_client(k8s_client, k8s_coord, "k8s client")
 
+# --- k8s worker (issue 34): mutual TLS, the coordinator its only caller ------
+coord_identities = set(k8s_leader["coordinator_identities"]) | set(
+    k8s_helper["coordinator_identities"])
+check(len(k8s_workers) == 1, "k8s runs one kind of worker: %d" % len(k8s_workers))
+k8s_worker = k8s_workers[0][0] if k8s_workers else {}
+worker_wl = k8s_workers[0][1] if k8s_workers else {"metadata": {}, "spec": {}}
+worker_ns = worker_wl["metadata"].get("namespace", "?")
+check("insecure_plaintext" not in k8s_worker and
+      all(k8s_worker.get(k, "").startswith(TLS_DIR) for k in ("tls_cert", "tls_key", "tls_ca")),
+      "k8s worker serves mutual TLS (--tls_cert/--tls_key/--tls_ca under %s): %s"
+      % (TLS_DIR, k8s_worker))
+worker_callers = [v for v in k8s_worker.get("callers", "").split(",") if v]
+worker_writers = [v for v in k8s_worker.get("model_writers", "").split(",") if v]
+check(bool(worker_callers) and set(worker_callers) == coord_identities,
+      "k8s worker admits only the coordinator's identity %s: --callers=%s"
+      % (sorted(coord_identities), worker_callers))
+check(bool(worker_writers) and set(worker_writers) <= set(worker_callers),
+      "k8s worker's model writers %s are among its callers" % worker_writers)
+# One process holds the loaded models: a StatefulSet of one behind a headless
+# Service, whose pod 0 the coordinator names.
+worker_svc = [x for x in docs_all if x.get("kind") == "Service" and
+              x["metadata"].get("namespace") == worker_ns and
+              x["metadata"]["name"] == worker_wl["spec"].get("serviceName")]
+worker_port = port(k8s_worker.get("listen", ""))
+check(worker_wl.get("kind") == "StatefulSet" and worker_wl["spec"].get("replicas") == 1 and
+      len(worker_svc) == 1 and worker_svc[0]["spec"].get("clusterIP") == "None" and
+      [str(p["port"]) for p in worker_svc[0]["spec"]["ports"]] == [worker_port],
+      "k8s worker: a StatefulSet of one behind a headless Service on its port %s" % worker_port)
+worker_pod0 = "%s-0.%s.%s.svc:%s" % (worker_wl["metadata"].get("name"),
+                                     worker_wl["spec"].get("serviceName"), worker_ns, worker_port)
+check(k8s_coord.get("worker") == worker_pod0,
+      "k8s coordinator calls the worker's pod %s: %s" % (worker_pod0, k8s_coord.get("worker")))
+check(k8s_coord.get("worker_name") == "worker.tandem" and
+      k8s_coord.get("worker_ca", "").startswith(TLS_DIR),
+      "k8s coordinator pins the worker (--worker_name=worker.tandem, --worker_ca under %s): %s"
+      % (TLS_DIR, {k: k8s_coord.get(k) for k in ("worker_name", "worker_ca")}))
+
+# --- k8s NetworkPolicies (issue 34) ------------------------------------------
+POLICIES = [x for x in docs_all if x.get("kind") == "NetworkPolicy"]
+ANY = ("*", "*")
+
+
+def selects(selector, labels):
+    return all(labels.get(k) == v for k, v in (selector.get("matchLabels") or {}).items())
+
+
+def admitted(fname, ns, labels, port_no):
+    """Who the NetworkPolicies of namespaces.yaml and of `fname` (one variant
+    is applied at a time) admit to a pod of `ns` with `labels` on `port_no`:
+    None when no policy selects the pod (all admitted), else a set of
+    (namespace, app label) with ANY for everyone."""
+    out, selected = set(), False
+    for pol in POLICIES:
+        if (file_of[id(pol)] not in (fname, "namespaces.yaml") or
+                pol["metadata"].get("namespace") != ns or
+                not selects(pol["spec"].get("podSelector", {}), labels) or
+                "Ingress" not in pol["spec"].get("policyTypes", ["Ingress"])):
+            continue
+        selected = True
+        for rule in pol["spec"].get("ingress", []) or []:
+            ports = [str(p.get("port")) for p in rule.get("ports", [])]
+            if ports and str(port_no) not in ports:
+                continue
+            if not rule.get("from"):
+                out.add(ANY)
+                continue
+            for peer in rule["from"]:
+                if "ipBlock" in peer:
+                    out.add(ANY)
+                    continue
+                nsel = peer.get("namespaceSelector")
+                if nsel is None:
+                    peer_ns = ns
+                else:
+                    peer_ns = (nsel.get("matchLabels") or {}).get(
+                        "kubernetes.io/metadata.name", "*")
+                psel = (peer.get("podSelector") or {}).get("matchLabels") or {}
+                out.add((peer_ns, psel.get("app", "*")))
+    return out if selected else None
+
+
+def workload_of(fname, app):
+    for x in docs_all:
+        if (x.get("kind") in ("StatefulSet", "Deployment") and file_of[id(x)] == fname and
+                x["spec"]["template"]["metadata"].get("labels", {}).get("app") == app):
+            return x
+    return None
+
+
+coord_wl = workload_of("coordinator.yaml", "tandem-coordinator")
+coord_ns = coord_wl["metadata"]["namespace"] if coord_wl else "?"
+COORD = (coord_ns, "tandem-coordinator")
+LEADER = (namespaces.get("leader", "?"), "tandem-leader")
+expected_ingress = []  # (file, namespace, app, port, allowed sources, what)
+for fname in ("leader.yaml", "leader-replicated.yaml"):
+    expected_ingress += [
+        (fname, LEADER[0], "tandem-leader", port(k8s_leader["listen"]), {ANY}, "uploads"),
+        (fname, LEADER[0], "tandem-leader", port(k8s_leader["collector_listen"]), {COORD},
+         "collector")]
+for fname in ("helper.yaml", "helper-replicated.yaml"):
+    hns = namespaces.get("helper", "?")
+    expected_ingress += [
+        (fname, hns, "tandem-helper", port(k8s_helper["listen"]), {ANY}, "uploads"),
+        (fname, hns, "tandem-helper", port(k8s_helper["collector_listen"]), {COORD},
+         "collector"),
+        (fname, hns, "tandem-helper", port(k8s_helper["peer_listen"]), {LEADER}, "peer")]
+for role in ("leader", "helper"):
+    rns = namespaces.get(role, "?")
+    expected_ingress.append(("%s-replicated.yaml" % role, rns, "tandem-%s-db" % role, "5432",
+                             {(rns, "tandem-" + role)}, "database"))
+expected_ingress += [
+    ("coordinator.yaml", coord_ns, "tandem-coordinator", port(k8s_coord.get("listen", "")),
+     {ANY}, "check-ins"),
+    ("worker.yaml", worker_ns, "tandem-worker", worker_port, {COORD}, "worker")]
+for fname, ns, app, port_no, want, what in expected_ingress:
+    got = admitted(fname, ns, {"app": app}, port_no)
+    check(got == want, "k8s %s: %s/%s port %s (%s) admits exactly %s: %s"
+          % (fname, ns, app, port_no, what, sorted(want), got))
+# /metrics: not open to everyone; every namespace denies the rest by default.
+metrics_from = admitted("coordinator.yaml", coord_ns, {"app": "tandem-coordinator"},
+                        k8s_coord.get("metrics_port", ""))
+check(metrics_from is not None and ANY not in metrics_from and COORD not in metrics_from,
+      "k8s coordinator's /metrics is admitted from Prometheus's namespace only: %s"
+      % metrics_from)
+for ns in set(namespaces.values()) | {coord_ns, worker_ns}:
+    check(any(file_of[id(p)] == "namespaces.yaml" and p["metadata"].get("namespace") == ns and
+              p["spec"].get("podSelector") == {} and not p["spec"].get("ingress")
+              for p in POLICIES),
+          "namespaces.yaml denies ingress to every pod of %s by default" % ns)
+
 # The Secrets: made by the README's kubectl commands from make-certs.sh files.
 with open(os.path.join(SRC, "deploy", "k8s", "README.md")) as f:
     readme = f.read().replace("\\\n", " ")
@@ -620,7 +848,9 @@ created = {}
 for line in readme.splitlines():
     m = re.search(r"kubectl -n (\S+) create secret generic (\S+)(.*)", line)
     if m:
-        files = re.findall(r"--from-file=(\S+)", m.group(3))
+        # --from-file=[KEY=]PATH: the file (the key, when named, is checked
+        # with the databases' Secrets below).
+        files = [f.rpartition("=")[2] for f in re.findall(r"--from-file=(\S+)", m.group(3))]
         created[(m.group(1), m.group(2))] = {os.path.basename(p) for p in files}
         check(all(p.startswith("deploy/certs/") for p in files),
               "secret %s from deploy/certs" % m.group(2))
@@ -655,8 +885,9 @@ for role in ("leader", "helper"):
     labels = d["spec"]["template"]["metadata"].get("labels", {})
     check(d["kind"] == "Deployment" and d["spec"].get("replicas", 1) >= 2,
           "%s: a Deployment with several replicas" % what)
-    check(all("configMap" in v or "secret" in v for v in pod.get("volumes", [])) and
-          "volumeClaimTemplates" not in d["spec"],
+    check(all("configMap" in v or "secret" in v or
+              v.get("emptyDir", {}).get("medium") == "Memory" for v in pod.get("volumes", []))
+          and "volumeClaimTemplates" not in d["spec"],
           "%s: stateless (no volume for state)" % what)
     svc_selects = [x for x in docs_all if x.get("kind") == "Service" and file_of[id(x)] == fname
                    and x["metadata"]["name"] == "tandem-" + role]
@@ -667,12 +898,51 @@ for role in ("leader", "helper"):
     m = re.match(r"^\$\((\w+)\)$", f.get("replica_id", ""))
     check(bool(m) and env_source(c, m.group(1))[0] == "fieldRef:metadata.name",
           "%s passes --replica_id from the pod name: %r" % (what, f.get("replica_id")))
-    m = re.match(r"^\$\((\w+)\)$", f.get("postgres_conninfo", ""))
-    kind, ref = env_source(c, m.group(1)) if m else (None, None)
-    check(kind == "secretKeyRef",
-          "%s takes --postgres_conninfo from a Secret: %r" % (what, f.get("postgres_conninfo")))
-    secret = ref[0] if kind == "secretKeyRef" else None
-    db_secrets[role] = (ns, secret, ref[1] if ref else None)
+    # Issue 34: the conninfo holds no password and no variable (so no
+    # Secret's value lands on the command line): TLS verified against the
+    # operator's CA (sslrootcert), the password from passfile.
+    conninfo = f.get("postgres_conninfo", "")
+    ci = dict(kv.split("=", 1) for kv in conninfo.split() if "=" in kv)
+    check(bool(ci) and "password" not in ci and "$(" not in conninfo,
+          "%s: --postgres_conninfo holds no password or variable: %r" % (what, conninfo))
+    check(ci.get("sslmode") == "verify-full",
+          "%s: conninfo sslmode=verify-full: %r" % (what, ci.get("sslmode")))
+    mounts = {m["mountPath"].rstrip("/"): m for m in c.get("volumeMounts", [])}
+    volumes = {v["name"]: v for v in pod.get("volumes", [])}
+
+    def secret_file(path, container=c):
+        """(Secret, key) a path of `container` projects, else None."""
+        for mp, m in {x["mountPath"].rstrip("/"): x
+                      for x in container.get("volumeMounts", [])}.items():
+            v = volumes.get(m["name"], {}).get("secret")
+            if v and os.path.dirname(path) == mp:
+                items = {i["path"]: i["key"] for i in v.get("items", [])}
+                key = items.get(os.path.basename(path)) if items else os.path.basename(path)
+                return (v["secretName"], key) if key else None
+        return None
+    root = secret_file(ci.get("sslrootcert", ""))
+    check(root is not None and root[0].endswith("-db") and root[1] == role + "-ca.pem",
+          "%s: sslrootcert %s is the Secret's %s-ca.pem (the %s operator's CA): %s"
+          % (what, ci.get("sslrootcert"), role, role, root))
+    secret = root[0] if root else None
+    # passfile: libpq refuses a group-readable file, and a Secret's files
+    # are 0440 under fsGroup, so an init container copies the Secret's
+    # pgpass with mode 0600 into a memory volume the aggregator mounts.
+    pf = ci.get("passfile", "")
+    pf_mount = mounts.get(os.path.dirname(pf), {})
+    pf_volume = volumes.get(pf_mount.get("name"), {})
+    copies = []
+    for ic in pod.get("initContainers", []):
+        cmd = ic.get("command", [])
+        if cmd[:3] == ["install", "-m", "0600"] and len(cmd) == 5 and cmd[4] == pf:
+            ic_mounts = {m["mountPath"].rstrip("/"): m["name"] for m in ic.get("volumeMounts", [])}
+            copies.append((secret_file(cmd[3], ic),
+                           ic_mounts.get(os.path.dirname(pf)) == pf_mount.get("name")))
+    check(pf_volume.get("emptyDir", {}).get("medium") == "Memory" and
+          copies == [((secret, "pgpass"), True)],
+          "%s: passfile %s is a 0600 copy of the Secret's pgpass in a memory volume: %s"
+          % (what, pf, copies))
+    db_secrets[role] = (ns, secret, ci)
     # Its PostgreSQL: a StatefulSet in the same namespace, with a volume, a
     # pg_isready probe and the password from the same Secret; a headless
     # Service; a NetworkPolicy letting only this aggregator's pods in.
@@ -691,10 +961,32 @@ for role in ("leader", "helper"):
     check("pg_isready" in " ".join(pgc.get("readinessProbe", {}).get("exec", {})
                                    .get("command", [])),
           "%s: PostgreSQL readiness probe with pg_isready" % what)
-    pkind, pref = env_source(pgc, "POSTGRES_PASSWORD")
-    check(pkind == "secretKeyRef" and pref[0] == secret,
-          "%s: PostgreSQL password from the Secret %s" % (what, secret))
     db_env = {e["name"]: e.get("value") for e in pgc.get("env", [])}
+    db_volumes = {v["name"]: v for v in db["spec"]["template"]["spec"].get("volumes", [])}
+
+    def db_secret_file(path):
+        for m in pgc.get("volumeMounts", []):
+            v = db_volumes.get(m["name"], {}).get("secret")
+            if v and os.path.dirname(path) == m["mountPath"].rstrip("/"):
+                items = {i["path"]: i["key"] for i in v.get("items", [])}
+                key = items.get(os.path.basename(path)) if items else os.path.basename(path)
+                return (v["secretName"], key) if key else None
+        return None
+    check(env_source(pgc, "POSTGRES_PASSWORD") == (None, None) and
+          db_secret_file(db_env.get("POSTGRES_PASSWORD_FILE") or "") == (secret, "password"),
+          "%s: PostgreSQL reads its password from the Secret %s's file (no env var): %s"
+          % (what, secret, db_env.get("POSTGRES_PASSWORD_FILE")))
+    check(db_secret_file(db_env.get("POSTGRES_TLS_CERT") or "") == (secret, role + "-db.pem") and
+          db_secret_file(db_env.get("POSTGRES_TLS_KEY") or "") == (secret, role + "-db.key"),
+          "%s: PostgreSQL serves %s-db.pem/.key from the Secret %s" % (what, role, secret))
+    check(ci.get("host") == "%s.%s.svc" % (db["spec"].get("serviceName"), ns) and
+          ci.get("dbname") == db_env.get("POSTGRES_DATABASES") and
+          ci.get("user") == db_env.get("POSTGRES_USER"),
+          "%s: the conninfo names its own server, database and login: %s" % (what, ci))
+    # make-certs.sh's server certificate carries that name, under that CA.
+    check(verifies(os.path.join(CERTS, role + "-ca.pem"), os.path.join(CERTS, role + "-db.pem"),
+                   ci.get("host", "?")),
+          "%s-db.pem verifies as %s under %s-ca.pem" % (role, ci.get("host"), role))
     db_of_role[role] = (ns, db_env.get("POSTGRES_DATABASES"))
     db_labels = db["spec"]["template"]["metadata"].get("labels", {})
     check(not all(db_labels.get(k) == v for k, v in labels.items()),
@@ -723,31 +1015,70 @@ check(len(db_secrets) == 2 and db_secrets["leader"][0] != db_secrets["helper"][0
 check(len(db_of_role) == 2 and db_of_role["leader"] != db_of_role["helper"] and
       db_of_role["leader"][0] != db_of_role["helper"][0],
       "the leader's and the helper's PostgreSQL are different servers: %s" % db_of_role)
-# The README makes each db Secret with the keys the files read, a conninfo
-# naming that operator's own server and database, and never applies both
-# variants (the whole folder).
-for role, (ns, secret, key) in db_secrets.items():
+# The README makes each db Secret from files (no literal: the password on
+# no command line) with the keys the files read, a pgpass line for the
+# conninfo's server, database and login, and never applies both variants
+# (the whole folder).
+readme_made = set(re.findall(r">\s*deploy/certs/(\S+)", readme))
+for role, (ns, secret, ci) in db_secrets.items():
     m = re.search(r"kubectl -n %s create secret generic %s (.*)" % (re.escape(ns),
                                                                   re.escape(secret or "?")),
                   readme)
-    keys = dict(re.findall(r"--from-literal=(\w+)=(\"[^\"]*\"|'[^']*'|\S+)",
-                                m.group(1))) if m else {}
-    check({key, "password"} <= set(keys),
-          "README creates Secret %s/%s with keys %s and password: %s"
-          % (ns, secret, key, sorted(keys)))
-    info = keys.get(key, "").strip("'\"")
-    host = db_of_role.get(role, ("", "", ""))
-    check(len(host) == 3 and "host=%s" % host[2] in info and
-          "dbname=%s" % host[1] in info,
-          "README's %s conninfo names its own server and database: %s" % (role, info))
+    args = m.group(1) if m else ""
+    keys = {}
+    for spec in re.findall(r"--from-file=(\S+)", args):
+        key, _, path = spec.rpartition("=")
+        keys[key or os.path.basename(path)] = os.path.basename(path)
+    check(m is not None and "--from-literal" not in args and
+          set(keys) == {"password", "pgpass", role + "-db.pem", role + "-db.key", role + "-ca.pem"},
+          "README creates Secret %s/%s from files with the keys its pods read: %s"
+          % (ns, secret, sorted(keys)))
+    check({keys.get("password"), keys.get("pgpass")} <= readme_made,
+          "README writes the %s database's password files itself: %s" % (role, sorted(keys)))
+    want = "%s:%s:%s:%s:" % (ci.get("host"), ci.get("port", "5432"), ci.get("dbname"),
+                             ci.get("user"))
+    check(re.search(r"printf '%s%%s\\n' \"\$pw\" > deploy/certs/%s" % (
+              re.escape(want), re.escape(keys.get("pgpass") or "?")), readme) is not None,
+          "README's %s pgpass line is for the conninfo's %s" % (role, want))
+# No password on a command line (/proc/*/cmdline is world-readable) or in an
+# environment variable: no k8s container (init containers and PostgreSQL
+# included) takes a Secret's value as a variable (Secrets are files) or names
+# a password in its arguments, nor does any compose service.
+PASSWORD_ARG = re.compile(r"password\s*=|pgpassword|://[^/\s:@]+:[^@\s]+@", re.I)
+for d in docs_all:
+    if d.get("kind") not in ("StatefulSet", "Deployment", "Job"):
+        continue
+    pod = d["spec"]["template"]["spec"]
+    for c in pod.get("initContainers", []) + pod.get("containers", []):
+        what = "k8s %s/%s" % (file_of[id(d)], c["name"])
+        args = c.get("command", []) + c.get("args", [])
+        check(not any(PASSWORD_ARG.search(a) for a in args),
+              "%s has no password in its command line" % what)
+        check(not any("secretKeyRef" in e.get("valueFrom", {}) for e in c.get("env", [])) and
+              not any("secretRef" in e for e in c.get("envFrom", [])) and
+              not any("PASSWORD" in e["name"].upper() and not e["name"].upper().endswith("_FILE")
+                      for e in c.get("env", [])),
+              "%s takes no Secret's value or password into its environment" % what)
+for name, svc in services.items():
+    args = list(svc.get("command", [])) + list(svc.get("entrypoint", []) or [])
+    env = svc.get("environment", {}) or {}
+    env_names = env if isinstance(env, dict) else [e.split("=", 1)[0] for e in env]
+    check(not any(PASSWORD_ARG.search(str(a)) for a in args) and
+          not any("PASSWORD" in k.upper() and not k.upper().endswith("_FILE") for k in env_names),
+          "compose %s has no password in its command line or environment" % name)
 check(not re.search(r"kubectl apply -f deploy/k8s/?\s*$", readme, re.M),
       "README does not apply the whole deploy/k8s folder (both variants)")
 check("kubectl -n tandem-leader scale deployment tandem-leader" in readme,
       "README says how to scale the replicas")
 
 # --- make-certs.sh output against what the deploy files expect --------------
-check(referenced <= made, "make-certs.sh makes every file the deploy files use: missing %s"
-      % sorted(referenced - made))
+# Every certificate make-certs.sh issues, by the CA that issues it.
+PARTIES = {"leader": "leader", "helper": "helper", "coordinator": "coordinator",
+           "worker": "coordinator", "leader-db": "leader", "helper-db": "helper"}
+IDENTITIES = {"leader.tandem", "helper.tandem", "coordinator.tandem", "worker.tandem"}
+check(referenced - readme_made <= made,
+      "make-certs.sh makes every file the deploy files use: missing %s"
+      % sorted(referenced - readme_made - made))
 
 
 def cert(path):
@@ -795,7 +1126,7 @@ for where, agg_l, agg_h, co, cl, parties in (
           "%s aggregators hold the public key of the coordinator's ticket key" % where)
 
 # Keys: EC P-256 for TLS, Ed25519 for tickets, private to their owner.
-for role in ("leader", "helper", "coordinator"):
+for role in PARTIES:
     k = os.path.join(CERTS, role + ".key")
     text = openssl("pkey", "-in", k, "-noout", "-text").stdout
     check("prime256v1" in text or "P-256" in text, "%s.key is EC P-256" % role)
@@ -823,6 +1154,128 @@ for issuer, name, bundles in (
     for b in bundles:
         check(not verifies(os.path.join(CERTS, b), forged, name),
               "%s refuses %s issued by the %s CA" % (b, name, issuer))
+
+# --- make-certs.sh names (issue 34) ------------------------------------------
+# Without --one-host (what k8s uses) no certificate names localhost or an IP
+# address, and no CA may issue one; each certificate names one party.
+for party, ca in PARTIES.items():
+    pem = os.path.join(CERTS, party + ".pem")
+    names = san_list(pem)
+    check(bool(names) and not any(n == "DNS:localhost" or n.startswith("IP:") for n in names),
+          "%s.pem names no localhost or IP address: %s" % (party, names))
+    check(chains(os.path.join(CERTS, ca + "-ca.pem"), pem),
+          "%s.pem chains to %s-ca.pem" % (party, ca))
+    check(len(set(n[4:] for n in names) & IDENTITIES) == (0 if party.endswith("-db") else 1),
+          "%s.pem carries one party identity at most: %s" % (party, names))
+for ca in ("leader", "helper", "coordinator"):
+    allowed, excluded = name_constraints(os.path.join(CERTS, ca + "-ca.pem"))
+    check("DNS:localhost" not in allowed and not any(n.startswith("IP:") for n in allowed) and
+          {"IP:0.0.0.0/0.0.0.0", "IP:0:0:0:0:0:0:0:0/0:0:0:0:0:0:0:0"} <= excluded,
+          "%s-ca.pem permits no localhost or IP address: %s, excluded %s"
+          % (ca, sorted(allowed), sorted(excluded)))
+    for san in ("DNS:localhost", "IP:127.0.0.1", "IP:::1"):
+        forged = forge(CERTS, ca, san, work, "%s-%s" % (ca, san[:3]))
+        check(forged is not None and not chains(os.path.join(CERTS, "client-roots.pem"), forged),
+              "client-roots.pem refuses %s issued by the %s CA" % (san, ca))
+# gRPC hands a caller gate every SAN (DNS, URI, e-mail, IP), so a CA must
+# not issue another party's identity as a URI or an e-mail name either (the
+# CN is no host name, so only the URI / e-mail constraints can refuse it).
+for issuer, name, bundle in (("coordinator", "leader.tandem", "helper-roots.pem"),
+                             ("leader", "coordinator.tandem", "helper-roots.pem"),
+                             ("helper", "coordinator.tandem", "leader-roots.pem"),
+                             ("coordinator", "helper.tandem", "leader-roots.pem")):
+    for san in ("URI:" + name, "email:" + name, "URI:spiffe://" + name):
+        forged = forge(CERTS, issuer, san, work, "%s-%s" % (issuer, san.split(":")[0]),
+                       cn="forged identity")
+        check(forged is not None and not chains(os.path.join(CERTS, bundle), forged),
+              "%s refuses %s issued by the %s CA" % (bundle, san, issuer))
+# The worker: worker.tandem first, its k8s Service names and the compose
+# service name, issued by the coordinator operator's CA, server only;
+# worker-roots.pem is that CA alone: the worker's --tls_ca (it verifies the
+# coordinator among its callers, no aggregator) and the coordinator's
+# --worker_ca.
+wpem = os.path.join(CERTS, "worker.pem")
+wnames = san_list(wpem)
+check(wnames[:1] == ["DNS:worker.tandem"] and
+      {"DNS:worker", "DNS:tandem-worker", "DNS:tandem-worker.tandem-compute",
+       "DNS:tandem-worker.tandem-compute.svc",
+       "DNS:tandem-worker.tandem-compute.svc.cluster.local"} <= set(wnames),
+      "worker.pem: worker.tandem first, then its Service names: %s" % wnames)
+check(verifies(os.path.join(CERTS, "coordinator-ca.pem"), wpem, "worker.tandem"),
+      "worker.pem verifies as worker.tandem under coordinator-ca.pem")
+eku = openssl("x509", "-in", wpem, "-noout", "-ext", "extendedKeyUsage").stdout
+check("TLS Web Server Authentication" in eku and "Client" not in eku,
+      "worker.pem is a TLS server certificate only: %s" % eku.split("\n", 1)[-1].strip())
+check(read(os.path.join(CERTS, "worker-roots.pem")) ==
+      read(os.path.join(CERTS, "coordinator-ca.pem")),
+      "worker-roots.pem is the coordinator operator's CA alone")
+w_roots = cert(k8s_worker.get("tls_ca", ""))
+check(all(verifies(w_roots, cert(k8s_coord.get("tls_cert", "")), i) for i in worker_callers)
+      and bool(worker_callers),
+      "k8s worker's roots verify the coordinator's certificate as %s" % worker_callers)
+check(not any(chains(w_roots, os.path.join(CERTS, r + ".pem")) for r in ("leader", "helper")),
+      "k8s worker's roots refuse the aggregators' certificates")
+check(verifies(cert(k8s_coord.get("worker_ca", "")), cert(k8s_worker.get("tls_cert", "")),
+               k8s_coord.get("worker_name", "?")),
+      "k8s coordinator's --worker_ca verifies the worker's certificate as %s"
+      % k8s_coord.get("worker_name"))
+check(cert(k8s_worker.get("tls_cert", "")) == wpem and
+      cert(k8s_worker.get("tls_key", "")) == os.path.join(CERTS, "worker.key"),
+      "k8s worker serves worker.pem / worker.key")
+# Enough single-use tokens: one per compose client replica, one per k8s
+# client Job completion.
+with open(os.path.join(CERTS, "tokens.txt")) as f:
+    n_tokens = len([line for line in f if line.strip()])
+job = [x for x in docs_all if x.get("kind") == "Job"]
+completions = max([x["spec"].get("completions", 1) for x in job] or [0])
+check(k8s_client.get("enrollment_token_file", "").startswith(TLS_DIR) and
+      k8s_client.get("enrollment_token_line_env") == "JOB_COMPLETION_INDEX" and
+      all(x["spec"].get("completionMode") == "Indexed" for x in job),
+      "k8s clients redeem the line of tokens.txt their completion index names")
+check(n_tokens >= services["client"].get("deploy", {}).get("replicas", 1) and
+      n_tokens >= completions,
+      "tokens.txt has a token per compose client replica and per k8s Job completion: %d"
+      % n_tokens)
+
+# --one-host (the compose file, compose_local.py, run-main.sh): every party
+# also carries DNS:localhost and IP:127.0.0.1, the CAs may issue those and
+# nothing else local; a folder made one way is refused the other way.
+ONE = os.path.join(work, "one-host")
+r = subprocess.run([MAKE, "--one-host", ONE], capture_output=True, text=True)
+check(r.returncode == 0, "make-certs.sh --one-host runs: %s" % (r.stdout + r.stderr)[-300:])
+for party, ca in PARTIES.items():
+    names = san_list(os.path.join(ONE, party + ".pem"))
+    check({"DNS:localhost", "IP:127.0.0.1"} <= set(names) and
+          len([n for n in names if n.startswith("IP:")]) == 1,
+          "--one-host: %s.pem carries localhost and 127.0.0.1 only besides its names: %s"
+          % (party, names))
+for ca in ("leader", "helper", "coordinator"):
+    allowed, _ = name_constraints(os.path.join(ONE, ca + "-ca.pem"))
+    check({"DNS:localhost", "IP:127.0.0.1/255.255.255.255"} <= allowed and
+          len([n for n in allowed if n.startswith("IP:")]) == 1,
+          "--one-host: %s-ca.pem permits localhost and 127.0.0.1 (no other address): %s"
+          % (ca, sorted(allowed)))
+    forged = forge(ONE, ca, "IP:127.0.0.2", work, "one-" + ca)
+    check(forged is not None and not chains(os.path.join(ONE, "client-roots.pem"), forged),
+          "--one-host: client-roots.pem refuses 127.0.0.2 issued by the %s CA" % ca)
+compose_coord_host = client.get("coordinator", "").rsplit(":", 1)[0]
+check(verifies_ip(os.path.join(ONE, "client-roots.pem"), os.path.join(ONE, "coordinator.pem"),
+                  compose_coord_host) and
+      not verifies_ip(os.path.join(CERTS, "client-roots.pem"),
+                      os.path.join(CERTS, "coordinator.pem"), compose_coord_host),
+      "compose clients' coordinator %s verifies with --one-host certificates only"
+      % compose_coord_host)
+one_before = {n: open(os.path.join(ONE, n), "rb").read() for n in os.listdir(ONE)}
+r = subprocess.run([MAKE, ONE], capture_output=True, text=True)
+check(r.returncode != 0 and "--one-host" in r.stderr and
+      one_before == {n: open(os.path.join(ONE, n), "rb").read() for n in os.listdir(ONE)},
+      "make-certs.sh without --one-host refuses a --one-host folder, changing nothing: %s"
+      % r.stderr.strip()[-200:])
+r = subprocess.run([MAKE, "--one-host", ONE], capture_output=True, text=True)
+check(r.returncode == 0 and "0 file(s) made" in r.stdout,
+      "make-certs.sh --one-host keeps a --one-host folder: %s" % r.stdout.strip()[-200:])
+r = subprocess.run([MAKE, "--one-host", CERTS], capture_output=True, text=True)
+check(r.returncode != 0, "make-certs.sh --one-host refuses a folder made without it")
 
 # Idempotent: a second run keeps every file; --force makes new ones.
 before = {n: open(os.path.join(CERTS, n), "rb").read() for n in made}

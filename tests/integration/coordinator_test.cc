@@ -279,16 +279,7 @@ TEST_F(FederationTest, PrivateDefaultsReleaseWithNoiseProofsAndBudget) {
   for (const char* a : {"--rounds=1", "--target_reports=10", "--round_timeout_s=90"}) {
     args.push_back(a);
   }
-  auto c = DaemonProcess::Start(TANDEM_COORDINATOR_BIN, args, dir_ + "/coordinator.log");
-  ASSERT_TRUE(c.ok()) << c.status();
-  coordinator_ = *std::move(c);
-  {
-    std::ifstream in(dir_ + "/ca.pem");
-    grpc::SslCredentialsOptions so;
-    so.pem_root_certs.assign(std::istreambuf_iterator<char>(in), {});
-    stub_ = proto::Coordinator::NewStub(
-        grpc::CreateChannel(absl::StrCat("127.0.0.1:", port_), grpc::SslCredentials(so)));
-  }
+  ASSERT_NO_FATAL_FAILURE(StartCoordinatorWith(args));
   for (int k = 0; k < 10; ++k) ASSERT_NO_FATAL_FAILURE(StartClient(k, 10));
   for (auto& cl : clients_) {
     absl::StatusOr<int> rc = cl->Wait(absl::Seconds(240));

@@ -150,6 +150,9 @@ class FederationFixture : public ::testing::Test {
   // What anyone may read (Coordinator.Status: no live counts, no worker address).
   absl::StatusOr<proto::CoordinatorStatusResponse> PublicStatus() { return StatusOf(false); }
   absl::StatusOr<proto::CoordinatorStatusResponse> StatusOf(bool admin) {
+    if ((admin ? admin_stub_ == nullptr : stub_ == nullptr)) {
+      return absl::FailedPreconditionError("no coordinator started (StartCoordinatorWith)");
+    }
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
     proto::CoordinatorStatusResponse s;

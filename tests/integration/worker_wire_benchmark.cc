@@ -13,22 +13,30 @@
 //                          threads sharing ONE channel and stub.
 //   BM_RunSmallPerThread   the same with one channel per client thread
 //                          (local subchannel pool, so separate connections).
+//   BM_HealthRoundTripTls, BM_RunSmallTls
+//                          the same calls to a second worker as deployed
+//                          (issue 34 item 6): mutual TLS and the caller gate
+//                          (one established connection; the handshake is
+//                          paid once).
 // The worker is started once, lazily, by the first benchmark that needs it,
 // and SIGKILLed at normal process exit (WorkerProcess's destructor). Stubs are
 // thread-safe; every other global here is written once under the
 // function-local static initialisation.
+#include <grpcpp/grpcpp.h>
+
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include <grpcpp/grpcpp.h>
-
 #include "benchmark/benchmark.h"
 #include "proto/worker.grpc.pb.h"
 #include "tests/integration/worker_process.h"
+#include "tests/testing/certificates.h"
+#include "tests/testing/daemon_process.h"
 
 namespace tandem {
 namespace {
@@ -52,9 +60,17 @@ std::shared_ptr<grpc::Channel> NewChannel(const std::string& address, bool own_p
 // child). Null process when the worker failed to start.
 struct Wire {
   std::unique_ptr<WorkerProcess> process;
+  std::unique_ptr<WorkerProcess> tls_process;       // mutual TLS + caller gate
+  std::unique_ptr<proto::Worker::Stub> tls_shared;  // as operator.tandem
+  std::string certs_dir;
   std::unique_ptr<proto::Worker::Stub> shared;              // one channel
   std::vector<std::unique_ptr<proto::Worker::Stub>> per_thread;  // one channel each
 };
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
 
 const Wire& GetWire() {
   static const Wire wire = [] {
@@ -72,6 +88,25 @@ const Wire& GetWire() {
     w->shared = proto::Worker::NewStub(NewChannel(w->process->address(), false));
     for (int i = 0; i < kMaxClientThreads; ++i) {
       w->per_thread.push_back(proto::Worker::NewStub(NewChannel(w->process->address(), true)));
+    }
+    w->certs_dir = testing::MakeTempDir("tandem_worker_wire");
+    if (!w->certs_dir.empty() && testing::MakeRoleCertificates(w->certs_dir).ok()) {
+      const std::string d = w->certs_dir;
+      auto tls = std::make_unique<WorkerProcess>();
+      if (tls->Start(TANDEM_WORKER_BINARY,
+                     {"--listen=127.0.0.1:0", "--max_concurrency=64",
+                      "--tls_cert=" + d + "/worker.pem", "--tls_key=" + d + "/worker.key",
+                      "--tls_ca=" + d + "/ca.pem", "--callers=operator.tandem"})) {
+        grpc::SslCredentialsOptions o;
+        o.pem_root_certs = ReadAll(d + "/ca.pem");
+        o.pem_cert_chain = ReadAll(d + "/operator.pem");
+        o.pem_private_key = ReadAll(d + "/operator.key");
+        grpc::ChannelArguments args;
+        args.SetSslTargetNameOverride("worker.tandem");
+        w->tls_shared = proto::Worker::NewStub(
+            grpc::CreateCustomChannel(tls->address(), grpc::SslCredentials(o), args));
+        w->tls_process = std::move(tls);
+      }
     }
     return wire_init;
   }();
@@ -168,6 +203,36 @@ void BM_Memcpy64MiB(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(n));
 }
 BENCHMARK(BM_Memcpy64MiB)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+// The worker as deployed: mutual TLS and the caller gate on every call.
+bool TlsReady(benchmark::State& state) {
+  if (GetWire().tls_shared == nullptr) {
+    state.SkipWithError("the TLS tandem-worker did not start");
+    return false;
+  }
+  return true;
+}
+
+void BM_HealthRoundTripTls(benchmark::State& state) {
+  if (!TlsReady(state)) return;
+  proto::Worker::Stub* stub = GetWire().tls_shared.get();
+  for (auto _ : state) {
+    grpc::ClientContext ctx;
+    proto::HealthResponse resp;
+    grpc::Status s = stub->Health(&ctx, proto::HealthRequest(), &resp);
+    if (!s.ok()) {
+      state.SkipWithError(s.error_message().c_str());
+      return;
+    }
+  }
+}
+BENCHMARK(BM_HealthRoundTripTls)->UseRealTime();
+
+void BM_RunSmallTls(benchmark::State& state) {
+  if (!TlsReady(state)) return;
+  RunLoop(state, GetWire().tls_shared.get(), FeatureWeightsRequest(1, 4));
+}
+BENCHMARK(BM_RunSmallTls)->UseRealTime();
 
 // Requests/s: items_per_second summed over threads (real time).
 void SmallThroughput(benchmark::State& state, bool per_thread) {
