@@ -4,7 +4,6 @@
 #include <limits.h>
 #include <stdlib.h>
 
-#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -21,18 +20,6 @@
 
 namespace tandem::ml::worker {
 namespace {
-
-// Releases a WorkerService concurrency slot on scope exit.
-class Slot {
- public:
-  explicit Slot(std::function<void()> release) : release_(std::move(release)) {}
-  ~Slot() { release_(); }
-  Slot(const Slot&) = delete;
-  Slot& operator=(const Slot&) = delete;
-
- private:
-  std::function<void()> release_;
-};
 
 grpc::Status NoStore() {
   return ToGrpcStatus(absl::FailedPreconditionError("this worker holds no models"));
@@ -146,7 +133,7 @@ grpc::Status WorkerService::LoadModel(grpc::ServerContext* context,
   if (grpc::Status s = Admit(*context, /*writer=*/true); !s.ok()) return s;
   if (models_ == nullptr) return NoStore();
   if (grpc::Status s = TakeSlot(); !s.ok()) return s;
-  Slot slot([this] { ReleaseSlot(); });
+  SlotGuard slot(&in_flight_);
   ByteReservation bytes(&inflight_bytes_, options_.max_inflight_bytes);
   ModelAssembler assembler(static_cast<size_t>(options_.max_stream_bytes));
   proto::WorkerModelChunk chunk;
@@ -190,7 +177,7 @@ grpc::Status WorkerService::ReadModel(grpc::ServerContext* context,
   if (models_ == nullptr) return NoStore();
   // A read copies the model into memory to stream it: it takes a slot.
   if (grpc::Status s = TakeSlot(); !s.ok()) return s;
-  Slot slot([this] { ReleaseSlot(); });
+  SlotGuard slot(&in_flight_);
   absl::StatusOr<ModelSnapshot> snap =
       models_->Read(request->model().name(), request->model().version());
   if (!snap.ok()) return ToGrpcStatus(snap.status());

@@ -15,18 +15,6 @@
 namespace tandem::ml::worker {
 namespace {
 
-// Releases a concurrency slot on scope exit.
-class SlotGuard {
- public:
-  explicit SlotGuard(std::atomic<int>* counter) : counter_(counter) {}
-  ~SlotGuard() { counter_->fetch_sub(1); }
-  SlotGuard(const SlotGuard&) = delete;
-  SlotGuard& operator=(const SlotGuard&) = delete;
-
- private:
-  std::atomic<int>* counter_;
-};
-
 std::vector<std::string> Union(std::vector<std::string> a, const std::vector<std::string>& b) {
   a.insert(a.end(), b.begin(), b.end());
   return a;

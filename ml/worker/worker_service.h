@@ -81,6 +81,19 @@ struct WorkerOptions {
   std::vector<std::string> model_writers = {};
 };
 
+// Releases a WorkerService concurrency slot (the in-flight counter it was
+// taken from) on scope exit.
+class SlotGuard {
+ public:
+  explicit SlotGuard(std::atomic<int>* counter) : counter_(counter) {}
+  ~SlotGuard() { counter_->fetch_sub(1); }
+  SlotGuard(const SlotGuard&) = delete;
+  SlotGuard& operator=(const SlotGuard&) = delete;
+
+ private:
+  std::atomic<int>* counter_;
+};
+
 // Reserves bytes from a shared budget for as long as it lives. Thread-safe.
 class ByteReservation {
  public:
@@ -148,12 +161,11 @@ class WorkerService final : public proto::Worker::Service {
   // The model-writer gate when `request` trains a held model in place.
   grpc::Status AdmitTraining(const grpc::ServerContext& context,
                              const proto::KernelRequest& request) const;
-  // A concurrency slot (release with ReleaseSlot) or RESOURCE_EXHAUSTED.
+  // A concurrency slot (release with a SlotGuard on in_flight_) or
+  // RESOURCE_EXHAUSTED.
   grpc::Status TakeSlot();
   // Run's work once admitted and holding a slot.
   grpc::Status RunInSlot(const proto::KernelRequest& request, proto::KernelResponse* response);
-  // SlotGuard-like release for the model RPCs (model_service.cc).
-  void ReleaseSlot() { in_flight_.fetch_sub(1); }
 
   // The tensors of a LoadModel header, or of its checkpoint_path.
   absl::StatusOr<TensorSet> ModelTensorsOf(const proto::ModelHeader& header) const;

@@ -6,6 +6,7 @@
 #include "absl/strings/str_join.h"
 #include "base/grpc_status.h"
 #include "base/logging.h"
+#include "server/service/coordinator_service.h"
 
 namespace tandem::server {
 namespace {
@@ -56,11 +57,7 @@ grpc::Status CoordinatorAdminService::Status(grpc::ServerContext* context,
                                              const proto::CoordinatorStatusRequest* request,
                                              proto::CoordinatorStatusResponse* response) {
   if (grpc::Status s = gate_->Admit(*context); !s.ok()) return s;
-  *response = coordinator_->Status();
-  if (!request->task_id().empty() && request->task_id() != response->task_id()) {
-    return grpc::Status(grpc::StatusCode::NOT_FOUND, "no such task here");
-  }
-  return grpc::Status::OK;
+  return FullStatus(*coordinator_, *request, response);
 }
 
 }  // namespace tandem::server

@@ -69,11 +69,17 @@ grpc::Status CoordinatorService::UploadDone(grpc::ServerContext*,
 grpc::Status CoordinatorService::Status(grpc::ServerContext*,
                                         const proto::CoordinatorStatusRequest* request,
                                         proto::CoordinatorStatusResponse* response) {
-  *response = coordinator_->Status();
-  if (!request->task_id().empty() && request->task_id() != response->task_id()) {
+  grpc::Status s = FullStatus(*coordinator_, *request, response);
+  if (s.ok()) RedactForPublic(response);
+  return s;
+}
+
+grpc::Status FullStatus(Coordinator& coordinator, const proto::CoordinatorStatusRequest& request,
+                        proto::CoordinatorStatusResponse* response) {
+  *response = coordinator.Status();
+  if (!request.task_id().empty() && request.task_id() != response->task_id()) {
     return grpc::Status(grpc::StatusCode::NOT_FOUND, "no such task here");
   }
-  RedactForPublic(response);
   return grpc::Status::OK;
 }
 

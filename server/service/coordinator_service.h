@@ -16,6 +16,12 @@
 
 namespace tandem::server {
 
+// The coordinator's full status for `request` (NOT_FOUND for another task
+// id): the operator's view, before any redaction. Shared by the public and
+// the admin Status RPCs.
+grpc::Status FullStatus(Coordinator& coordinator, const proto::CoordinatorStatusRequest& request,
+                        proto::CoordinatorStatusResponse* response);
+
 // Clears what an anonymous caller must not see: the open round's live
 // counts (assigned, uploads_done) and the worker's address and last error.
 void RedactForPublic(proto::CoordinatorStatusResponse* status);
