@@ -71,6 +71,11 @@ MetricFamilies::Family& MetricFamilies::Family::Add(
 
 MetricFamilies::Family MetricFamilies::New(std::string name, std::string help,
                                            prometheus::MetricType type) {
+  // One family per name: a second call (e.g. the next task's series) adds
+  // its samples to the first one's.
+  for (size_t i = 0; i < families_.size(); ++i) {
+    if (families_[i].name == name && families_[i].type == type) return Family(this, i);
+  }
   prometheus::MetricFamily f;
   f.name = std::move(name);
   f.help = std::move(help);

@@ -85,6 +85,8 @@ class MetricFamilies {
     MetricFamilies* owner_;
     size_t index_;  // stable while families_ grows
   };
+  // The family `name` (created on first use; later calls with the same
+  // name and type return it, so that samples of several sources share it).
   Family Gauge(std::string name, std::string help);
   Family Counter(std::string name, std::string help);
   std::vector<prometheus::MetricFamily> Take() { return std::move(families_); }

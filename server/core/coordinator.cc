@@ -287,6 +287,7 @@ absl::Status Coordinator::Tick() {
     case Phase::kFinalizing:
       return absl::OkStatus();
     case Phase::kIdle:
+      if (paused()) return absl::OkStatus();  // no new round while paused
       return StartRound();
     case Phase::kOpening:
       return TryOpen();
@@ -447,6 +448,34 @@ absl::Status Coordinator::Abandon(const std::string& why) {
   epsilon_ = task_->epsilon_spent();
   phase_ = Phase::kIdle;
   return absl::OkStatus();
+}
+
+void Coordinator::SetPaused(bool paused) {
+  absl::MutexLock lock(&mu_);
+  paused_ = paused;
+}
+
+bool Coordinator::paused() {
+  absl::MutexLock lock(&mu_);
+  return paused_;
+}
+
+absl::Status Coordinator::Cancel(const std::string& reason) {
+  Phase phase;
+  {
+    absl::MutexLock lock(&mu_);
+    phase = phase_;
+  }
+  absl::Status s = absl::OkStatus();
+  // An opening or collecting round ends without a release: the aggregators
+  // never get its Finalize, so neither releases it, and the store records
+  // it abandoned (a restart does not resume it).
+  if (phase == Phase::kOpening || phase == Phase::kCollecting) s = Abandon(reason);
+  absl::MutexLock lock(&mu_);
+  phase_ = Phase::kDone;
+  done_reason_ = reason;
+  assigned_.clear();
+  return s;
 }
 
 absl::Status Coordinator::Finalize() {

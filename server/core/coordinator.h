@@ -180,6 +180,11 @@ class Coordinator {
   // per-address limit), empty when not known.
   absl::StatusOr<proto::CheckInResponse> CheckIn(const proto::CheckInRequest& request,
                                                  absl::string_view source = "");
+  // CheckIn after the device registry authenticated `device` (the task host
+  // authenticates once and offers the check-in to several tasks). NOT_FOUND
+  // when request.task_id names another task.
+  absl::StatusOr<proto::CheckInResponse> CheckInAuthenticated(
+      const proto::CheckInRequest& request, const crypto::Ed25519VerifyingKey& device);
   // The serialized proto::Model of `version` (only the current one is kept).
   absl::StatusOr<std::shared_ptr<const std::string>> ModelBlob(const std::string& task_id,
                                                                uint64_t version);
@@ -198,6 +203,19 @@ class Coordinator {
   // handled inside (retry until the deadline, then abandon).
   absl::Status Tick();
   bool done();
+
+  // Paused (the task API): check-ins get RETRY_LATER and no new round
+  // starts; an open round runs to its end (assigned clients still upload).
+  void SetPaused(bool paused);
+  bool paused();
+  // Ends the task for good (the task API's delete): an open round ends
+  // without a release (recorded abandoned in the store), the phase becomes
+  // done with `reason`. REQUIRES: Tick is not running and is never called
+  // again. Store errors as they come (the task stays ended in memory).
+  absl::Status Cancel(const std::string& reason);
+
+  const std::string& task_id() const { return options_.task_id; }
+  const std::string& models_dir() const { return options_.models_dir; }
 
  private:
   enum class Phase { kIdle, kOpening, kCollecting, kFinalizing, kDone };
@@ -289,6 +307,7 @@ class Coordinator {
 
   absl::Mutex mu_;
   Phase phase_ ABSL_GUARDED_BY(mu_) = Phase::kIdle;
+  bool paused_ ABSL_GUARDED_BY(mu_) = false;
   std::string done_reason_ ABSL_GUARDED_BY(mu_);
   uint64_t aggregation_round_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t model_version_ ABSL_GUARDED_BY(mu_) = 0;  // of the published model

@@ -13,6 +13,11 @@ absl::StatusOr<proto::CheckInResponse> Coordinator::CheckIn(const proto::CheckIn
   // device key (UNAUTHENTICATED / PERMISSION_DENIED, no state touched).
   TANDEM_ASSIGN_OR_RETURN(const crypto::Ed25519VerifyingKey device,
                           options_.devices->Authenticate(request, source));
+  return CheckInAuthenticated(request, device);
+}
+
+absl::StatusOr<proto::CheckInResponse> Coordinator::CheckInAuthenticated(
+    const proto::CheckInRequest& request, const crypto::Ed25519VerifyingKey& device) {
   if (!request.task_id().empty() && request.task_id() != options_.task_id) {
     return absl::NotFoundError(absl::StrCat("no task '", request.task_id(), "' here"));
   }
@@ -37,6 +42,11 @@ absl::StatusOr<proto::CheckInResponse> Coordinator::CheckIn(const proto::CheckIn
       return retry;
     }
     auto it = assigned_.find(request.client_id());
+    if (paused_ && (it == assigned_.end() || it->second.done || it->second.recording)) {
+      // Paused: no new assignment (an assigned client still gets its own).
+      ++checkins_["paused"];
+      return retry;
+    }
     if (it != assigned_.end()) {
       // A repeated check-in gets the same assignment until it reports done
       // (and waits while its first check-in is still being recorded).
@@ -178,7 +188,7 @@ proto::CoordinatorStatusResponse Coordinator::StatusLocked() {
     break;
   }
   if (last_evaluation_.model_version() > 0) *s.mutable_last_evaluation() = last_evaluation_;
-  s.set_phase(PhaseName(phase_));
+  s.set_phase(paused_ && phase_ == Phase::kIdle ? "paused" : PhaseName(phase_));
   s.set_aggregation_round(aggregation_round_);
   s.set_assigned(assigned_.size());
   uint64_t done = 0;
@@ -198,7 +208,7 @@ CoordinatorMetrics Coordinator::Metrics() {
   }
   absl::MutexLock lock(&mu_);
   m.status = StatusLocked();  // without the history
-  for (const char* o : {"task", "not_sampled", "wait", "done"}) {
+  for (const char* o : {"task", "not_sampled", "wait", "done", "paused"}) {
     auto it = checkins_.find(o);
     m.checkins[o] = it == checkins_.end() ? 0 : it->second;
   }

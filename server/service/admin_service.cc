@@ -9,8 +9,6 @@
 #include "server/service/coordinator_service.h"
 
 namespace tandem::server {
-namespace {
-
 // The operator's certificate identities, for the audit trail ("local" for
 // a plaintext loopback caller, which has none).
 std::string OperatorOf(const grpc::ServerContext& context) {
@@ -19,8 +17,6 @@ std::string OperatorOf(const grpc::ServerContext& context) {
       auth == nullptr ? std::vector<std::string>() : PeerIdentities(*auth);
   return ids.empty() ? "local" : absl::StrJoin(ids, ",");
 }
-
-}  // namespace
 
 grpc::Status CoordinatorAdminService::EnrollDevice(grpc::ServerContext* context,
                                                    const proto::EnrollDeviceRequest* request,
@@ -57,7 +53,7 @@ grpc::Status CoordinatorAdminService::Status(grpc::ServerContext* context,
                                              const proto::CoordinatorStatusRequest* request,
                                              proto::CoordinatorStatusResponse* response) {
   if (grpc::Status s = gate_->Admit(*context); !s.ok()) return s;
-  return FullStatus(*coordinator_, *request, response);
+  return FullStatus(*tasks_, *request, response);
 }
 
 }  // namespace tandem::server

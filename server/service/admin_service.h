@@ -10,15 +10,19 @@
 
 #include "base/grpc_caller_gate.h"
 #include "proto/coordinator.grpc.pb.h"
-#include "server/core/coordinator.h"
 #include "server/core/device_registry.h"
+#include "server/core/task_host.h"
 
 namespace tandem::server {
 
+// The caller's certificate identities joined by commas, "local" for a
+// plaintext loopback caller (the audit trail of every operator change).
+std::string OperatorOf(const grpc::ServerContext& context);
+
 class CoordinatorAdminService final : public proto::CoordinatorAdmin::Service {
  public:
-  CoordinatorAdminService(DeviceRegistry* devices, Coordinator* coordinator, const CallerGate* gate)
-      : devices_(devices), coordinator_(coordinator), gate_(gate) {}
+  CoordinatorAdminService(DeviceRegistry* devices, TaskHost* tasks, const CallerGate* gate)
+      : devices_(devices), tasks_(tasks), gate_(gate) {}
 
   grpc::Status EnrollDevice(grpc::ServerContext* context, const proto::EnrollDeviceRequest* request,
                             proto::EnrollDeviceResponse* response) override;
@@ -26,15 +30,16 @@ class CoordinatorAdminService final : public proto::CoordinatorAdmin::Service {
                             proto::RevokeDeviceResponse* response) override;
   grpc::Status ListDevices(grpc::ServerContext* context, const proto::ListDevicesRequest* request,
                            proto::ListDevicesResponse* response) override;
-  // Everything Coordinator::Status() knows, live counts of the open round
-  // and the worker's address and last error included (the public Status
-  // omits them). NOT_FOUND for another task id.
+  // Everything Coordinator::Status() knows of the task named (empty: the
+  // command line's), live counts of the open round and the worker's
+  // address and last error included (the public Status omits them).
+  // NOT_FOUND for an unknown task.
   grpc::Status Status(grpc::ServerContext* context, const proto::CoordinatorStatusRequest* request,
                       proto::CoordinatorStatusResponse* response) override;
 
  private:
   DeviceRegistry* const devices_;
-  Coordinator* const coordinator_;
+  TaskHost* const tasks_;
   const CallerGate* const gate_;
 };
 

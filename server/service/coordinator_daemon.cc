@@ -16,6 +16,7 @@
 #include "base/net_address.h"
 #include "base/status_macros.h"
 #include "crypto/sign/ed25519.h"
+#include "server/core/task_spec.h"
 #include "server/service/coordinator_metrics.h"
 
 namespace tandem::server {
@@ -158,17 +159,69 @@ absl::Status CoordinatorDaemon::StartAdmin(const CoordinatorDaemonOptions& optio
                           MakeServerCredentials(admin_tls));
   admin_gate_ =
       std::make_unique<CallerGate>("admin", options.admin_identities, tls, &admin_refusals_);
-  admin_service_ = std::make_unique<CoordinatorAdminService>(devices_.get(), coordinator_.get(),
-                                                             admin_gate_.get());
+  admin_service_ =
+      std::make_unique<CoordinatorAdminService>(devices_.get(), tasks_.get(), admin_gate_.get());
+  task_admin_service_ = std::make_unique<TaskAdminService>(tasks_.get(), admin_gate_.get());
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options.admin_listen_address, creds, &admin_port_);
   builder.RegisterService(admin_service_.get());
-  builder.SetMaxReceiveMessageSize(64 << 10);
+  builder.RegisterService(task_admin_service_.get());
+  // CreateTask carries an opaque model's weights (at most 48 MiB); only
+  // certificate holders reach this listener, and the gate runs first in
+  // every handler.
+  builder.SetMaxReceiveMessageSize(49 << 20);
   admin_server_ = builder.BuildAndStart();
   if (admin_server_ == nullptr || admin_port_ == 0) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", options.admin_listen_address));
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<TaskParts> CoordinatorDaemon::BuildTask(const proto::TaskSpec& spec,
+                                                       const std::string& task_dir) {
+  TANDEM_ASSIGN_OR_RETURN(TaskFromSpec t, TaskOptionsFromSpec(spec, task_dir));
+  CoordinatorOptions co = std::move(t.options);
+  // What no document sets: the aggregators' endpoints, the device registry
+  // and where released models go.
+  co.leader = options_.coordinator.leader;
+  co.helper = options_.coordinator.helper;
+  co.devices = devices_.get();
+  co.models_dir = (std::filesystem::path(options_.state_dir) / "models" / co.task_id).string();
+  ml::Dataset eval;
+  if (!t.dataset.empty()) {
+    if (!options_.load_dataset) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "task_spec.model.dataset: this coordinator loads no dataset for an MLP task"));
+    }
+    TANDEM_ASSIGN_OR_RETURN(eval, options_.load_dataset(t.dataset));
+    co.model.set_input_dim(eval.features.cols());
+    co.model.set_num_classes(eval.num_classes);
+  }
+  TaskParts parts;
+  if (!options_.worker_address.empty()) {
+    TANDEM_ASSIGN_OR_RETURN(parts.evaluator, MakeWorkerEvaluator(co.task_id, eval));
+    co.evaluator = parts.evaluator.get();
+  }
+  TANDEM_ASSIGN_OR_RETURN(
+      std::unique_ptr<CoordinatorStore> store,
+      CoordinatorStore::Open((std::filesystem::path(task_dir) / "coordinator.db").string()));
+  TANDEM_ASSIGN_OR_RETURN(
+      parts.coordinator,
+      Coordinator::Create(std::move(co), *ticket_key_, std::move(eval), leader_.get(),
+                          helper_.get(), std::move(store), clock_, random_));
+  return parts;
+}
+
+absl::StatusOr<std::unique_ptr<ModelEvaluator>> CoordinatorDaemon::MakeWorkerEvaluator(
+    const std::string& task_id, const ml::Dataset& eval) {
+  WorkerEvaluatorOptions worker{.address = options_.worker_address, .task_id = task_id};
+  worker.tls = options_.tls;
+  worker.tls.require_client_cert = false;
+  if (!options_.worker_ca_path.empty()) worker.tls.root_ca_path = options_.worker_ca_path;
+  worker.server_name = options_.worker_name;
+  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<WorkerEvaluator> w,
+                          WorkerEvaluator::Create(std::move(worker), eval));
+  return std::unique_ptr<ModelEvaluator>(std::move(w));
 }
 
 absl::StatusOr<std::unique_ptr<CoordinatorDaemon>> CoordinatorDaemon::Start(
@@ -188,7 +241,11 @@ absl::StatusOr<std::unique_ptr<CoordinatorDaemon>> CoordinatorDaemon::Start(
   if (options.chunk_bytes < 1024 || options.chunk_bytes > (size_t{1} << 20)) {
     return absl::InvalidArgumentError("chunk_bytes must be in [1 KiB, 1 MiB]");
   }
+  const std::filesystem::path state(options.state_dir);
   std::unique_ptr<CoordinatorDaemon> d(new CoordinatorDaemon());
+  d->ticket_key_ = ticket_key;
+  d->clock_ = clock;
+  d->random_ = random;
   TANDEM_ASSIGN_OR_RETURN(
       std::shared_ptr<grpc::Channel> leader_channel,
       MakeCollectorChannel(options.leader_address, options.tls, options.leader_name));
@@ -197,22 +254,8 @@ absl::StatusOr<std::unique_ptr<CoordinatorDaemon>> CoordinatorDaemon::Start(
       MakeCollectorChannel(options.helper_address, options.tls, options.helper_name));
   d->leader_ = std::make_unique<GrpcAggregatorClient>(std::move(leader_channel));
   d->helper_ = std::make_unique<GrpcAggregatorClient>(std::move(helper_channel));
-  if (!options.worker_address.empty()) {
-    WorkerEvaluatorOptions worker{.address = options.worker_address, .task_id = co.task_id};
-    worker.tls = options.tls;
-    worker.tls.require_client_cert = false;
-    if (!options.worker_ca_path.empty()) worker.tls.root_ca_path = options.worker_ca_path;
-    worker.server_name = options.worker_name;
-    TANDEM_ASSIGN_OR_RETURN(d->worker_, WorkerEvaluator::Create(std::move(worker), eval_data));
-    co.evaluator = d->worker_.get();
-  }
-  TANDEM_ASSIGN_OR_RETURN(
-      std::unique_ptr<CoordinatorStore> store,
-      CoordinatorStore::Open((std::filesystem::path(options.state_dir) / "coordinator.db").string()));
   TANDEM_ASSIGN_OR_RETURN(DeviceRegistryOptions registry_options, RegistryOptions(options));
-  TANDEM_ASSIGN_OR_RETURN(
-      d->device_store_,
-      DeviceStore::Open((std::filesystem::path(options.state_dir) / "devices.db").string()));
+  TANDEM_ASSIGN_OR_RETURN(d->device_store_, DeviceStore::Open((state / "devices.db").string()));
   TANDEM_ASSIGN_OR_RETURN(d->devices_, DeviceRegistry::Create(std::move(registry_options),
                                                               d->device_store_.get(), clock));
   if (options.device_policy == DevicePolicy::kOpen) {
@@ -220,14 +263,39 @@ absl::StatusOr<std::unique_ptr<CoordinatorDaemon>> CoordinatorDaemon::Start(
                            "one-host simulations only)";
   }
   co.devices = d->devices_.get();
-  // Released models: state_dir/models/<task>/v<N>.safetensors (tandem-admin
-  // task export reads them).
-  co.models_dir = (std::filesystem::path(options.state_dir) / "models" / co.task_id).string();
-  TANDEM_ASSIGN_OR_RETURN(d->coordinator_,
-                          Coordinator::Create(std::move(co), std::move(ticket_key),
-                                              std::move(eval_data), d->leader_.get(),
-                                              d->helper_.get(), std::move(store), clock, random));
-  d->service_ = std::make_unique<CoordinatorService>(d->coordinator_.get(), options.chunk_bytes);
+  TANDEM_ASSIGN_OR_RETURN(d->task_store_, TaskStore::Open((state / "tasks.db").string()));
+  TaskHostOptions host;
+  host.devices = d->devices_.get();
+  host.store = d->task_store_.get();
+  host.tasks_dir = (state / "tasks").string();
+  host.models_root = (state / "models").string();
+  host.factory = [dp = d.get()](const proto::TaskSpec& spec, const std::string& dir) {
+    return dp->BuildTask(spec, dir);
+  };
+  host.clock = clock;
+  host.tick = options.tick;
+  host.max_tasks = options.max_tasks;
+  TANDEM_ASSIGN_OR_RETURN(d->tasks_, TaskHost::Create(std::move(host)));
+  // The command line's task keeps the layout it always had: its store is
+  // state_dir/coordinator.db, its released models state_dir/models/<task>.
+  if (options.boot_task) {
+    co.models_dir = (state / "models" / co.task_id).string();
+    TaskParts parts;
+    if (!options.worker_address.empty()) {
+      d->options_ = options;  // MakeWorkerEvaluator reads the worker's settings
+      TANDEM_ASSIGN_OR_RETURN(parts.evaluator, d->MakeWorkerEvaluator(co.task_id, eval_data));
+      co.evaluator = parts.evaluator.get();
+    }
+    TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<CoordinatorStore> store,
+                            CoordinatorStore::Open((state / "coordinator.db").string()));
+    TANDEM_ASSIGN_OR_RETURN(
+        parts.coordinator,
+        Coordinator::Create(co, ticket_key, std::move(eval_data), d->leader_.get(),
+                            d->helper_.get(), std::move(store), clock, random));
+    TANDEM_RETURN_IF_ERROR(d->tasks_->Adopt(std::move(parts), options.boot_spec));
+  }
+  d->options_ = options;
+  d->service_ = std::make_unique<CoordinatorService>(d->tasks_.get(), options.chunk_bytes);
   TANDEM_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> server_creds,
                           MakeServerCredentials(options.tls));
   grpc::ServerBuilder builder;
@@ -262,30 +330,23 @@ absl::StatusOr<std::unique_ptr<CoordinatorDaemon>> CoordinatorDaemon::Start(
     if (host.empty() || host == "localhost") host = "127.0.0.1";
     TANDEM_ASSIGN_OR_RETURN(d->metrics_,
                             MetricsServer::Start(absl::StrCat(host, ":", options.metrics_port)));
-    d->metrics_->Register(MakeCoordinatorCollectable(d->coordinator_.get()));
+    d->metrics_->Register(MakeCoordinatorCollectable(d->tasks_.get()));
     d->metrics_->Register(rpc_metrics);
   }
   TANDEM_RETURN_IF_ERROR(d->StartAdmin(options));
-  d->driver_ = std::thread([dp = d.get(), tick = options.tick] { dp->Drive(tick); });
+  // Every task's driver, the registry's API tasks re-created first.
+  TANDEM_RETURN_IF_ERROR(d->tasks_->Start());
   return d;
-}
-
-void CoordinatorDaemon::Drive(absl::Duration tick) {
-  while (!stop_) {
-    if (absl::Status s = coordinator_->Tick(); !s.ok()) {
-      TANDEM_LOG(ERROR) << "coordinator: " << s << " (retrying)";
-    }
-    absl::SleepFor(tick);
-  }
 }
 
 void CoordinatorDaemon::Shutdown() {
   if (stop_.exchange(true)) return;
-  if (driver_.joinable()) driver_.join();
+  // Listeners first (no task API call runs while the drivers stop).
   if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   if (admin_server_) {
     admin_server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   }
+  if (tasks_) tasks_->Stop();
   metrics_.reset();
 }
 

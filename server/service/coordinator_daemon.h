@@ -16,17 +16,20 @@
 #include <grpcpp/server.h>
 
 #include <atomic>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
-#include <thread>
 
 #include "absl/status/statusor.h"
 #include "base/grpc_caller_gate.h"
 #include "base/grpc_credentials.h"
 #include "base/metrics_server.h"
 #include "server/core/coordinator.h"
+#include "server/core/task_host.h"
 #include "server/service/admin_service.h"
 #include "server/service/coordinator_service.h"
+#include "server/service/task_admin_service.h"
 #include "server/store/device_store.h"
 #include "server/transport/grpc_aggregator_client.h"
 #include "server/transport/worker_evaluator.h"
@@ -34,6 +37,8 @@
 namespace tandem::server {
 
 struct CoordinatorDaemonOptions {
+  // The command line's task (unless !boot_task), and for every task the
+  // defaults the API's documents do not set: endpoints, devices, evaluator.
   // coordinator.leader / .helper: the upload endpoints announced to clients.
   // Their addresses are required with TLS (the upload listener is not the
   // collector listener); in plaintext they default to leader/helper_address.
@@ -99,6 +104,16 @@ struct CoordinatorDaemonOptions {
   // plaintext: loopback only, no identity check.
   std::string admin_listen_address;
   std::vector<std::string> admin_identities;
+  // Tasks (server/core/task_host.h): whether the command line's task runs
+  // (false: only the task API's), its document when it came from one (the
+  // registry shows it), the most tasks at once, and how an API task's MLP
+  // gets its dataset by name ("digits", "fmnist"; null = such tasks are
+  // refused with FAILED_PRECONDITION). API tasks live in
+  // state_dir/tasks/<id>/, the registry in state_dir/tasks.db.
+  bool boot_task = true;
+  proto::TaskSpec boot_spec;
+  size_t max_tasks = 64;
+  std::function<absl::StatusOr<ml::Dataset>(const std::string& name)> load_dataset;
 };
 
 class CoordinatorDaemon {
@@ -116,32 +131,42 @@ class CoordinatorDaemon {
   int metrics_port() const { return metrics_ ? metrics_->port() : -1; }
   int admin_port() const { return admin_port_; }
   DeviceRegistry& devices() { return *devices_; }
-  Coordinator& coordinator() { return *coordinator_; }
+  // The command line's task (null when it does not run).
+  std::shared_ptr<Coordinator> coordinator() { return tasks_->BootTask(); }
+  TaskHost& tasks() { return *tasks_; }
   // Stops the driver and the servers (idempotent).
   void Shutdown();
 
  private:
   CoordinatorDaemon() = default;
-  void Drive(absl::Duration tick);
+  // Builds an API task from its document (the TaskHost's factory).
+  absl::StatusOr<TaskParts> BuildTask(const proto::TaskSpec& spec, const std::string& task_dir);
+  // The worker's evaluator of one task (options_' worker settings).
+  absl::StatusOr<std::unique_ptr<ModelEvaluator>> MakeWorkerEvaluator(const std::string& task_id,
+                                                                      const ml::Dataset& eval);
   // The operator API's listener, when options.admin_listen_address is set.
   absl::Status StartAdmin(const CoordinatorDaemonOptions& options);
 
   std::unique_ptr<GrpcAggregatorClient> leader_;
   std::unique_ptr<GrpcAggregatorClient> helper_;
-  std::unique_ptr<WorkerEvaluator> worker_;  // outlives coordinator_
+  CoordinatorDaemonOptions options_;  // endpoints resolved; boot task moved out
+  std::optional<crypto::Ed25519SigningKey> ticket_key_;
+  const Clock* clock_ = nullptr;
+  SecureRandom* random_ = nullptr;
   std::unique_ptr<DeviceStore> device_store_;  // outlives devices_
-  std::unique_ptr<DeviceRegistry> devices_;    // outlives coordinator_
+  std::unique_ptr<DeviceRegistry> devices_;    // outlives tasks_
+  std::unique_ptr<TaskStore> task_store_;      // outlives tasks_
+  std::unique_ptr<TaskHost> tasks_;
   RefusalCounters admin_refusals_;
   std::unique_ptr<CallerGate> admin_gate_;
   std::unique_ptr<CoordinatorAdminService> admin_service_;
+  std::unique_ptr<TaskAdminService> task_admin_service_;
   std::unique_ptr<grpc::Server> admin_server_;
   int admin_port_ = 0;
-  std::unique_ptr<Coordinator> coordinator_;
   std::unique_ptr<CoordinatorService> service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<MetricsServer> metrics_;
   std::atomic<bool> stop_{false};
-  std::thread driver_;
   int port_ = 0;
 };
 

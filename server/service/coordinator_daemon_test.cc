@@ -270,10 +270,10 @@ TEST_F(CoordinatorDaemonTest, OverTlsOpensRoundsAsTheCoordinatorAndHandsOutTicke
   o.tick = absl::Milliseconds(10);
   TANDEM_ASSERT_OK_AND_ASSIGN(auto d, CoordinatorDaemon::Start(o, EvalData(), RealClock::Default(),
                                                                random_.get()));
-  for (int i = 0; i < 500 && d->coordinator().Status().phase() != "collecting"; ++i) {
+  for (int i = 0; i < 500 && d->coordinator()->Status().phase() != "collecting"; ++i) {
     absl::SleepFor(absl::Milliseconds(20));
   }
-  ASSERT_EQ(d->coordinator().Status().phase(), "collecting");
+  ASSERT_EQ(d->coordinator()->Status().phase(), "collecting");
   for (RunningCollector* c : {&leader, &helper}) {
     ASSERT_EQ(c->service.opened().size(), 1u);
     EXPECT_NE(c->service.callers()[0].find("coordinator.tandem"), std::string::npos);
@@ -327,7 +327,7 @@ TEST_F(CoordinatorDaemonTest, OverTlsOpensRoundsAsTheCoordinatorAndHandsOutTicke
     grpc::ClientContext cc;
     EXPECT_TRUE(stub->UploadDone(&cc, done, &resp).ok());
   }
-  EXPECT_EQ(d->coordinator().Status().uploads_done(), 1u);
+  EXPECT_EQ(d->coordinator()->Status().uploads_done(), 1u);
   d->Shutdown();
   leader.server->Shutdown();
   helper.server->Shutdown();

@@ -1,5 +1,7 @@
-// tandem-coordinator: runs the rounds of one federated task over the two
-// aggregation servers.
+// tandem-coordinator: runs the rounds of federated tasks over the two
+// aggregation servers: the one its command line defines and any an operator
+// creates through the task API (tandem-admin task create; server/core/
+// task_host.h).
 //   tandem-coordinator --leader=leader:7101 --helper=helper:7102
 //     --announce_leader=leader:7001 --announce_helper=helper:7002
 //     --tls_cert=coordinator.pem --tls_key=coordinator.key --tls_ca=ca.pem
@@ -86,6 +88,11 @@ ABSL_FLAG(std::string, admin_listen, "",
 ABSL_FLAG(std::string, admin_identities, "",
           "comma-separated certificate identities (DNS SAN or CN) of the operators allowed on "
           "--admin_listen (required with TLS)");
+ABSL_FLAG(bool, command_line_task, true,
+          "run the task the command line defines (--task_spec or the task flags); "
+          "--nocommand_line_task runs only the tasks operators create with tandem-admin task "
+          "create (the task API on --admin_listen)");
+ABSL_FLAG(int32_t, max_tasks, 64, "most tasks running at once in this coordinator");
 ABSL_FLAG(std::string, task_id, "default", "task id");
 ABSL_FLAG(std::string, dataset, "digits", "held-out data for evaluation: digits or fmnist");
 ABSL_FLAG(int64_t, eval_items, 2000, "fmnist test images used (0 = all)");
@@ -282,6 +289,7 @@ absl::StatusOr<std::unique_ptr<tandem::server::CoordinatorDaemon>> Run() {
       }
     }
     TANDEM_ASSIGN_OR_RETURN(const tandem::proto::TaskSpec spec, tandem::server::ReadTaskSpec(path));
+    d.boot_spec = spec;
     TANDEM_ASSIGN_OR_RETURN(tandem::server::TaskFromSpec t,
                             tandem::server::TaskOptionsFromSpec(
                                 spec, std::filesystem::path(path).parent_path().string()));
@@ -303,10 +311,21 @@ absl::StatusOr<std::unique_ptr<tandem::server::CoordinatorDaemon>> Run() {
     c.initial_params = std::move(m.params);
     dataset.clear();
   }
+  d.boot_task = absl::GetFlag(FLAGS_command_line_task);
+  if (absl::GetFlag(FLAGS_max_tasks) < 1)
+    return absl::InvalidArgumentError("--max_tasks must be >= 1");
+  d.max_tasks = static_cast<size_t>(absl::GetFlag(FLAGS_max_tasks));
+  // An API task's MLP names its dataset; the held-out split is this
+  // process's (--data_seed, --eval_items), loaded when a task asks for it.
+  d.load_dataset = [seed = absl::GetFlag(FLAGS_data_seed), items = absl::GetFlag(FLAGS_eval_items)](
+                       const std::string& name) -> absl::StatusOr<tandem::ml::Dataset> {
+    TANDEM_ASSIGN_OR_RETURN(auto data, tandem::ml::LoadNamedDataset(name, seed, 1, items));
+    return std::move(data.second);
+  };
   // An MLP's dataset: its input and classes, and the coordinator's held-out
   // evaluation. An opaque model has neither (nothing is loaded).
   tandem::ml::Dataset eval;
-  if (!dataset.empty()) {
+  if (!dataset.empty() && d.boot_task) {
     TANDEM_ASSIGN_OR_RETURN(auto data,
                             tandem::ml::LoadNamedDataset(dataset, absl::GetFlag(FLAGS_data_seed), 1,
                                                          absl::GetFlag(FLAGS_eval_items)));
@@ -322,7 +341,7 @@ absl::StatusOr<std::unique_ptr<tandem::server::CoordinatorDaemon>> Run() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage("tandem coordinator: rounds of one federated task");
+  absl::SetProgramUsageMessage("tandem coordinator: rounds of federated tasks");
   // State files (SQLite databases, WAL, segments) readable by this user only.
   ::umask(077);
   absl::ParseCommandLine(argc, argv);

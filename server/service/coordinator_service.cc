@@ -25,7 +25,7 @@ grpc::Status CoordinatorService::CheckIn(grpc::ServerContext* context,
                                          const proto::CheckInRequest* request,
                                          proto::CheckInResponse* response) {
   absl::StatusOr<proto::CheckInResponse> r =
-      coordinator_->CheckIn(*request, SourceAddress(context->peer()));
+      tasks_->CheckIn(*request, SourceAddress(context->peer()));
   if (!r.ok()) return ToGrpcStatus(r.status());
   *response = *std::move(r);
   return grpc::Status::OK;
@@ -35,7 +35,7 @@ grpc::Status CoordinatorService::DownloadModel(grpc::ServerContext* context,
                                                const proto::DownloadModelRequest* request,
                                                grpc::ServerWriter<proto::ModelChunk>* writer) {
   absl::StatusOr<std::shared_ptr<const std::string>> blob =
-      coordinator_->ModelBlob(request->task_id(), request->model_version());
+      tasks_->ModelBlob(request->task_id(), request->model_version());
   if (!blob.ok()) return ToGrpcStatus(blob.status());
   const std::string& data = **blob;
   unsigned char digest[EVP_MAX_MD_SIZE];
@@ -55,7 +55,7 @@ grpc::Status CoordinatorService::DownloadModel(grpc::ServerContext* context,
     offset += n;
     if (offset == data.size()) chunk.set_sha256(digest, digest_len);
     if (!writer->Write(chunk)) return grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
-    coordinator_->AddBytesDown(n);
+    tasks_->AddBytesDown(request->task_id(), n);
   } while (offset < data.size());
   return grpc::Status::OK;
 }
@@ -63,23 +63,22 @@ grpc::Status CoordinatorService::DownloadModel(grpc::ServerContext* context,
 grpc::Status CoordinatorService::UploadDone(grpc::ServerContext*,
                                             const proto::UploadDoneRequest* request,
                                             proto::UploadDoneResponse*) {
-  return ToGrpcStatus(coordinator_->UploadDone(*request));
+  return ToGrpcStatus(tasks_->UploadDone(*request));
 }
 
 grpc::Status CoordinatorService::Status(grpc::ServerContext*,
                                         const proto::CoordinatorStatusRequest* request,
                                         proto::CoordinatorStatusResponse* response) {
-  grpc::Status s = FullStatus(*coordinator_, *request, response);
+  grpc::Status s = FullStatus(*tasks_, *request, response);
   if (s.ok()) RedactForPublic(response);
   return s;
 }
 
-grpc::Status FullStatus(Coordinator& coordinator, const proto::CoordinatorStatusRequest& request,
+grpc::Status FullStatus(TaskHost& tasks, const proto::CoordinatorStatusRequest& request,
                         proto::CoordinatorStatusResponse* response) {
-  *response = coordinator.Status();
-  if (!request.task_id().empty() && request.task_id() != response->task_id()) {
-    return grpc::Status(grpc::StatusCode::NOT_FOUND, "no such task here");
-  }
+  absl::StatusOr<proto::CoordinatorStatusResponse> s = tasks.Status(request.task_id());
+  if (!s.ok()) return ToGrpcStatus(s.status());
+  *response = *std::move(s);
   return grpc::Status::OK;
 }
 

@@ -5,21 +5,23 @@
 // whole serialized Model.
 // Status is the public view (RedactForPublic); operators read the full one
 // on the admin listener (CoordinatorAdmin.Status, admin_service.h).
-// Thread-safe (the Coordinator is). Does not own the Coordinator.
+// Routes every call to its task (task_host.h). Thread-safe (the host is).
+// Does not own the host.
 #ifndef TANDEM_SERVER_SERVICE_COORDINATOR_SERVICE_H_
 #define TANDEM_SERVER_SERVICE_COORDINATOR_SERVICE_H_
 
 #include <cstddef>
 
 #include "proto/coordinator.grpc.pb.h"
-#include "server/core/coordinator.h"
+#include "server/core/task_host.h"
 
 namespace tandem::server {
 
-// The coordinator's full status for `request` (NOT_FOUND for another task
-// id): the operator's view, before any redaction. Shared by the public and
-// the admin Status RPCs.
-grpc::Status FullStatus(Coordinator& coordinator, const proto::CoordinatorStatusRequest& request,
+// The full status of the task `request` names (task_host.h: an empty id
+// names the command line's task; NOT_FOUND for an unknown one): the
+// operator's view, before any redaction. Shared by the public and the admin
+// Status RPCs.
+grpc::Status FullStatus(TaskHost& tasks, const proto::CoordinatorStatusRequest& request,
                         proto::CoordinatorStatusResponse* response);
 
 // Clears what an anonymous caller must not see: the open round's live
@@ -28,8 +30,8 @@ void RedactForPublic(proto::CoordinatorStatusResponse* status);
 
 class CoordinatorService final : public proto::Coordinator::Service {
  public:
-  explicit CoordinatorService(Coordinator* coordinator, size_t chunk_bytes = size_t{1} << 20)
-      : coordinator_(coordinator), chunk_bytes_(chunk_bytes) {}
+  explicit CoordinatorService(TaskHost* tasks, size_t chunk_bytes = size_t{1} << 20)
+      : tasks_(tasks), chunk_bytes_(chunk_bytes) {}
 
   grpc::Status CheckIn(grpc::ServerContext* context, const proto::CheckInRequest* request,
                        proto::CheckInResponse* response) override;
@@ -42,7 +44,7 @@ class CoordinatorService final : public proto::Coordinator::Service {
                       proto::CoordinatorStatusResponse* response) override;
 
  private:
-  Coordinator* coordinator_;
+  TaskHost* tasks_;
   size_t chunk_bytes_;
 };
 

@@ -74,7 +74,13 @@ TEST(CoordinatorService, StreamsAModelLargerThanOneMessageAndValidatesRequests) 
   TANDEM_ASSERT_OK_AND_ASSIGN(auto ticket_key, crypto::Ed25519SigningKey::Generate(random.get()));
   TANDEM_ASSERT_OK_AND_ASSIGN(auto c, Coordinator::Create(o, ticket_key, eval, &leader, &helper,
                                                           std::move(store), &clock, random.get()));
-  CoordinatorService service(c.get());
+  // A host of this one task, without a registry (no task API).
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto host,
+                              TaskHost::Create({.devices = devices.get(), .clock = &clock}));
+  TaskParts parts;
+  parts.coordinator = std::move(c);
+  TANDEM_ASSERT_OK(host->Adopt(std::move(parts), {}));
+  CoordinatorService service(host.get());
   int port = 0;
   grpc::ServerBuilder builder;
   builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
@@ -153,7 +159,7 @@ TEST(CoordinatorService, StreamsAModelLargerThanOneMessageAndValidatesRequests) 
   }
   // Downloaded bytes are counted; /metrics serves them.
   TANDEM_ASSERT_OK_AND_ASSIGN(auto metrics, MetricsServer::Start("127.0.0.1:0"));
-  metrics->Register(MakeCoordinatorCollectable(c.get()));
+  metrics->Register(MakeCoordinatorCollectable(host.get()));
   metrics->Register(rpc_registry);
   const std::string page = HttpGet(metrics->port(), "/metrics");
   EXPECT_NE(page.find("200 OK"), std::string::npos);
@@ -172,6 +178,10 @@ TEST(CoordinatorService, StreamsAModelLargerThanOneMessageAndValidatesRequests) 
   EXPECT_NE(page.find("tandem_rpc_server_handling_seconds_count{grpc_method=\"DownloadModel\""),
             std::string::npos)
       << page;
+  // One family per name (Prometheus refuses a repeated HELP/TYPE).
+  EXPECT_EQ(page.find("# TYPE tandem_coordinator_phase gauge"),
+            page.rfind("# TYPE tandem_coordinator_phase gauge"));
+  EXPECT_NE(page.find("tandem_coordinator_tasks 1"), std::string::npos) << page;
   EXPECT_NE(HttpGet(metrics->port(), "/other").find("404"), std::string::npos);
   server->Shutdown();
 }
