@@ -9,8 +9,12 @@
 //       [--public_key=HEX] [--device_id=dev-...]
 //       --tls_cert=op.pem --tls_key=op.key --tls_ca=ca.pem   (mutual TLS)
 //       or --insecure_plaintext (a loopback coordinator)
-//   tandem-admin task export --state_dir=/var/lib/tandem/coordinator
-//       [--task=default] [--version=N] --out=model.safetensors
+//   tandem-admin task create --spec=task.textproto --admin=HOST:PORT (TLS flags)
+//   tandem-admin task list|show|pause|resume|delete [--task=ID] --admin=...
+//       the coordinator's task API (server/admin/task_commands.h)
+//   tandem-admin task export [--task=default] [--version=N] --out=model.safetensors
+//       (--admin=HOST:PORT, over the task API; or --state_dir=DIR, read from
+//       a coordinator's state directory on this machine)
 //       a released model (the latest by default), validated, as safetensors
 // Exit status 0 on success, 1 on any error (printed on stderr).
 #include <grpcpp/grpcpp.h>
@@ -39,13 +43,17 @@
 #include "crypto/sign/ed25519.h"
 #include "ml/model/safetensors.h"
 #include "proto/coordinator.grpc.pb.h"
+#include "server/admin/task_commands.h"
 #include "server/core/released_models.h"
 
 ABSL_FLAG(std::string, out, "",
           "keygen: path prefix of the key pair (.key and .pub); task export: the .safetensors "
           "file to write");
 ABSL_FLAG(std::string, state_dir, "", "task export: the coordinator's --state_dir");
-ABSL_FLAG(std::string, task, "default", "task export: the task id");
+ABSL_FLAG(std::string, task, "default", "task show|pause|resume|delete|export: the task id");
+ABSL_FLAG(std::string, spec, "",
+          "task create: the TaskSpec textproto (an opaque model's weights_file, relative to it, "
+          "is sent with it)");
 ABSL_FLAG(uint64_t, version, 0, "task export: the released version (0 = the latest)");
 ABSL_FLAG(std::string, signing_key, "", "token mint: the operator's Ed25519 PKCS#8 PEM");
 ABSL_FLAG(int, count, 1, "token mint: tokens to print");
@@ -53,7 +61,7 @@ ABSL_FLAG(int64_t, ttl_s, 86400, "token mint: seconds until the tokens expire");
 ABSL_FLAG(std::string, issuer, "operator", "token mint: audit label [A-Za-z0-9._-]{0,64}");
 ABSL_FLAG(std::string, device_public_key, "",
           "token mint: hex of the one device key the token admits (empty = any one device)");
-ABSL_FLAG(std::string, admin, "", "devices: the coordinator's admin listener host:port");
+ABSL_FLAG(std::string, admin, "", "devices, task: the coordinator's admin listener host:port");
 ABSL_FLAG(std::string, public_key, "", "devices enroll: hex of the device's Ed25519 public key");
 ABSL_FLAG(std::string, device_id, "", "devices revoke: the device id (dev-...)");
 ABSL_FLAG(std::string, tls_cert, "", "devices: the operator's PEM certificate chain");
@@ -223,17 +231,29 @@ absl::Status Run(const std::vector<char*>& args) {
   if (cmd == "keygen") return Keygen();
   if (cmd == "token" && sub == "mint") return MintTokens();
   if (cmd == "devices") return Devices(sub);
-  if (cmd == "task" && sub == "export") return ExportTask();
+  if (cmd == "task" && sub == "export" && absl::GetFlag(FLAGS_admin).empty()) return ExportTask();
+  if (cmd == "task") {
+    tandem::server::TaskCommandArgs a;
+    a.admin = absl::GetFlag(FLAGS_admin);
+    a.tls = {absl::GetFlag(FLAGS_insecure_plaintext), absl::GetFlag(FLAGS_tls_cert),
+             absl::GetFlag(FLAGS_tls_key), absl::GetFlag(FLAGS_tls_ca), false};
+    a.task = absl::GetFlag(FLAGS_task);
+    a.spec_path = absl::GetFlag(FLAGS_spec);
+    a.version = absl::GetFlag(FLAGS_version);
+    a.out = absl::GetFlag(FLAGS_out);
+    return tandem::server::RunTaskCommand(sub, a);
+  }
   return absl::InvalidArgumentError(
-      "usage: tandem-admin keygen | token mint | devices list|enroll|revoke | task export "
-      "(see --help)");
+      "usage: tandem-admin keygen | token mint | devices list|enroll|revoke | task "
+      "create|list|show|pause|resume|delete|export (see --help)");
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "tandem operator tool: keygen, token mint, devices list|enroll|revoke, task export");
+      "tandem operator tool: keygen, token mint, devices list|enroll|revoke, task "
+      "create|list|show|pause|resume|delete|export");
   const std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   if (absl::Status s = Run(args); !s.ok()) {
     std::fprintf(stderr, "tandem-admin: %s\n", s.ToString().c_str());

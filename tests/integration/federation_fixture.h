@@ -55,7 +55,7 @@ class FederationFixture : public ::testing::Test {
     o.certs_dir = dir_;
     o.ticket_public_key = dir_ + "/ticket.pub";
     o.policy = "min_noise_multiplier: 0 min_batch_size: 1 epsilon_budget: inf";
-    o.tasks = {"default"};  // provisioned, as in a deployment
+    o.tasks = ProvisionedTasks();  // as in a deployment
     auto pair = StartAggregatorPair(TANDEM_AGGREGATOR_BIN, dir_ + "/aggregators", o);
     ASSERT_TRUE(pair.ok()) << pair.status();
     pair_ = *std::move(pair);
@@ -64,6 +64,8 @@ class FederationFixture : public ::testing::Test {
     // Devices enroll with single-use tokens of this operator key.
     ASSERT_TRUE(EnsureEnrollmentKey(dir_).ok());
   }
+  // The tasks both aggregators' operators provision.
+  virtual std::vector<std::string> ProvisionedTasks() { return {"default"}; }
   void TearDown() override {
     clients_.clear();
     coordinator_.reset();
@@ -116,15 +118,18 @@ class FederationFixture : public ::testing::Test {
     // The operator's view (mutual TLS to the admin listener).
     o.pem_cert_chain = ReadAll(dir_ + "/operator.pem");
     o.pem_private_key = ReadAll(dir_ + "/operator.key");
-    admin_stub_ = proto::CoordinatorAdmin::NewStub(
-        grpc::CreateChannel(absl::StrCat("127.0.0.1:", admin_port_), grpc::SslCredentials(o)));
+    admin_channel_ =
+        grpc::CreateChannel(absl::StrCat("127.0.0.1:", admin_port_), grpc::SslCredentials(o));
+    admin_stub_ = proto::CoordinatorAdmin::NewStub(admin_channel_);
   }
   static std::string ReadAll(const std::string& path) {
     std::ifstream in(path);
     return std::string(std::istreambuf_iterator<char>(in), {});
   }
-  void StartClient(int shard, int num_shards) {
-    const std::string id = absl::StrCat("client", shard);
+  // A tandem-client process on shard `shard` of the digits training split;
+  // `task` names its task (empty: any task the coordinator offers).
+  void StartClient(int shard, int num_shards, const std::string& task = "") {
+    const std::string id = absl::StrCat("client", shard, task.empty() ? "" : "-", task);
     std::vector<std::string> args = {absl::StrCat("--coordinator=127.0.0.1:", port_),
                                      "--client_id=" + id,
                                      "--dataset=digits",
@@ -138,6 +143,7 @@ class FederationFixture : public ::testing::Test {
                                      "--leader_name=leader.tandem",
                                      "--helper=" + pair_.helper_address(),
                                      "--helper_name=helper.tandem"};
+    if (!task.empty()) args.push_back("--task_id=" + task);
     absl::StatusOr<std::string> token = WriteEnrollmentToken(dir_, dir_ + "/" + id + ".token");
     ASSERT_TRUE(token.ok()) << token.status();
     args.push_back("--enrollment_token_file=" + *token);
@@ -145,29 +151,36 @@ class FederationFixture : public ::testing::Test {
     ASSERT_TRUE(p.ok()) << p.status();
     clients_.push_back(*std::move(p));
   }
-  // The operator's full status (CoordinatorAdmin.Status).
-  absl::StatusOr<proto::CoordinatorStatusResponse> Status() { return StatusOf(true); }
+  // The operator's full status (CoordinatorAdmin.Status) of the command
+  // line's task, or of `task`.
+  absl::StatusOr<proto::CoordinatorStatusResponse> Status(const std::string& task = "") {
+    return StatusOf(true, task);
+  }
   // What anyone may read (Coordinator.Status: no live counts, no worker address).
   absl::StatusOr<proto::CoordinatorStatusResponse> PublicStatus() { return StatusOf(false); }
-  absl::StatusOr<proto::CoordinatorStatusResponse> StatusOf(bool admin) {
+  absl::StatusOr<proto::CoordinatorStatusResponse> StatusOf(bool admin,
+                                                            const std::string& task = "") {
     if ((admin ? admin_stub_ == nullptr : stub_ == nullptr)) {
       return absl::FailedPreconditionError("no coordinator started (StartCoordinatorWith)");
     }
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
     proto::CoordinatorStatusResponse s;
-    grpc::Status st = admin ? admin_stub_->Status(&ctx, proto::CoordinatorStatusRequest(), &s)
-                            : stub_->Status(&ctx, proto::CoordinatorStatusRequest(), &s);
+    proto::CoordinatorStatusRequest req;
+    req.set_task_id(task);
+    grpc::Status st = admin ? admin_stub_->Status(&ctx, req, &s) : stub_->Status(&ctx, req, &s);
     if (!st.ok()) return absl::UnavailableError(st.error_message());
     return s;
   }
-  // Polls until `pred` holds or `timeout` passes; returns the last status.
+  // Polls until `pred` holds or `timeout` passes; returns the last status
+  // (of `task`, default the command line's).
   template <typename Pred>
-  proto::CoordinatorStatusResponse WaitFor(Pred pred, absl::Duration timeout) {
+  proto::CoordinatorStatusResponse WaitFor(Pred pred, absl::Duration timeout,
+                                           const std::string& task = "") {
     const absl::Time end = absl::Now() + timeout;
     proto::CoordinatorStatusResponse last;
     while (absl::Now() < end) {
-      absl::StatusOr<proto::CoordinatorStatusResponse> s = Status();
+      absl::StatusOr<proto::CoordinatorStatusResponse> s = Status(task);
       if (s.ok()) {
         last = *s;
         if (pred(last)) break;
@@ -183,6 +196,7 @@ class FederationFixture : public ::testing::Test {
   int admin_port_ = 0;
   std::unique_ptr<DaemonProcess> coordinator_;
   std::unique_ptr<proto::Coordinator::Stub> stub_;
+  std::shared_ptr<grpc::Channel> admin_channel_;  // the operator's (mutual TLS)
   std::unique_ptr<proto::CoordinatorAdmin::Stub> admin_stub_;
   std::vector<std::unique_ptr<ChildProcess>> clients_;
 };
