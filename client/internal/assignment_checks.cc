@@ -9,6 +9,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "base/status_macros.h"
+#include "ml/spec/model_from_spec.h"
 
 namespace tandem::client {
 namespace {
@@ -238,6 +240,17 @@ absl::StatusOr<uint64_t> CheckTrainingBounds(const proto::TrainingConfig& tc,
   }
   const proto::ModelSpec& m = tc.model();
   if (m.tensors_size() > 0) return CheckOpaqueModel(m, o);
+  if (ml::IsLayered(m)) {
+    // A native layer list: shapes chain and sizes are bounded
+    // (ml/spec/model_from_spec.h), checked without allocating.
+    TANDEM_ASSIGN_OR_RETURN(const int64_t n, ml::NativeParamCount(m));
+    if (static_cast<uint64_t>(n) > o.max_model_bytes / sizeof(float)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the task's model has ", n, " parameters, more than this client's max_model_bytes (",
+          o.max_model_bytes, ") hold"));
+    }
+    return static_cast<uint64_t>(n);
+  }
   if (m.hidden_size() > kMaxHiddenLayers || m.input_dim() < 1 || m.input_dim() > kMaxLayerWidth ||
       m.num_classes() < 2 || m.num_classes() > kMaxClasses) {
     return absl::InvalidArgumentError(

@@ -17,8 +17,8 @@
 #include "ml/coido/coido.h"
 #include "ml/fedluar/federated_sim.h"
 #include "ml/fedluar/fedluar.h"
-#include "ml/model/model_zoo.h"
 #include "ml/optim/optimizer.h"
+#include "ml/spec/model_from_spec.h"
 #include "ml/train/trainer.h"
 
 namespace tandem::client {
@@ -191,9 +191,8 @@ absl::StatusOr<std::unique_ptr<ml::Model>> RoundRunner::DownloadAssignedModel(
         "the task's model is opaque (named tensors the app's framework trains): use the "
         "StepwiseParticipant or the Python Participant");
   }
-  const std::vector<int64_t> hidden(tc.model().hidden().begin(), tc.model().hidden().end());
-  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<ml::Model> model,
-                          ml::MakeMlp(tc.model().input_dim(), hidden, tc.model().num_classes()));
+  // The MLP or the task's layer list (a CNN ...), as the coordinator built it.
+  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<ml::Model> model, ml::ModelFromSpec(tc.model()));
   TANDEM_RETURN_IF_ERROR(CheckRecycledLayers(tc, ml::TensorSlices(*model).size()));
   proto::DownloadModelRequest dreq;
   dreq.set_task_id(task.task_id());

@@ -12,7 +12,7 @@
 #include "client/internal/eval_metrics.h"
 #include "client/internal/report_builder.h"
 #include "ml/fedluar/federated_sim.h"
-#include "ml/model/model_zoo.h"
+#include "ml/spec/model_from_spec.h"
 
 namespace tandem::client {
 namespace {
@@ -137,9 +137,7 @@ absl::StatusOr<CheckInResult> StepwiseRunner::Assign(const proto::CheckInRespons
       ml::AppendNamedTensor(infos, t.name(), {t.shape().begin(), t.shape().end()});
     }
   } else {
-    const std::vector<int64_t> hidden(tc.model().hidden().begin(), tc.model().hidden().end());
-    TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<ml::Model> model,
-                            ml::MakeMlp(tc.model().input_dim(), hidden, tc.model().num_classes()));
+    TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<ml::Model> model, ml::ModelFromSpec(tc.model()));
     infos = model->param_infos();
   }
   TANDEM_RETURN_IF_ERROR(CheckRecycledLayers(tc, infos.size()));

@@ -11,7 +11,7 @@
 //       or --insecure_plaintext (a loopback coordinator)
 //   tandem-admin task create --spec=task.textproto --admin=HOST:PORT (TLS flags)
 //   tandem-admin task list|show|pause|resume|delete [--task=ID] --admin=...
-//       the coordinator's task API (server/admin/task_commands.h)
+//       the coordinator's task API (server/service/task_commands.h)
 //   tandem-admin task export [--task=default] [--version=N] --out=model.safetensors
 //       (--admin=HOST:PORT, over the task API; or --state_dir=DIR, read from
 //       a coordinator's state directory on this machine)
@@ -43,8 +43,8 @@
 #include "crypto/sign/ed25519.h"
 #include "ml/model/safetensors.h"
 #include "proto/coordinator.grpc.pb.h"
-#include "server/admin/task_commands.h"
 #include "server/core/released_models.h"
+#include "server/service/task_commands.h"
 
 ABSL_FLAG(std::string, out, "",
           "keygen: path prefix of the key pair (.key and .pub); task export: the .safetensors "

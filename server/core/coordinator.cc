@@ -15,6 +15,7 @@
 #include "crypto/sign/upload_ticket.h"
 #include "ml/fedluar/federated_sim.h"
 #include "ml/model/model_zoo.h"
+#include "ml/spec/model_from_spec.h"
 #include "server/core/released_models.h"
 
 namespace tandem::server {
@@ -31,6 +32,13 @@ std::string Fingerprint(const CoordinatorOptions& o) {
   for (int64_t h : o.model.hidden()) absl::StrAppend(&hidden, h, ",");
   for (const proto::TensorSpec& t : o.model.tensors()) {  // an opaque model's layout
     absl::StrAppend(&hidden, t.name(), "[", absl::StrJoin(t.shape(), "x"), "],");
+  }
+  if (ml::IsLayered(o.model)) {  // a native layer list over its input shape
+    absl::StrAppend(&hidden, "in[", absl::StrJoin(o.model.input_shape(), "x"), "]");
+    for (const proto::LayerSpec& l : o.model.layers()) {
+      absl::StrAppend(&hidden, ",", l.kind(), ":", l.units(), ":", l.kernel(), ":", l.stride(), ":",
+                      l.padding(), ":", l.vocab());
+    }
   }
   const SecureSumConfig& s = o.task.secure_sum;
   return absl::StrCat("task=", o.task_id, " model=", o.model.input_dim(), "/", hidden, "/",
@@ -131,6 +139,10 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(
     if (options.evaluator != nullptr) {
       return absl::InvalidArgumentError("a worker cannot evaluate an opaque model");
     }
+  } else if (ml::IsLayered(options.model) && options.evaluator != nullptr) {
+    // The worker's model kinds are MLPs (worker_evaluator.h): a layer list
+    // is evaluated here.
+    options.evaluator = nullptr;
   } else {
     if (options.model.input_dim() < 1 || options.model.num_classes() < 2) {
       return absl::InvalidArgumentError("model needs input_dim >= 1 and num_classes >= 2");
@@ -165,10 +177,8 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(
                                                      " values, the model ", expected));
     }
   } else {
-    const std::vector<int64_t> hidden(c->options_.model.hidden().begin(),
-                                      c->options_.model.hidden().end());
-    TANDEM_ASSIGN_OR_RETURN(c->model_, ml::MakeMlp(c->options_.model.input_dim(), hidden,
-                                                   c->options_.model.num_classes()));
+    // The MLP or the layer list, built as the C++ SDK builds it on device.
+    TANDEM_ASSIGN_OR_RETURN(c->model_, ml::ModelFromSpec(c->options_.model));
     c->model_->InitFromSeed(c->options_.init_seed);
     c->layout_ = c->model_->param_infos();
     initial = c->model_->Flatten();

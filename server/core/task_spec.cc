@@ -10,6 +10,7 @@
 #include "base/status_macros.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
+#include "ml/spec/model_from_spec.h"
 #include "server/core/released_models.h"
 
 namespace tandem::server {
@@ -35,12 +36,18 @@ absl::Status ModelOptions(const proto::TaskModelSpec& m, const std::string& base
                           TaskFromSpec* out) {
   CoordinatorOptions& o = out->options;
   const bool mlp = m.mlp_hidden_size() > 0;
-  if (mlp == !m.weights_file().empty()) {
+  const bool layered = m.layers_size() > 0;
+  if (int{mlp} + int{layered} + int{!m.weights_file().empty()} != 1) {
     return Field("model",
-                 "set either mlp_hidden (a tandem-native MLP) or weights_file (any "
-                 "model, as safetensors), not both");
+                 "set one of mlp_hidden (a tandem-native MLP), layers (a tandem-native layer "
+                 "list, e.g. a CNN) or weights_file (any model, as safetensors)");
   }
-  if (mlp) {
+  if (layered) {
+    // Checked against the dataset's input shape once the daemon loads it
+    // (ml/spec/model_from_spec.h names the layer that does not fit).
+    for (const proto::LayerSpec& l : m.layers()) *o.model.add_layers() = l;
+  }
+  if (mlp || layered) {
     for (int i = 0; i < m.mlp_hidden_size(); ++i) {
       if (m.mlp_hidden(i) < 1 || m.mlp_hidden(i) > (int64_t{1} << 24)) {
         return Field(absl::StrCat("model.mlp_hidden[", i, "]"), "must be in [1, 2^24]");
@@ -48,17 +55,18 @@ absl::Status ModelOptions(const proto::TaskModelSpec& m, const std::string& base
       o.model.add_hidden(m.mlp_hidden(i));
     }
     if (m.dataset() != "digits" && m.dataset() != "fmnist") {
-      return Field("model.dataset", "an MLP needs its dataset: \"digits\" or \"fmnist\"");
+      return Field("model.dataset", "a native model needs its dataset: \"digits\" or \"fmnist\"");
     }
     if (m.num_classes() != 0) {
-      return Field("model.num_classes", "an MLP has its dataset's classes; leave it unset");
+      return Field("model.num_classes", "a native model has its dataset's classes; leave it unset");
     }
     out->dataset = m.dataset();
     o.init_seed = m.has_init_seed() ? m.init_seed() : 1;
     return absl::OkStatus();
   }
   if (!m.dataset().empty() || m.has_init_seed()) {
-    return Field("model", "dataset and init_seed are an MLP's; a weights_file holds the weights");
+    return Field("model",
+                 "dataset and init_seed are a native model's; a weights_file holds the weights");
   }
   if (m.num_classes() < 0 || m.num_classes() == 1) {
     return Field("model.num_classes", "must be 0 (unknown) or >= 2");
@@ -236,6 +244,25 @@ absl::StatusOr<TaskFromSpec> TaskOptionsFromSpec(const proto::TaskSpec& spec,
   TANDEM_RETURN_IF_ERROR(PrivacyAndEncodingOptions(spec, &o));
   TANDEM_RETURN_IF_ERROR(RoundOptions(spec, &o));
   return out;
+}
+
+absl::Status FitModelToDataset(const ml::Dataset& data, proto::ModelSpec* model) {
+  model->set_input_dim(data.features.cols());
+  model->set_num_classes(data.num_classes);
+  if (!ml::IsLayered(*model)) return absl::OkStatus();
+  model->clear_input_shape();
+  if (data.shape.size() == data.features.cols()) {
+    for (int64_t d : {data.shape.channels, data.shape.height, data.shape.width}) {
+      model->add_input_shape(d);
+    }
+  } else {
+    model->add_input_shape(data.features.cols());
+  }
+  absl::StatusOr<int64_t> params = ml::NativeParamCount(*model);
+  if (!params.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("task_spec.", params.status().message()));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace tandem::server

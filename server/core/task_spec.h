@@ -12,6 +12,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "ml/data/dataset.h"
 #include "proto/task.pb.h"
 #include "server/core/coordinator.h"
 
@@ -36,6 +37,12 @@ struct TaskFromSpec {
 // `base_dir` resolves a relative weights_file (the spec's own directory).
 absl::StatusOr<TaskFromSpec> TaskOptionsFromSpec(const proto::TaskSpec& spec,
                                                  const std::string& base_dir);
+
+// A native model's input from its dataset (input_dim, num_classes and, for
+// a layer list, input_shape [C, H, W]), checked: INVALID_ARGUMENT
+// "task_spec.model.layers[i] (kind): ..." for a layer list that does not
+// fit the dataset's examples.
+absl::Status FitModelToDataset(const ml::Dataset& data, proto::ModelSpec* model);
 
 }  // namespace tandem::server
 

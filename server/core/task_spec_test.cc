@@ -49,6 +49,42 @@ TEST(TaskSpecTest, TheShippedExampleMapsOntoTheCoordinatorsOptions) {
   EXPECT_EQ(o.evaluation.every, 1u);
 }
 
+// A dataset of `cols` features per example in `shape`, 10 classes.
+ml::Dataset Shaped(ml::ImageShape shape, int64_t cols) {
+  ml::Dataset d;
+  d.num_classes = 10;
+  d.shape = shape;
+  d.features = ml::Matrix::Zero(2, cols);
+  d.labels = {0, 1};
+  return d;
+}
+
+TEST(TaskSpecTest, TheShippedCnnFitsImagesOfAnySizeAndNotFlatFeatures) {
+  auto spec = ReadTaskSpec(std::string(TANDEM_SOURCE_DIR) + "/deploy/tasks/digits-cnn.textproto");
+  ASSERT_THAT(spec, IsOk());
+  auto t = TaskOptionsFromSpec(*spec, "");
+  ASSERT_THAT(t, IsOk());
+  EXPECT_EQ(t->dataset, "digits");
+  ASSERT_EQ(t->options.model.layers_size(), 7);
+  proto::ModelSpec m = t->options.model;
+  ASSERT_THAT(FitModelToDataset(Shaped({1, 8, 8}, 64), &m), IsOk());
+  EXPECT_EQ(m.input_dim(), 64);
+  EXPECT_EQ(m.num_classes(), 10);
+  ASSERT_EQ(m.input_shape_size(), 3);
+  EXPECT_EQ(m.input_shape(1), 8);
+  ASSERT_THAT(FitModelToDataset(Shaped({1, 28, 28}, 784), &m), IsOk());  // fmnist
+  EXPECT_EQ(m.input_shape(2), 28);
+  // Flat features (a shape that is not the rows'): conv2d has no image.
+  absl::Status flat = FitModelToDataset(Shaped({1, 1, 1}, 64), &m);
+  EXPECT_EQ(flat.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(flat.message().find("task_spec.model.layers[0] (conv2d)"), std::string::npos) << flat;
+  // One of mlp_hidden, layers and weights_file.
+  proto::TaskSpec both = *spec;
+  both.mutable_model()->add_mlp_hidden(4);
+  EXPECT_NE(TaskOptionsFromSpec(both, "").status().message().find("task_spec.model"),
+            std::string::npos);
+}
+
 TEST(TaskSpecTest, UnsetFieldsTakeThePrivateDefaults) {
   auto t = TaskOptionsFromSpec(Parse(kMlp), "");
   ASSERT_THAT(t, IsOk());

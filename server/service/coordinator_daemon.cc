@@ -194,8 +194,7 @@ absl::StatusOr<TaskParts> CoordinatorDaemon::BuildTask(const proto::TaskSpec& sp
           "task_spec.model.dataset: this coordinator loads no dataset for an MLP task"));
     }
     TANDEM_ASSIGN_OR_RETURN(eval, options_.load_dataset(t.dataset));
-    co.model.set_input_dim(eval.features.cols());
-    co.model.set_num_classes(eval.num_classes);
+    TANDEM_RETURN_IF_ERROR(FitModelToDataset(eval, &co.model));
   }
   TaskParts parts;
   if (!options_.worker_address.empty()) {

@@ -329,8 +329,7 @@ absl::StatusOr<std::unique_ptr<tandem::server::CoordinatorDaemon>> Run() {
     TANDEM_ASSIGN_OR_RETURN(auto data,
                             tandem::ml::LoadNamedDataset(dataset, absl::GetFlag(FLAGS_data_seed), 1,
                                                          absl::GetFlag(FLAGS_eval_items)));
-    c.model.set_input_dim(data.second.features.cols());
-    c.model.set_num_classes(data.second.num_classes);
+    TANDEM_RETURN_IF_ERROR(tandem::server::FitModelToDataset(data.second, &c.model));
     eval = std::move(data.second);
   }
   return tandem::server::CoordinatorDaemon::Start(std::move(d), std::move(eval),

@@ -21,9 +21,11 @@ const std::map<std::string, std::set<std::string>>& AllowedModules() {
       {"crypto", {"base", "proto"}},
       {"ml", {"base"}},
       {"ml/worker", {"base", "ml", "proto"}},
+      // The bridge from wire descriptions to models (ml/spec/model_from_spec.h).
+      {"ml/spec", {"base", "ml", "proto"}},
       {"aggregator", {"base", "proto", "crypto"}},
-      {"client", {"base", "proto", "crypto", "ml"}},
-      {"server", {"base", "proto", "crypto", "ml"}},
+      {"client", {"base", "proto", "crypto", "ml", "ml/spec"}},
+      {"server", {"base", "proto", "crypto", "ml", "ml/spec"}},
   };
   return *rules;
 }
@@ -44,6 +46,7 @@ constexpr absl::string_view kSimulator = "server/sim";
 
 std::string ModuleOf(absl::string_view path) {
   if (absl::StartsWith(path, "ml/worker/")) return "ml/worker";
+  if (absl::StartsWith(path, "ml/spec/")) return "ml/spec";
   if (absl::StartsWith(path, "server/sim/")) return std::string(kSimulator);
   return std::string(path.substr(0, path.find('/')));
 }
@@ -54,6 +57,7 @@ std::string IncludedModule(absl::string_view include) {
   if (include.find('/') == absl::string_view::npos) return "";
   if (!ProjectModules().count(first)) return "";
   if (absl::StartsWith(include, "ml/worker/")) return "ml/worker";
+  if (absl::StartsWith(include, "ml/spec/")) return "ml/spec";
   return first;
 }
 

@@ -57,6 +57,14 @@ TEST(IncludeRules, PrometheusOnlyInAdaptersAndBaseMetrics) {
 
 TEST(IncludeRules, MlNeverSeesProtoButWorkerDoes) {
   EXPECT_THAT(CheckFile("ml/model/model.cc", "#include \"proto/common.pb.h\"\n"), SizeIs(1));
+  // ml/spec bridges proto to ml; ml itself may not include it.
+  EXPECT_THAT(CheckFile("ml/spec/model_from_spec.cc",
+                        "#include \"proto/coordinator.pb.h\"\n#include \"ml/model/model.h\"\n"),
+              IsEmpty());
+  EXPECT_THAT(CheckFile("ml/model/model.cc", "#include \"ml/spec/model_from_spec.h\"\n"),
+              SizeIs(1));
+  EXPECT_THAT(CheckFile("client/internal/x.cc", "#include \"ml/spec/model_from_spec.h\"\n"),
+              IsEmpty());
   EXPECT_THAT(CheckFile("ml/worker/service.cc",
                         "#include \"proto/common.pb.h\"\n#include \"ml/kernels/kernel.h\"\n"),
               IsEmpty());

@@ -1,7 +1,8 @@
-// Issue 33 items 2, 3, 7 and 8 with real daemons: one tandem-coordinator
-// runs its command line's task and a task an operator created through the
-// task API side by side (each trained by its own tandem-client processes
-// through both aggregators), survives a SIGKILL with both open, exports a
+// Issue 33 items 2, 3, 4, 7 and 8 with real daemons: one tandem-coordinator
+// runs its command line's task (an MLP) and a task an operator created
+// through the task API (a CNN the C++ clients build from its spec) side by
+// side, each trained by its own tandem-client processes through both
+// aggregators, survives a SIGKILL with both open, exports a
 // released model bit-exactly, and ends a task deleted mid-round without a
 // release; only operators reach the task API (label adversarial for that
 // one).
@@ -21,13 +22,25 @@ class TaskApiTest : public FederationFixture {
   std::unique_ptr<proto::TaskAdmin::Stub> Tasks() {
     return proto::TaskAdmin::NewStub(admin_channel_);
   }
-  // A digits MLP of its own width, DP off (the fixture's aggregators'
-  // policy), norm proofs on.
+  // A tandem-native CNN on the digits images (conv 3x3 with 8 channels,
+  // ReLU, 2x2 max-pool, dense to the 10 classes) that the tandem-client
+  // processes build from the spec and train; DP off (the fixture's
+  // aggregators' policy), norm proofs on.
   static proto::CreateTaskRequest SecondTask(int rounds, int min_reports) {
     proto::CreateTaskRequest r;
     proto::TaskSpec& s = *r.mutable_spec();
     s.set_task_id("second");
-    s.mutable_model()->add_mlp_hidden(16);
+    auto layer = [&](const char* kind, int64_t units = 0, int64_t padding = 0) {
+      proto::LayerSpec* l = s.mutable_model()->add_layers();
+      l->set_kind(kind);
+      l->set_units(units);
+      l->set_padding(padding);
+    };
+    layer("conv2d", 8, 1);
+    layer("relu");
+    layer("max_pool");
+    layer("flatten");
+    layer("dense", 10);
     s.mutable_model()->set_dataset("digits");
     s.mutable_model()->set_init_seed(5);
     s.mutable_privacy()->set_noise_multiplier(0);
@@ -108,7 +121,13 @@ TEST_F(TaskApiTest, TwoTasksTrainSideBySideOnOneCoordinatorAndSurviveASigkill) {
   ASSERT_EQ(s.completed_rounds(), 3u) << s.DebugString();
   // Each task counted only its own clients' reports, and learned.
   for (const auto* st : {&d, &s}) {
-    for (const proto::RoundSummary& r : st->history()) EXPECT_EQ(r.accepted_reports(), 2u);
+    for (const proto::RoundSummary& r : st->history()) {
+      EXPECT_EQ(r.accepted_reports(), 2u);
+      std::printf("task %s version %llu: accuracy %.4f, %.2f s, up %llu B, down %llu B\n",
+                  st->task_id().c_str(), static_cast<unsigned long long>(r.model_version()),
+                  r.accuracy(), r.seconds(), static_cast<unsigned long long>(r.bytes_up()),
+                  static_cast<unsigned long long>(r.bytes_down()));
+    }
     EXPECT_GT(st->last_accuracy(), 0.3) << st->task_id();  // chance: 0.1
   }
   const std::vector<proto::TaskInfo> tasks = List();
@@ -116,7 +135,7 @@ TEST_F(TaskApiTest, TwoTasksTrainSideBySideOnOneCoordinatorAndSurviveASigkill) {
   EXPECT_EQ(tasks[0].task_id(), "default");
   EXPECT_EQ(tasks[0].origin(), "flags");
   EXPECT_EQ(tasks[1].task_id(), "second");
-  EXPECT_EQ(tasks[1].spec().model().mlp_hidden(0), 16);
+  EXPECT_EQ(tasks[1].spec().model().layers(0).kind(), "conv2d");
   // Export: the released file, bit-exactly, and a model of the task's shape.
   auto exported = Export("second", 0);
   ASSERT_TRUE(exported.ok()) << exported.status();
@@ -126,7 +145,10 @@ TEST_F(TaskApiTest, TwoTasksTrainSideBySideOnOneCoordinatorAndSurviveASigkill) {
   ASSERT_TRUE(file.ok()) << file.status();
   size_t params = 0;
   for (const ml::SafeTensor& t : file->tensors) params += ml::AsFloat32(t)->size();
-  EXPECT_EQ(params, size_t{64 * 16 + 16 + 16 * 10 + 10});
+  EXPECT_EQ(params, size_t{8 * 9 + 8 + 8 * 4 * 4 * 10 + 10});
+  bool conv = false;
+  for (const ml::SafeTensor& t : file->tensors) conv |= t.name == "conv2d1.weight";
+  EXPECT_TRUE(conv);
   EXPECT_EQ(Export("second", 9).status().code(), absl::StatusCode::kNotFound);
 }
 
@@ -202,15 +224,18 @@ TEST_F(TaskApiTest, OnlyOperatorsReachTheTaskApiAndABadDocumentCreatesNothing) {
   // Bad documents: refused naming the field, nothing created.
   proto::CreateTaskRequest no_model = SecondTask(1, 2);
   no_model.mutable_spec()->clear_model();
+  proto::CreateTaskRequest bad_layers = SecondTask(1, 2);  // dense on an image
+  bad_layers.mutable_spec()->mutable_model()->mutable_layers()->DeleteSubrange(3, 1);
   proto::CreateTaskRequest bad_clip = SecondTask(1, 2);
   bad_clip.mutable_spec()->mutable_privacy()->set_clip(-1);
   proto::CreateTaskRequest bad_weights = SecondTask(1, 2);
-  bad_weights.mutable_spec()->mutable_model()->clear_mlp_hidden();
+  bad_weights.mutable_spec()->mutable_model()->clear_layers();
   bad_weights.mutable_spec()->mutable_model()->clear_dataset();
   bad_weights.mutable_spec()->mutable_model()->clear_init_seed();
   bad_weights.set_weights("truncated safetensors");
   for (const auto& [req, field] : std::vector<std::pair<proto::CreateTaskRequest, std::string>>{
            {no_model, "task_spec.model"},
+           {bad_layers, "task_spec.model.layers[3] (dense)"},
            {bad_clip, "task_spec.privacy.clip"},
            {bad_weights, "task_spec.model.weights_file"}}) {
     auto r = Create(req);

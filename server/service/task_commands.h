@@ -6,8 +6,8 @@
 //   task list | show | pause | resume | delete --task=ID
 //   task export --task=ID [--version=N] --out=model.safetensors
 // Thread safety: one call at a time (a command-line tool).
-#ifndef TANDEM_SERVER_ADMIN_TASK_COMMANDS_H_
-#define TANDEM_SERVER_ADMIN_TASK_COMMANDS_H_
+#ifndef TANDEM_SERVER_SERVICE_TASK_COMMANDS_H_
+#define TANDEM_SERVER_SERVICE_TASK_COMMANDS_H_
 
 #include <cstdint>
 #include <string>
@@ -32,4 +32,4 @@ absl::Status RunTaskCommand(const std::string& verb, const TaskCommandArgs& args
 
 }  // namespace tandem::server
 
-#endif  // TANDEM_SERVER_ADMIN_TASK_COMMANDS_H_
+#endif  // TANDEM_SERVER_SERVICE_TASK_COMMANDS_H_

@@ -1,4 +1,4 @@
-#include "server/admin/task_commands.h"
+#include "server/service/task_commands.h"
 
 #include <grpcpp/grpcpp.h>
 #include <openssl/evp.h>
