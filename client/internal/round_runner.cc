@@ -5,6 +5,7 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "base/clock.h"
 #include "base/ids.h"
 #include "base/logging.h"
@@ -29,6 +30,15 @@ constexpr int64_t kStepsPerSlice = 8;
 
 }  // namespace
 
+absl::Status CheckExampleShape(const LocalData& d, const proto::ModelSpec& model) {
+  if (d.shape.empty() || model.input_shape_size() == 0) return absl::OkStatus();
+  const std::vector<int64_t> want(model.input_shape().begin(), model.input_shape().end());
+  if (d.shape == want) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("local data's examples are [", absl::StrJoin(d.shape, ", "),
+                   "], the task's model takes [", absl::StrJoin(want, ", "), "]"));
+}
+
 absl::StatusOr<ml::Dataset> DatasetFromLocalData(const LocalData& d) {
   if (d.rows < 1 || d.cols < 1 || d.features.size() != static_cast<size_t>(d.rows * d.cols) ||
       d.labels.size() != static_cast<size_t>(d.rows) || d.num_classes < 2) {
@@ -40,6 +50,15 @@ absl::StatusOr<ml::Dataset> DatasetFromLocalData(const LocalData& d) {
   out.num_classes = d.num_classes;
   out.labels = d.labels;
   out.shape = {1, 1, d.cols};  // flat features
+  if (!d.shape.empty()) {
+    int64_t product = 1;
+    for (int64_t x : d.shape) product = x >= 1 && x <= d.cols ? product * x : -1;
+    if ((d.shape.size() != 1 && d.shape.size() != 3) || product != d.cols) {
+      return absl::InvalidArgumentError(
+          "local data's shape must be {channels, height, width} or {cols}, its product cols");
+    }
+    if (d.shape.size() == 3) out.shape = {d.shape[0], d.shape[1], d.shape[2]};
+  }
   out.features = Eigen::Map<const ml::Matrix>(d.features.data(), d.rows, d.cols);
   if (!out.features.allFinite())
     return absl::InvalidArgumentError("local data has non-finite features");
@@ -217,6 +236,7 @@ absl::StatusOr<std::vector<float>> RoundRunner::EvaluateModel(const proto::Check
   // The held-out examples first: without them nothing is downloaded.
   TANDEM_ASSIGN_OR_RETURN(LocalData held_out, env_.data->LoadHeldOut());
   TANDEM_ASSIGN_OR_RETURN(ml::Dataset data, DatasetFromLocalData(held_out));
+  TANDEM_RETURN_IF_ERROR(CheckExampleShape(held_out, task.training().model()));
   std::vector<float> global;
   TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<ml::Model> model,
                           DownloadAssignedModel(task, params, result, &global));
@@ -234,6 +254,7 @@ absl::StatusOr<std::vector<float>> RoundRunner::TrainUpdate(const proto::CheckIn
                           DownloadAssignedModel(task, params, result, &global));
   TANDEM_ASSIGN_OR_RETURN(LocalData local, env_.data->Load());
   TANDEM_ASSIGN_OR_RETURN(ml::Dataset data, DatasetFromLocalData(local));
+  TANDEM_RETURN_IF_ERROR(CheckExampleShape(local, tc.model()));
   if (data.features.cols() != tc.model().input_dim() ||
       data.num_classes != tc.model().num_classes()) {
     return absl::InvalidArgumentError(

@@ -70,6 +70,9 @@ class RoundRunner : public Participant {
 // LocalData -> ml::Dataset. INVALID_ARGUMENT for inconsistent sizes, labels
 // out of range or non-finite features.
 absl::StatusOr<ml::Dataset> DatasetFromLocalData(const LocalData& data);
+// INVALID_ARGUMENT when the data states a shape (LocalData::shape) and the
+// task's native model takes another (ModelSpec.input_shape).
+absl::Status CheckExampleShape(const LocalData& data, const proto::ModelSpec& model);
 
 }  // namespace tandem::client
 

@@ -150,6 +150,22 @@ TEST_F(RoundRunnerTest, OutcomesAndBadInputs) {
   LocalData nan = *data_.Load();
   nan.features[5] = std::nanf("");
   EXPECT_THAT(DatasetFromLocalData(nan).status(), StatusIs(absl::StatusCode::kInvalidArgument));
+  // A stated example shape must multiply to cols, and match a native
+  // model's input shape when both are known.
+  LocalData shaped = *data_.Load();
+  shaped.shape = {shaped.cols + 1};
+  EXPECT_THAT(DatasetFromLocalData(shaped).status(), StatusIs(absl::StatusCode::kInvalidArgument));
+  shaped.shape = {1, 1, shaped.cols};
+  auto as_image = DatasetFromLocalData(shaped);
+  ASSERT_TRUE(as_image.ok()) << as_image.status();
+  EXPECT_EQ(as_image->shape.width, shaped.cols);
+  proto::ModelSpec image_model;
+  for (int64_t d : {int64_t{1}, int64_t{1}, shaped.cols}) image_model.add_input_shape(d);
+  EXPECT_THAT(CheckExampleShape(shaped, image_model), ::tandem::testing::IsOk());
+  image_model.set_input_shape(1, 2);  // another image of other sides
+  EXPECT_THAT(CheckExampleShape(shaped, image_model), StatusIs(absl::StatusCode::kInvalidArgument));
+  shaped.shape.clear();  // no claim: taken as the model lays it out
+  EXPECT_THAT(CheckExampleShape(shaped, image_model), ::tandem::testing::IsOk());
   // Cancel: the transport is cancelled and the next call refuses.
   r->Cancel();
   EXPECT_TRUE(transport_->cancelled);

@@ -113,6 +113,7 @@ tandem::client::LocalData ToLocalData(const tandem::ml::Dataset& d) {
   out.features.assign(d.features.data(), d.features.data() + out.rows * out.cols);
   out.labels = d.labels;
   out.num_classes = d.num_classes;
+  out.shape = {d.shape.channels, d.shape.height, d.shape.width};  // e.g. 1x8x8 digits
   return out;
 }
 

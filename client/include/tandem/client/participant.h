@@ -60,6 +60,12 @@ struct LocalData {
   std::vector<float> features;
   int64_t rows = 0;
   int64_t cols = 0;
+  // What one row is: {channels, height, width} of an image (its C*H*W
+  // values channel-major, as PyTorch's NCHW tensors), {cols} for flat
+  // features, or empty (no claim: the row is taken as the task's model lays
+  // out its input). When set, a task whose model takes another shape is
+  // refused before training (a 1x28x28 image is not a 4x14x14 one).
+  std::vector<int64_t> shape;
   std::vector<int> labels;  // in [0, num_classes)
   int num_classes = 0;
 };
