@@ -155,6 +155,7 @@ absl::Status CoordinatorDaemon::StartAdmin(const CoordinatorDaemonOptions& optio
   }
   TlsFiles admin_tls = options.tls;
   admin_tls.require_client_cert = tls;
+  if (!options.admin_ca_path.empty()) admin_tls.root_ca_path = options.admin_ca_path;
   TANDEM_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> creds,
                           MakeServerCredentials(admin_tls));
   admin_gate_ =

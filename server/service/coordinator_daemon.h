@@ -104,6 +104,10 @@ struct CoordinatorDaemonOptions {
   // plaintext: loopback only, no identity check.
   std::string admin_listen_address;
   std::vector<std::string> admin_identities;
+  // PEM roots verifying the operators' client certificates (default:
+  // tls.root_ca_path). Usually the coordinator operator's own CA, which the
+  // roots of its outbound channels (the aggregators' CAs) need not include.
+  std::string admin_ca_path;
   // Tasks (server/core/task_host.h): whether the command line's task runs
   // (false: only the task API's), its document when it came from one (the
   // registry shows it), the most tasks at once, and how an API task's MLP

@@ -93,6 +93,9 @@ ABSL_FLAG(bool, command_line_task, true,
           "--nocommand_line_task runs only the tasks operators create with tandem-admin task "
           "create (the task API on --admin_listen)");
 ABSL_FLAG(int32_t, max_tasks, 64, "most tasks running at once in this coordinator");
+ABSL_FLAG(std::string, admin_ca, "",
+          "PEM roots verifying the operators' client certificates on --admin_listen (default: "
+          "--tls_ca; usually the coordinator operator's own CA)");
 ABSL_FLAG(std::string, task_id, "default", "task id");
 ABSL_FLAG(std::string, dataset, "digits", "held-out data for evaluation: digits or fmnist");
 ABSL_FLAG(int64_t, eval_items, 2000, "fmnist test images used (0 = all)");
@@ -227,6 +230,7 @@ absl::StatusOr<std::unique_ptr<tandem::server::CoordinatorDaemon>> Run() {
   d.checkin_rate_per_device = absl::GetFlag(FLAGS_checkin_rate_per_device);
   d.checkin_rate_per_address = absl::GetFlag(FLAGS_checkin_rate_per_address);
   d.admin_listen_address = absl::GetFlag(FLAGS_admin_listen);
+  d.admin_ca_path = absl::GetFlag(FLAGS_admin_ca);
   for (absl::string_view id :
        absl::StrSplit(absl::GetFlag(FLAGS_admin_identities), ',', absl::SkipEmpty())) {
     d.admin_identities.emplace_back(id);

@@ -11,6 +11,7 @@
 #include "base/status_macros.h"
 #include "ml/model/model_zoo.h"
 #include "proto/coordinator.grpc.pb.h"
+#include "proto/task_admin.grpc.pb.h"
 #include "tests/testing/certificates.h"
 #include "tests/testing/daemon_process.h"
 #include "tests/testing/enrollment.h"
@@ -21,6 +22,76 @@ namespace {
 using testing::ChildProcess;
 using testing::RootsFile;
 using testing::DaemonProcess;
+
+std::string ReadFileOrEmpty(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// The federation's task as the document an operator would write.
+proto::TaskSpec TaskSpecOf(const FederationOptions& o, const ProcessOptions& p,
+                           uint32_t log_blocks_per_group) {
+  proto::TaskSpec s;
+  s.set_task_id(o.name);
+  proto::TaskModelSpec& m = *s.mutable_model();
+  for (int64_t h : o.hidden) m.add_mlp_hidden(h);
+  m.set_dataset(p.dataset);
+  m.set_init_seed(o.seed);
+  proto::TaskTrainingSpec& t = *s.mutable_training();
+  t.set_local_steps(o.local_steps);
+  t.set_batch_size(o.batch_size);
+  t.set_learning_rate(o.client_lr);
+  t.set_coido_fraction(o.coido ? o.coido_fraction : 1.0);
+  t.set_server_lr(o.server_lr);
+  t.set_fedluar_recycled(o.fedluar ? o.num_recycled : 0);
+  t.set_fedluar_seed(o.seed);
+  proto::TaskEncodingSpec& e = *s.mutable_encoding();
+  e.set_block_size(o.block_size);
+  e.set_log_blocks_per_group(log_blocks_per_group);
+  e.set_block_selection(o.block_selection == proto::BLOCK_SELECTION_TOP_NORM ? "topk" : "random");
+  proto::TaskPrivacySpec& v = *s.mutable_privacy();
+  v.set_clip(o.clip_l2_norm);
+  v.set_noise_multiplier(o.noise_multiplier);
+  v.set_norm_proofs(o.norm_proofs);
+  v.set_delta(o.delta);
+  v.set_epsilon_budget(o.epsilon_budget);
+  v.set_min_batch_size(o.min_batch_size);
+  v.set_sample_rate(o.sample_rate);
+  proto::TaskRoundsSpec& r = *s.mutable_rounds();
+  r.set_rounds(o.rounds);
+  r.set_min_reports(o.min_batch_size);
+  r.set_max_reports(std::max(1, o.clients));
+  r.set_round_timeout_s(p.round_timeout_s);
+  r.set_enrollment_s(p.enrollment_s);
+  return s;
+}
+
+// TaskAdmin.CreateTask on the coordinator's admin listener, with the
+// operator's certificate (mutual TLS).
+absl::Status CreateTask(const proto::TaskSpec& spec, const std::string& certs,
+                        const std::string& admin_address) {
+  grpc::SslCredentialsOptions tls;
+  tls.pem_root_certs = ReadFileOrEmpty(RootsFile(certs, "client"));
+  tls.pem_cert_chain = ReadFileOrEmpty(certs + "/operator.pem");
+  tls.pem_private_key = ReadFileOrEmpty(certs + "/operator.key");
+  if (tls.pem_cert_chain.empty() || tls.pem_private_key.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        certs, " has no operator certificate (operator.pem): remake it with deploy/make-certs.sh"));
+  }
+  auto stub =
+      proto::TaskAdmin::NewStub(grpc::CreateChannel(admin_address, grpc::SslCredentials(tls)));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  proto::CreateTaskRequest req;
+  *req.mutable_spec() = spec;
+  proto::TaskInfo info;
+  const grpc::Status s = stub->CreateTask(&ctx, req, &info);
+  if (!s.ok()) {
+    return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
+                        absl::StrCat("creating task ", spec.task_id(), ": ", s.error_message()));
+  }
+  return absl::OkStatus();
+}
 
 }  // namespace
 
@@ -51,37 +122,30 @@ absl::StatusOr<std::vector<RoundRecord>> RunProcessFederation(
   const std::string dir = absl::StrCat(p.work_dir, "/", o.name);
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
-  std::vector<std::string> hidden;
-  for (int64_t h : o.hidden) hidden.push_back(absl::StrCat(h));
+  // The coordinator runs no command-line task: its task is created through
+  // the task API with the operator's certificate, as an operator would
+  // (tandem-admin task create; issue 33 item 9).
   std::vector<std::string> args = {
       // The collector listeners with the coordinator's certificate; the
       // upload listeners and TLS names announced to clients.
-      "--listen=127.0.0.1:0", "--leader=" + aggregators.leader_collector,
-      "--helper=" + aggregators.helper_collector, "--announce_leader=" + aggregators.leader,
-      "--announce_helper=" + aggregators.helper, "--leader_name=leader.tandem",
-      "--helper_name=helper.tandem", "--tls_cert=" + certs + "/coordinator.pem",
-      "--tls_key=" + certs + "/coordinator.key", "--tls_ca=" + RootsFile(certs, "coordinator"),
-      "--ticket_key=" + certs + "/ticket.key", "--state_dir=" + dir + "/coordinator",
-      o.norm_proofs ? "--norm_proofs" : "--nonorm_proofs",
-      absl::StrCat("--min_batch_size=", o.min_batch_size),
-      "--task_id=" + o.name, "--dataset=" + p.dataset,
-      absl::StrCat("--eval_items=", p.eval_items), absl::StrCat("--data_seed=", o.seed),
-      "--hidden=" + absl::StrJoin(hidden, ","), absl::StrCat("--init_seed=", o.seed),
-      absl::StrCat("--rounds=", o.rounds), absl::StrCat("--sample_rate=", o.sample_rate),
-      absl::StrCat("--min_reports=", o.min_batch_size),
-      absl::StrCat("--max_reports=", std::max(1, o.clients)),
-      absl::StrCat("--enrollment_s=", p.enrollment_s),
-      absl::StrCat("--round_timeout_s=", p.round_timeout_s),
-      absl::StrCat("--num_recycled=", o.fedluar ? o.num_recycled : 0),
-      absl::StrCat("--fedluar_seed=", o.seed), absl::StrCat("--block_size=", o.block_size),
-      absl::StrCat("--log_blocks_per_group=", log_blocks_per_group),
-      o.block_selection == proto::BLOCK_SELECTION_TOP_NORM ? "--block_selection=topk"
-                                                           : "--block_selection=random",
-      absl::StrCat("--clip=", o.clip_l2_norm), absl::StrCat("--noise_multiplier=", o.noise_multiplier),
-      absl::StrCat("--delta=", o.delta), absl::StrCat("--epsilon_budget=", o.epsilon_budget),
-      absl::StrCat("--local_steps=", o.local_steps), absl::StrCat("--batch_size=", o.batch_size),
-      absl::StrCat("--client_lr=", o.client_lr), absl::StrCat("--server_lr=", o.server_lr),
-      absl::StrCat("--coido_fraction=", o.coido ? o.coido_fraction : 1.0)};
+      "--listen=127.0.0.1:0",
+      "--leader=" + aggregators.leader_collector,
+      "--helper=" + aggregators.helper_collector,
+      "--announce_leader=" + aggregators.leader,
+      "--announce_helper=" + aggregators.helper,
+      "--leader_name=leader.tandem",
+      "--helper_name=helper.tandem",
+      "--tls_cert=" + certs + "/coordinator.pem",
+      "--tls_key=" + certs + "/coordinator.key",
+      "--tls_ca=" + RootsFile(certs, "coordinator"),
+      "--ticket_key=" + certs + "/ticket.key",
+      "--state_dir=" + dir + "/coordinator",
+      "--nocommand_line_task",
+      "--admin_listen=127.0.0.1:0",
+      "--admin_identities=operator.tandem",
+      "--admin_ca=" + certs + "/coordinator-ca.pem",
+      absl::StrCat("--eval_items=", p.eval_items),
+      absl::StrCat("--data_seed=", o.seed)};
   // Device enrollment as an operator runs it: an enrollment key whose public
   // half the coordinator trusts, and one single-use token per client (what
   // an app's backend hands each device; `tandem-admin token mint`).
@@ -96,6 +160,8 @@ absl::StatusOr<std::vector<RoundRecord>> RunProcessFederation(
   TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<DaemonProcess> coordinator,
                           DaemonProcess::Start(p.coordinator_bin, args, dir + "/coordinator.log"));
   const std::string address = testing::Loopback(coordinator->port());
+  TANDEM_RETURN_IF_ERROR(CreateTask(TaskSpecOf(o, p, log_blocks_per_group), certs,
+                                    testing::Loopback(coordinator->named_port("admin"))));
   std::vector<std::unique_ptr<ChildProcess>> clients;
   for (int k = 0; k < o.clients; ++k) {
     const std::string id = absl::StrCat("client", k);
