@@ -42,6 +42,7 @@ BINARIES = {  # compose command -> path in the build tree
     "tandem-train": "ml/tandem-train",
     "tandem-coordinator": "server/tandem-coordinator",
     "tandem-client": "client/tandem-client",
+    "tandem-admin": "server/tandem-admin",  # the one-shot `tasks` (run it last)
 }
 
 

@@ -86,7 +86,8 @@ if [ -z "$base" ]; then
   fi
 fi
 
-# 2. The build context: the stripped binaries, the replica entry point.
+# 2. The build context: the stripped binaries, the entry points (the client
+# replicas', the one-shot task creation's).
 BINARIES=(tandem-aggregator tandem-coordinator tandem-client tandem-status tandem-sim
           tandem-worker tandem-train tandem-admin)
 mkdir -p "$work/ctx/bin"
@@ -101,6 +102,7 @@ for name in "${BINARIES[@]}"; do
   strip --strip-unneeded -o "$work/ctx/bin/$name" "$src"
 done
 install -m 0755 "$here/docker/tandem-replica" "$work/ctx/bin/tandem-replica"
+install -m 0755 "$here/docker/tandem-create-task" "$work/ctx/bin/tandem-create-task"
 # Shared libraries the binaries load that no Debian package provides (the
 # CUDA runtime of a build with CUDA, e.g. the worker's libcudart) go along
 # into /usr/local/lib; everything else comes from the image's packages.

@@ -23,6 +23,13 @@
 #     SANs: worker.tandem (its identity: the coordinator's --worker_name), the
 #     compose service name worker and its k8s Service names
 #     (tandem-worker[.tandem-compute[.svc[.cluster.local]]])
+#   the coordinator operator's own certificate for the coordinator's admin
+#   listener (the task and device API: tandem-admin --tls_cert/--tls_key; the
+#   coordinator's --admin_identities=operator.tandem), issued by the
+#   coordinator operator's CA, TLS client only:
+#     operator.{pem,key}
+#     SAN: operator.tandem, nothing else (no host name: it serves nothing, so
+#     not localhost or 127.0.0.1 either, even with --one-host)
 #   each replicated aggregator's PostgreSQL server certificate, issued by that
 #   aggregator operator's CA, TLS server only (deploy/k8s/*-replicated.yaml:
 #   the aggregators connect with sslmode=verify-full, sslrootcert=<role>-ca.pem):
@@ -44,14 +51,19 @@
 #     client-roots.pem       leader CA + helper CA + coordinator CA (clients)
 #     worker-roots.pem       coordinator CA: the worker's --tls_ca (its callers)
 #                            and the coordinator's --worker_ca (the worker)
+#   (the coordinator's --admin_ca, verifying operator.pem, and the operator's
+#   tandem-admin --tls_ca, verifying the coordinator, are coordinator-ca.pem)
 #
 # No CA may issue localhost or an IP address (the constraints exclude every
 # IP address), unless --one-host: then each CA may also issue DNS:localhost
-# and IP:127.0.0.1, and every party certificate carries both, for one-host
+# and IP:127.0.0.1, and every party certificate that serves (all but
+# operator.pem) carries both, for one-host
 # demos only (deploy/run-main.sh, the compose file and compose_local.py:
 # their clients reach the coordinator at 127.0.0.1 and verify that name).
 # A folder made with the other setting, or by an older make-certs.sh whose
-# CAs permit other names, is refused (rerun with --force to remake it).
+# CAs permit other names (e.g. one made before operator.pem, whose
+# coordinator CA cannot issue operator.tandem), is refused, changing
+# nothing (rerun with --force to remake it: new CAs and keys).
 #
 # Why a certificate's aliases cannot name another party: (1) the name
 # constraints above, checked by every TLS peer when it verifies the chain,
@@ -64,7 +76,8 @@
 # pin both aggregators' names (--leader_name, --helper_name) and refuse one
 # name for both roles. So each certificate names one party: coordinator.pem
 # carries coordinator.tandem and only its own DNS aliases, never the
-# worker's names (worker.pem is a separate, server-only certificate).
+# worker's or the operator's names (worker.pem is a separate, server-only
+# certificate, operator.pem a separate, client-only one).
 #
 # Usage: deploy/make-certs.sh [--force] [--one-host] [--days N] [--ca-days N]
 #                             [--key-mode MODE] [--token-days N] [DIR]
@@ -84,7 +97,7 @@
 #               (default 0600; the CA keys stay 0600). Docker bind mounts
 #               keep host ownership: the image's user (uid 10001) can read a
 #               file only if it owns it (after this script: sudo chown 10001
-#               DIR/{leader,helper,coordinator,ticket}.key DIR/tokens.txt;
+#               DIR/{leader,helper,coordinator,operator,ticket}.key DIR/tokens.txt;
 #               rerun this script with sudo then) or if the mode lets it
 #               (0644: a throwaway one-host demo)
 #
@@ -134,7 +147,7 @@ tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 
 ROLES=(leader helper coordinator)                    # the CAs (operators)
-PARTIES=(leader helper coordinator worker leader-db helper-db)
+PARTIES=(leader helper coordinator worker operator leader-db helper-db)
 made=()    # files written by this run
 remade=()  # CAs made by this run
 
@@ -143,16 +156,24 @@ note() { printf 'make-certs: %-6s %s\n' "$1" "$2"; }
 # The operator whose CA issues a party's certificate.
 ca_of() {
   case "$1" in
-    worker) echo coordinator ;;
+    worker|operator) echo coordinator ;;
     *-db) echo "${1%-db}" ;;
     *) echo "$1" ;;
   esac
+}
+
+# Whether a party's certificate carries localhost and 127.0.0.1 (with
+# --one-host): every one that serves; operator.pem only calls.
+carries_local() {  # carries_local PARTY
+  [ $one_host -eq 1 ] && [ "$1" != operator ]
 }
 
 # The DNS names a party's certificate carries, its identity first.
 dns_names() {
   local p="$1" r
   case "$p" in
+    operator)
+      echo operator.tandem ;;
     worker)
       echo "worker.tandem worker tandem-worker tandem-worker.tandem-compute" \
            "tandem-worker.tandem-compute.svc tandem-worker.tandem-compute.svc.cluster.local" ;;
@@ -165,14 +186,16 @@ dns_names() {
       echo "$r.tandem $r tandem-$r tandem-$r.tandem-$r tandem-$r.tandem-$r.svc" \
            "tandem-$r.tandem-$r.svc.cluster.local" ;;
   esac
-  [ $one_host -eq 0 ] || echo localhost
+  if carries_local "$p"; then echo localhost; fi
 }
 
 # What a party's certificate may be used for: the three parties call each
-# other (server and client); the worker and the databases only serve.
+# other (server and client); the worker and the databases only serve; the
+# operator only calls (the coordinator's admin listener).
 key_usage() {
   case "$1" in
     worker|*-db) echo serverAuth ;;
+    operator) echo clientAuth ;;
     *) echo "serverAuth, clientAuth" ;;
   esac
 }
@@ -181,10 +204,10 @@ key_usage() {
 # --one-host (127.0.0.1), else none; URIs and e-mail names only under the
 # reserved domain "invalid", i.e. none a caller gate could mistake for an
 # identity.
-ca_names() {  # ca_names ROLE: "permitted;TYPE:VALUE" lines
-  local r="$1" p n
+ca_names() {  # ca_names ROLE [PARTY]: "permitted;TYPE:VALUE" lines (without PARTY's)
+  local r="$1" skip="${2:-}" p n
   for p in "${PARTIES[@]}"; do
-    [ "$(ca_of "$p")" = "$r" ] || continue
+    if [ "$(ca_of "$p")" != "$r" ] || [ "$p" = "$skip" ]; then continue; fi
     for n in $(dns_names "$p"); do echo "permitted;DNS:$n"; done
   done | awk '!seen[$0]++'
   if [ $one_host -eq 1 ]; then
@@ -212,7 +235,7 @@ cert_sans() {  # cert_sans PEM
 }
 want_sans() {  # want_sans PARTY
   { for n in $(dns_names "$1"); do echo "DNS:$n"; done
-    [ $one_host -eq 0 ] || echo "IP:127.0.0.1"; } | LC_ALL=C sort
+    if carries_local "$1"; then echo "IP:127.0.0.1"; fi; } | LC_ALL=C sort
 }
 one_host_hint() {  # what to tell the user when a kept file's names differ
   if [ $one_host -eq 1 ]; then
@@ -251,7 +274,15 @@ make_ca() {  # make_ca ROLE
     same_public_key "$pem" "$key" || {
       echo "make-certs: $r-ca.pem does not match $r-ca.key; rerun with --force" >&2; exit 1; }
     [ "$(cert_constraints "$pem")" = "$(ca_names "$r" | LC_ALL=C sort)" ] || {
-      echo "make-certs: $r-ca.pem permits other names than this run's: $(one_host_hint)" >&2
+      if [ "$(ca_of operator)" = "$r" ] &&
+         [ "$(cert_constraints "$pem")" = "$(ca_names "$r" operator | LC_ALL=C sort)" ]; then
+        echo "make-certs: $r-ca.pem was made by an older make-certs.sh: it cannot issue" \
+             "operator.tandem (operator.pem, the operators' certificate for the coordinator's" \
+             "admin listener); rerun with --force to remake the folder (new CAs and keys" \
+             "for every party)" >&2
+      else
+        echo "make-certs: $r-ca.pem permits other names than this run's: $(one_host_hint)" >&2
+      fi
       exit 1; }
     note kept "$r-ca.pem $r-ca.key"
     return
@@ -301,7 +332,7 @@ make_party() {  # make_party PARTY
     return
   fi
   for n in $(dns_names "$p"); do sans+="DNS:$n,"; done
-  [ $one_host -eq 0 ] || sans+="IP:127.0.0.1,"
+  if carries_local "$p"; then sans+="IP:127.0.0.1,"; fi
   sans="${sans%,}"
   cat >"$tmp/$p.ext" <<EOF
 basicConstraints = critical, CA:FALSE

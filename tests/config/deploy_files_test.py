@@ -40,6 +40,16 @@ passfile (a 0600 copy of the Secret's pgpass), the database serves the
 certificate make-certs.sh issued for its Service name and reads its password
 from a file. Compose devices enroll: the coordinator trusts enroll.pub, each
 client replica redeems its own line of tokens.txt (tandem-replica's index).
+Tasks through the task API (issue 33): the compose and k8s coordinators
+serve an admin listener with --admin_identities; the compose `tasks`
+service and the k8s Job run `tandem-admin task create` against it (through
+an entry point the image holds) with make-certs.sh's operator.pem, whose
+identity is admitted, which the coordinator's roots verify and which no
+other operator's CA can issue, and a document of deploy/tasks (mounted
+read-only; in k8s a ConfigMap the README makes from it) whose task both
+aggregators' configs provision in the document's population; the k8s
+admin port admits that Job's pods only; the clients name the coordinator's
+command-line task.
   deploy_files_test.py SOURCE_DIR AGGREGATOR_BINARY BUILD_DIR
 Prints 'N passed, M failed'."""
 import atexit
@@ -58,7 +68,8 @@ BUILT = {"tandem-coordinator": "server/tandem-coordinator",
          "tandem-client": "client/tandem-client",
          "tandem-aggregator": "aggregator/service/tandem-aggregator",
          "tandem-worker": "ml/worker/tandem-worker",
-         "tandem-sim": "server/sim/tandem-sim"}
+         "tandem-sim": "server/sim/tandem-sim",
+         "tandem-admin": "server/tandem-admin"}
 TLS_DIR = "/etc/tandem/tls/"  # where compose and k8s put the make-certs.sh files
 _flags = {}
 passed, failed = 0, 0
@@ -86,9 +97,14 @@ def built_binaries():
 def defined_flags(binary):
     """The flags a built binary declares (absl --helpfull)."""
     if binary not in _flags:
-        out = subprocess.run([os.path.join(BUILD, BUILT[binary]), "--helpfull"],
-                             capture_output=True, text=True)
-        _flags[binary] = set(re.findall(r"^\s+--([a-z_0-9]+)", out.stdout + out.stderr, re.M))
+        path = os.path.join(BUILD, BUILT[binary])
+        built = os.access(path, os.X_OK)
+        check(built, "%s is built (%s): its flags are checked" % (binary, path))
+        text = ""
+        if built:
+            out = subprocess.run([path, "--helpfull"], capture_output=True, text=True)
+            text = out.stdout + out.stderr
+        _flags[binary] = set(re.findall(r"^\s+--([a-z_0-9]+)", text, re.M))
     return _flags[binary]
 
 
@@ -96,7 +112,10 @@ def check_flags(command, what):
     if command[0] not in BUILT:
         return
     known = defined_flags(command[0])
-    for arg in command[1:]:
+    args = list(command[1:])
+    while args and command[0] == "tandem-admin" and not args[0].startswith("-"):
+        args.pop(0)  # its subcommand (task create)
+    for arg in args:
         m = re.match(r"--([a-z_0-9]+)", arg)
         check(m is not None and m.group(1) in known, "%s: %s is a flag of %s" % (what, arg, command[0]))
 
@@ -131,6 +150,51 @@ def _one(text, name):
     return v[0].strip('"') if v else ""
 
 
+def _top_level(text):
+    """text without its { } blocks (nested ones included)."""
+    prev = None
+    while prev != text:
+        prev, text = text, re.sub(r"\w+\s*\{[^{}]*\}", "", text)
+    return text
+
+
+def _bodies(text, name):
+    """The bodies of every `name { ... }` block, nested braces kept."""
+    out = []
+    for m in re.finditer(r"(?:^|\s)%s\s*\{" % name, text):
+        depth, i = 1, m.end()
+        while i < len(text) and depth:
+            depth += {"{": 1, "}": -1}.get(text[i], 0)
+            i += 1
+        out.append(text[m.end():i - 1])
+    return out
+
+
+def task_populations(text, command):
+    """task id -> population an aggregator provisions (task_policies, then
+    --task=ID[@POPULATION]; no population = one of its own, named like the
+    task, as proto/config.proto says)."""
+    out = {}
+    for body in _bodies(_strip(text), "task_policies"):
+        flat = _top_level(body)
+        task = _one(flat, "task_id")
+        out[task] = _one(flat, "population") or task
+    for v in flags_of(command).get("task", "").split(","):
+        if v:
+            task, _, population = v.partition("@")
+            out[task] = population or task
+    return out
+
+
+def spec_fields(path):
+    """(task_id, population) of a TaskSpec textproto (top-level fields; no
+    population = one named like the task)."""
+    with open(path) as f:
+        top = _top_level(_strip(f.read()))
+    task = _one(top, "task_id")
+    return task, _one(top, "population") or task
+
+
 def aggregator_settings(text, command):
     """What an aggregator runs with: its config, then its flags over it (as
     aggregator_main.cc applies them)."""
@@ -151,6 +215,7 @@ def aggregator_settings(text, command):
          "metrics": _one(top, "metrics_listen_address"),
          "tasks": re.findall(r'task_policies\s*\{[^}]*?task_id:\s*"([^"]*)"', t),
          "unprovisioned": _one(top, "allow_unprovisioned_tasks") == "true",
+         "populations": task_populations(text, command),
          "policy": {k: _one(policy, k) for k in ("min_noise_multiplier", "min_batch_size",
                                                  "epsilon_budget", "sampling_rate",
                                                  "require_norm_proofs")}}
@@ -339,7 +404,29 @@ with open(os.path.join(SRC, "deploy", ".gitignore")) as f:
     check("/certs/" in f.read().split(), "deploy/certs is git-ignored")
 
 binaries = built_binaries()
-check({"tandem-aggregator", "tandem-sim", "tandem-worker"} <= binaries, "binaries found in CMake")
+check({"tandem-aggregator", "tandem-sim", "tandem-worker", "tandem-admin"} <= binaries,
+      "binaries found in CMake")
+# The entry points the image holds (deploy/docker-images.sh installs them
+# from deploy/docker into its bin/): a compose `entrypoint`, or a k8s
+# `command` whose `args` are the command, runs one of them.
+with open(os.path.join(SRC, "deploy", "docker-images.sh")) as f:
+    IMAGE_ENTRY_POINTS = set(re.findall(
+        r'install -m 0755 "\$here/docker/([\w-]+)" "\$work/ctx/bin/\1"', f.read()))
+check({"tandem-replica", "tandem-create-task"} <= IMAGE_ENTRY_POINTS and
+      all(os.access(os.path.join(SRC, "deploy", "docker", e), os.X_OK)
+          for e in IMAGE_ENTRY_POINTS),
+      "the image installs the executable entry points of deploy/docker: %s"
+      % sorted(IMAGE_ENTRY_POINTS))
+
+
+def container_command(c):
+    """A k8s container's command and args, without an image entry point
+    that runs them (as a compose service's `command` under its `entrypoint`)."""
+    full = list(c.get("command", [])) + list(c.get("args", []))
+    return full[1:] if full and full[0] in IMAGE_ENTRY_POINTS else full
+
+
+TASK_CREATE = ["tandem-admin", "task", "create"]
 
 # --- docker-compose.yml -----------------------------------------------------
 compose_path = os.path.join(SRC, "deploy", "docker-compose.yml")
@@ -355,7 +442,8 @@ check(set(services) - TANDEM_SERVICES == {"prometheus", "postgres"},
 # The default topology (no --profile) is the one above; the replicas and
 # their database only run when asked for.
 DEFAULT_SERVICES = {n for n, svc in services.items() if not svc.get("profiles")}
-check(DEFAULT_SERVICES == {"helper", "leader", "coordinator", "client", "worker", "prometheus"},
+check(DEFAULT_SERVICES == {"helper", "leader", "coordinator", "client", "worker", "prometheus",
+                           "tasks"},
       "compose default topology: %s" % sorted(DEFAULT_SERVICES))
 for name, svc in services.items():
     # Host networking (issue 19): no bridge networks, distinct loopback ports.
@@ -365,6 +453,9 @@ for name, svc in services.items():
         continue
     check(svc["command"][0] in binaries, "compose %s runs a built binary" % name)
     check_flags(svc["command"], "compose " + name)
+    if svc.get("entrypoint"):
+        check(len(svc["entrypoint"]) == 1 and svc["entrypoint"][0] in IMAGE_ENTRY_POINTS,
+              "compose %s's entrypoint %s is one the image holds" % (name, svc["entrypoint"]))
     mounted = {}
     for vol in svc.get("volumes", []):
         src, dst = vol.split(":")[0], vol.split(":")[1]
@@ -473,6 +564,78 @@ with open(os.path.join(SRC, "deploy", "compose_local.py")) as f:
     local_runner = f.read()
 check(line_env and line_env in local_runner and '"--one-host"' in local_runner,
       "compose_local.py sets %s per replica and makes --one-host certificates" % line_env)
+local_bins = set(re.findall(r'^\s*"(tandem-[a-z-]+)":', local_runner, re.M))
+check({services[n]["command"][0] for n in TANDEM_SERVICES} <= local_bins,
+      "compose_local.py runs every binary of the compose file: missing %s"
+      % sorted({services[n]["command"][0] for n in TANDEM_SERVICES} - local_bins))
+
+# Issue 33: tasks through the coordinator's task API. The coordinator serves
+# its operators' admin listener; the one-shot `tasks` service creates a task
+# of deploy/tasks there as an operator (operator.pem, checked against the
+# certificates below), and both aggregators provision that task in the
+# population its document names. The clients name the coordinator's
+# command-line task: their data set is not the API task's.
+TASKS_DIR = os.path.join(SRC, "deploy", "tasks")
+task_creators = []  # (where, tandem-admin flags, coordinator flags)
+
+
+def check_admin_listener(f, what):
+    check(bool(f.get("admin_listen")) and
+          bool([i for i in f.get("admin_identities", "").split(",") if i]) and
+          f.get("admin_ca", "").startswith(TLS_DIR) and "insecure_plaintext" not in f,
+          "%s serves an admin listener (mutual TLS) with --admin_identities and --admin_ca "
+          "under %s: %s" % (what, TLS_DIR, {k: f.get(k) for k in ("admin_listen",
+                                                                  "admin_identities",
+                                                                  "admin_ca")}))
+
+
+def check_task_document(path, what, aggregators):
+    """A document of deploy/tasks whose task every aggregator provisions in
+    its population; (task_id, population)."""
+    local = os.path.realpath(path)
+    check(os.path.dirname(local) == os.path.realpath(TASKS_DIR) and os.path.isfile(local),
+          "%s creates a task from a document of deploy/tasks: %s" % (what, path))
+    if not os.path.isfile(local):
+        return None
+    task, population = spec_fields(local)
+    check(bool(task) and task == os.path.basename(local)[:-len(".textproto")],
+          "%s: %s parses as the task %r" % (what, os.path.basename(local), task))
+    for agg_what, agg in aggregators:
+        check(agg["populations"].get(task) == population and not agg["unprovisioned"],
+              "%s: task %r is provisioned by %s in population %r: %s"
+              % (what, task, agg_what, population, agg["populations"]))
+    return task, population
+
+
+check_admin_listener(coord, "compose coordinator")
+creators = sorted(n for n in TANDEM_SERVICES if services[n]["command"][:3] == TASK_CREATE)
+check("tasks" in creators and all(n in DEFAULT_SERVICES for n in creators),
+      "compose's default topology creates tasks through the task API: %s" % creators)
+compose_aggs = [("compose " + n, a) for n, a in sorted(aggs.items())]
+for name in creators:
+    svc, what = services[name], "compose " + name
+    f = flags_of(svc["command"])
+    check(f.get("admin") == "127.0.0.1:" + port(coord.get("admin_listen", "")),
+          "%s calls the coordinator's admin listener: %s" % (what, f.get("admin")))
+    check(all(f.get(k, "").startswith(TLS_DIR) for k in ("tls_cert", "tls_key", "tls_ca")) and
+          "insecure_plaintext" not in f,
+          "%s calls it with a certificate, key and roots under %s" % (what, TLS_DIR))
+    check(svc.get("entrypoint") == ["tandem-create-task"] and
+          "coordinator" in svc.get("depends_on", []) and svc.get("restart", "no") == "no",
+          "%s is one-shot, after the coordinator, through tandem-create-task (which waits)"
+          % what)
+    spec, local = f.get("spec", ""), None
+    for vol in svc.get("volumes", []):
+        src, dst = vol.split(":")[0], vol.split(":")[1]
+        if src.startswith(".") and spec.startswith(dst.rstrip("/") + "/"):
+            check(vol.endswith(":ro"), "%s mounts %s read-only" % (what, src))
+            local = os.path.normpath(os.path.join(SRC, "deploy", src, os.path.relpath(spec, dst)))
+    check(local is not None, "%s mounts its --spec %s" % (what, spec))
+    check_task_document(local or "?", what, compose_aggs)
+    task_creators.append(("compose", f, coord))
+check(client.get("task_id") == coord.get("task_id", "default"),
+      "compose clients name the coordinator's command-line task %r: %r"
+      % (coord.get("task_id", "default"), client.get("task_id")))
 
 # Every listener of the topology on its own loopback port, and Prometheus
 # scraping each daemon's /metrics.
@@ -482,6 +645,7 @@ listeners = {
     "leader metrics": leader["metrics"], "helper upload": helper["listen"],
     "helper collector": helper["collector_listen"], "helper peer": helper["peer_listen"],
     "helper metrics": helper["metrics"], "coordinator": coord.get("listen", ""),
+    "coordinator admin": coord.get("admin_listen", ""),
     "coordinator metrics": "127.0.0.1:" + coord.get("metrics_port", ""),
     "worker": worker.get("listen", ""), "worker metrics": worker.get("metrics_listen", "")}
 # The replicas (profile `replicas`): leader-r1, leader-r2 over the database
@@ -569,6 +733,7 @@ compose_parties = {"leader": leader["cert"], "helper": helper["cert"],
 namespaces, services_k8s, peers, targets = {}, {}, [], []
 k8s_aggs, k8s_coord, k8s_client, secrets_used = {}, {}, {}, {}
 k8s_workers = []  # (flags, workload, container)
+k8s_commands = []  # (command without entry point, workload, container)
 configmaps = {}
 docs_all = []
 file_of = {}  # id(document) -> its file: a workload mounts its own file's ConfigMap
@@ -640,14 +805,19 @@ for d in docs_all:
     volumes = {v["name"]: v for v in pod.get("volumes", [])}
     for c in tandem_containers(pod):
         what = "k8s %s/%s" % (ns, c["name"])
-        check(c["command"][0] in binaries, "%s runs a built binary" % what)
-        check_flags(c["command"], what)
-        for arg in c["command"]:
+        cmd = container_command(c)
+        k8s_commands.append((cmd, d, c))
+        check(not c.get("args") or (len(c.get("command", [])) == 1 and
+                                    c["command"][0] in IMAGE_ENTRY_POINTS),
+              "%s: args only under an entry point the image holds: %s" % (what, c.get("command")))
+        check(cmd[0] in binaries, "%s runs a built binary" % what)
+        check_flags(cmd, what)
+        for arg in cmd:
             m = re.match(r"--(?:leader|helper|coordinator|announce_leader|announce_helper)=(.+)",
                          arg)
             if m:
                 targets.append(m.group(1))
-        used = tls_paths(c["command"])
+        used = tls_paths(cmd)
         for m in c.get("volumeMounts", []):
             v = volumes.get(m["name"], {})
             if "configMap" in v and m.get("subPath"):
@@ -655,13 +825,13 @@ for d in docs_all:
                                        m["subPath"]))
                 check(text is not None, "%s mounts ConfigMap key %s of its own file"
                       % (what, m["subPath"]))
-                if text is not None and c["command"][0] == "tandem-aggregator":
-                    s = aggregator_settings(text, c["command"])
-                    f = flags_of(c["command"])
+                if text is not None and cmd[0] == "tandem-aggregator":
+                    s = aggregator_settings(text, cmd)
+                    f = flags_of(cmd)
                     if "replica_id" in f or "postgres_conninfo" in f:
                         check_config_text(text, "k8s %s (%s) with its flags"
                                           % (file_of[id(d)], d["kind"]), CERTS,
-                                          [k8s_expand(c, a) for a in c["command"][1:]])
+                                          [k8s_expand(c, a) for a in cmd[1:]])
                         repl_aggs[s["role"]] = (s, d, c)
                         repl_namespaces[s["role"]] = ns
                     else:
@@ -679,12 +849,12 @@ for d in docs_all:
                       % (what, TLS_DIR))
                 secrets_used.setdefault((ns, v["secret"]["secretName"]), set()).update(
                     os.path.basename(u) for u in used)
-        if c["command"][0] == "tandem-coordinator":
-            k8s_coord = flags_of(c["command"])
-        if c["command"][0] == "tandem-worker":
-            k8s_workers.append((flags_of(c["command"]), d, c))
-        if c["command"][0] == "tandem-client":
-            k8s_client = flags_of(c["command"])
+        if cmd[0] == "tandem-coordinator":
+            k8s_coord = flags_of(cmd)
+        if cmd[0] == "tandem-worker":
+            k8s_workers.append((flags_of(cmd), d, c))
+        if cmd[0] == "tandem-client":
+            k8s_client = flags_of(cmd)
         if used:
             check(any("secret" in volumes.get(m["name"], {}) for m in c.get("volumeMounts", [])),
                   "%s mounts a Secret for %s" % (what, sorted(used)))
@@ -710,6 +880,77 @@ check(k8s_leader["peer"] == k8s_addr(k8s_helper, "peer_listen"),
       "k8s leader's peer is the helper's peer listener")
 check_coordinator(k8s_coord, k8s_leader, k8s_helper, k8s_addr, "k8s coordinator")
 check_client(k8s_client, k8s_coord, "k8s client")
+
+# --- k8s tasks through the task API (issue 33) ------------------------------
+# As in compose: the coordinator's admin listener (a port of its Service),
+# a Job running tandem-admin task create with the operator's Secret and a
+# document from a ConfigMap the README makes from deploy/tasks, whose task
+# every aggregator variant provisions in its population.
+check_admin_listener(k8s_coord, "k8s coordinator")
+check(k8s_client.get("task_id") == k8s_coord.get("task_id", "default"),
+      "k8s clients name the coordinator's command-line task %r: %r"
+      % (k8s_coord.get("task_id", "default"), k8s_client.get("task_id")))
+coord_wls = [d for cmd, d, _ in k8s_commands if cmd[:1] == ["tandem-coordinator"]]
+k8s_coord_ns = coord_wls[0]["metadata"]["namespace"] if coord_wls else "?"
+admin_port = port(k8s_coord.get("admin_listen", ""))
+admin_addr = "tandem-coordinator.%s.svc:%s" % (k8s_coord_ns, admin_port)
+check(admin_addr in services_k8s, "k8s Service tandem-coordinator serves the admin port %s"
+      % admin_port)
+with open(os.path.join(SRC, "deploy", "k8s", "README.md")) as f:
+    k8s_readme = f.read().replace("\\\n", " ")
+configmaps_made = {}  # (namespace, name) -> {key: path}
+for m in re.finditer(r"kubectl -n (\S+) create configmap (\S+)(.*)", k8s_readme):
+    keys = {}
+    for spec in re.findall(r"--from-file=(\S+)", m.group(3)):
+        key, _, path = spec.rpartition("=")
+        keys[key or os.path.basename(path)] = path
+    configmaps_made[(m.group(1), m.group(2))] = keys
+k8s_all_aggs = ([("k8s " + r, a) for r, a in sorted(k8s_aggs.items())] +
+                [("k8s %s-replicated" % r, v[0]) for r, v in sorted(repl_aggs.items())])
+k8s_creators = [(cmd, d, c) for cmd, d, c in k8s_commands if cmd[:3] == TASK_CREATE]
+check(bool(k8s_creators) and all(d["kind"] == "Job" for _, d, _ in k8s_creators),
+      "k8s creates tasks through the task API with a Job: %s"
+      % [(d["kind"], d["metadata"]["name"]) for _, d, _ in k8s_creators])
+task_job_apps = set()
+for cmd, d, c in k8s_creators:
+    ns = d["metadata"]["namespace"]
+    what = "k8s %s/%s" % (ns, d["metadata"]["name"])
+    f = flags_of(cmd)
+    pod = d["spec"]["template"]["spec"]
+    check(c.get("command") == ["tandem-create-task"] and
+          pod.get("restartPolicy") in ("OnFailure", "Never"),
+          "%s: a Job through tandem-create-task (which waits for the coordinator): %s"
+          % (what, c.get("command")))
+    check(f.get("admin") == admin_addr,
+          "%s calls the coordinator's admin listener %s: %s" % (what, admin_addr, f.get("admin")))
+    check(all(f.get(k, "").startswith(TLS_DIR) for k in ("tls_cert", "tls_key", "tls_ca")) and
+          "insecure_plaintext" not in f,
+          "%s calls it with a certificate, key and roots under %s" % (what, TLS_DIR))
+    task_job_apps.add(d["spec"]["template"].get("metadata", {}).get("labels", {}).get("app"))
+    spec, volumes, source = f.get("spec", ""), {v["name"]: v for v in pod.get("volumes", [])}, None
+    for m in c.get("volumeMounts", []):
+        v = volumes.get(m["name"], {})
+        if ("configMap" in v and not m.get("subPath") and
+                os.path.dirname(spec) == m["mountPath"].rstrip("/")):
+            check(m.get("readOnly") is True, "%s mounts its ConfigMap read-only" % what)
+            source = configmaps_made.get((ns, v["configMap"]["name"]), {}).get(
+                os.path.basename(spec))
+            check(source is not None and source.startswith("deploy/tasks/"),
+                  "%s: the README makes ConfigMap %s/%s with %s from deploy/tasks: %s"
+                  % (what, ns, v["configMap"]["name"], os.path.basename(spec), source))
+    check(source is not None, "%s reads its --spec %s from a ConfigMap" % (what, spec))
+    check_task_document(os.path.join(SRC, source or "?"), what, k8s_all_aggs)
+    task_creators.append(("k8s", f, k8s_coord))
+# The admin port admits the Job's pods by their label (NetworkPolicies
+# below): no other workload of the namespace may carry it.
+check(bool(task_job_apps) and None not in task_job_apps and
+      not [x for x in docs_all if x.get("kind") in ("StatefulSet", "Deployment", "Job") and
+           x["metadata"].get("namespace") == k8s_coord_ns and
+           all(x is not d for _, d, _ in k8s_creators) and
+           x["spec"]["template"].get("metadata", {}).get("labels", {}).get("app")
+           in task_job_apps],
+      "k8s task Jobs' pods carry a label (%s) no other workload of %s carries"
+      % (sorted(a or "" for a in task_job_apps), k8s_coord_ns))
 
 # --- k8s worker (issue 34): mutual TLS, the coordinator its only caller ------
 coord_identities = set(k8s_leader["coordinator_identities"]) | set(
@@ -824,7 +1065,9 @@ for role in ("leader", "helper"):
 expected_ingress += [
     ("coordinator.yaml", coord_ns, "tandem-coordinator", port(k8s_coord.get("listen", "")),
      {ANY}, "check-ins"),
-    ("worker.yaml", worker_ns, "tandem-worker", worker_port, {COORD}, "worker")]
+    ("worker.yaml", worker_ns, "tandem-worker", worker_port, {COORD}, "worker"),
+    ("coordinator.yaml", coord_ns, "tandem-coordinator", port(k8s_coord.get("admin_listen", "")),
+     {(coord_ns, app) for app in task_job_apps}, "task API: the task Job only")]
 for fname, ns, app, port_no, want, what in expected_ingress:
     got = admitted(fname, ns, {"app": app}, port_no)
     check(got == want, "k8s %s: %s/%s port %s (%s) admits exactly %s: %s"
@@ -1074,8 +1317,12 @@ check("kubectl -n tandem-leader scale deployment tandem-leader" in readme,
 # --- make-certs.sh output against what the deploy files expect --------------
 # Every certificate make-certs.sh issues, by the CA that issues it.
 PARTIES = {"leader": "leader", "helper": "helper", "coordinator": "coordinator",
-           "worker": "coordinator", "leader-db": "leader", "helper-db": "helper"}
-IDENTITIES = {"leader.tandem", "helper.tandem", "coordinator.tandem", "worker.tandem"}
+           "worker": "coordinator", "operator": "coordinator", "leader-db": "leader",
+           "helper-db": "helper"}
+IDENTITIES = {"leader.tandem", "helper.tandem", "coordinator.tandem", "worker.tandem",
+              "operator.tandem"}
+check("operator.pem" in made and "operator.key" in made,
+      "make-certs.sh makes the operator's certificate operator.pem and its key")
 check(referenced - readme_made <= made,
       "make-certs.sh makes every file the deploy files use: missing %s"
       % sorted(referenced - readme_made - made))
@@ -1140,7 +1387,10 @@ check("ED25519" in openssl("pkey", "-in", os.path.join(CERTS, "ticket.key"), "-n
 for issuer, name, bundles in (
         ("helper", "leader.tandem", ("client-roots.pem", "coordinator-roots.pem")),
         ("leader", "coordinator.tandem", ("helper-roots.pem",)),
-        ("coordinator", "helper.tandem", ("client-roots.pem", "leader-roots.pem"))):
+        ("coordinator", "helper.tandem", ("client-roots.pem", "leader-roots.pem")),
+        # The operators' identity: only the coordinator operator's CA issues it.
+        ("leader", "operator.tandem", ("client-roots.pem", "coordinator-roots.pem")),
+        ("helper", "operator.tandem", ("client-roots.pem", "coordinator-roots.pem"))):
     key, csr, forged = (os.path.join(work, "forged." + e) for e in ("key", "csr", "pem"))
     ext = os.path.join(work, "forged.ext")
     with open(ext, "w") as f:
@@ -1226,7 +1476,9 @@ check(cert(k8s_worker.get("tls_cert", "")) == wpem and
 # client Job completion.
 with open(os.path.join(CERTS, "tokens.txt")) as f:
     n_tokens = len([line for line in f if line.strip()])
-job = [x for x in docs_all if x.get("kind") == "Job"]
+job = [x for x in docs_all if x.get("kind") == "Job" and
+       any(container_command(k)[:1] == ["tandem-client"]
+           for k in tandem_containers(x["spec"]["template"]["spec"]))]
 completions = max([x["spec"].get("completions", 1) for x in job] or [0])
 check(k8s_client.get("enrollment_token_file", "").startswith(TLS_DIR) and
       k8s_client.get("enrollment_token_line_env") == "JOB_COMPLETION_INDEX" and
@@ -1245,6 +1497,10 @@ r = subprocess.run([MAKE, "--one-host", ONE], capture_output=True, text=True)
 check(r.returncode == 0, "make-certs.sh --one-host runs: %s" % (r.stdout + r.stderr)[-300:])
 for party, ca in PARTIES.items():
     names = san_list(os.path.join(ONE, party + ".pem"))
+    if party == "operator":  # a client certificate: no host names at all
+        check(names == ["DNS:operator.tandem"],
+              "--one-host: operator.pem names operator.tandem only: %s" % names)
+        continue
     check({"DNS:localhost", "IP:127.0.0.1"} <= set(names) and
           len([n for n in names if n.startswith("IP:")]) == 1,
           "--one-host: %s.pem carries localhost and 127.0.0.1 only besides its names: %s"
@@ -1265,6 +1521,52 @@ check(verifies_ip(os.path.join(ONE, "client-roots.pem"), os.path.join(ONE, "coor
                       os.path.join(CERTS, "coordinator.pem"), compose_coord_host),
       "compose clients' coordinator %s verifies with --one-host certificates only"
       % compose_coord_host)
+
+# The task API's callers (issue 33): operator.pem names operator.tandem
+# alone, for TLS clients only, issued by the coordinator operator's CA; the
+# coordinator admits that identity (--admin_identities; no other party's
+# certificate carries one it admits), its --admin_ca verifies operator.pem
+# and no aggregator's certificate; the caller's roots verify the
+# coordinator under the --admin address it dials (compose: 127.0.0.1 with
+# --one-host certificates; k8s: its Service name).
+opem = os.path.join(CERTS, "operator.pem")
+check(san_list(opem) == ["DNS:operator.tandem"],
+      "operator.pem names operator.tandem only: %s" % san_list(opem))
+check(chains(os.path.join(CERTS, "coordinator-ca.pem"), opem),
+      "operator.pem chains to coordinator-ca.pem")
+eku = openssl("x509", "-in", opem, "-noout", "-ext", "extendedKeyUsage").stdout
+check("TLS Web Client Authentication" in eku and "Server" not in eku,
+      "operator.pem is a TLS client certificate only: %s" % eku.split("\n", 1)[-1].strip())
+check(len(task_creators) >= 2, "compose and k8s create tasks: %s" % [w for w, _, _ in task_creators])
+for where, f, co in task_creators:
+    base = ONE if where == "compose" else CERTS
+    op, key = (os.path.join(base, os.path.basename(f.get(k, "?"))) for k in ("tls_cert", "tls_key"))
+    admitted_ids = {i for i in co.get("admin_identities", "").split(",") if i}
+    check(os.path.isfile(op) and os.path.isfile(key) and bool(sans(op) & admitted_ids),
+          "%s: the task creator's certificate %s carries an identity the coordinator admits %s"
+          % (where, os.path.basename(op), sorted(admitted_ids)))
+    check(os.path.isfile(key) and
+          openssl("x509", "-in", op, "-noout", "-pubkey").stdout ==
+          openssl("pkey", "-in", key, "-pubout").stdout,
+          "%s: %s is the key of %s" % (where, os.path.basename(key), os.path.basename(op)))
+    bundle = os.path.join(base, os.path.basename(co.get("admin_ca") or co.get("tls_ca", "?")))
+    check(openssl("verify", "-CAfile", bundle, "-purpose", "sslclient", op).returncode == 0,
+          "%s coordinator's admin roots %s verify %s as a TLS client"
+          % (where, os.path.basename(bundle), os.path.basename(op)))
+    check(not any(chains(bundle, os.path.join(base, r + ".pem")) for r in ("leader", "helper")),
+          "%s coordinator's admin roots %s refuse the aggregators' certificates"
+          % (where, os.path.basename(bundle)))
+    others = {p: sans(os.path.join(base, p + ".pem")) & admitted_ids
+              for p in PARTIES if p != "operator"}
+    check(not any(others.values()),
+          "%s: no other party's certificate carries an admitted identity: %s" % (where, others))
+    host = f.get("admin", "").rsplit(":", 1)[0]
+    roots = os.path.join(base, os.path.basename(f.get("tls_ca", "?")))
+    coord_pem = os.path.join(base, os.path.basename(co.get("tls_cert", "?")))
+    ok = (verifies_ip(roots, coord_pem, host) if re.match(r"^[0-9.]+$", host)
+          else verifies(roots, coord_pem, host))
+    check(ok, "%s: the task creator's roots %s verify the coordinator as %s"
+          % (where, os.path.basename(roots), host))
 one_before = {n: open(os.path.join(ONE, n), "rb").read() for n in os.listdir(ONE)}
 r = subprocess.run([MAKE, ONE], capture_output=True, text=True)
 check(r.returncode != 0 and "--one-host" in r.stderr and
@@ -1298,7 +1600,8 @@ check(os.path.isfile(os.path.join(SRC, "deploy", "docker", "tandem-replica")),
 used = {services[n]["command"][0] for n in TANDEM_SERVICES}
 for d in docs_all:
     if d.get("kind") in ("StatefulSet", "Deployment", "Job"):
-        used.update(c["command"][0] for c in tandem_containers(d["spec"]["template"]["spec"]))
+        used.update(container_command(c)[0]
+                    for c in tandem_containers(d["spec"]["template"]["spec"]))
 check(used <= image_bins, "the image copies every binary the deploy files run: missing %s"
       % sorted(used - image_bins))
 
