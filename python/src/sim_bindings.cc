@@ -336,6 +336,7 @@ void RegisterSim(py::module_& m) {
     d["coordinator"] = std::string(TANDEM_DEFAULT_COORDINATOR_BIN);
     d["worker"] = std::string(TANDEM_DEFAULT_WORKER_BIN);
     d["admin"] = std::string(TANDEM_DEFAULT_ADMIN_BIN);
+    d["client"] = std::string(TANDEM_DEFAULT_CLIENT_BIN);
     return d;
   });
 }

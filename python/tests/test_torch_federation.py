@@ -1,5 +1,7 @@
 """examples/torch_federation.py, shortened: a PyTorch CNN given to the real
-coordinator as a safetensors file (the server never sees its architecture),
+coordinator as a safetensors file through its task API (the server never
+sees its architecture), beside a tandem-native CNN task on the same
+coordinator trained by tandem-client processes,
 trained by Python devices through both aggregator daemons (TLS, tickets,
 enrollment, norm proofs, each server's noise), privately evaluated by them
 after every release, exported with tandem-admin and evaluated again in plain
@@ -30,9 +32,16 @@ def test_a_torch_model_through_the_real_daemons(tmp_path):
     # Three devices: little noise (z = 0.02 per server) so that two rounds
     # visibly learn; DP that protects needs far more devices (the example's
     # defaults, README).
+    # The same coordinator also runs a tandem-native CNN task trained by three
+    # tandem-client (C++) processes: two tasks side by side, both created by
+    # the operator through the task API.
     r = load_example().main(["--rounds=2", "--clients=3", "--noise_multiplier=0.02",
                              "--eval_noise_multiplier=0.05", "--eval_max_examples=100",
-                             "--clip=2", "--local_steps=30", f"--work_dir={tmp_path}"])
+                             "--clip=2", "--local_steps=30", "--native_clients=3",
+                             f"--work_dir={tmp_path}"])
+    for task in ("torch", "native-cnn"):
+        assert r[task].startswith(task + " active origin=api"), r[task]
+        assert "phase=done rounds=2/2" in r[task], r[task]
     evals = r["evaluations"]
     assert [e["version"] for e in evals] == [1, 2]          # one after every release
     assert all(e["reports"] == 3 for e in evals)
