@@ -20,11 +20,23 @@ namespace {
 class CDataSource : public tandem::client::DataSource {
  public:
   explicit CDataSource(tandem::client::LocalData data) : data_(std::move(data)) {}
-  absl::StatusOr<tandem::client::LocalData> Load() override { return data_; }
+  absl::StatusOr<tandem::client::LocalData> Load() override {
+    absl::MutexLock lock(&mu_);
+    tandem::client::LocalData d = data_;
+    d.shape = shape_;
+    return d;
+  }
   absl::StatusOr<tandem::client::LocalData> LoadHeldOut() override {
     absl::MutexLock lock(&mu_);
     if (!held_out_.has_value()) return DataSource::LoadHeldOut();
-    return *held_out_;
+    tandem::client::LocalData d = *held_out_;
+    d.shape = shape_;
+    return d;
+  }
+  // Every example's shape (LocalData::shape), for training and held-out data.
+  void SetShape(std::vector<int64_t> shape) {
+    absl::MutexLock lock(&mu_);
+    shape_ = std::move(shape);
   }
   const tandem::client::LocalData& data() const { return data_; }
   void SetHeldOut(tandem::client::LocalData held_out) {
@@ -36,6 +48,7 @@ class CDataSource : public tandem::client::DataSource {
   const tandem::client::LocalData data_;
   absl::Mutex mu_;
   std::optional<tandem::client::LocalData> held_out_ ABSL_GUARDED_BY(mu_);
+  std::vector<int64_t> shape_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace
@@ -171,6 +184,25 @@ extern "C" int tandem_participant_set_held_out(tandem_participant* p, const floa
     d.features.assign(features, features + static_cast<size_t>(rows * train.cols));
     d.labels.assign(labels, labels + rows);
     p->data->SetHeldOut(std::move(d));
+    return 0;
+  });
+}
+
+extern "C" int tandem_participant_set_example_shape(tandem_participant* p, int64_t channels,
+                                                    int64_t height, int64_t width, char* error,
+                                                    size_t error_len) {
+  return Guard(error, error_len, [&]() -> int {
+    if (p == nullptr) {
+      return Fail(absl::InvalidArgumentError("participant is required"), error, error_len);
+    }
+    const int64_t cols = p->data->data().cols;
+    if (channels < 1 || height < 1 || width < 1 || channels > cols || height > cols ||
+        width > cols || channels * height * width != cols) {
+      return Fail(
+          absl::InvalidArgumentError("channels x height x width must be the create call's cols"),
+          error, error_len);
+    }
+    p->data->SetShape({channels, height, width});
     return 0;
   });
 }

@@ -79,19 +79,25 @@ struct Fixture {
 
 constexpr int kBatch = 1000;
 
-// Assigned check-ins naming the last task; range(0) tasks open.
-void BM_HostCheckInNamed(benchmark::State& state) {
-  Fixture f(static_cast<int>(state.range(0)), 1.0);
-  const auto in = f.CheckIns(kBatch, absl::StrCat("task", state.range(0) - 1));
+// Times `in` through the host; each must end in `want`.
+void CheckIns(benchmark::State& state, Fixture& f, const std::vector<proto::CheckInRequest>& in,
+              proto::CheckInResponse::Outcome want) {
   size_t i = 0;
   for (auto _ : state) {
     auto r = f.host->CheckIn(in[i++], "");
-    if (!r.ok() || r->outcome() != proto::CheckInResponse::OUTCOME_TASK) {
-      state.SkipWithError("not assigned");
+    if (!r.ok() || r->outcome() != want) {
+      state.SkipWithError("unexpected outcome");
       break;
     }
   }
   state.SetItemsProcessed(state.iterations());
+}
+
+// Assigned check-ins naming the last task; range(0) tasks open.
+void BM_HostCheckInNamed(benchmark::State& state) {
+  Fixture f(static_cast<int>(state.range(0)), 1.0);
+  CheckIns(state, f, f.CheckIns(kBatch, absl::StrCat("task", state.range(0) - 1)),
+           proto::CheckInResponse::OUTCOME_TASK);
 }
 BENCHMARK(BM_HostCheckInNamed)->Arg(1)->Arg(10)->UseRealTime()->Iterations(kBatch);
 
@@ -99,32 +105,14 @@ BENCHMARK(BM_HostCheckInNamed)->Arg(1)->Arg(10)->UseRealTime()->Iterations(kBatc
 // every open task, the worst case of routing.
 void BM_HostCheckInAnyNotSampled(benchmark::State& state) {
   Fixture f(static_cast<int>(state.range(0)), 1e-9);
-  const auto in = f.CheckIns(kBatch, "");
-  size_t i = 0;
-  for (auto _ : state) {
-    auto r = f.host->CheckIn(in[i++], "");
-    if (!r.ok() || r->outcome() != proto::CheckInResponse::OUTCOME_RETRY_LATER) {
-      state.SkipWithError("unexpected outcome");
-      break;
-    }
-  }
-  state.SetItemsProcessed(state.iterations());
+  CheckIns(state, f, f.CheckIns(kBatch, ""), proto::CheckInResponse::OUTCOME_RETRY_LATER);
 }
 BENCHMARK(BM_HostCheckInAnyNotSampled)->Arg(1)->Arg(10)->UseRealTime()->Iterations(kBatch);
 
 // Assigned check-ins for any task (q = 1: the first task offered assigns).
 void BM_HostCheckInAnyAssigned(benchmark::State& state) {
   Fixture f(static_cast<int>(state.range(0)), 1.0);
-  const auto in = f.CheckIns(kBatch, "");
-  size_t i = 0;
-  for (auto _ : state) {
-    auto r = f.host->CheckIn(in[i++], "");
-    if (!r.ok() || r->outcome() != proto::CheckInResponse::OUTCOME_TASK) {
-      state.SkipWithError("not assigned");
-      break;
-    }
-  }
-  state.SetItemsProcessed(state.iterations());
+  CheckIns(state, f, f.CheckIns(kBatch, ""), proto::CheckInResponse::OUTCOME_TASK);
 }
 BENCHMARK(BM_HostCheckInAnyAssigned)->Arg(1)->Arg(10)->UseRealTime()->Iterations(kBatch);
 

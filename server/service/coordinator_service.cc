@@ -1,11 +1,9 @@
 #include "server/service/coordinator_service.h"
 
-#include <openssl/evp.h>
-
-#include <algorithm>
 #include <string>
 
 #include "base/grpc_status.h"
+#include "server/service/chunked_stream.h"
 
 namespace tandem::server {
 
@@ -37,27 +35,10 @@ grpc::Status CoordinatorService::DownloadModel(grpc::ServerContext* context,
   absl::StatusOr<std::shared_ptr<const std::string>> blob =
       tasks_->ModelBlob(request->task_id(), request->model_version());
   if (!blob.ok()) return ToGrpcStatus(blob.status());
-  const std::string& data = **blob;
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int digest_len = 0;
-  if (EVP_Digest(data.data(), data.size(), digest, &digest_len, EVP_sha256(), nullptr) != 1) {
-    return grpc::Status(grpc::StatusCode::INTERNAL, "SHA-256 failed");
-  }
-  size_t offset = 0;
-  do {
-    if (context->IsCancelled()) return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled");
-    const size_t n = std::min(chunk_bytes_, data.size() - offset);
-    proto::ModelChunk chunk;
-    chunk.set_model_version(request->model_version());
-    chunk.set_offset(offset);
-    chunk.set_total_bytes(data.size());
-    chunk.set_data(data.substr(offset, n));
-    offset += n;
-    if (offset == data.size()) chunk.set_sha256(digest, digest_len);
-    if (!writer->Write(chunk)) return grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
-    tasks_->AddBytesDown(request->task_id(), n);
-  } while (offset < data.size());
-  return grpc::Status::OK;
+  return StreamChunks<proto::ModelChunk>(
+      **blob, chunk_bytes_, context, writer,
+      [&](proto::ModelChunk* c) { c->set_model_version(request->model_version()); },
+      [&](size_t n) { tasks_->AddBytesDown(request->task_id(), n); });
 }
 
 grpc::Status CoordinatorService::UploadDone(grpc::ServerContext*,

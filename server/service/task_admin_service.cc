@@ -1,12 +1,11 @@
 #include "server/service/task_admin_service.h"
 
-#include <openssl/evp.h>
-
 #include <fstream>
 #include <string>
 
 #include "base/grpc_status.h"
 #include "server/service/admin_service.h"
+#include "server/service/chunked_stream.h"
 
 namespace tandem::server {
 namespace {
@@ -74,25 +73,9 @@ grpc::Status TaskAdminService::ExportModel(grpc::ServerContext* context,
   std::ifstream in(file->second, std::ios::binary);
   if (!in) return grpc::Status(grpc::StatusCode::NOT_FOUND, "the released model file is gone");
   const std::string data(std::istreambuf_iterator<char>(in), {});
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int digest_len = 0;
-  if (EVP_Digest(data.data(), data.size(), digest, &digest_len, EVP_sha256(), nullptr) != 1) {
-    return grpc::Status(grpc::StatusCode::INTERNAL, "SHA-256 failed");
-  }
-  size_t offset = 0;
-  do {
-    if (context->IsCancelled()) return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled");
-    const size_t n = std::min(kChunkBytes, data.size() - offset);
-    proto::ModelFileChunk chunk;
-    chunk.set_version(file->first);
-    chunk.set_offset(offset);
-    chunk.set_total_bytes(data.size());
-    chunk.set_data(data.substr(offset, n));
-    offset += n;
-    if (offset == data.size()) chunk.set_sha256(digest, digest_len);
-    if (!writer->Write(chunk)) return grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
-  } while (offset < data.size());
-  return grpc::Status::OK;
+  return StreamChunks<proto::ModelFileChunk>(
+      data, kChunkBytes, context, writer,
+      [&](proto::ModelFileChunk* c) { c->set_version(file->first); }, [](size_t) {});
 }
 
 }  // namespace tandem::server

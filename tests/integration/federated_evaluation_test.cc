@@ -123,6 +123,14 @@ void RunCAbiDevice(int port, const std::string& certs, const AggregatorPair* pai
     tandem_participant_destroy(p);
     return;
   }
+  // Its examples are the digits' 1 x 8 x 8 images (a shape whose product is
+  // not cols is refused).
+  if (tandem_participant_set_example_shape(p, 1, 8, 9, err, sizeof(err)) != 3 ||
+      (*rc = tandem_participant_set_example_shape(p, 1, 8, 8, err, sizeof(err))) != 0) {
+    if (*rc == 0) *rc = -3;
+    tandem_participant_destroy(p);
+    return;
+  }
   *rc = -2;
   for (int i = 0; i < 3000; ++i) {
     tandem_round_result r{};

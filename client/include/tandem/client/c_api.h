@@ -146,6 +146,16 @@ int tandem_participant_create_with_trust(const tandem_participant_options* optio
 int tandem_participant_set_held_out(tandem_participant* participant, const float* features,
                                     int64_t rows, const int32_t* labels, char* error,
                                     size_t error_len);
+/* What one example (one row of `cols` features) is: an image of `channels`
+ * x `height` x `width` values, channel-major (PyTorch's NCHW), for training
+ * and held-out data alike. A task whose native model takes another shape
+ * is then refused before training (participate_once returns 3). Without it
+ * rows are taken as the task's model lays out its input. 3
+ * (INVALID_ARGUMENT) unless the product is the create call's cols. Call
+ * before participate_once, never concurrently with it. */
+int tandem_participant_set_example_shape(tandem_participant* participant, int64_t channels,
+                                         int64_t height, int64_t width, char* error,
+                                         size_t error_len);
 /* One check-in (and, when assigned, one contribution or evaluation). */
 int tandem_participant_participate_once(tandem_participant* participant,
                                         tandem_round_result* result, char* error,
