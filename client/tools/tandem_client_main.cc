@@ -32,6 +32,9 @@
 #include "tandem/client/participant.h"
 
 ABSL_FLAG(std::string, coordinator, "", "coordinator host:port");
+ABSL_FLAG(std::string, coordinator_name, "",
+          "the coordinator's TLS identity (e.g. coordinator.tandem), checked instead of the "
+          "host of --coordinator (which may then be an IP address its certificate does not list)");
 ABSL_FLAG(std::string, client_id, "",
           "this client's pseudonym (empty = tandem-<hostname>, for container replicas)");
 ABSL_FLAG(std::string, task_id, "", "task (empty = the coordinator's)");
@@ -202,6 +205,7 @@ int main(int argc, char** argv) {
   }
   tandem::client::ParticipantOptions o;
   o.coordinator = absl::GetFlag(FLAGS_coordinator);
+  o.coordinator_name = absl::GetFlag(FLAGS_coordinator_name);
   o.client_id = client_id;
   o.task_id = absl::GetFlag(FLAGS_task_id);
   o.insecure_plaintext = absl::GetFlag(FLAGS_insecure_plaintext);

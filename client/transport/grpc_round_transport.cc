@@ -11,12 +11,13 @@ namespace tandem::client {
 
 GrpcRoundTransport::GrpcRoundTransport(const std::string& coordinator,
                                        std::shared_ptr<grpc::ChannelCredentials> credentials,
-                                       Clock* clock, RetryPolicy policy, uint64_t max_model_bytes)
+                                       Clock* clock, RetryPolicy policy, uint64_t max_model_bytes,
+                                       const std::string& coordinator_name)
     : credentials_(std::move(credentials)),
       clock_(clock),
       policy_(policy),
       max_model_bytes_(max_model_bytes) {
-  coordinator_ = proto::Coordinator::NewStub(ChannelTo(coordinator));
+  coordinator_ = proto::Coordinator::NewStub(ChannelTo(coordinator, coordinator_name));
 }
 
 std::shared_ptr<grpc::Channel> GrpcRoundTransport::ChannelTo(const std::string& address,

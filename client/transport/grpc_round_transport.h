@@ -29,9 +29,12 @@ class GrpcRoundTransport : public RoundTransport {
   // `clock` is not owned. Credentials apply to every channel. A model
   // download announcing more than `max_model_bytes` is refused
   // (INVALID_ARGUMENT) before anything is buffered.
+  // `coordinator_name`: the TLS identity checked on the coordinator's
+  // channel (empty: the host of `coordinator`).
   GrpcRoundTransport(const std::string& coordinator,
                      std::shared_ptr<grpc::ChannelCredentials> credentials, Clock* clock,
-                     RetryPolicy policy, uint64_t max_model_bytes = uint64_t{256} << 20);
+                     RetryPolicy policy, uint64_t max_model_bytes = uint64_t{256} << 20,
+                     const std::string& coordinator_name = "");
 
   absl::StatusOr<proto::CheckInResponse> CheckIn(const proto::CheckInRequest& request) override;
   absl::StatusOr<std::string> DownloadModel(const proto::DownloadModelRequest& request) override;

@@ -41,7 +41,8 @@ absl::StatusOr<std::unique_ptr<RoundTransport>> MakeTransport(const ParticipantO
         "receives the shares");
   }
   return std::unique_ptr<RoundTransport>(std::make_unique<GrpcRoundTransport>(
-      options.coordinator, std::move(creds), clock, policy, options.max_model_bytes));
+      options.coordinator, std::move(creds), clock, policy, options.max_model_bytes,
+      options.insecure_plaintext ? "" : options.coordinator_name));
 }
 
 }  // namespace

@@ -313,8 +313,10 @@ void RegisterClient(py::module_& m) {
                        const std::string& leader_name, const std::string& helper,
                        const std::string& helper_name, const std::string& state_dir,
                        int upload_attempts, int64_t rpc_timeout_ms, uint64_t max_model_bytes,
-                       uint64_t max_dimension, const std::string& enrollment_token) {
+                       uint64_t max_dimension, const std::string& enrollment_token,
+                       const std::string& coordinator_name) {
              ParticipantOptions o;
+             o.coordinator_name = coordinator_name;
              o.enrollment_token = enrollment_token;
              o.coordinator = coordinator;
              o.client_id = client_id;
@@ -335,7 +337,8 @@ void RegisterClient(py::module_& m) {
            py::arg("insecure_plaintext"), py::arg("tls_root_ca"), py::arg("leader"),
            py::arg("leader_name"), py::arg("helper"), py::arg("helper_name"), py::arg("state_dir"),
            py::arg("upload_attempts"), py::arg("rpc_timeout_ms"), py::arg("max_model_bytes"),
-           py::arg("max_dimension"), py::arg("enrollment_token") = "")
+           py::arg("max_dimension"), py::arg("enrollment_token") = "",
+           py::arg("coordinator_name") = "")
       .def("check_in", &PyParticipant::CheckIn)
       .def("current_assignment", &PyParticipant::Current)
       .def("download_model", &PyParticipant::DownloadModel)

@@ -58,7 +58,8 @@ class Participant:
     device to enroll, as `tandem-admin token mint` prints it; until the key
     is enrolled check_in raises PermissionDeniedError),
     `tls_root_ca` (PEM roots verifying the servers; or insecure_plaintext on
-    loopback), the aggregators pinned by address (`leader`, `helper`) and TLS
+    loopback), `coordinator_name` (the coordinator's TLS identity, checked
+    instead of the host of `coordinator`), the aggregators pinned by address (`leader`, `helper`) and TLS
     identity (`leader_name`, `helper_name`) -- an assignment naming other
     servers, or one server for both roles, is refused -- and `state_dir`,
     where the pending report survives a crash (without it, memory only).
@@ -87,13 +88,14 @@ class Participant:
     def __init__(self, coordinator, client_id, *, task_id="", tls_root_ca=None,
                  insecure_plaintext=False, leader=None, leader_name=None, helper=None,
                  helper_name=None, state_dir=None, upload_attempts=5, rpc_timeout_ms=30000,
-                 max_model_bytes=256 << 20, max_dimension=1 << 24, enrollment_token=None):
+                 max_model_bytes=256 << 20, max_dimension=1 << 24, enrollment_token=None,
+                 coordinator_name=None):
         self._p = _tandem._Participant(
             coordinator, client_id, task_id, bool(insecure_plaintext),
             _os.fspath(tls_root_ca) if tls_root_ca else "", leader or "", leader_name or "",
             helper or "", helper_name or "", _os.fspath(state_dir) if state_dir else "",
             upload_attempts, rpc_timeout_ms, max_model_bytes, max_dimension,
-            enrollment_token or "")
+            enrollment_token or "", coordinator_name or "")
 
     def check_in(self):
         """Checks in with the coordinator; returns a tandem.CheckInResult."""

@@ -267,5 +267,22 @@ TEST(MakeCertsTokensTest, EveryLineIsAValidSingleUseTokenOfEnrollPub) {
   std::filesystem::remove_all(dir);
 }
 
+// Issue 34: a device pins the coordinator's TLS identity (--coordinator_name)
+// and reaches it by address: a certificate without that name is refused
+// at the handshake (nothing reaches the coordinator), the right one works.
+TEST_F(ClientIdentityTest, AClientPinsTheCoordinatorsTlsName) {
+  ASSERT_NO_FATAL_FAILURE(
+      StartClient(0, 2, "", {"--coordinator_name=leader.tandem", "--max_errors=3"}));
+  absl::StatusOr<int> rc = clients_.back()->Wait(absl::Seconds(90));
+  ASSERT_TRUE(rc.ok()) << rc.status();
+  EXPECT_NE(*rc, 0);
+  EXPECT_EQ(Status().assigned(), 0u);
+  ASSERT_NO_FATAL_FAILURE(StartClient(1, 2, "", {"--coordinator_name=coordinator.tandem"}));
+  const proto::CoordinatorStatusResponse s =
+      WaitFor([](const proto::CoordinatorStatusResponse& s) { return s.uploads_done() == 1; },
+              absl::Minutes(2));
+  EXPECT_EQ(s.uploads_done(), 1u);  // checked in, trained, uploaded to both
+}
+
 }  // namespace
 }  // namespace tandem::testing

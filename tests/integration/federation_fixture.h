@@ -127,8 +127,10 @@ class FederationFixture : public ::testing::Test {
     return std::string(std::istreambuf_iterator<char>(in), {});
   }
   // A tandem-client process on shard `shard` of the digits training split;
-  // `task` names its task (empty: any task the coordinator offers).
-  void StartClient(int shard, int num_shards, const std::string& task = "") {
+  // `task` names its task (empty: any task the coordinator offers); `extra`
+  // flags come last (they override the ones above).
+  void StartClient(int shard, int num_shards, const std::string& task = "",
+                   const std::vector<std::string>& extra = {}) {
     const std::string id = absl::StrCat("client", shard, task.empty() ? "" : "-", task);
     std::vector<std::string> args = {absl::StrCat("--coordinator=127.0.0.1:", port_),
                                      "--client_id=" + id,
@@ -147,6 +149,7 @@ class FederationFixture : public ::testing::Test {
     absl::StatusOr<std::string> token = WriteEnrollmentToken(dir_, dir_ + "/" + id + ".token");
     ASSERT_TRUE(token.ok()) << token.status();
     args.push_back("--enrollment_token_file=" + *token);
+    args.insert(args.end(), extra.begin(), extra.end());
     auto p = ChildProcess::Spawn(TANDEM_CLIENT_BIN, args, dir_ + "/" + id + ".log");
     ASSERT_TRUE(p.ok()) << p.status();
     clients_.push_back(*std::move(p));

@@ -140,6 +140,12 @@ struct Environment {
 
 struct ParticipantOptions {
   std::string coordinator;            // host:port
+  // The TLS identity the coordinator's certificate must carry (a DNS SAN,
+  // e.g. coordinator.tandem), checked instead of `coordinator`'s host: a
+  // device that reaches the coordinator by IP address, or through a name
+  // its certificate does not list, still verifies who it talks to. Empty:
+  // the host of `coordinator`. Ignored with insecure_plaintext.
+  std::string coordinator_name;
   // The app's label for this participant in logs ([A-Za-z0-9._-]{0,64}).
   // The servers know the device by the id of its own Ed25519 key (created
   // on first run, kept in the StateStore as "device-key"): "dev-" and 32
