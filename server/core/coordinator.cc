@@ -460,34 +460,6 @@ absl::Status Coordinator::Abandon(const std::string& why) {
   return absl::OkStatus();
 }
 
-void Coordinator::SetPaused(bool paused) {
-  absl::MutexLock lock(&mu_);
-  paused_ = paused;
-}
-
-bool Coordinator::paused() {
-  absl::MutexLock lock(&mu_);
-  return paused_;
-}
-
-absl::Status Coordinator::Cancel(const std::string& reason) {
-  Phase phase;
-  {
-    absl::MutexLock lock(&mu_);
-    phase = phase_;
-  }
-  absl::Status s = absl::OkStatus();
-  // An opening or collecting round ends without a release: the aggregators
-  // never get its Finalize, so neither releases it, and the store records
-  // it abandoned (a restart does not resume it).
-  if (phase == Phase::kOpening || phase == Phase::kCollecting) s = Abandon(reason);
-  absl::MutexLock lock(&mu_);
-  phase_ = Phase::kDone;
-  done_reason_ = reason;
-  assigned_.clear();
-  return s;
-}
-
 absl::Status Coordinator::Finalize() {
   uint64_t round;
   int64_t deadline;

@@ -1,5 +1,6 @@
-// Coordinator: the request handlers (CheckIn, model download, UploadDone)
-// and the status/metrics views. See coordinator.h.
+// Coordinator: the request handlers (CheckIn, model download, UploadDone),
+// the operator's controls (pause, cancel) and the status/metrics views. See
+// coordinator.h.
 #include "absl/strings/str_cat.h"
 #include "base/ids.h"
 #include "base/status_macros.h"
@@ -197,6 +198,34 @@ proto::CoordinatorStatusResponse Coordinator::StatusLocked() {
   s.set_total_rounds(options_.rounds);
   s.set_done_reason(done_reason_);
   if (options_.evaluator != nullptr) *s.mutable_worker() = options_.evaluator->Status();
+  return s;
+}
+
+void Coordinator::SetPaused(bool paused) {
+  absl::MutexLock lock(&mu_);
+  paused_ = paused;
+}
+
+bool Coordinator::paused() {
+  absl::MutexLock lock(&mu_);
+  return paused_;
+}
+
+absl::Status Coordinator::Cancel(const std::string& reason) {
+  Phase phase;
+  {
+    absl::MutexLock lock(&mu_);
+    phase = phase_;
+  }
+  absl::Status s = absl::OkStatus();
+  // An opening or collecting round ends without a release: the aggregators
+  // never get its Finalize, so neither releases it, and the store records
+  // it abandoned (a restart does not resume it).
+  if (phase == Phase::kOpening || phase == Phase::kCollecting) s = Abandon(reason);
+  absl::MutexLock lock(&mu_);
+  phase_ = Phase::kDone;
+  done_reason_ = reason;
+  assigned_.clear();
   return s;
 }
 
