@@ -380,7 +380,19 @@ absl::Status Coordinator::TryOpen() {
     deadline = deadline_ms_;
   }
   const SecureSum& sum = eval_sum_.has_value() ? *eval_sum_ : *plan_->sum;
-  if (absl::Status s = sum.Open(*leader_, *helper_, round, deadline); !s.ok()) {
+  absl::Status s = sum.Open(*leader_, *helper_, round, deadline);
+  if (absl::IsFailedPrecondition(s) && resumed_round_) {
+    // A round resumed after a restart that an aggregator calls closed: it
+    // may have released it before the crash, after its Finalize and before
+    // this coordinator recorded the release. Finalize is idempotent there
+    // (the released share again), so the release is recovered; a round it
+    // closed without release fails Finalize and is abandoned.
+    TANDEM_LOG(WARNING) << "coordinator: resumed aggregation round " << round
+                        << " is closed at an aggregator (" << s.message() << "): finalizing it";
+    resumed_round_ = false;
+    return Finalize();
+  }
+  if (!s.ok()) {
     // The aggregators own the privacy policy: a round their policy or
     // budget refuses (or a caller identity they refuse) will never open, so
     // the task stops with their reason instead of retrying forever.
@@ -397,6 +409,7 @@ absl::Status Coordinator::TryOpen() {
                         << " failed (will retry): " << s;
     return absl::OkStatus();
   }
+  resumed_round_ = false;
   proto::CheckInResponse t;
   t.set_outcome(proto::CheckInResponse::OUTCOME_TASK);
   t.set_task_id(options_.task_id);

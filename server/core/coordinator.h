@@ -304,6 +304,7 @@ class Coordinator {
   std::optional<SecureSum> eval_sum_;    // set during an evaluation round
   double eval_epsilon_after_ = 0;        // epsilon once that round is released
   uint64_t last_evaluated_version_ = 0;  // 0: none (also a skipped evaluation)
+  bool resumed_round_ = false;           // the open round came from the store (Restore)
 
   absl::Mutex mu_;
   Phase phase_ ABSL_GUARDED_BY(mu_) = Phase::kIdle;

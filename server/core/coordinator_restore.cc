@@ -74,6 +74,7 @@ absl::Status Coordinator::Restore() {
     assigned_[a.client_id] = {false, a.done, std::move(a.report_id), a.bytes_up, std::move(ticket)};
   }
   phase_ = Phase::kOpening;
+  resumed_round_ = true;
   TANDEM_LOG(INFO) << "coordinator: resuming aggregation round " << aggregation_round_ << " ("
                    << assigned_.size() << " assigned) from the checkpoint at version "
                    << task_->completed_rounds();

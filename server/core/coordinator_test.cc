@@ -217,6 +217,39 @@ TEST_F(CoordinatorTest, RestartResumesTheOpenRoundFromTheCheckpoint) {
   EXPECT_EQ(r.outcome(), proto::CheckInResponse::OUTCOME_DONE);
 }
 
+// Killed after the aggregators released a round and before its own store
+// recorded the release: on restart the resumed round is "closed" at the
+// aggregators, and the coordinator recovers the release through their
+// (idempotent) Finalize instead of stopping the task.
+TEST_F(CoordinatorTest, ARoundReleasedJustBeforeACrashIsRecoveredOnRestart) {
+  {
+    TANDEM_ASSERT_OK_AND_ASSIGN(auto c, Make());
+    TickUntil(*c, "collecting");
+    for (const char* id : {"a", "b"}) {
+      TANDEM_ASSERT_OK(CheckIn(*c, In(id)).status());
+      TANDEM_ASSERT_OK(c->UploadDone(Done(id, 1)));
+    }
+  }  // "crash" while the aggregators release round 1
+  leader_.accepted = helper_.accepted = 2;
+  leader_.share_value = 1 << 12;
+  leader_.refuse_open = helper_.refuse_open =
+      absl::FailedPreconditionError("round 1 is closed");  // what the store answers
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto c, Make());
+  TANDEM_ASSERT_OK(c->Tick());  // resumed round: open refused -> Finalize
+  EXPECT_FALSE(c->done()) << c->Status().done_reason();
+  EXPECT_EQ(c->Status().completed_rounds(), 1u);
+  ASSERT_EQ(c->Status().history_size(), 1);
+  EXPECT_EQ(c->Status().history(0).accepted_reports(), 2u);
+  ASSERT_FALSE(leader_.finalized.empty());
+  EXPECT_EQ(leader_.finalized.back(), 1u);
+  // A new round refused by the same status is a policy refusal: the task
+  // stops with the aggregators' reason.
+  for (int i = 0; i < 5 && !c->done(); ++i) TANDEM_ASSERT_OK(c->Tick());
+  EXPECT_TRUE(c->done());
+  EXPECT_NE(c->Status().done_reason().find("refused round 2"), std::string::npos)
+      << c->Status().done_reason();
+}
+
 // The aggregators' own policy or budget refuses the round: the task stops
 // with their reason rather than retrying until every deadline.
 TEST_F(CoordinatorTest, AggregatorPolicyRefusalStopsTheTask) {
