@@ -1,9 +1,5 @@
 #include "ml/model/safetensors.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -15,6 +11,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "base/file_util.h"
 #include "base/status_macros.h"
 #include "nlohmann/json.hpp"
 
@@ -226,32 +223,7 @@ absl::StatusOr<SafetensorsFile> DecodeSafetensors(absl::string_view bytes) {
 
 absl::Status WriteSafetensorsFile(const std::string& path, const SafetensorsFile& file) {
   TANDEM_ASSIGN_OR_RETURN(const std::string bytes, EncodeSafetensors(file));
-  const std::string tmp = absl::StrCat(path, ".tmp.", ::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0)
-    return absl::InternalError(absl::StrCat("cannot create ", tmp, ": ", std::strerror(errno)));
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t w = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) break;
-    done += static_cast<size_t>(w);
-  }
-  const bool ok = done == bytes.size() && ::fsync(fd) == 0;
-  ::close(fd);
-  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string why = std::strerror(errno);
-    ::unlink(tmp.c_str());
-    return absl::InternalError(absl::StrCat("cannot write ", path, ": ", why));
-  }
-  // The rename itself durable: fsync the directory.
-  const std::string dir = std::filesystem::path(path).parent_path().string();
-  const int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
-  return absl::OkStatus();
+  return WriteFileAtomically(path, bytes, 0644);
 }
 
 absl::StatusOr<SafetensorsFile> ReadSafetensorsFile(const std::string& path, uint64_t max_bytes) {

@@ -203,14 +203,8 @@ absl::Status ExportTask() {
   const std::string task = absl::GetFlag(FLAGS_task);
   TANDEM_RETURN_IF_ERROR(tandem::ValidateId(task, "--task"));
   const std::string dir = (std::filesystem::path(state_dir) / "models" / task).string();
-  uint64_t version = absl::GetFlag(FLAGS_version);
-  if (version == 0) {
-    const std::vector<uint64_t> versions = tandem::server::ReleasedVersions(dir);
-    if (versions.empty()) {
-      return absl::NotFoundError(absl::StrCat("task ", task, " has no released model in ", dir));
-    }
-    version = versions.back();
-  }
+  TANDEM_ASSIGN_OR_RETURN(const uint64_t version, tandem::server::ResolveReleasedVersion(
+                                                      dir, task, absl::GetFlag(FLAGS_version)));
   TANDEM_ASSIGN_OR_RETURN(
       const tandem::ml::SafetensorsFile file,
       tandem::ml::ReadSafetensorsFile(tandem::server::ReleasedModelPath(dir, version)));

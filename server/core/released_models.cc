@@ -130,4 +130,18 @@ std::vector<uint64_t> ReleasedVersions(const std::string& dir) {
   return versions;
 }
 
+absl::StatusOr<uint64_t> ResolveReleasedVersion(const std::string& dir, const std::string& task_id,
+                                                uint64_t version) {
+  const std::vector<uint64_t> versions = ReleasedVersions(dir);
+  if (versions.empty()) {
+    return absl::NotFoundError(absl::StrCat("task ", task_id, " has released no model yet"));
+  }
+  if (version == 0) return versions.back();
+  if (std::find(versions.begin(), versions.end(), version) == versions.end()) {
+    return absl::NotFoundError(
+        absl::StrCat("task ", task_id, " has no released version ", version));
+  }
+  return version;
+}
+
 }  // namespace tandem::server

@@ -59,6 +59,11 @@ absl::Status WriteReleasedModel(const std::string& dir, const std::vector<ml::Pa
 // The released versions in `dir`, ascending (empty when none or no dir).
 std::vector<uint64_t> ReleasedVersions(const std::string& dir);
 
+// `version` (0 = the latest) of task `task_id`'s released models in `dir`:
+// NOT_FOUND naming the task when it released none, or not that version.
+absl::StatusOr<uint64_t> ResolveReleasedVersion(const std::string& dir, const std::string& task_id,
+                                                uint64_t version);
+
 }  // namespace tandem::server
 
 #endif  // TANDEM_SERVER_CORE_RELEASED_MODELS_H_

@@ -1,12 +1,9 @@
 #include "server/core/task_host.h"
 
-#include <sys/stat.h>
-
-#include <algorithm>
 #include <filesystem>
-#include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "base/file_util.h"
 #include "base/ids.h"
 #include "base/logging.h"
 #include "base/status_macros.h"
@@ -30,26 +27,6 @@ absl::Status ValidateTaskId(const std::string& id) {
   if (id.front() == '.') {
     return absl::InvalidArgumentError("task_spec.task_id must not start with '.'");
   }
-  return absl::OkStatus();
-}
-
-// Writes `bytes` to `path` (0600), fsynced, via a temporary and a rename.
-absl::Status WriteFileDurably(const std::string& path, const std::string& bytes) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    out.flush();
-    if (!out) return absl::InternalError(absl::StrCat("cannot write ", tmp));
-  }
-  ::chmod(tmp.c_str(), 0600);
-  if (FILE* f = std::fopen(tmp.c_str(), "rb")) {
-    ::fsync(fileno(f));
-    std::fclose(f);
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) return absl::InternalError(absl::StrCat("cannot rename ", tmp, ": ", ec.message()));
   return absl::OkStatus();
 }
 
@@ -188,6 +165,12 @@ std::shared_ptr<Coordinator> TaskHost::Find(const std::string& task_id) {
   return std::shared_ptr<Coordinator>(it->second.parts, it->second.parts->coordinator.get());
 }
 
+absl::StatusOr<std::shared_ptr<Coordinator>> TaskHost::Routed(const std::string& task_id) {
+  std::shared_ptr<Coordinator> c = Find(task_id);
+  if (c == nullptr) return absl::NotFoundError(absl::StrCat("no task '", task_id, "' here"));
+  return c;
+}
+
 std::vector<std::shared_ptr<Coordinator>> TaskHost::Coordinators() {
   absl::MutexLock lock(&mu_);
   std::vector<std::shared_ptr<Coordinator>> out;
@@ -212,10 +195,7 @@ absl::StatusOr<proto::CheckInResponse> TaskHost::CheckIn(const proto::CheckInReq
   TANDEM_ASSIGN_OR_RETURN(const crypto::Ed25519VerifyingKey device,
                           options_.devices->Authenticate(request, source));
   if (!request.task_id().empty()) {
-    std::shared_ptr<Coordinator> c = Find(request.task_id());
-    if (c == nullptr) {
-      return absl::NotFoundError(absl::StrCat("no task '", request.task_id(), "' here"));
-    }
+    TANDEM_ASSIGN_OR_RETURN(std::shared_ptr<Coordinator> c, Routed(request.task_id()));
     return c->CheckInAuthenticated(request, device);
   }
   std::vector<std::shared_ptr<Coordinator>> tasks = Coordinators();
@@ -251,16 +231,12 @@ absl::StatusOr<proto::CheckInResponse> TaskHost::CheckIn(const proto::CheckInReq
 
 absl::StatusOr<std::shared_ptr<const std::string>> TaskHost::ModelBlob(const std::string& task_id,
                                                                        uint64_t version) {
-  std::shared_ptr<Coordinator> c = Find(task_id);
-  if (c == nullptr) return absl::NotFoundError(absl::StrCat("no task '", task_id, "'"));
+  TANDEM_ASSIGN_OR_RETURN(std::shared_ptr<Coordinator> c, Routed(task_id));
   return c->ModelBlob(task_id, version);
 }
 
 absl::Status TaskHost::UploadDone(const proto::UploadDoneRequest& request) {
-  std::shared_ptr<Coordinator> c = Find(request.task_id());
-  if (c == nullptr) {
-    return absl::NotFoundError(absl::StrCat("no task '", request.task_id(), "' here"));
-  }
+  TANDEM_ASSIGN_OR_RETURN(std::shared_ptr<Coordinator> c, Routed(request.task_id()));
   return c->UploadDone(request);
 }
 
@@ -283,8 +259,7 @@ absl::StatusOr<proto::CoordinatorStatusResponse> TaskHost::Status(const std::str
           absl::StrCat("this coordinator runs ", live_.size(), " tasks: name one (task_id)"));
     }
   }
-  std::shared_ptr<Coordinator> c = Find(id);
-  if (c == nullptr) return absl::NotFoundError(absl::StrCat("no task '", id, "' here"));
+  TANDEM_ASSIGN_OR_RETURN(std::shared_ptr<Coordinator> c, Routed(id));
   return c->Status();
 }
 
@@ -343,7 +318,8 @@ absl::StatusOr<proto::TaskInfo> TaskHost::CreateTask(const proto::CreateTaskRequ
   absl::Status s = absl::OkStatus();
   if (!request.weights().empty()) {
     spec.mutable_model()->set_weights_file(kWeightsFile);
-    s = WriteFileDurably((std::filesystem::path(dir) / kWeightsFile).string(), request.weights());
+    s = WriteFileAtomically((std::filesystem::path(dir) / kWeightsFile).string(), request.weights(),
+                            0600);
   }
   absl::StatusOr<TaskParts> parts = s.ok() ? options_.factory(spec, dir) : s;
   proto::TaskInfo info;
@@ -384,26 +360,38 @@ std::vector<proto::TaskInfo> TaskHost::List() {
   return out;
 }
 
-absl::StatusOr<proto::TaskInfo> TaskHost::SetState(const std::string& task_id,
-                                                   const std::string& state,
-                                                   const std::string& op) {
-  absl::MutexLock lock(&mu_);
+absl::StatusOr<proto::TaskInfo*> TaskHost::ChangeableLocked(const std::string& task_id) {
   auto it = infos_.find(task_id);
   if (it == infos_.end()) return absl::NotFoundError(absl::StrCat("no task '", task_id, "'"));
   if (it->second.state() == kDeleted) {
     return absl::FailedPreconditionError(absl::StrCat("task ", task_id, " was deleted"));
   }
+  return &it->second;
+}
+
+absl::StatusOr<proto::TaskInfo> TaskHost::RecordLocked(proto::TaskInfo* info,
+                                                       const std::string& state,
+                                                       const std::string& op) {
+  proto::TaskInfo next = *info;
+  next.set_state(state);
+  next.set_updated_unix_ms(NowMs());
+  next.set_updated_by(op);
+  if (options_.store != nullptr) TANDEM_RETURN_IF_ERROR(options_.store->Put(next));
+  *info = next;
+  return next;
+}
+
+absl::StatusOr<proto::TaskInfo> TaskHost::SetState(const std::string& task_id,
+                                                   const std::string& state,
+                                                   const std::string& op) {
+  absl::MutexLock lock(&mu_);
+  TANDEM_ASSIGN_OR_RETURN(proto::TaskInfo* const info, ChangeableLocked(task_id));
   auto live = live_.find(task_id);
   if (live == live_.end()) {
     return absl::FailedPreconditionError(
         absl::StrCat("task ", task_id, " is not running here (see the coordinator's log)"));
   }
-  proto::TaskInfo next = it->second;
-  next.set_state(state);
-  next.set_updated_unix_ms(NowMs());
-  next.set_updated_by(op);
-  if (options_.store != nullptr) TANDEM_RETURN_IF_ERROR(options_.store->Put(next));
-  it->second = next;
+  TANDEM_ASSIGN_OR_RETURN(proto::TaskInfo next, RecordLocked(info, state, op));
   live->second.parts->coordinator->SetPaused(state == kPaused);
   TANDEM_LOG(INFO) << "task " << task_id << " " << state << " by " << op;
   return WithStatus(std::move(next), false);
@@ -424,19 +412,10 @@ absl::StatusOr<proto::TaskInfo> TaskHost::Delete(const std::string& task_id,
   proto::TaskInfo next;
   {
     absl::MutexLock lock(&mu_);
-    auto it = infos_.find(task_id);
-    if (it == infos_.end()) return absl::NotFoundError(absl::StrCat("no task '", task_id, "'"));
-    if (it->second.state() == kDeleted) {
-      return absl::FailedPreconditionError(absl::StrCat("task ", task_id, " was deleted"));
-    }
-    next = it->second;
-    next.set_state(kDeleted);
-    next.set_updated_unix_ms(NowMs());
-    next.set_updated_by(op);
+    TANDEM_ASSIGN_OR_RETURN(proto::TaskInfo* const info, ChangeableLocked(task_id));
     // Durable first: after a crash from here on the task is not restarted,
     // so its open round is never finalized either.
-    if (options_.store != nullptr) TANDEM_RETURN_IF_ERROR(options_.store->Put(next));
-    it->second = next;
+    TANDEM_ASSIGN_OR_RETURN(next, RecordLocked(info, kDeleted, op));
     auto l = live_.find(task_id);
     if (l != live_.end()) {
       live = std::move(l->second);
@@ -463,16 +442,7 @@ absl::StatusOr<std::pair<uint64_t, std::string>> TaskHost::ExportPath(const std:
     }
   }
   const std::string dir = (std::filesystem::path(options_.models_root) / task_id).string();
-  const std::vector<uint64_t> versions = ReleasedVersions(dir);
-  if (version == 0) {
-    if (versions.empty()) {
-      return absl::NotFoundError(absl::StrCat("task ", task_id, " has released no model yet"));
-    }
-    version = versions.back();
-  } else if (std::find(versions.begin(), versions.end(), version) == versions.end()) {
-    return absl::NotFoundError(
-        absl::StrCat("task ", task_id, " has no released version ", version));
-  }
+  TANDEM_ASSIGN_OR_RETURN(version, ResolveReleasedVersion(dir, task_id, version));
   return std::make_pair(version, ReleasedModelPath(dir, version));
 }
 

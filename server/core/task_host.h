@@ -156,6 +156,17 @@ class TaskHost {
   };
   explicit TaskHost(TaskHostOptions options) : options_(std::move(options)) {}
   std::shared_ptr<Coordinator> Find(const std::string& task_id);
+  // Find, or NOT_FOUND naming the task (the client API's routing).
+  absl::StatusOr<std::shared_ptr<Coordinator>> Routed(const std::string& task_id);
+  // The registry row of a task an operator may still change: NOT_FOUND for
+  // an unknown one, FAILED_PRECONDITION for a deleted one.
+  absl::StatusOr<proto::TaskInfo*> ChangeableLocked(const std::string& task_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `info` moved to `state` by `op`, durable in the store before it is
+  // changed in memory; the new row.
+  absl::StatusOr<proto::TaskInfo> RecordLocked(proto::TaskInfo* info, const std::string& state,
+                                               const std::string& op)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Registers `parts` live under its id and starts its driver when started_.
   void AddLive(std::shared_ptr<TaskParts> parts, bool paused) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static void StartDriver(Live* live, absl::Duration tick);

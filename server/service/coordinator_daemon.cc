@@ -178,16 +178,38 @@ absl::Status CoordinatorDaemon::StartAdmin(const CoordinatorDaemonOptions& optio
   return absl::OkStatus();
 }
 
+absl::StatusOr<TaskParts> CoordinatorDaemon::MakeTask(CoordinatorOptions co, ml::Dataset eval,
+                                                      const std::string& store_path) {
+  // What no document sets: the device registry, where released models go
+  // (state_dir/models/<task>, which tandem-admin task export reads) and the
+  // worker that evaluates them.
+  co.devices = devices_.get();
+  co.models_dir = (std::filesystem::path(options_.state_dir) / "models" / co.task_id).string();
+  TaskParts parts;
+  if (!options_.worker_address.empty()) {
+    WorkerEvaluatorOptions worker{.address = options_.worker_address, .task_id = co.task_id};
+    worker.tls = options_.tls;
+    worker.tls.require_client_cert = false;
+    if (!options_.worker_ca_path.empty()) worker.tls.root_ca_path = options_.worker_ca_path;
+    worker.server_name = options_.worker_name;
+    TANDEM_ASSIGN_OR_RETURN(parts.evaluator, WorkerEvaluator::Create(std::move(worker), eval));
+    co.evaluator = parts.evaluator.get();
+  }
+  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<CoordinatorStore> store,
+                          CoordinatorStore::Open(store_path));
+  TANDEM_ASSIGN_OR_RETURN(
+      parts.coordinator,
+      Coordinator::Create(std::move(co), *ticket_key_, std::move(eval), leader_.get(),
+                          helper_.get(), std::move(store), clock_, random_));
+  return parts;
+}
+
 absl::StatusOr<TaskParts> CoordinatorDaemon::BuildTask(const proto::TaskSpec& spec,
                                                        const std::string& task_dir) {
   TANDEM_ASSIGN_OR_RETURN(TaskFromSpec t, TaskOptionsFromSpec(spec, task_dir));
   CoordinatorOptions co = std::move(t.options);
-  // What no document sets: the aggregators' endpoints, the device registry
-  // and where released models go.
   co.leader = options_.coordinator.leader;
   co.helper = options_.coordinator.helper;
-  co.devices = devices_.get();
-  co.models_dir = (std::filesystem::path(options_.state_dir) / "models" / co.task_id).string();
   ml::Dataset eval;
   if (!t.dataset.empty()) {
     if (!options_.load_dataset) {
@@ -197,31 +219,8 @@ absl::StatusOr<TaskParts> CoordinatorDaemon::BuildTask(const proto::TaskSpec& sp
     TANDEM_ASSIGN_OR_RETURN(eval, options_.load_dataset(t.dataset));
     TANDEM_RETURN_IF_ERROR(FitModelToDataset(eval, &co.model));
   }
-  TaskParts parts;
-  if (!options_.worker_address.empty()) {
-    TANDEM_ASSIGN_OR_RETURN(parts.evaluator, MakeWorkerEvaluator(co.task_id, eval));
-    co.evaluator = parts.evaluator.get();
-  }
-  TANDEM_ASSIGN_OR_RETURN(
-      std::unique_ptr<CoordinatorStore> store,
-      CoordinatorStore::Open((std::filesystem::path(task_dir) / "coordinator.db").string()));
-  TANDEM_ASSIGN_OR_RETURN(
-      parts.coordinator,
-      Coordinator::Create(std::move(co), *ticket_key_, std::move(eval), leader_.get(),
-                          helper_.get(), std::move(store), clock_, random_));
-  return parts;
-}
-
-absl::StatusOr<std::unique_ptr<ModelEvaluator>> CoordinatorDaemon::MakeWorkerEvaluator(
-    const std::string& task_id, const ml::Dataset& eval) {
-  WorkerEvaluatorOptions worker{.address = options_.worker_address, .task_id = task_id};
-  worker.tls = options_.tls;
-  worker.tls.require_client_cert = false;
-  if (!options_.worker_ca_path.empty()) worker.tls.root_ca_path = options_.worker_ca_path;
-  worker.server_name = options_.worker_name;
-  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<WorkerEvaluator> w,
-                          WorkerEvaluator::Create(std::move(worker), eval));
-  return std::unique_ptr<ModelEvaluator>(std::move(w));
+  return MakeTask(std::move(co), std::move(eval),
+                  (std::filesystem::path(task_dir) / "coordinator.db").string());
 }
 
 absl::StatusOr<std::unique_ptr<CoordinatorDaemon>> CoordinatorDaemon::Start(
@@ -243,7 +242,8 @@ absl::StatusOr<std::unique_ptr<CoordinatorDaemon>> CoordinatorDaemon::Start(
   }
   const std::filesystem::path state(options.state_dir);
   std::unique_ptr<CoordinatorDaemon> d(new CoordinatorDaemon());
-  d->ticket_key_ = ticket_key;
+  d->options_ = options;  // endpoints resolved
+  d->ticket_key_ = std::move(ticket_key);
   d->clock_ = clock;
   d->random_ = random;
   TANDEM_ASSIGN_OR_RETURN(
@@ -262,7 +262,6 @@ absl::StatusOr<std::unique_ptr<CoordinatorDaemon>> CoordinatorDaemon::Start(
     TANDEM_LOG(WARNING) << "coordinator: open device enrollment (any key may check in; "
                            "one-host simulations only)";
   }
-  co.devices = d->devices_.get();
   TANDEM_ASSIGN_OR_RETURN(d->task_store_, TaskStore::Open((state / "tasks.db").string()));
   TaskHostOptions host;
   host.devices = d->devices_.get();
@@ -279,22 +278,10 @@ absl::StatusOr<std::unique_ptr<CoordinatorDaemon>> CoordinatorDaemon::Start(
   // The command line's task keeps the layout it always had: its store is
   // state_dir/coordinator.db, its released models state_dir/models/<task>.
   if (options.boot_task) {
-    co.models_dir = (state / "models" / co.task_id).string();
-    TaskParts parts;
-    if (!options.worker_address.empty()) {
-      d->options_ = options;  // MakeWorkerEvaluator reads the worker's settings
-      TANDEM_ASSIGN_OR_RETURN(parts.evaluator, d->MakeWorkerEvaluator(co.task_id, eval_data));
-      co.evaluator = parts.evaluator.get();
-    }
-    TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<CoordinatorStore> store,
-                            CoordinatorStore::Open((state / "coordinator.db").string()));
-    TANDEM_ASSIGN_OR_RETURN(
-        parts.coordinator,
-        Coordinator::Create(co, ticket_key, std::move(eval_data), d->leader_.get(),
-                            d->helper_.get(), std::move(store), clock, random));
+    TANDEM_ASSIGN_OR_RETURN(TaskParts parts, d->MakeTask(co, std::move(eval_data),
+                                                         (state / "coordinator.db").string()));
     TANDEM_RETURN_IF_ERROR(d->tasks_->Adopt(std::move(parts), options.boot_spec));
   }
-  d->options_ = options;
   d->service_ = std::make_unique<CoordinatorService>(d->tasks_.get(), options.chunk_bytes);
   TANDEM_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> server_creds,
                           MakeServerCredentials(options.tls));

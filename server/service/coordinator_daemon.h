@@ -143,11 +143,13 @@ class CoordinatorDaemon {
 
  private:
   CoordinatorDaemon() = default;
+  // One task's coordinator over the store at `store_path`, with what every
+  // task shares (devices, models directory, worker, ticket key,
+  // aggregators): the command line's task and every API task.
+  absl::StatusOr<TaskParts> MakeTask(CoordinatorOptions co, ml::Dataset eval,
+                                     const std::string& store_path);
   // Builds an API task from its document (the TaskHost's factory).
   absl::StatusOr<TaskParts> BuildTask(const proto::TaskSpec& spec, const std::string& task_dir);
-  // The worker's evaluator of one task (options_' worker settings).
-  absl::StatusOr<std::unique_ptr<ModelEvaluator>> MakeWorkerEvaluator(const std::string& task_id,
-                                                                      const ml::Dataset& eval);
   // The operator API's listener, when options.admin_listen_address is set.
   absl::Status StartAdmin(const CoordinatorDaemonOptions& options);
 
