@@ -1,5 +1,7 @@
 #include "base/grpc_caller_gate.h"
 
+#include <grpc/grpc_security_constants.h>
+
 #include <algorithm>
 #include <utility>
 
@@ -22,11 +24,16 @@ std::map<std::string, uint64_t> RefusalCounters::Snapshot() const {
 std::vector<std::string> PeerIdentities(const grpc::AuthContext& context) {
   std::vector<std::string> out;
   if (!context.IsPeerAuthenticated()) return out;
-  for (const grpc::string_ref& v : context.FindPropertyValues("x509_subject_alternative_name")) {
+  // DNS names only: the CAs' name constraints (deploy/make-certs.sh) permit
+  // DNS names, and constrain no other SAN type, so an email, URI or IP SAN
+  // spelling a role's name must not pass for that role.
+  for (const grpc::string_ref& v : context.FindPropertyValues(GRPC_PEER_DNS_PROPERTY_NAME)) {
     out.emplace_back(v.data(), v.size());
   }
-  if (out.empty()) {
-    for (const grpc::string_ref& v : context.FindPropertyValues("x509_common_name")) {
+  // The subject CN only for a certificate with no SAN at all (RFC 6125
+  // 6.4.4: a CN is not looked at once any SAN is present).
+  if (out.empty() && context.FindPropertyValues(GRPC_X509_SAN_PROPERTY_NAME).empty()) {
+    for (const grpc::string_ref& v : context.FindPropertyValues(GRPC_X509_CN_PROPERTY_NAME)) {
       out.emplace_back(v.data(), v.size());
     }
   }

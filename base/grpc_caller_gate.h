@@ -1,9 +1,10 @@
 // Who may call a daemon's internal listeners (ARCHITECTURE.md, trust
 // model): the aggregators' collector API only the coordinator's identity, the peer
 // API only the leader's, the coordinator's admin API only operators'. An
-// identity is a DNS SAN of the caller's verified TLS
-// client certificate, or its subject CN when it has no SAN (the properties
-// gRPC's SSL transport puts in the AuthContext). The certificate chain
+// identity is a DNS SAN of the caller's verified TLS client certificate
+// (never an email, URI or IP SAN: name constraints bind DNS names only), or
+// its subject CN when it has no SAN of any type (the properties gRPC's SSL
+// transport puts in the AuthContext). The certificate chain
 // itself was verified by the TLS handshake against the listener's roots;
 // the gate only decides which of the CA's certificates may call.
 //
@@ -36,7 +37,8 @@ class RefusalCounters {
   std::map<std::string, uint64_t> counts_ ABSL_GUARDED_BY(mu_);
 };
 
-// The identities of an authenticated peer: its DNS SANs, else its CN.
+// The identities of an authenticated peer: its DNS SANs, else (no SAN of
+// any type) its CN.
 // Empty for a plaintext or certificate-less peer.
 std::vector<std::string> PeerIdentities(const grpc::AuthContext& context);
 

@@ -43,7 +43,9 @@
 #     enroll.key (PKCS#8, what `tandem-admin token mint --signing_key` takes)
 #     enroll.pub (the coordinator's --enrollment_keys)
 #     tokens.txt (64 single-use enrollment tokens, one per line, valid
-#                 --token-days; kept unless enroll.key is remade or --force)
+#                 --token-days; kept unless enroll.key is remade, they expire
+#                 within a day, or --force)
+#     tokens.expiry (when they expire, seconds since the epoch)
 #   the trust bundles (PEM roots) of each party:
 #     leader-roots.pem       coordinator CA (collector listener) + helper CA (its peer)
 #     helper-roots.pem       coordinator CA (collector listener) + leader CA (peer listener)
@@ -93,6 +95,10 @@
 #   --days      validity of the party certificates (default 825)
 #   --ca-days   validity of the CAs (default 3650)
 #   --token-days  validity of the enrollment tokens (default 30)
+#   --renew-days  a kept party certificate that expires within this many days
+#               is reissued by its CA with a new key (default 30): rerun this
+#               script from cron, then send the daemons SIGHUP (they reload
+#               their certificates, keys and roots without a restart)
 #   --key-mode  mode of the parties' private keys, ticket.key and tokens.txt
 #               (default 0600; the CA keys stay 0600). Docker bind mounts
 #               keep host ownership: the image's user (uid 10001) can read a
@@ -114,6 +120,7 @@ days=825
 ca_days=3650
 key_mode=0600
 token_days=30
+renew_days=30
 dir=""
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -127,6 +134,8 @@ while [ $# -gt 0 ]; do
     --key-mode=*) key_mode="${1#*=}" ;;
     --token-days) token_days="${2:?--token-days takes a value}"; shift ;;
     --token-days=*) token_days="${1#*=}" ;;
+    --renew-days) renew_days="${2:?--renew-days takes a value}"; shift ;;
+    --renew-days=*) renew_days="${1#*=}" ;;
     -h|--help) usage; exit 0 ;;
     -*) echo "make-certs: unknown option $1" >&2; usage >&2; exit 2 ;;
     *) [ -z "$dir" ] || { echo "make-certs: one directory only" >&2; exit 2; }; dir="$1" ;;
@@ -134,8 +143,9 @@ while [ $# -gt 0 ]; do
   shift
 done
 [ -n "$dir" ] || dir="$(cd "$(dirname "$0")" && pwd)/certs"
-case "$days$ca_days$token_days" in
-  *[!0-9]*) echo "make-certs: --days/--ca-days/--token-days take a number" >&2; exit 2 ;;
+case "$days$ca_days$token_days$renew_days" in
+  *[!0-9]*) echo "make-certs: --days/--ca-days/--token-days/--renew-days take a number" >&2
+            exit 2 ;;
 esac
 case "$key_mode" in [0-7][0-7][0-7]|[0-7][0-7][0-7][0-7]) ;; *)
   echo "make-certs: --key-mode takes an octal mode" >&2; exit 2 ;; esac
@@ -328,8 +338,11 @@ make_party() {  # make_party PARTY
     [ "$(cert_sans "$pem")" = "$(want_sans "$p")" ] || {
       echo "make-certs: $p.pem names other hosts than this run's: $(one_host_hint)" >&2
       exit 1; }
-    note kept "$p.pem $p.key"
-    return
+    if openssl x509 -in "$pem" -noout -checkend $((renew_days * 86400)) >/dev/null; then
+      note kept "$p.pem $p.key"
+      return
+    fi
+    note renew "$p.pem (expires within $renew_days days: a new key and certificate)"
   fi
   for n in $(dns_names "$p"); do sans+="DNS:$n,"; done
   if carries_local "$p"; then sans+="IP:127.0.0.1,"; fi
@@ -389,10 +402,15 @@ varint() {  # protobuf base-128 varint of $1 (< 2^63), raw bytes on stdout
 # bytes, expiry in ms, issuer "make-certs"}, Ed25519 over
 # "tandem.enrollment_token.v1" 0x00 || token}).
 make_tokens() {
-  local out="$dir/tokens.txt" n=64 tmp i expiry
+  local out="$dir/tokens.txt" n=64 tmp i expiry expires_at
   if [ $force -eq 0 ] && [ -s "$out" ] && ! printf '%s\n' "${made[@]}" | grep -qx enroll.key; then
-    note kept "tokens.txt"
-    return
+    expires_at="$(cat "$dir/tokens.expiry" 2>/dev/null || echo 0)"
+    case "$expires_at" in ''|*[!0-9]*) expires_at=0 ;; esac
+    if [ "$expires_at" -gt $(($(date +%s) + 86400)) ]; then
+      note kept "tokens.txt"
+      return
+    fi
+    note renew "tokens.txt (expired, expiring within a day, or of unknown expiry)"
   fi
   expiry=$((($(date +%s) + token_days * 86400) * 1000))
   tmp=$(mktemp -d)
@@ -408,8 +426,10 @@ make_tokens() {
   done
   (umask 077 && cp "$tmp/all" "$out")
   chmod "$key_mode" "$out"
+  echo $((expiry / 1000)) >"$dir/tokens.expiry"
+  chmod 0644 "$dir/tokens.expiry"
   rm -rf "$tmp"
-  made+=(tokens.txt)
+  made+=(tokens.txt tokens.expiry)
   note made "tokens.txt ($n single-use device enrollment tokens, valid $token_days days)"
 }
 

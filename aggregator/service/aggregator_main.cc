@@ -148,7 +148,10 @@ int main(int argc, char** argv) {
   if (config.role() == "helper") std::printf("peer on %d\n", (*daemon)->peer_port());
   std::printf("listening on %d\n", (*daemon)->port());
   std::fflush(stdout);
-  const int sig = signals.Wait();
+  const int sig = signals.Wait([&] {
+    const absl::Status s = (*daemon)->ReloadTls();
+    TANDEM_LOG(INFO) << "SIGHUP: certificates " << (s.ok() ? "reloaded" : s.ToString());
+  });
   TANDEM_LOG(INFO) << "signal " << sig << ": shutting down";
   (*daemon)->Shutdown();
   return 0;

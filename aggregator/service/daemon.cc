@@ -27,9 +27,10 @@ constexpr uint32_t kDefaultMaxTasks = 16;
 constexpr int kCollectorReceiveBytes = 1 << 20;
 constexpr int kPeerReceiveBytes = 32 << 20;
 
-TlsFiles TlsFilesFrom(const proto::TlsConfig& tls, bool require_client_cert) {
+TlsFiles TlsFilesFrom(const proto::TlsConfig& tls, bool require_client_cert,
+                      TlsReloader* reloader) {
   return {tls.insecure_plaintext(), tls.cert_chain_path(), tls.private_key_path(),
-          tls.root_ca_path(), require_client_cert};
+          tls.root_ca_path(),       require_client_cert,   reloader};
 }
 
 int Capped(int64_t bytes, uint32_t cap) {
@@ -139,8 +140,8 @@ absl::StatusOr<std::unique_ptr<AggregatorDaemon>> AggregatorDaemon::Start(
   }
   if (role == Role::kLeader) {
     // Presents the leader's certificate: the helper's peer listener checks it.
-    TANDEM_ASSIGN_OR_RETURN(auto creds,
-                            MakeChannelCredentials(TlsFilesFrom(config.tls(), false)));
+    TANDEM_ASSIGN_OR_RETURN(
+        auto creds, MakeChannelCredentials(TlsFilesFrom(config.tls(), false, &daemon->tls_)));
     grpc::ChannelArguments args;
     args.SetMaxReceiveMessageSize(kPeerReceiveBytes);
     args.SetMaxSendMessageSize(kPeerReceiveBytes);
@@ -198,7 +199,7 @@ absl::StatusOr<std::unique_ptr<AggregatorDaemon>> AggregatorDaemon::Start(
     rpc_metrics = std::make_shared<prometheus::Registry>();
   }
   TANDEM_ASSIGN_OR_RETURN(auto upload_creds,
-                          MakeServerCredentials(TlsFilesFrom(config.tls(), false)));
+                          MakeServerCredentials(TlsFilesFrom(config.tls(), false, &daemon->tls_)));
   TANDEM_ASSIGN_OR_RETURN(auto upload_server,
                           Serve(config.listen_address(), upload_creds, upload_receive,
                                 shared_collector ? share_bytes : (1 << 20), upload_services,
@@ -207,7 +208,8 @@ absl::StatusOr<std::unique_ptr<AggregatorDaemon>> AggregatorDaemon::Start(
   daemon->collector_port_ = daemon->port_;
   if (role == Role::kHelper) daemon->peer_port_ = daemon->port_;
   if (!shared_collector || !shared_peer) {
-    TANDEM_ASSIGN_OR_RETURN(auto mutual, MakeServerCredentials(TlsFilesFrom(config.tls(), true)));
+    TANDEM_ASSIGN_OR_RETURN(auto mutual,
+                            MakeServerCredentials(TlsFilesFrom(config.tls(), true, &daemon->tls_)));
     if (!shared_collector) {
       TANDEM_ASSIGN_OR_RETURN(auto s, Serve(config.collector_listen_address(), mutual,
                                             kCollectorReceiveBytes, share_bytes,

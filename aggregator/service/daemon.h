@@ -30,8 +30,9 @@
 #include "aggregator/core/aggregator.h"
 #include "aggregator/service/aggregator_metrics.h"
 #include "aggregator/service/grpc_services.h"
-#include "base/grpc_caller_gate.h"
 #include "base/clock.h"
+#include "base/grpc_caller_gate.h"
+#include "base/grpc_credentials.h"
 #include "base/metrics_server.h"
 #include "base/random.h"
 #include "proto/config.pb.h"
@@ -71,6 +72,10 @@ class AggregatorDaemon {
   int metrics_port() const { return metrics_server_ ? metrics_server_->port() : 0; }
   Aggregator& aggregator() { return *aggregator_; }
   const RefusalCounters& refusals() const { return refusals_; }
+  // SIGHUP: re-reads the certificate, key and roots of every listener and
+  // of the peer channel (TlsReloader::Reload; a set that fails validation
+  // keeps serving its previous material). OK under plaintext.
+  absl::Status ReloadTls() { return tls_.Reload(); }
   // Stops accepting calls, finishes in-flight ones, stops the loop. Idempotent.
   void Shutdown();
 
@@ -78,6 +83,8 @@ class AggregatorDaemon {
   AggregatorDaemon() = default;
   void ProcessLoop(absl::Duration interval);
 
+  // First member: destroyed last, after every server and channel reading it.
+  TlsReloader tls_;
   RefusalCounters refusals_;
   std::unique_ptr<AggregatorMetrics> metrics_;
   std::unique_ptr<CallerGate> collector_gate_;

@@ -27,6 +27,7 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_split.h"
 #include "base/clock.h"
+#include "base/grpc_credentials.h"
 #include "base/logging.h"
 #include "base/metrics_server.h"
 #include "base/shutdown_signals.h"
@@ -96,6 +97,9 @@ int main(int argc, char** argv) {
   options.model_writers =
       absl::StrSplit(absl::GetFlag(FLAGS_model_writers), ',', absl::SkipEmpty());
   const std::string listen = absl::GetFlag(FLAGS_listen);
+  // Declared before the worker: outlives the listener that reads it.
+  tandem::TlsReloader tls_reloader;
+  options.tls.reloader = &tls_reloader;
   std::unique_ptr<tandem::MetricsServer> metrics;
   std::shared_ptr<prometheus::Registry> rpc_metrics;
   if (const std::string m = absl::GetFlag(FLAGS_metrics_listen); !m.empty()) {
@@ -121,7 +125,10 @@ int main(int argc, char** argv) {
             << " (backend: " << tandem::ml::kernels::ActiveBackendDescription() << ")"
             << std::endl;
 
-  const int sig = signals.Wait();
+  const int sig = signals.Wait([&] {
+    const absl::Status s = tls_reloader.Reload();
+    TANDEM_LOG(INFO) << "SIGHUP: certificates " << (s.ok() ? "reloaded" : s.ToString());
+  });
   TANDEM_LOG(INFO) << "signal " << sig << ", shutting down";
   worker->reset();
   return 0;

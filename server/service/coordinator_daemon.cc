@@ -242,6 +242,8 @@ absl::StatusOr<std::unique_ptr<CoordinatorDaemon>> CoordinatorDaemon::Start(
   }
   const std::filesystem::path state(options.state_dir);
   std::unique_ptr<CoordinatorDaemon> d(new CoordinatorDaemon());
+  // Every listener and channel below takes its TLS material from d->tls_.
+  options.tls.reloader = &d->tls_;
   d->options_ = options;  // endpoints resolved
   d->ticket_key_ = std::move(ticket_key);
   d->clock_ = clock;

@@ -140,6 +140,11 @@ class CoordinatorDaemon {
   TaskHost& tasks() { return *tasks_; }
   // Stops the driver and the servers (idempotent).
   void Shutdown();
+  // SIGHUP: re-reads the certificates, keys and roots of both listeners and
+  // of the channels to the aggregators and the worker
+  // (TlsReloader::Reload: a set that fails validation keeps serving what it
+  // had). OK under plaintext.
+  absl::Status ReloadTls() { return tls_.Reload(); }
 
  private:
   CoordinatorDaemon() = default;
@@ -153,6 +158,8 @@ class CoordinatorDaemon {
   // The operator API's listener, when options.admin_listen_address is set.
   absl::Status StartAdmin(const CoordinatorDaemonOptions& options);
 
+  // First member: destroyed last, after every server and channel reading it.
+  TlsReloader tls_;
   std::unique_ptr<GrpcAggregatorClient> leader_;
   std::unique_ptr<GrpcAggregatorClient> helper_;
   CoordinatorDaemonOptions options_;  // endpoints resolved; boot task moved out

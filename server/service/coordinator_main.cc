@@ -360,7 +360,10 @@ int main(int argc, char** argv) {
   if ((*daemon)->metrics_port() >= 0) std::printf("metrics on %d\n", (*daemon)->metrics_port());
   std::printf("listening on %d\n", (*daemon)->port());
   std::fflush(stdout);
-  const int sig = signals.Wait();
+  const int sig = signals.Wait([&] {
+    const absl::Status s = (*daemon)->ReloadTls();
+    TANDEM_LOG(INFO) << "SIGHUP: certificates " << (s.ok() ? "reloaded" : s.ToString());
+  });
   TANDEM_LOG(INFO) << "signal " << sig << ": shutting down";
   (*daemon)->Shutdown();
   return 0;

@@ -1579,6 +1579,28 @@ check(r.returncode == 0 and "0 file(s) made" in r.stdout,
 r = subprocess.run([MAKE, "--one-host", CERTS], capture_output=True, text=True)
 check(r.returncode != 0, "make-certs.sh --one-host refuses a folder made without it")
 
+# Renewal (issue 34; the daemons reload on SIGHUP): a rerun reissues every
+# party certificate expiring within --renew-days (new keys, the same CAs)
+# and remakes expired enrollment tokens, nothing else; the next run keeps all.
+RENEW = os.path.join(work, "renew")
+r = subprocess.run([MAKE, "--one-host", "--days", "10", "--token-days", "0", RENEW],
+                   capture_output=True, text=True)
+check(r.returncode == 0, "make-certs.sh --days 10 --token-days 0 runs: %s" % r.stderr[-200:])
+old = {n: open(os.path.join(RENEW, n), "rb").read() for n in os.listdir(RENEW)}
+r = subprocess.run([MAKE, "--one-host", RENEW], capture_output=True, text=True)
+new = {n: open(os.path.join(RENEW, n), "rb").read() for n in os.listdir(RENEW)}
+renewed = sorted(n for n in new if old.get(n) != new[n])
+check(r.returncode == 0 and renewed == sorted(
+          [p + e for p in PARTIES for e in (".pem", ".key")] + ["tokens.expiry", "tokens.txt"]),
+      "make-certs.sh renews what expires within --renew-days, nothing else: %s %s"
+      % (renewed, r.stderr[-200:]))
+check(all(chains(os.path.join(RENEW, ca + "-ca.pem"), os.path.join(RENEW, p + ".pem"))
+          for p, ca in PARTIES.items()),
+      "renewed certificates chain to the CAs they had")
+r = subprocess.run([MAKE, "--one-host", RENEW], capture_output=True, text=True)
+check(r.returncode == 0 and "0 file(s) made" in r.stdout,
+      "make-certs.sh keeps a renewed folder: %s" % r.stdout.strip()[-200:])
+
 # Idempotent: a second run keeps every file; --force makes new ones.
 before = {n: open(os.path.join(CERTS, n), "rb").read() for n in made}
 r = subprocess.run([MAKE, CERTS], capture_output=True, text=True)

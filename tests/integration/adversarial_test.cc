@@ -58,11 +58,13 @@ TEST_F(AdversarialTest, OutsidersCannotCallAnyInternalRpc) {
   rogue.pem_cert_chain = Read(dir_ + "/rogue.pem");
   rogue.pem_private_key = Read(dir_ + "/rogue.key");
   const std::vector<Wrong> wrong = {
-      {"no certificate", Anonymous(), grpc::StatusCode::UNAVAILABLE},      // handshake refused
+      {"no certificate", Anonymous(), grpc::StatusCode::UNAVAILABLE},  // handshake refused
       {"rogue CA", {grpc::SslCredentials(rogue)}, grpc::StatusCode::UNAVAILABLE},
       {"outsider of the CA", As("outsider"), grpc::StatusCode::PERMISSION_DENIED},
       {"the leader", As("leader"), grpc::StatusCode::PERMISSION_DENIED},
       {"the helper", As("helper"), grpc::StatusCode::PERMISSION_DENIED},
+      // The coordinator's and leader's names as email/URI SANs and CN.
+      {"non-DNS SANs naming the roles", As("smuggler"), grpc::StatusCode::PERMISSION_DENIED},
   };
   proto::OpenRoundRequest open;
   *open.mutable_parameters() = params_;
@@ -127,10 +129,10 @@ TEST_F(AdversarialTest, OutsidersCannotCallAnyInternalRpc) {
   auto helper = Status(true);
   ASSERT_THAT(leader, IsOk());
   ASSERT_THAT(helper, IsOk());
-  // 3 refused identities x 3 RPCs on each collector; 3 x 2 on the peer API.
-  EXPECT_EQ(leader->refused_calls().at("collector/identity"), 9u);
-  EXPECT_EQ(helper->refused_calls().at("collector/identity"), 9u);
-  EXPECT_EQ(helper->refused_calls().at("peer/identity"), 6u);
+  // 4 refused identities x 3 RPCs on each collector; 4 x 2 on the peer API.
+  EXPECT_EQ(leader->refused_calls().at("collector/identity"), 12u);
+  EXPECT_EQ(helper->refused_calls().at("collector/identity"), 12u);
+  EXPECT_EQ(helper->refused_calls().at("peer/identity"), 8u);
 }
 
 TEST_F(AdversarialTest, CoordinatorCannotTurnPrivacyOff) {

@@ -91,7 +91,7 @@ class AggregatorPairTest : public ::testing::Test {
   void TearDown() override {
     pair_.leader.reset();
     pair_.helper.reset();
-    std::filesystem::remove_all(dir_);
+    if (!HasFailure()) std::filesystem::remove_all(dir_);
   }
 
   // Both daemons, as an operator runs them: TLS, tickets, kPolicy, and the

@@ -149,6 +149,10 @@ TEST_F(ClientIdentityTest, OperatorsEnrollAndRevokeAndImpersonatorsGetNothing) {
   EXPECT_NE(Admin({"devices", "list"}, "outsider", &out), 0);
   EXPECT_THAT(out, HasSubstr("PERMISSION_DENIED"));
   EXPECT_NE(Admin({"devices", "revoke", "--device_id=" + TestDeviceId("victim")}, "outsider"), 0);
+  // Nor one naming the operator only as an email/URI SAN and as its CN.
+  EXPECT_NE(Admin({"devices", "revoke", "--device_id=" + TestDeviceId("victim")}, "smuggler", &out),
+            0);
+  EXPECT_THAT(out, HasSubstr("PERMISSION_DENIED"));
   EXPECT_EQ(CheckIn(SignedCheckIn("victim", Now())), grpc::StatusCode::OK);
   // Revoked by the operator: refused from then on, and UploadDone too.
   ASSERT_EQ(Admin({"devices", "revoke", "--device_id=" + TestDeviceId("victim")}, "operator", &out),

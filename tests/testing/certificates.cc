@@ -38,14 +38,25 @@ absl::Status MakeRoleCertificates(const std::string& dir) {
     const char* file;
     const char* name;
     const char* ca;
+    const char* more_sans = "";
   };
+  // The smuggler: a certificate of the right CA whose only DNS name is its
+  // own, with the roles' names in SAN types name constraints do not bind
+  // (email, URI) and as its CN.
+  const char* smuggled =
+      ",email:coordinator.tandem,email:leader.tandem,email:operator.tandem,"
+      "URI:coordinator.tandem,URI:leader.tandem,URI:operator.tandem";
   for (const Party& p :
        {Party{"leader", "leader.tandem", "ca"}, Party{"helper", "helper.tandem", "ca"},
         Party{"coordinator", "coordinator.tandem", "ca"}, Party{"outsider", "mallory.tandem", "ca"},
         Party{"operator", "operator.tandem", "ca"}, Party{"worker", "worker.tandem", "ca"},
-        Party{"rogue", "coordinator.tandem", "rogue-ca"}}) {
+        Party{"rogue", "coordinator.tandem", "rogue-ca"},
+        Party{"smuggler", "coordinator.tandem", "ca", smuggled}}) {
+    const std::string first_dns =
+        std::string(p.file) == "smuggler" ? "smuggler.tandem" : std::string(p.name);
     std::ofstream(absl::StrCat(dir, "/", p.file, ".cnf"))
-        << "subjectAltName=DNS:" << p.name << ",DNS:localhost,IP:127.0.0.1\n"
+        << "subjectAltName=DNS:" << first_dns << ",DNS:localhost,IP:127.0.0.1" << p.more_sans
+        << "\n"
         << "extendedKeyUsage=serverAuth,clientAuth\n";
     absl::Status s = run(absl::StrCat(
         "cd ", dir, " && openssl req", ec, " -keyout ", p.file, ".key -out ", p.file,
@@ -60,6 +71,19 @@ absl::Status MakeRoleCertificates(const std::string& dir) {
                                       ".key -pubout -out ", key, ".pub 2>/dev/null"));
     if (!s.ok()) return s;
   }
+  return absl::OkStatus();
+}
+
+absl::Status ReissueCertificate(const std::string& dir, const std::string& party,
+                                const std::string& name, const std::string& ca) {
+  const std::string cmd = absl::StrCat(
+      "cd ", dir, " && openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes",
+      " -keyout ", party, ".new.key -out ", party, ".new.csr -subj /CN=", name,
+      " 2>/dev/null && openssl x509 -req -in ", party, ".new.csr -CA ", ca, ".pem -CAkey ", ca,
+      ".key -CAcreateserial -out ", party, ".new.pem -days 2 -extfile ", party,
+      ".cnf 2>/dev/null && mv ", party, ".new.key ", party, ".key && mv ", party, ".new.pem ",
+      party, ".pem");
+  if (std::system(cmd.c_str()) != 0) return absl::InternalError("openssl failed: " + cmd);
   return absl::OkStatus();
 }
 

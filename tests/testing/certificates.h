@@ -18,11 +18,20 @@ absl::Status MakeTestCertificates(const std::string& dir);
 // leader, helper, coordinator, and outsider (DNS:mallory.tandem, the same
 // CA: a party with a valid certificate but no role), operator
 // (DNS:operator.tandem, the coordinator's operator) and worker
-// (DNS:worker.tandem, a tandem-worker). Also another CA's
+// (DNS:worker.tandem, a tandem-worker), smuggler (CN coordinator.tandem,
+// DNS:smuggler.tandem, and the coordinator's, leader's and operator's names
+// as email and URI SANs: identities only in SAN types no name constraint
+// binds). Also another CA's
 // certificate for the coordinator's name (rogue-ca.pem, rogue.{pem,key}),
 // and the coordinator's Ed25519 ticket key (ticket.key, ticket.pub) and a
 // second one (other_ticket.key, other_ticket.pub). Files <name>.pem/.key.
 absl::Status MakeRoleCertificates(const std::string& dir);
+
+// A new key and certificate for `party` of MakeRoleCertificates (subject
+// CN `name`, the same SANs, issued by `ca`), written over <party>.pem and
+// <party>.key: a certificate renewal. INTERNAL when openssl fails.
+absl::Status ReissueCertificate(const std::string& dir, const std::string& party,
+                                const std::string& name, const std::string& ca = "ca");
 
 // The roots `party` verifies its peers with in `certs_dir`: the per-party
 // bundle <party>-roots.pem of deploy/make-certs.sh when present, else the
