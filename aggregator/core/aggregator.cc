@@ -120,9 +120,22 @@ Aggregator::Aggregator(AggregatorOptions options, StoreFactory store_factory, Pe
       store_factory_(std::move(store_factory)),
       peer_(peer),
       clock_(clock),
-      noise_random_(noise_random) {}
+      noise_random_(noise_random) {
+  policies_ = std::make_shared<const PolicySet>(options_.policies);
+}
 
 Aggregator::~Aggregator() = default;
+
+std::shared_ptr<const PolicySet> Aggregator::policies() const {
+  absl::MutexLock lock(&policies_mu_);
+  return policies_;
+}
+
+void Aggregator::SetPolicies(PolicySet policies) {
+  auto fresh = std::make_shared<const PolicySet>(std::move(policies));
+  absl::MutexLock lock(&policies_mu_);
+  policies_ = std::move(fresh);
+}
 
 absl::StatusOr<Aggregator::Task*> Aggregator::GetTask(absl::string_view task_id, bool create) {
   TANDEM_RETURN_IF_ERROR(ValidateId(task_id, "task_id"));
@@ -139,7 +152,7 @@ absl::StatusOr<Aggregator::Task*> Aggregator::GetTask(absl::string_view task_id,
   auto task = std::make_unique<Task>();
   task->id = std::string(task_id);
   task->store = *std::move(store);
-  task->policy = options_.policies.For(task_id);
+  task->policy = policies()->For(task_id);
   task->share_cache = std::make_unique<PendingShareCache>(options_.pending_share_cache_bytes);
   {
     absl::MutexLock process_lock(&task->process_mu);
@@ -152,15 +165,16 @@ absl::StatusOr<Aggregator::Task*> Aggregator::GetTask(absl::string_view task_id,
 
 absl::Status Aggregator::OpenRound(const proto::RoundParameters& parameters) {
   TANDEM_ASSIGN_OR_RETURN(crypto::SparseDpf dpf, DpfForRound(parameters, options_));
-  if (!options_.policies.Provisioned(parameters.task_id())) {
+  const std::shared_ptr<const PolicySet> policies = this->policies();
+  if (!policies->Provisioned(parameters.task_id())) {
     return absl::FailedPreconditionError(
         absl::StrCat("task '", parameters.task_id(),
                      "' is not provisioned on this aggregator: its operator must add it "
-                     "(task_policies, or the daemon's --task flag)"));
+                     "(task_policies, the daemon's --task flag, or tandem-admin aggregator "
+                     "provision)"));
   }
   // The policy before anything is created or stored for the task.
-  TANDEM_RETURN_IF_ERROR(
-      CheckRoundAgainstPolicy(parameters, options_.policies.For(parameters.task_id())));
+  TANDEM_RETURN_IF_ERROR(CheckRoundAgainstPolicy(parameters, policies->For(parameters.task_id())));
   TANDEM_ASSIGN_OR_RETURN(auto proof, ProofForRound(parameters));
   // The population's other tasks, before any lock of this one is held.
   TANDEM_RETURN_IF_ERROR(LoadPopulationPeers(parameters.task_id()));
@@ -492,7 +506,7 @@ absl::StatusOr<proto::AggregatorStatusResponse> Aggregator::Status(
   }
   response.set_epsilon_budget(task->policy.epsilon_budget);
   response.set_delta(task->policy.delta);
-  response.set_population(options_.policies.PopulationOf(task->id));
+  response.set_population(policies()->PopulationOf(task->id));
   if (PopulationTasks(task->id).size() == 1) {
     response.set_population_epsilon_spent(response.epsilon_spent());  // its own ledger
   } else {

@@ -151,9 +151,13 @@ class Aggregator {
   Role role() const { return options_.role; }
 
   // Whether this server's operator provisioned the task (PolicySet).
-  bool Provisioned(absl::string_view task_id) const {
-    return options_.policies.Provisioned(task_id);
-  }
+  bool Provisioned(absl::string_view task_id) const { return policies()->Provisioned(task_id); }
+  // The policies in force: a snapshot, since the operator API replaces the
+  // set at run time (SetPolicies). A task keeps the policy it was loaded
+  // with; a changed set applies from the next OpenRound.
+  std::shared_ptr<const PolicySet> policies() const ABSL_LOCKS_EXCLUDED(policies_mu_);
+  // Swaps in `policies` (the operator API, once its change is durable).
+  void SetPolicies(PolicySet policies) ABSL_LOCKS_EXCLUDED(policies_mu_);
 
   // Collector API (from the coordinator).
   // INVALID_ARGUMENT bad parameters or parameters this server's policy
@@ -311,7 +315,9 @@ class Aggregator {
   // set's unlisted task.
   std::vector<std::string> PopulationTasks(absl::string_view task_id) const;
 
-  const AggregatorOptions options_;
+  const AggregatorOptions options_;  // options_.policies: the set at Create; see policies_
+  mutable absl::Mutex policies_mu_;
+  std::shared_ptr<const PolicySet> policies_ ABSL_GUARDED_BY(policies_mu_);
   StoreFactory store_factory_;
   PeerChannel* const peer_;
   Clock* const clock_;

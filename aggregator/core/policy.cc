@@ -57,33 +57,71 @@ absl::StatusOr<Policy> ResolvePolicy(const proto::PrivacyPolicy& task,
   return p;
 }
 
+absl::Status PolicySet::Add(const proto::TaskPolicy& t, const proto::PrivacyPolicy& fallback) {
+  TANDEM_RETURN_IF_ERROR(ValidateId(t.task_id(), "task_policies.task_id"));
+  const std::string population = t.population().empty() ? t.task_id() : t.population();
+  TANDEM_RETURN_IF_ERROR(ValidateId(population, "task_policies.population"));
+  absl::StatusOr<Policy> p = ResolvePolicy(t.policy(), fallback);
+  if (!p.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("task '", t.task_id(), "': ", p.status().message()));
+  }
+  if (per_task_.contains(t.task_id())) {
+    return absl::AlreadyExistsError(absl::StrCat("task '", t.task_id(), "' has two policies"));
+  }
+  // One ledger per population: its RDP curves compose only at one delta.
+  for (const auto& [other, other_population] : population_) {
+    if (other_population != population) continue;
+    const double delta = per_task_.at(other).delta;
+    if (delta != p->delta) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "population '", population, "': task '", t.task_id(), "' has delta ", p->delta,
+          ", another task of the population ", delta, " (one ledger needs one delta)"));
+    }
+    break;
+  }
+  per_task_.emplace(t.task_id(), *p);
+  population_.emplace(t.task_id(), population);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<PolicySet> PolicySet::FromConfig(const proto::AggregatorConfig& config) {
   PolicySet set;
   set.open_ = config.allow_unprovisioned_tasks();
   TANDEM_ASSIGN_OR_RETURN(set.default_, ResolvePolicy({}, config.default_policy()));
-  absl::flat_hash_map<std::string, double> population_delta;
   for (const proto::TaskPolicy& t : config.task_policies()) {
-    TANDEM_RETURN_IF_ERROR(ValidateId(t.task_id(), "task_policies.task_id"));
-    const std::string population = t.population().empty() ? t.task_id() : t.population();
-    TANDEM_RETURN_IF_ERROR(ValidateId(population, "task_policies.population"));
-    absl::StatusOr<Policy> p = ResolvePolicy(t.policy(), config.default_policy());
-    if (!p.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("task '", t.task_id(), "': ", p.status().message()));
+    if (absl::Status s = set.Add(t, config.default_policy()); !s.ok()) {
+      return absl::InvalidArgumentError(s.message());
     }
-    if (!set.per_task_.emplace(t.task_id(), *p).second) {
-      return absl::InvalidArgumentError(absl::StrCat("task '", t.task_id(), "' has two policies"));
-    }
-    // One ledger per population: its RDP curves compose only at one delta.
-    auto [it, first] = population_delta.emplace(population, p->delta);
-    if (!first && it->second != p->delta) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "population '", population, "': task '", t.task_id(), "' has delta ", p->delta,
-          ", another task of the population ", it->second, " (one ledger needs one delta)"));
-    }
-    set.population_.emplace(t.task_id(), population);
   }
   return set;
+}
+
+absl::StatusOr<PolicySet> PolicySet::With(const proto::TaskPolicy& task,
+                                          const proto::PrivacyPolicy& fallback) const {
+  if (retired_.contains(task.task_id())) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("task '", task.task_id(), "' was retired: its id is not reused"));
+  }
+  PolicySet copy = *this;
+  TANDEM_RETURN_IF_ERROR(copy.Add(task, fallback));
+  return copy;
+}
+
+absl::StatusOr<PolicySet> PolicySet::Retired(absl::string_view task_id) const {
+  if (!per_task_.contains(task_id)) {
+    return absl::NotFoundError(absl::StrCat("task '", task_id, "' is not provisioned"));
+  }
+  PolicySet copy = *this;
+  copy.retired_.insert(std::string(task_id));
+  return copy;
+}
+
+std::vector<std::string> PolicySet::Tasks() const {
+  std::vector<std::string> tasks;
+  for (const auto& [task, p] : per_task_) tasks.push_back(task);
+  std::sort(tasks.begin(), tasks.end());
+  return tasks;
 }
 
 PolicySet PolicySet::Uniform(const Policy& policy) {
@@ -94,7 +132,7 @@ PolicySet PolicySet::Uniform(const Policy& policy) {
 }
 
 bool PolicySet::Provisioned(absl::string_view task_id) const {
-  return open_ || per_task_.contains(task_id);
+  return (open_ || per_task_.contains(task_id)) && !retired_.contains(task_id);
 }
 
 const Policy& PolicySet::For(absl::string_view task_id) const {

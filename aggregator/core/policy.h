@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -47,6 +48,8 @@ struct Policy {
   double delta = 1e-5;
   double sampling_rate = 1.0;    // 1: no amplification by subsampling
   bool require_norm_proofs = true;
+
+  bool operator==(const Policy&) const = default;
 };
 
 // Fields set in `task` win over `fallback`'s, which win over the defaults.
@@ -76,7 +79,21 @@ class PolicySet {
   // An open set with one policy for every task (tests of the bare protocol).
   static PolicySet Uniform(const Policy& policy);
 
-  // Whether OpenRound may create rounds for `task_id`.
+  // Run-time provisioning by the aggregator's own operator (the operator
+  // API, aggregator/service/admin_service.h), each a changed copy:
+  // `task` added, validated as FromConfig's task_policies against
+  // `fallback` (the config's default_policy); INVALID_ARGUMENT as there,
+  // ALREADY_EXISTS for an id provisioned or retired before.
+  absl::StatusOr<PolicySet> With(const proto::TaskPolicy& task,
+                                 const proto::PrivacyPolicy& fallback) const;
+  // `task_id` opens no new round (NOT_FOUND when it is not provisioned). It
+  // stays in its population (TasksOf), whose ledger keeps its spending.
+  absl::StatusOr<PolicySet> Retired(absl::string_view task_id) const;
+  bool retired(absl::string_view task_id) const { return retired_.contains(task_id); }
+  // The provisioned task ids (retired ones included), sorted.
+  std::vector<std::string> Tasks() const;
+
+  // Whether OpenRound may create rounds for `task_id` (never a retired one).
   bool Provisioned(absl::string_view task_id) const;
   bool open() const { return open_; }
   const Policy& For(absl::string_view task_id) const;
@@ -92,8 +109,12 @@ class PolicySet {
   uint64_t MaxDimension() const;
 
  private:
+  // Adds one task (FromConfig, With). ALREADY_EXISTS for a second policy.
+  absl::Status Add(const proto::TaskPolicy& task, const proto::PrivacyPolicy& fallback);
+
   Policy default_;
   bool open_ = false;
+  absl::flat_hash_set<std::string> retired_;
   absl::flat_hash_map<std::string, Policy> per_task_;
   absl::flat_hash_map<std::string, std::string> population_;  // task id -> population
 };

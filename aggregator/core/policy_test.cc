@@ -154,6 +154,45 @@ TEST(PolicyTest, PopulationNeedsOneDeltaAndAValidId) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("population")));
 }
 
+// Run-time provisioning (the operator API): a changed copy, validated like
+// the config; a retired task opens nothing but stays in its population.
+TEST(PolicyTest, WithAndRetiredAreValidatedCopies) {
+  proto::AggregatorConfig config;
+  config.mutable_default_policy()->set_epsilon_budget(4);
+  proto::TaskPolicy* a = config.add_task_policies();
+  a->set_task_id("a");
+  a->set_population("phones");
+  TANDEM_ASSERT_OK_AND_ASSIGN(const PolicySet set, PolicySet::FromConfig(config));
+  proto::TaskPolicy b;
+  b.set_task_id("b");
+  b.set_population("phones");
+  TANDEM_ASSERT_OK_AND_ASSIGN(const PolicySet with_b, set.With(b, config.default_policy()));
+  EXPECT_FALSE(set.Provisioned("b"));  // the original is unchanged
+  EXPECT_TRUE(with_b.Provisioned("b"));
+  EXPECT_EQ(with_b.For("b").epsilon_budget, 4);  // the default policy's
+  EXPECT_EQ(with_b.TasksOf("phones"), (std::vector<std::string>{"a", "b"}));
+  EXPECT_THAT(with_b.With(b, config.default_policy()).status(),
+              StatusIs(absl::StatusCode::kAlreadyExists));
+  proto::TaskPolicy c = b;
+  c.set_task_id("c");
+  c.mutable_policy()->set_delta(1e-7);
+  EXPECT_THAT(
+      with_b.With(c, config.default_policy()).status(),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("one ledger needs one delta")));
+  c.set_task_id("c d");
+  EXPECT_THAT(with_b.With(c, config.default_policy()).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+
+  TANDEM_ASSERT_OK_AND_ASSIGN(const PolicySet retired, with_b.Retired("b"));
+  EXPECT_FALSE(retired.Provisioned("b"));
+  EXPECT_TRUE(retired.retired("b"));
+  EXPECT_EQ(retired.TasksOf("phones"), (std::vector<std::string>{"a", "b"}));  // still charged
+  EXPECT_THAT(retired.With(b, config.default_policy()).status(),
+              StatusIs(absl::StatusCode::kAlreadyExists, HasSubstr("retired")));
+  EXPECT_THAT(retired.Retired("zzz").status(), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_EQ(retired.Tasks(), (std::vector<std::string>{"a", "b"}));
+}
+
 TEST(PolicyTest, NoiseMultiplierIsSigmaOverTheProvedBound) {
   absl::StatusOr<double> z = NoiseMultiplierOf(Round(1.25));
   ASSERT_TRUE(z.ok());

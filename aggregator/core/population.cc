@@ -31,8 +31,7 @@
 namespace tandem::aggregator {
 
 std::vector<std::string> Aggregator::PopulationTasks(absl::string_view task_id) const {
-  std::vector<std::string> tasks =
-      options_.policies.TasksOf(options_.policies.PopulationOf(task_id));
+  std::vector<std::string> tasks = policies()->TasksOf(policies()->PopulationOf(task_id));
   if (tasks.empty()) tasks.push_back(std::string(task_id));
   return tasks;
 }
@@ -95,7 +94,7 @@ absl::Status Aggregator::ReservePopulationBudget(const Task& task,
                                                  const proto::RoundParameters& p) {
   TANDEM_ASSIGN_OR_RETURN(const double z, NoiseMultiplierOf(p));
   const double q = task.policy.sampling_rate;
-  const std::string population = options_.policies.PopulationOf(task.id);
+  const std::string population = policies()->PopulationOf(task.id);
   const std::vector<std::string> tasks = PopulationTasks(task.id);
   if (tasks.size() == 1) {
     // A population of one task: OpenRound's own check of the task's

@@ -69,6 +69,13 @@ ABSL_FLAG(std::string, replica_id, "",
 ABSL_FLAG(bool, insecure_plaintext, false, "serve without TLS (local runs only)");
 ABSL_FLAG(int, verbosity, 0, "TANDEM_VLOG level");
 ABSL_FLAG(bool, check_config, false, "validate the configuration, print the result and exit");
+ABSL_FLAG(std::string, admin_listen, "",
+          "host:port of the operator API (tandem-admin aggregator provision|list|retire); "
+          "empty: none");
+ABSL_FLAG(std::string, admin_ca, "",
+          "PEM roots verifying the operators' certificates (default: --tls_ca)");
+ABSL_FLAG(std::vector<std::string>, operator_identity, {},
+          "certificate identities (DNS SANs) that may call the operator API");
 
 int main(int argc, char** argv) {
   tandem::TuneAllocatorForLargeBuffers();  // report shares churn ~134 KB buffers
@@ -137,13 +144,21 @@ int main(int argc, char** argv) {
 
   const tandem::ShutdownSignals signals;  // before any thread starts
 
-  auto daemon = tandem::aggregator::AggregatorDaemon::Start(
-      config, tandem::RealClock::Default(), tandem::OpenSslRandom::Default());
+  tandem::proto::AggregatorAdminConfig admin;
+  admin.set_listen_address(absl::GetFlag(FLAGS_admin_listen));
+  admin.set_operator_ca_path(absl::GetFlag(FLAGS_admin_ca));
+  for (const std::string& id : absl::GetFlag(FLAGS_operator_identity)) {
+    admin.add_operator_identities(id);
+  }
+  auto daemon = tandem::aggregator::AggregatorDaemon::Start(config, tandem::RealClock::Default(),
+                                                            tandem::OpenSslRandom::Default(),
+                                                            absl::Milliseconds(100), admin);
   if (!daemon.ok()) {
     std::fprintf(stderr, "tandem-aggregator: %s\n", daemon.status().ToString().c_str());
     return 1;
   }
   if ((*daemon)->metrics_port() > 0) std::printf("metrics on %d\n", (*daemon)->metrics_port());
+  if ((*daemon)->admin_port() > 0) std::printf("admin on %d\n", (*daemon)->admin_port());
   std::printf("collector on %d\n", (*daemon)->collector_port());
   if (config.role() == "helper") std::printf("peer on %d\n", (*daemon)->peer_port());
   std::printf("listening on %d\n", (*daemon)->port());

@@ -1,12 +1,12 @@
 #include "aggregator/service/daemon.h"
 
+#include <grpcpp/create_channel.h>
+#include <grpcpp/server_builder.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
-
-#include <grpcpp/create_channel.h>
-#include <grpcpp/server_builder.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -16,6 +16,7 @@
 #include "base/grpc_credentials.h"
 #include "base/grpc_metrics.h"
 #include "base/logging.h"
+#include "base/net_address.h"
 #include "base/status_macros.h"
 
 namespace tandem::aggregator {
@@ -72,17 +73,20 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> Serve(
 
 absl::StatusOr<std::unique_ptr<AggregatorDaemon>> AggregatorDaemon::Start(
     const proto::AggregatorConfig& config, Clock* clock, SecureRandom* noise_random,
-    absl::Duration process_interval) {
+    absl::Duration process_interval, const proto::AggregatorAdminConfig& admin) {
   TANDEM_RETURN_IF_ERROR(ValidateConfig(config));
   TANDEM_ASSIGN_OR_RETURN(Role role, ParseRole(config.role()));
-  TANDEM_ASSIGN_OR_RETURN(PolicySet policies, PolicySet::FromConfig(config));
+  // The config's tasks and what the operator API provisioned before.
+  TANDEM_ASSIGN_OR_RETURN(proto::ProvisionedTasks provisioned,
+                          ReadProvisionedTasks(ProvisionedTasksPath(config.state_path())));
+  TANDEM_ASSIGN_OR_RETURN(PolicySet policies, PoliciesWithProvisioned(config, provisioned));
   if (policies.open()) {
     TANDEM_LOG(WARNING) << "allow_unprovisioned_tasks: the coordinator may open rounds for any "
                            "task id, each with a budget of its own";
   } else {
-    for (const proto::TaskPolicy& t : config.task_policies()) {
-      TANDEM_LOG(INFO) << "provisioned task " << t.task_id() << " (population "
-                       << policies.PopulationOf(t.task_id()) << ")";
+    for (const std::string& t : policies.Tasks()) {
+      TANDEM_LOG(INFO) << (policies.retired(t) ? "retired task " : "provisioned task ") << t
+                       << " (population " << policies.PopulationOf(t) << ")";
     }
   }
   std::error_code ec;
@@ -223,6 +227,28 @@ absl::StatusOr<std::unique_ptr<AggregatorDaemon>> AggregatorDaemon::Start(
                                             &daemon->peer_port_, rpc_metrics));
       daemon->servers_.push_back(std::move(s));
     }
+  }
+  if (!admin.listen_address().empty()) {
+    if (plaintext && !IsLoopbackAddress(admin.listen_address())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("a plaintext operator API is refused on the non-loopback address '",
+                       admin.listen_address(), "'"));
+    }
+    if (!plaintext && admin.operator_identities().empty()) {
+      return absl::InvalidArgumentError(
+          "the operator API needs the operators' certificate identities (--operator_identity)");
+    }
+    TlsFiles tls = TlsFilesFrom(config.tls(), true, &daemon->tls_);
+    if (!admin.operator_ca_path().empty()) tls.root_ca_path = admin.operator_ca_path();
+    TANDEM_ASSIGN_OR_RETURN(auto admin_creds, MakeServerCredentials(tls));
+    daemon->admin_gate_ = std::make_unique<CallerGate>(
+        "admin", identities(admin.operator_identities()), !plaintext, &daemon->refusals_);
+    daemon->admin_service_ = std::make_unique<AggregatorAdminService>(
+        daemon->aggregator_.get(), daemon->admin_gate_.get(), config, std::move(provisioned));
+    TANDEM_ASSIGN_OR_RETURN(
+        auto s, Serve(admin.listen_address(), admin_creds, 1 << 20, 1 << 20,
+                      {daemon->admin_service_.get()}, &daemon->admin_port_, rpc_metrics));
+    daemon->servers_.push_back(std::move(s));
   }
   if (!config.metrics_listen_address().empty()) {
     TANDEM_ASSIGN_OR_RETURN(daemon->metrics_server_,

@@ -28,6 +28,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "aggregator/core/aggregator.h"
+#include "aggregator/service/admin_service.h"
 #include "aggregator/service/aggregator_metrics.h"
 #include "aggregator/service/grpc_services.h"
 #include "base/clock.h"
@@ -35,6 +36,7 @@
 #include "base/grpc_credentials.h"
 #include "base/metrics_server.h"
 #include "base/random.h"
+#include "proto/aggregator_admin.pb.h"
 #include "proto/config.pb.h"
 
 namespace tandem::aggregator {
@@ -59,9 +61,13 @@ class AggregatorDaemon {
   // state directory and starts serving. `clock` and `noise_random` are not
   // owned and must outlive the daemon. UNAVAILABLE when a listen address
   // cannot be bound.
+  // `admin`: the operator API's listener (none when its address is empty);
+  // its provisioned tasks (state_path/provisioned.textproto) join the
+  // config's at start either way.
   static absl::StatusOr<std::unique_ptr<AggregatorDaemon>> Start(
       const proto::AggregatorConfig& config, Clock* clock, SecureRandom* noise_random,
-      absl::Duration process_interval = absl::Milliseconds(100));
+      absl::Duration process_interval = absl::Milliseconds(100),
+      const proto::AggregatorAdminConfig& admin = proto::AggregatorAdminConfig());
   ~AggregatorDaemon();  // Shuts down.
 
   // The bound ports (useful with port 0); an internal port equals port()
@@ -69,6 +75,7 @@ class AggregatorDaemon {
   int port() const { return port_; }
   int collector_port() const { return collector_port_; }
   int peer_port() const { return peer_port_; }
+  int admin_port() const { return admin_port_; }  // 0 without an operator API
   int metrics_port() const { return metrics_server_ ? metrics_server_->port() : 0; }
   Aggregator& aggregator() { return *aggregator_; }
   const RefusalCounters& refusals() const { return refusals_; }
@@ -95,6 +102,8 @@ class AggregatorDaemon {
   std::unique_ptr<UploadService> upload_;
   std::unique_ptr<PeerService> peer_service_;
   std::unique_ptr<CollectorService> collector_;
+  std::unique_ptr<CallerGate> admin_gate_;
+  std::unique_ptr<AggregatorAdminService> admin_service_;
   std::vector<std::unique_ptr<grpc::Server>> servers_;
   // Declared after the aggregator: destroyed (and its threads joined)
   // before anything a scrape reads.
@@ -104,6 +113,7 @@ class AggregatorDaemon {
   int port_ = 0;
   int collector_port_ = 0;
   int peer_port_ = 0;
+  int admin_port_ = 0;
   bool shut_down_ = false;
 };
 

@@ -16,6 +16,11 @@
 //       (--admin=HOST:PORT, over the task API; or --state_dir=DIR, read from
 //       a coordinator's state directory on this machine)
 //       a released model (the latest by default), validated, as safetensors
+//   tandem-admin aggregator provision --task=ID [--population=P]
+//       [--policy='epsilon_budget: 4 min_batch_size: 20'] --admin=HOST:PORT
+//   tandem-admin aggregator list|retire [--task=ID] --admin=HOST:PORT
+//       an aggregator's operator API (server/service/aggregator_commands.h),
+//       by that aggregator's own operator (its --operator_identity)
 // Exit status 0 on success, 1 on any error (printed on stderr).
 #include <grpcpp/grpcpp.h>
 #include <sys/stat.h>
@@ -44,6 +49,7 @@
 #include "ml/model/safetensors.h"
 #include "proto/coordinator.grpc.pb.h"
 #include "server/core/released_models.h"
+#include "server/service/aggregator_commands.h"
 #include "server/service/task_commands.h"
 
 ABSL_FLAG(std::string, out, "",
@@ -54,6 +60,11 @@ ABSL_FLAG(std::string, task, "default", "task show|pause|resume|delete|export: t
 ABSL_FLAG(std::string, spec, "",
           "task create: the TaskSpec textproto (an opaque model's weights_file, relative to it, "
           "is sent with it)");
+ABSL_FLAG(std::string, population, "",
+          "aggregator provision: the devices whose budget the task spends (default: its own)");
+ABSL_FLAG(std::string, policy, "",
+          "aggregator provision: the task's PrivacyPolicy textproto (unset fields: the "
+          "aggregator's default policy)");
 ABSL_FLAG(uint64_t, version, 0, "task export: the released version (0 = the latest)");
 ABSL_FLAG(std::string, signing_key, "", "token mint: the operator's Ed25519 PKCS#8 PEM");
 ABSL_FLAG(int, count, 1, "token mint: tokens to print");
@@ -237,9 +248,20 @@ absl::Status Run(const std::vector<char*>& args) {
     a.out = absl::GetFlag(FLAGS_out);
     return tandem::server::RunTaskCommand(sub, a);
   }
+  if (cmd == "aggregator") {
+    tandem::server::AggregatorCommandArgs a;
+    a.admin = absl::GetFlag(FLAGS_admin);
+    a.tls = {absl::GetFlag(FLAGS_insecure_plaintext), absl::GetFlag(FLAGS_tls_cert),
+             absl::GetFlag(FLAGS_tls_key), absl::GetFlag(FLAGS_tls_ca), false};
+    a.task = absl::GetFlag(FLAGS_task);
+    a.population = absl::GetFlag(FLAGS_population);
+    a.policy = absl::GetFlag(FLAGS_policy);
+    return tandem::server::RunAggregatorCommand(sub, a);
+  }
   return absl::InvalidArgumentError(
       "usage: tandem-admin keygen | token mint | devices list|enroll|revoke | task "
-      "create|list|show|pause|resume|delete|export (see --help)");
+      "create|list|show|pause|resume|delete|export | aggregator provision|list|retire "
+      "(see --help)");
 }
 
 }  // namespace
@@ -247,7 +269,7 @@ absl::Status Run(const std::vector<char*>& args) {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "tandem operator tool: keygen, token mint, devices list|enroll|revoke, task "
-      "create|list|show|pause|resume|delete|export");
+      "create|list|show|pause|resume|delete|export, aggregator provision|list|retire");
   const std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   if (absl::Status s = Run(args); !s.ok()) {
     std::fprintf(stderr, "tandem-admin: %s\n", s.ToString().c_str());

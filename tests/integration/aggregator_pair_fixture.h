@@ -103,6 +103,7 @@ class AggregatorPairTest : public ::testing::Test {
     o.ticket_public_key = ticket_keys_.empty() ? dir_ + "/ticket.pub" : ticket_keys_;
     o.policy = kPolicy;  // otherwise the private defaults
     o.tasks = {kProvisionedTasks, kProvisionedTasks + std::size(kProvisionedTasks)};
+    o.operator_api = operator_api_;
     auto pair = tandem::testing::StartAggregatorPair(TANDEM_AGGREGATOR_BIN, dir_ + "/state", o);
     if (!pair.ok()) return pair.status();
     pair_ = *std::move(pair);
@@ -235,6 +236,8 @@ class AggregatorPairTest : public ::testing::Test {
   // The daemons' --coordinator_key (empty: ticket.pub alone).
   std::string ticket_keys_;
   proto::RoundParameters params_;
+  // Set before SetUp (a derived fixture's constructor): the operator APIs.
+  bool operator_api_ = false;
 };
 
 }  // namespace tandem::integration

@@ -51,6 +51,8 @@ absl::Status MakeRoleCertificates(const std::string& dir) {
         Party{"coordinator", "coordinator.tandem", "ca"}, Party{"outsider", "mallory.tandem", "ca"},
         Party{"operator", "operator.tandem", "ca"}, Party{"worker", "worker.tandem", "ca"},
         Party{"rogue", "coordinator.tandem", "rogue-ca"},
+        Party{"leader-operator", "operator.leader.tandem", "ca"},
+        Party{"helper-operator", "operator.helper.tandem", "ca"},
         Party{"smuggler", "coordinator.tandem", "ca", smuggled}}) {
     const std::string first_dns =
         std::string(p.file) == "smuggler" ? "smuggler.tandem" : std::string(p.name);

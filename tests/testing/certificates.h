@@ -21,7 +21,8 @@ absl::Status MakeTestCertificates(const std::string& dir);
 // (DNS:worker.tandem, a tandem-worker), smuggler (CN coordinator.tandem,
 // DNS:smuggler.tandem, and the coordinator's, leader's and operator's names
 // as email and URI SANs: identities only in SAN types no name constraint
-// binds). Also another CA's
+// binds), leader-operator and helper-operator (DNS:operator.<role>.tandem,
+// each aggregator's own operator). Also another CA's
 // certificate for the coordinator's name (rogue-ca.pem, rogue.{pem,key}),
 // and the coordinator's Ed25519 ticket key (ticket.key, ticket.pub) and a
 // second one (other_ticket.key, other_ticket.pub). Files <name>.pem/.key.

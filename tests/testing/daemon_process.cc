@@ -200,6 +200,10 @@ absl::StatusOr<AggregatorPair> StartAggregatorPair(const std::string& binary,
       a.push_back("--tls_ca=" + RootsFile(options.certs_dir, role));
       a.push_back("--tls_cert=" + options.certs_dir + "/" + role + ".pem");
       a.push_back("--tls_key=" + options.certs_dir + "/" + role + ".key");
+      if (options.operator_api) {
+        a.push_back("--admin_listen=127.0.0.1:0");
+        a.push_back("--operator_identity=operator." + role + ".tandem");
+      }
     }
     return a;
   };

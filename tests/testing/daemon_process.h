@@ -85,6 +85,10 @@ struct AggregatorPairOptions {
   // "ID@POPULATION"). Empty: --allow_unprovisioned_tasks, for tests of the
   // bare protocol and the simulator (one operator, a population per run).
   std::vector<std::string> tasks;
+  // With certs_dir: each aggregator serves its operator API (--admin_listen,
+  // "admin" port) to its own operator, <role>-operator.pem of
+  // MakeRoleCertificates (DNS:operator.<role>.tandem).
+  bool operator_api = false;
 };
 
 // A helper and a leader tandem-aggregator on loopback (port 0), state and
@@ -101,6 +105,8 @@ struct AggregatorPair {
     return Loopback(helper->named_port("collector"));
   }
   std::string helper_peer_address() const { return Loopback(helper->named_port("peer")); }
+  std::string leader_admin_address() const { return Loopback(leader->named_port("admin")); }
+  std::string helper_admin_address() const { return Loopback(helper->named_port("admin")); }
 };
 absl::StatusOr<AggregatorPair> StartAggregatorPair(const std::string& binary,
                                                    const std::string& state_dir,
