@@ -16,6 +16,8 @@ PACKAGES=(
   libfftw3-dev
   # the daemons' Prometheus /metrics (prometheus-cpp's Exposer)
   prometheus-cpp-dev
+  # YAML task documents (libyaml, through pkg-config: server/core/yaml_message.h)
+  libyaml-dev
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
   # the PostgreSQL report store (libpq) and its tests, which start their own

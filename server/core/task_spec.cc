@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/ids.h"
 #include "base/status_macros.h"
@@ -12,6 +13,7 @@
 #include "google/protobuf/text_format.h"
 #include "ml/spec/model_from_spec.h"
 #include "server/core/released_models.h"
+#include "server/core/yaml_message.h"
 
 namespace tandem::server {
 namespace {
@@ -216,6 +218,13 @@ absl::StatusOr<proto::TaskSpec> ReadTaskSpec(const std::string& path) {
   if (!in) return absl::NotFoundError(absl::StrCat("cannot read the task spec ", path));
   std::stringstream text;
   text << in.rdbuf();
+  if (absl::EndsWith(path, ".yaml") || absl::EndsWith(path, ".yml")) {
+    proto::TaskSpec spec;
+    if (absl::Status s = ParseYamlMessage(text.str(), &spec); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": task_spec.", s.message()));
+    }
+    return spec;
+  }
   google::protobuf::TextFormat::Parser parser;
   FirstError errors;
   parser.RecordErrorsTo(&errors);

@@ -18,8 +18,10 @@
 
 namespace tandem::server {
 
-// The textproto file at `path`. NOT_FOUND when unreadable, INVALID_ARGUMENT
-// with "line:column" for a parse error (an unknown field, a bad value).
+// The document at `path`: YAML when it ends in .yaml or .yml
+// (server/core/yaml_message.h; errors name the field and line), a textproto
+// otherwise. NOT_FOUND when unreadable, INVALID_ARGUMENT with the line for a
+// parse error (an unknown field, a bad value).
 absl::StatusOr<proto::TaskSpec> ReadTaskSpec(const std::string& path);
 
 struct TaskFromSpec {
