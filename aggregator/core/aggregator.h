@@ -174,6 +174,13 @@ class Aggregator {
   absl::StatusOr<proto::FinalizeResponse> Finalize(const proto::FinalizeRequest& request);
   absl::StatusOr<proto::AggregatorStatusResponse> Status(
       const proto::AggregatorStatusRequest& request);
+  // Ends the task's open round without a release (the coordinator deleted
+  // the task): nothing more is accepted, its aggregate never leaves, and its
+  // advance charge on the population's ledger is dropped (population.cc).
+  // OK also when it is already abandoned or a later round is open (a
+  // retry); FAILED_PRECONDITION when it was released; NOT_FOUND for an
+  // unknown task or a round not yet opened.
+  absl::Status AbandonRound(absl::string_view task_id, uint64_t round_id);
 
   // Client API. UNAUTHENTICATED no valid ticket (checked before anything
   // else); INVALID_ARGUMENT malformed request or key share; NOT_FOUND
@@ -298,6 +305,8 @@ class Aggregator {
       ABSL_LOCKS_EXCLUDED(ledger_mu_);
   void LedgerHoldOpen(const std::string& task_id, double q, double z, int64_t round_id)
       ABSL_LOCKS_EXCLUDED(ledger_mu_);
+  // The round no longer held open (abandoned): its charge is dropped.
+  void LedgerDropHold(const std::string& task_id, int64_t round_id) ABSL_LOCKS_EXCLUDED(ledger_mu_);
   // Loads the other provisioned tasks of `task_id`'s population that have a
   // store (their released rounds), refreshing them first over a replicated
   // store. REQUIRES no task's process_mu held (it takes theirs).

@@ -12,7 +12,8 @@
 // still be released, and two tasks of one population must not both be
 // admitted on the same remaining budget. [I] Charging an open round that
 // is later abandoned is conservative (nothing was released): its charge is
-// dropped when its task opens its next round.
+// dropped when its task opens its next round, or when the coordinator
+// abandons it (AbandonRound: its task was deleted).
 //
 // Replicated stores (issue 24): the population's other tasks are reloaded
 // from the store before the check, so releases by other replicas count;
@@ -26,6 +27,7 @@
 #include "absl/strings/str_cat.h"
 #include "aggregator/core/aggregator.h"
 #include "aggregator/core/task.h"
+#include "base/logging.h"
 #include "base/status_macros.h"
 
 namespace tandem::aggregator {
@@ -55,6 +57,41 @@ void Aggregator::LedgerReleased(const std::string& task_id, double q, double z, 
 void Aggregator::LedgerHoldOpen(const std::string& task_id, double q, double z, int64_t round_id) {
   absl::MutexLock lock(&ledger_mu_);
   ledgers_[task_id].Hold(round_id, q, z);
+}
+
+void Aggregator::LedgerDropHold(const std::string& task_id, int64_t round_id) {
+  absl::MutexLock lock(&ledger_mu_);
+  auto it = ledgers_.find(task_id);
+  if (it != ledgers_.end() && it->second.open_round == round_id) it->second.open_round = 0;
+}
+
+absl::Status Aggregator::AbandonRound(absl::string_view task_id, uint64_t round) {
+  TANDEM_ASSIGN_OR_RETURN(Task * task, GetTask(task_id, /*create=*/false));
+  const int64_t round_id = static_cast<int64_t>(round);
+  absl::MutexLock process_lock(&task->process_mu);
+  TANDEM_RETURN_IF_ERROR(RefreshIfStale(*task, round_id));
+  {
+    absl::ReaderMutexLock lock(&task->state_mu);
+    if (round_id == 0 || round_id > task->round_id) {
+      return absl::NotFoundError(absl::StrCat("round ", round_id, " was never opened"));
+    }
+    if (round_id < task->round_id) return absl::OkStatus();  // superseded: abandoned already
+    if (task->closed && task->released) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("round ", round_id, " was released; it cannot be abandoned"));
+    }
+    if (task->closed) return absl::OkStatus();  // a retry
+  }
+  TANDEM_RETURN_IF_ERROR(task->store->CloseRound(round_id));
+  {
+    absl::MutexLock lock(&task->state_mu);
+    task->closed = true;
+    task->released = false;
+  }
+  LedgerDropHold(task->id, round_id);
+  TANDEM_LOG(WARNING) << "task " << task->id << ": round " << round_id
+                      << " abandoned by the coordinator (its task was deleted); nothing released";
+  return absl::OkStatus();
 }
 
 absl::Status Aggregator::LoadPopulationPeers(absl::string_view task_id) {

@@ -264,6 +264,31 @@ TEST_F(TrustTest, AbandonedRoundsAreNotChargedAndNeverReleased) {
   EXPECT_EQ(StatusOf(*leader_).released_rounds(), 0u);
 }
 
+// The coordinator abandons the round of a deleted task: closed, never
+// released, nothing more accepted, also after a restart; a released round
+// cannot be abandoned.
+TEST_F(TrustTest, AnAbandonedRoundIsClosedUnreleasedForGood) {
+  Start();
+  TANDEM_ASSERT_OK(OpenBoth(params_));
+  UploadTicketed(params_, 1, 3);
+  TANDEM_ASSERT_OK(leader_->AbandonRound("task", 1));
+  TANDEM_ASSERT_OK(leader_->AbandonRound("task", 1));  // a retry
+  EXPECT_THAT(leader_->AbandonRound("task", 2), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(leader_->AbandonRound("no-such-task", 1), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(Finalize(*leader_, 1).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("without release")));
+  TestReport late = Ticketed(params_, 9);
+  EXPECT_FALSE(leader_->Upload(late.to_leader).ok());
+  EXPECT_EQ(StatusOf(*leader_).released_rounds(), 0u);
+  EXPECT_EQ(StatusOf(*leader_).epsilon_spent(), 0.0);
+  Start();  // after a restart too
+  EXPECT_THAT(Finalize(*leader_, 1).status(), StatusIs(absl::StatusCode::kFailedPrecondition));
+  ReleaseRound(2, 3);
+  EXPECT_THAT(helper_->AbandonRound("task", 2),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("released")));
+  TANDEM_ASSERT_OK(helper_->AbandonRound("task", 1));  // superseded: nothing to do
+}
+
 TEST_F(TrustTest, ServerMinimumBatchWinsOverTheRounds) {
   policy_.min_batch_size = 5;
   Start();

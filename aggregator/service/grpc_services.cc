@@ -75,4 +75,12 @@ grpc::Status CollectorService::Status(grpc::ServerContext* context,
   return s;
 }
 
+grpc::Status CollectorService::AbandonRound(grpc::ServerContext* context,
+                                            const proto::AbandonRoundRequest* request,
+                                            proto::AbandonRoundResponse*) {
+  if (grpc::Status s = gate_->Admit(*context); !s.ok()) return s;
+  metrics_->NoteTask(request->task_id());
+  return ToGrpcStatus(aggregator_->AbandonRound(request->task_id(), request->round_id()));
+}
+
 }  // namespace tandem::aggregator

@@ -56,6 +56,8 @@ class CollectorService final : public proto::AggregatorCollector::Service {
                         proto::FinalizeResponse* response) override;
   grpc::Status Status(grpc::ServerContext* context, const proto::AggregatorStatusRequest* request,
                       proto::AggregatorStatusResponse* response) override;
+  grpc::Status AbandonRound(grpc::ServerContext* context, const proto::AbandonRoundRequest* request,
+                            proto::AbandonRoundResponse* response) override;
 
  private:
   Aggregator* aggregator_;

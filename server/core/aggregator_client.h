@@ -3,6 +3,9 @@
 #ifndef TANDEM_SERVER_CORE_AGGREGATOR_CLIENT_H_
 #define TANDEM_SERVER_CORE_AGGREGATOR_CLIENT_H_
 
+#include <cstdint>
+#include <string>
+
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "proto/aggregator.pb.h"
@@ -16,6 +19,12 @@ class AggregatorClient {
   virtual ~AggregatorClient() = default;
   virtual absl::Status OpenRound(const proto::RoundParameters& parameters) = 0;
   virtual absl::StatusOr<proto::FinalizeResponse> Finalize(const proto::FinalizeRequest& request) = 0;
+  // Ends the open round without a release (its task was deleted), dropping
+  // its advance charge on the aggregator's population ledger. Test doubles
+  // that never see a deletion keep this default.
+  virtual absl::Status AbandonRound(const std::string& task_id, uint64_t round_id) {
+    return absl::UnimplementedError("AbandonRound");
+  }
 };
 
 }  // namespace tandem::server

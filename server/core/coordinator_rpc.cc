@@ -3,6 +3,7 @@
 // coordinator.h.
 #include "absl/strings/str_cat.h"
 #include "base/ids.h"
+#include "base/logging.h"
 #include "base/status_macros.h"
 #include "server/core/coordinator.h"
 
@@ -220,8 +221,26 @@ absl::Status Coordinator::Cancel(const std::string& reason) {
   absl::Status s = absl::OkStatus();
   // An opening or collecting round ends without a release: the aggregators
   // never get its Finalize, so neither releases it, and the store records
-  // it abandoned (a restart does not resume it).
-  if (phase == Phase::kOpening || phase == Phase::kCollecting) s = Abandon(reason);
+  // it abandoned (a restart does not resume it). The aggregators are told
+  // too, so that its advance charge leaves their population ledgers (the
+  // task will open no next round that would drop it); best effort: an
+  // aggregator that cannot be reached keeps the charge, which only
+  // overstates the spending.
+  if (phase == Phase::kOpening || phase == Phase::kCollecting) {
+    uint64_t round;
+    {
+      absl::MutexLock lock(&mu_);
+      round = aggregation_round_;
+    }
+    s = Abandon(reason);
+    for (AggregatorClient* a : {leader_, helper_}) {
+      if (absl::Status told = a->AbandonRound(options_.task_id, round);
+          !told.ok() && !absl::IsNotFound(told)) {
+        TANDEM_LOG(WARNING) << "coordinator: an aggregator keeps round " << round
+                            << " of deleted task " << options_.task_id << " charged: " << told;
+      }
+    }
+  }
   absl::MutexLock lock(&mu_);
   phase_ = Phase::kDone;
   done_reason_ = reason;

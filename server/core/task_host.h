@@ -27,13 +27,11 @@
 // after a crash between the two the task is not restarted, so its round
 // never reaches Finalize either. A deleted task's id is never reused (the
 // aggregators keep that task's rounds under it); its released models stay.
-// [I] The aggregators are not told: each still holds the ended round's
-// advance charge in its population's ledger (aggregator/core/population.cc
-// drops it only when the task opens its next round, which a deleted task
-// never does). That errs on the safe side -- budget counted, nothing
-// released -- and costs the population one round of epsilon at each
-// aggregator; an aggregator-side abandon (refusing the round's Finalize,
-// then dropping its charge) would give it back.
+// The aggregators are told (AggregatorClient::AbandonRound): each closes
+// the round for good, unreleased, and drops its advance charge from the
+// population's ledger (aggregator/core/population.cc). Best effort: an
+// aggregator that cannot be reached keeps the charge, which errs on the
+// safe side (budget counted, nothing released).
 //
 // Thread safety: every method is thread-safe. Ownership: the host owns its
 // tasks (each Coordinator with its evaluator); devices and store are not

@@ -164,6 +164,9 @@ TEST_F(TaskHostTest, DeletingEndsTheOpenRoundWithoutAReleaseAndTheIdIsNeverReuse
   // Ended: no Finalize reached the aggregators, nothing released, the round
   // recorded abandoned; the task no longer routes.
   EXPECT_EQ(static_cast<int>(leader_.finalized.size()), finalized_before);
+  // Both aggregators were told to abandon it (their ledgers drop its charge).
+  EXPECT_EQ(leader_.abandoned, std::vector<uint64_t>{c2->Status().aggregation_round()});
+  EXPECT_EQ(helper_.abandoned, leader_.abandoned);
   EXPECT_EQ(c2->Status().phase(), "done");
   EXPECT_EQ(c2->Status().completed_rounds(), 0u);
   EXPECT_EQ(c2->Metrics().rounds_abandoned, 1u);

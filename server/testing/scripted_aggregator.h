@@ -35,8 +35,13 @@ class ScriptedAggregator : public AggregatorClient {
         std::string(reinterpret_cast<const char*>(v.data()), v.size() * 8));
     return f;
   }
+  absl::Status AbandonRound(const std::string& task_id, uint64_t round_id) override {
+    abandoned.push_back(round_id);
+    return absl::OkStatus();
+  }
   std::vector<proto::RoundParameters> opened;
   std::vector<uint64_t> finalized;
+  std::vector<uint64_t> abandoned;
   uint64_t accepted = 0;
   uint64_t share_value = 0;
   bool fail_open = false;

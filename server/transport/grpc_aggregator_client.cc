@@ -53,6 +53,16 @@ absl::StatusOr<proto::FinalizeResponse> GrpcAggregatorClient::Finalize(
   return resp;
 }
 
+absl::Status GrpcAggregatorClient::AbandonRound(const std::string& task_id, uint64_t round_id) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + deadline_));
+  proto::AbandonRoundRequest req;
+  req.set_task_id(task_id);
+  req.set_round_id(round_id);
+  proto::AbandonRoundResponse resp;
+  return FromGrpcStatus(stub_->AbandonRound(&ctx, req, &resp));
+}
+
 absl::StatusOr<proto::AggregatorStatusResponse> GrpcAggregatorClient::Status(
     const std::string& task_id) {
   grpc::ClientContext ctx;

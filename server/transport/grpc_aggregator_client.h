@@ -37,6 +37,7 @@ class GrpcAggregatorClient : public AggregatorClient {
                                 absl::Duration deadline = absl::Seconds(120));
   absl::Status OpenRound(const proto::RoundParameters& parameters) override;
   absl::StatusOr<proto::FinalizeResponse> Finalize(const proto::FinalizeRequest& request) override;
+  absl::Status AbandonRound(const std::string& task_id, uint64_t round_id) override;
   // The collector's Status (not part of AggregatorClient: the round driver
   // does not need it; tools and tests do).
   absl::StatusOr<proto::AggregatorStatusResponse> Status(const std::string& task_id);

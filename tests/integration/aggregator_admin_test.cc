@@ -159,6 +159,25 @@ TEST_F(AggregatorAdminTest, EachOperatorProvisionsItsOwnAggregatorAndChangesSurv
   EXPECT_EQ(shared.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_THAT(shared.error_message(), HasSubstr("population"));
   EXPECT_EQ(Open(false, "adv-solo", 1), grpc::StatusCode::OK);
+  // The coordinator abandons that round (its task was deleted there): the
+  // charge leaves the ledger and the population's other task opens. Only
+  // the coordinator may; a released round could not be.
+  proto::AbandonRoundRequest abandon;
+  abandon.set_task_id("new-task");
+  abandon.set_round_id(1);
+  proto::AbandonRoundResponse abandoned;
+  EXPECT_EQ(Collector(As("leader-operator"), false)
+                ->AbandonRound(Deadline().get(), abandon, &abandoned)
+                .error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(Open(false, "adv-task", 1), grpc::StatusCode::FAILED_PRECONDITION);
+  for (bool helper : {false, true}) {
+    EXPECT_EQ(Collector(As("coordinator"), helper)
+                  ->AbandonRound(Deadline().get(), abandon, &abandoned)
+                  .error_code(),
+              grpc::StatusCode::OK);
+  }
+  EXPECT_EQ(Open(false, "adv-task", 1), grpc::StatusCode::OK);
 }
 
 // tandem-admin aggregator provision|list|retire, the operator's command line.

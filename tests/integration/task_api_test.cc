@@ -167,6 +167,14 @@ TEST_F(TaskApiTest, ATaskDeletedMidRoundEndsWithoutAReleaseAndStaysDeleted) {
   // The client that would have completed the quorum now finds no task.
   ASSERT_NO_FATAL_FAILURE(StartClient(2, 3, "second"));
   absl::SleepFor(absl::Seconds(4));  // rounds of this test take ~1 s
+  // Both aggregators abandoned that round for good (its advance charge
+  // left their population ledgers).
+  for (const char* role : {"leader", "helper"}) {
+    EXPECT_NE(ReadAll(dir_ + "/aggregators/" + role + ".log")
+                  .find("task second: round 1 abandoned by the coordinator"),
+              std::string::npos)
+        << role;
+  }
   // Gone from routing and status, nothing released, no export.
   EXPECT_FALSE(Status("second").ok());
   EXPECT_FALSE(std::filesystem::exists(dir_ + "/coordinator/models/second"));

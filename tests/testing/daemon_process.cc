@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <filesystem>
 #include <optional>
 
 #include "absl/strings/match.h"
@@ -173,6 +174,10 @@ absl::StatusOr<AggregatorPair> StartAggregatorPair(const std::string& binary,
                                                    const std::string& state_dir,
                                                    const AggregatorPairOptions& options) {
   AggregatorPair pair;
+  // The logs' folder first: the helper's log would be lost otherwise (its
+  // own state folder under it is made by the daemon).
+  std::error_code ec;
+  std::filesystem::create_directories(state_dir, ec);
   std::vector<std::string> common;
   if (options.certs_dir.empty()) {
     common.push_back("--insecure_plaintext");
