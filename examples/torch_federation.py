@@ -185,7 +185,8 @@ def main(argv=None):
             # The operator creates the task: its document names the weights
             # file, whose bytes tandem-admin sends with it.
             create_task(work, ep, admin, "torch", task_document(
-                "torch", 'weights_file: "init.safetensors" num_classes: 10', args,
+                "torch", 'weights_file: "init.safetensors" num_classes: 10 '
+                'input_shape: [1, 8, 8]', args,
                 args.clients, evaluation=True))
             if args.native_clients:
                 if args.native_clients < args.clients:
@@ -228,6 +229,10 @@ def main(argv=None):
                         continue
                     if r.outcome != "assigned":
                         continue
+                    # The task's data schema: this device's examples must fit it.
+                    if tuple(r.assignment.input_shape) != tuple(x_train.shape[1:]):
+                        raise ValueError("the task takes examples of shape %s, this device has %s"
+                                         % (r.assignment.input_shape, tuple(x_train.shape[1:])))
                     state = d["p"].download_state_dict()
                     load_state(model, state)
                     if r.assignment.evaluation is not None:

@@ -160,6 +160,18 @@ absl::StatusOr<CheckInResult> StepwiseRunner::Assign(const proto::CheckInRespons
     if (recycled) packed -= static_cast<uint64_t>(p.size);
     a.tensors.push_back({p.name, p.shape, p.offset, p.size, recycled});
   }
+  if (tc.model().tensors_size() > 0) {
+    // An opaque model's data schema, bounded like the coordinator's.
+    const auto& shape = tc.model().input_shape();
+    int64_t values = 1;
+    for (int64_t d : shape) {
+      values = d >= 1 && d <= (int64_t{1} << 24) ? values * d : int64_t{1} << 25;
+      if (shape.size() > 4 || values > (int64_t{1} << 24)) {
+        return absl::InvalidArgumentError("the task's model.input_shape is out of bounds");
+      }
+    }
+    a.input_shape.assign(shape.begin(), shape.end());
+  }
   if (task.has_evaluation()) {
     const proto::EvaluationConfig& e = task.evaluation();
     TANDEM_RETURN_IF_ERROR(CheckEvaluationConfig(e));

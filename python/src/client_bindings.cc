@@ -272,6 +272,8 @@ void RegisterClient(py::module_& m) {
       .def_readonly("deadline_unix_ms", &Assignment::deadline_unix_ms)
       .def_readonly("tensors", &Assignment::tensors)
       .def_readonly("num_params", &Assignment::num_params)
+      .def_property_readonly("input_shape",
+                             [](const Assignment& a) { return py::tuple(py::cast(a.input_shape)); })
       .def_readonly("training", &Assignment::training)
       .def_readonly("clip_l2_norm", &Assignment::clip_l2_norm)
       .def_readonly("frac_bits", &Assignment::frac_bits)

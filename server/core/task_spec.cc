@@ -62,6 +62,10 @@ absl::Status ModelOptions(const proto::TaskModelSpec& m, const std::string& base
     if (m.num_classes() != 0) {
       return Field("model.num_classes", "a native model has its dataset's classes; leave it unset");
     }
+    if (m.input_shape_size() != 0) {
+      return Field("model.input_shape",
+                   "a native model takes its dataset's example shape; leave it unset");
+    }
     out->dataset = m.dataset();
     o.init_seed = m.has_init_seed() ? m.init_seed() : 1;
     return absl::OkStatus();
@@ -79,6 +83,21 @@ absl::Status ModelOptions(const proto::TaskModelSpec& m, const std::string& base
   if (!model.ok()) return Field("model.weights_file", model.status().message());
   o.model = std::move(model->spec);
   o.model.set_num_classes(m.num_classes());
+  // The data schema of the clients' examples, checked on the device.
+  if (m.input_shape_size() > 4) {
+    return Field("model.input_shape", "1 to 4 dimensions (e.g. [1, 28, 28])");
+  }
+  int64_t values = 1;
+  for (int i = 0; i < m.input_shape_size(); ++i) {
+    if (m.input_shape(i) < 1 || m.input_shape(i) > (int64_t{1} << 24)) {
+      return Field(absl::StrCat("model.input_shape[", i, "]"), "must be in [1, 2^24]");
+    }
+    values *= m.input_shape(i);
+    if (values > (int64_t{1} << 24)) {
+      return Field("model.input_shape", "an example of more than 2^24 values");
+    }
+    o.model.add_input_shape(m.input_shape(i));
+  }
   o.initial_params = std::move(model->params);
   return absl::OkStatus();
 }

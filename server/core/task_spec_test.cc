@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "base/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/text_format.h"
@@ -122,6 +123,13 @@ TEST(TaskSpecTest, EveryBadFieldIsRefusedByName) {
       {R"pb(task_id: "t"
             model { weights_file: "missing.safetensors" })pb",
        "task_spec.model.weights_file"},
+      {R"pb(task_id: "t"
+            model {
+              mlp_hidden: 16
+              dataset: "digits"
+              input_shape: [ 64 ]
+            })pb",
+       "task_spec.model.input_shape"},
       {std::string(kMlp) + R"pb(training { local_steps: 0 })pb", "task_spec.training.local_steps"},
       {std::string(kMlp) + R"pb(training { learning_rate: -1 })pb",
        "task_spec.training.learning_rate"},
@@ -169,6 +177,29 @@ TEST(TaskSpecTest, AnyModelFromAWeightsFileBesideTheSpec) {
   EXPECT_EQ(t->options.model.tensors(0).name(), "fc.weight");
   EXPECT_EQ(t->options.model.num_classes(), 10);
   EXPECT_EQ(t->options.initial_params.size(), 50u);
+  EXPECT_EQ(t->options.model.input_shape_size(), 0);
+  // The clients' data schema travels with the model; bounded.
+  auto shaped = TaskOptionsFromSpec(Parse(R"pb(task_id: "any"
+                                               model {
+                                                 weights_file: "init.safetensors"
+                                                 input_shape: [ 1, 2, 2 ]
+                                               })pb"),
+                                    dir);
+  ASSERT_THAT(shaped, IsOk());
+  EXPECT_EQ(std::vector<int64_t>(shaped->options.model.input_shape().begin(),
+                                 shaped->options.model.input_shape().end()),
+            (std::vector<int64_t>{1, 2, 2}));
+  for (const char* bad :
+       {"input_shape: [ 0 ]", "input_shape: [ 1, 1, 1, 1, 1 ]", "input_shape: [ 4096, 4096, 2 ]"}) {
+    EXPECT_THAT(
+        TaskOptionsFromSpec(Parse(absl::StrCat(R"pb(task_id: "any"
+                                                    model { weights_file: "init.safetensors")pb",
+                                               bad, "}")),
+                            dir)
+            .status(),
+        StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("model.input_shape")))
+        << bad;
+  }
   // Federated evaluation needs the model's classes.
   EXPECT_THAT(TaskOptionsFromSpec(Parse(R"pb(task_id: "any"
                                              model { weights_file: "init.safetensors" }

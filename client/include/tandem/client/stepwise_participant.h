@@ -80,6 +80,10 @@ struct Assignment {
   int64_t deadline_unix_ms = 0;
   std::vector<ModelTensor> tensors;
   uint64_t num_params = 0;  // sum of the tensors' sizes
+  // An opaque model's example shape as the task states it (e.g. {1, 28,
+  // 28}): the app checks its examples against it before training; empty
+  // when the task states none (tandem-native models check their own).
+  std::vector<int64_t> input_shape;
   TrainingSettings training;
   double clip_l2_norm = 0;  // the update is clipped to this L2 norm
   int frac_bits = 0;
