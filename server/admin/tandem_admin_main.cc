@@ -162,12 +162,18 @@ void PrintDevice(const tandem::proto::DeviceRecord& d) {
               d.enrolled_by().c_str(), absl::BytesToHexString(d.public_key()).c_str());
 }
 
+// The operator's mutual-TLS client credentials (--tls_cert --tls_key
+// --tls_ca), or plaintext for a loopback daemon (--insecure_plaintext).
+tandem::TlsFiles OperatorTls() {
+  return {absl::GetFlag(FLAGS_insecure_plaintext), absl::GetFlag(FLAGS_tls_cert),
+          absl::GetFlag(FLAGS_tls_key), absl::GetFlag(FLAGS_tls_ca), false};
+}
+
 absl::Status Devices(const std::string& verb) {
   if (absl::GetFlag(FLAGS_admin).empty()) {
     return absl::InvalidArgumentError("devices needs --admin=HOST:PORT");
   }
-  tandem::TlsFiles tls{absl::GetFlag(FLAGS_insecure_plaintext), absl::GetFlag(FLAGS_tls_cert),
-                       absl::GetFlag(FLAGS_tls_key), absl::GetFlag(FLAGS_tls_ca), false};
+  const tandem::TlsFiles tls = OperatorTls();
   TANDEM_ASSIGN_OR_RETURN(auto creds, tandem::MakeChannelCredentials(tls));
   auto stub = tandem::proto::CoordinatorAdmin::NewStub(
       grpc::CreateChannel(absl::GetFlag(FLAGS_admin), creds));
@@ -240,8 +246,7 @@ absl::Status Run(const std::vector<char*>& args) {
   if (cmd == "task") {
     tandem::server::TaskCommandArgs a;
     a.admin = absl::GetFlag(FLAGS_admin);
-    a.tls = {absl::GetFlag(FLAGS_insecure_plaintext), absl::GetFlag(FLAGS_tls_cert),
-             absl::GetFlag(FLAGS_tls_key), absl::GetFlag(FLAGS_tls_ca), false};
+    a.tls = OperatorTls();
     a.task = absl::GetFlag(FLAGS_task);
     a.spec_path = absl::GetFlag(FLAGS_spec);
     a.version = absl::GetFlag(FLAGS_version);
@@ -251,8 +256,7 @@ absl::Status Run(const std::vector<char*>& args) {
   if (cmd == "aggregator") {
     tandem::server::AggregatorCommandArgs a;
     a.admin = absl::GetFlag(FLAGS_admin);
-    a.tls = {absl::GetFlag(FLAGS_insecure_plaintext), absl::GetFlag(FLAGS_tls_cert),
-             absl::GetFlag(FLAGS_tls_key), absl::GetFlag(FLAGS_tls_ca), false};
+    a.tls = OperatorTls();
     a.task = absl::GetFlag(FLAGS_task);
     a.population = absl::GetFlag(FLAGS_population);
     a.policy = absl::GetFlag(FLAGS_policy);
