@@ -117,6 +117,14 @@ absl::StatusOr<PolicySet> PolicySet::Retired(absl::string_view task_id) const {
   return copy;
 }
 
+bool PolicySet::Holds(const proto::TaskPolicy& task, const proto::PrivacyPolicy& fallback) const {
+  auto it = per_task_.find(task.task_id());
+  if (it == per_task_.end()) return false;
+  absl::StatusOr<Policy> p = ResolvePolicy(task.policy(), fallback);
+  const std::string population = task.population().empty() ? task.task_id() : task.population();
+  return p.ok() && *p == it->second && population == PopulationOf(task.task_id());
+}
+
 std::vector<std::string> PolicySet::Tasks() const {
   std::vector<std::string> tasks;
   for (const auto& [task, p] : per_task_) tasks.push_back(task);

@@ -90,6 +90,9 @@ class PolicySet {
   // stays in its population (TasksOf), whose ledger keeps its spending.
   absl::StatusOr<PolicySet> Retired(absl::string_view task_id) const;
   bool retired(absl::string_view task_id) const { return retired_.contains(task_id); }
+  // Whether `task` is provisioned here with exactly its terms: the policy it
+  // resolves to over `fallback`, and its population.
+  bool Holds(const proto::TaskPolicy& task, const proto::PrivacyPolicy& fallback) const;
   // The provisioned task ids (retired ones included), sorted.
   std::vector<std::string> Tasks() const;
 

@@ -173,6 +173,17 @@ TEST(PolicyTest, WithAndRetiredAreValidatedCopies) {
   EXPECT_EQ(with_b.TasksOf("phones"), (std::vector<std::string>{"a", "b"}));
   EXPECT_THAT(with_b.With(b, config.default_policy()).status(),
               StatusIs(absl::StatusCode::kAlreadyExists));
+  // Holds: exactly these terms (the resolved policy and the population).
+  EXPECT_TRUE(with_b.Holds(b, config.default_policy()));
+  EXPECT_FALSE(set.Holds(b, config.default_policy()));
+  proto::TaskPolicy other = b;
+  other.set_population("tablets");
+  EXPECT_FALSE(with_b.Holds(other, config.default_policy()));
+  other = b;
+  other.mutable_policy()->set_epsilon_budget(5);
+  EXPECT_FALSE(with_b.Holds(other, config.default_policy()));
+  other.mutable_policy()->set_epsilon_budget(4);  // the default's, stated
+  EXPECT_TRUE(with_b.Holds(other, config.default_policy()));
   proto::TaskPolicy c = b;
   c.set_task_id("c");
   c.mutable_policy()->set_delta(1e-7);

@@ -29,16 +29,18 @@ proto::PrivacyPolicy ToProto(const Policy& p) {
   return out;
 }
 
-std::string PopulationName(const proto::TaskPolicy& t) {
-  return t.population().empty() ? t.task_id() : t.population();
-}
-
 const proto::TaskPolicy* Find(const google::protobuf::RepeatedPtrField<proto::TaskPolicy>& tasks,
                               const std::string& id) {
   for (const proto::TaskPolicy& t : tasks) {
     if (t.task_id() == id) return &t;
   }
   return nullptr;
+}
+
+grpc::Status ReplicatedRefusal() {
+  return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                      "a replicated aggregator takes its tasks from its config (task_policies), "
+                      "which its replicas share");
 }
 
 }  // namespace
@@ -66,22 +68,18 @@ absl::StatusOr<PolicySet> PoliciesWithProvisioned(const proto::AggregatorConfig&
                                                   const proto::ProvisionedTasks& provisioned) {
   proto::AggregatorConfig merged = config;
   for (const proto::TaskPolicy& t : provisioned.tasks()) {
-    const proto::TaskPolicy* same = Find(config.task_policies(), t.task_id());
-    if (same == nullptr) {
-      *merged.add_task_policies() = t;
-      continue;
-    }
+    if (Find(config.task_policies(), t.task_id()) == nullptr) *merged.add_task_policies() = t;
+  }
+  TANDEM_ASSIGN_OR_RETURN(PolicySet set, PolicySet::FromConfig(merged));
+  for (const proto::TaskPolicy& t : provisioned.tasks()) {
     // Listed in the config too (an operator copying it there): it must say
     // the same, or the promise to the devices would depend on the order.
-    absl::StatusOr<Policy> a = ResolvePolicy(same->policy(), config.default_policy());
-    absl::StatusOr<Policy> b = ResolvePolicy(t.policy(), config.default_policy());
-    if (!a.ok() || !b.ok() || !(*a == *b) || PopulationName(*same) != PopulationName(t)) {
+    if (!set.Holds(t, config.default_policy())) {
       return absl::InvalidArgumentError(
           absl::StrCat("task '", t.task_id(),
                        "' is in task_policies and in provisioned.textproto with other terms"));
     }
   }
-  TANDEM_ASSIGN_OR_RETURN(PolicySet set, PolicySet::FromConfig(merged));
   for (const std::string& id : provisioned.retired()) {
     absl::StatusOr<PolicySet> retired = set.Retired(id);
     if (absl::IsNotFound(retired.status())) continue;  // dropped from the config since
@@ -118,9 +116,7 @@ grpc::Status AggregatorAdminService::ProvisionTask(grpc::ServerContext* context,
                                                    proto::ProvisionTaskResponse* response) {
   if (grpc::Status s = gate_->Admit(*context); !s.ok()) return s;
   if (replicated_) {
-    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                        "a replicated aggregator takes its tasks from its config (task_policies), "
-                        "which its replicas share");
+    return ReplicatedRefusal();
   }
   const proto::TaskPolicy& task = request->task();
   absl::MutexLock lock(&mu_);
@@ -133,9 +129,7 @@ grpc::Status AggregatorAdminService::ProvisionTask(grpc::ServerContext* context,
   absl::StatusOr<PolicySet> next = current->With(task, config_.default_policy());
   if (absl::IsAlreadyExists(next.status())) {
     // A retry with the very same terms changes nothing; other terms are refused.
-    absl::StatusOr<Policy> asked = ResolvePolicy(task.policy(), config_.default_policy());
-    if (asked.ok() && *asked == current->For(task.task_id()) &&
-        PopulationName(task) == current->PopulationOf(task.task_id())) {
+    if (current->Holds(task, config_.default_policy())) {
       response->set_created(false);
       return grpc::Status::OK;
     }
@@ -164,7 +158,7 @@ grpc::Status AggregatorAdminService::ProvisionTask(grpc::ServerContext* context,
     return ToGrpcStatus(s);
   }
   TANDEM_LOG(INFO) << "operator provisioned task " << task.task_id() << " (population "
-                   << PopulationName(task) << ")";
+                   << aggregator_->policies()->PopulationOf(task.task_id()) << ")";
   response->set_created(true);
   return grpc::Status::OK;
 }
@@ -191,9 +185,7 @@ grpc::Status AggregatorAdminService::RetireTask(grpc::ServerContext* context,
                                                 proto::RetireTaskResponse*) {
   if (grpc::Status s = gate_->Admit(*context); !s.ok()) return s;
   if (replicated_) {
-    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                        "a replicated aggregator takes its tasks from its config (task_policies), "
-                        "which its replicas share");
+    return ReplicatedRefusal();
   }
   absl::MutexLock lock(&mu_);
   const std::shared_ptr<const PolicySet> current = aggregator_->policies();

@@ -122,10 +122,7 @@ int main(int argc, char** argv) {
   if (absl::GetFlag(FLAGS_segment_share_files)) config.set_segment_share_files(true);
   if (absl::GetFlag(FLAGS_allow_unprovisioned_tasks)) config.set_allow_unprovisioned_tasks(true);
   for (const std::string& task : absl::GetFlag(FLAGS_task)) {
-    tandem::proto::TaskPolicy* t = config.add_task_policies();
-    const size_t at = task.find('@');
-    t->set_task_id(task.substr(0, at));
-    if (at != std::string::npos) t->set_population(task.substr(at + 1));
+    *config.add_task_policies() = tandem::aggregator::TaskPolicyFromFlag(task);
   }
   if (const std::string policy = absl::GetFlag(FLAGS_policy); !policy.empty()) {
     tandem::proto::PrivacyPolicy overlay;

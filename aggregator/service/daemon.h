@@ -25,6 +25,7 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "aggregator/core/aggregator.h"
@@ -47,6 +48,10 @@ namespace tandem::aggregator {
 // their identities), the ticket key (or the explicit opt-out) and the
 // policies. INVALID_ARGUMENT naming the field.
 absl::Status ValidateConfig(const proto::AggregatorConfig& config);
+
+// One --task flag value, "ID" or "ID@POPULATION", as a TaskPolicy (checked
+// with the rest by ValidateConfig / PolicySet::FromConfig).
+proto::TaskPolicy TaskPolicyFromFlag(absl::string_view task);
 
 // Receive limit of the upload listener for reports of up to
 // `max_sent_values` values: 8 bytes per value in the key shares, about 8.5

@@ -31,6 +31,14 @@ int64_t UploadLimitBytes(uint64_t max_sent_values) {
   return static_cast<int64_t>(max_sent_values) * 17 + (int64_t{1} << 20);
 }
 
+proto::TaskPolicy TaskPolicyFromFlag(absl::string_view task) {
+  proto::TaskPolicy t;
+  const size_t at = task.find('@');
+  t.set_task_id(std::string(task.substr(0, at)));
+  if (at != absl::string_view::npos) t.set_population(std::string(task.substr(at + 1)));
+  return t;
+}
+
 absl::Status ValidateConfig(const proto::AggregatorConfig& config) {
   TANDEM_ASSIGN_OR_RETURN(Role role, ParseRole(config.role()));
   if (config.listen_address().empty()) {

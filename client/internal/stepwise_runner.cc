@@ -161,15 +161,9 @@ absl::StatusOr<CheckInResult> StepwiseRunner::Assign(const proto::CheckInRespons
     a.tensors.push_back({p.name, p.shape, p.offset, p.size, recycled});
   }
   if (tc.model().tensors_size() > 0) {
-    // An opaque model's data schema, bounded like the coordinator's.
+    // An opaque model's data schema, bounded as the coordinator bounds it.
     const auto& shape = tc.model().input_shape();
-    int64_t values = 1;
-    for (int64_t d : shape) {
-      values = d >= 1 && d <= (int64_t{1} << 24) ? values * d : int64_t{1} << 25;
-      if (shape.size() > 4 || values > (int64_t{1} << 24)) {
-        return absl::InvalidArgumentError("the task's model.input_shape is out of bounds");
-      }
-    }
+    TANDEM_RETURN_IF_ERROR(ml::CheckOpaqueInputShape(shape));
     a.input_shape.assign(shape.begin(), shape.end());
   }
   if (task.has_evaluation()) {

@@ -191,4 +191,22 @@ absl::StatusOr<std::unique_ptr<Model>> ModelFromSpec(const proto::ModelSpec& spe
   return MakeMlp(spec.input_dim(), hidden, spec.num_classes());
 }
 
+absl::Status CheckOpaqueInputShape(absl::Span<const int64_t> shape) {
+  if (shape.size() > 4) {
+    return absl::InvalidArgumentError("model.input_shape: 1 to 4 dimensions (e.g. [1, 28, 28])");
+  }
+  int64_t values = 1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] < 1 || shape[i] > (int64_t{1} << 24)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("model.input_shape[", i, "]: must be in [1, 2^24]"));
+    }
+    values *= shape[i];  // <= 2^24 * 2^24: no overflow before the check
+    if (values > (int64_t{1} << 24)) {
+      return absl::InvalidArgumentError("model.input_shape: an example of more than 2^24 values");
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace tandem::ml

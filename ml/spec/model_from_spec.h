@@ -14,7 +14,9 @@
 
 #include <memory>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "ml/model/model.h"
 #include "proto/coordinator.pb.h"
 
@@ -37,6 +39,13 @@ absl::StatusOr<std::unique_ptr<Model>> ModelFromSpec(const proto::ModelSpec& spe
 // The parameters of a layer list, checked as ModelFromSpec checks it but
 // without allocating them (a device bounds what it downloads first).
 absl::StatusOr<int64_t> NativeParamCount(const proto::ModelSpec& spec);
+
+// An opaque model's example shape as a task states it (TaskModelSpec /
+// ModelSpec input_shape): 1 to 4 dimensions, each in [1, 2^24], at most
+// 2^24 values, or none. INVALID_ARGUMENT naming "model.input_shape" (and
+// the dimension) otherwise. The coordinator checks it when a task is
+// created, a device again when it is assigned one.
+absl::Status CheckOpaqueInputShape(absl::Span<const int64_t> shape);
 
 // Whether the spec describes a layer list (not the MLP, not opaque).
 inline bool IsLayered(const proto::ModelSpec& spec) { return spec.layers_size() > 0; }

@@ -1,13 +1,18 @@
 #include "ml/spec/model_from_spec.h"
 
 #include <functional>
+#include <vector>
 
 #include "base/testing/status_matchers.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ml/model/model_zoo.h"
 
 namespace tandem::ml {
 namespace {
+
+using ::tandem::testing::StatusIs;
+using ::testing::HasSubstr;
 
 proto::LayerSpec L(const std::string& kind, int64_t units = 0, int64_t kernel = 0,
                    int64_t stride = 0, int64_t padding = 0) {
@@ -119,6 +124,19 @@ TEST(ModelFromSpec, AnEmbeddingBagReadsTokenIds) {
   std::swap(*late.mutable_layers(0), *late.mutable_layers(1));
   EXPECT_NE(ModelFromSpec(late).status().message().find("must be the first layer"),
             std::string::npos);
+}
+
+// An opaque model's example shape: the one check the coordinator and the
+// device both apply.
+TEST(ModelFromSpec, OpaqueInputShapesAreBounded) {
+  TANDEM_EXPECT_OK(CheckOpaqueInputShape({}));
+  TANDEM_EXPECT_OK(CheckOpaqueInputShape({1, 28, 28}));
+  TANDEM_EXPECT_OK(CheckOpaqueInputShape({int64_t{1} << 24}));
+  for (const std::vector<int64_t>& bad : std::vector<std::vector<int64_t>>{
+           {0}, {1, -3}, {1, 1, 1, 1, 1}, {4096, 4096, 2}, {int64_t{1} << 25}}) {
+    EXPECT_THAT(CheckOpaqueInputShape(bad),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("model.input_shape")));
+  }
 }
 
 }  // namespace

@@ -84,20 +84,10 @@ absl::Status ModelOptions(const proto::TaskModelSpec& m, const std::string& base
   o.model = std::move(model->spec);
   o.model.set_num_classes(m.num_classes());
   // The data schema of the clients' examples, checked on the device.
-  if (m.input_shape_size() > 4) {
-    return Field("model.input_shape", "1 to 4 dimensions (e.g. [1, 28, 28])");
+  if (absl::Status s = ml::CheckOpaqueInputShape(m.input_shape()); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("task_spec.", s.message()));
   }
-  int64_t values = 1;
-  for (int i = 0; i < m.input_shape_size(); ++i) {
-    if (m.input_shape(i) < 1 || m.input_shape(i) > (int64_t{1} << 24)) {
-      return Field(absl::StrCat("model.input_shape[", i, "]"), "must be in [1, 2^24]");
-    }
-    values *= m.input_shape(i);
-    if (values > (int64_t{1} << 24)) {
-      return Field("model.input_shape", "an example of more than 2^24 values");
-    }
-    o.model.add_input_shape(m.input_shape(i));
-  }
+  *o.model.mutable_input_shape() = m.input_shape();
   o.initial_params = std::move(model->params);
   return absl::OkStatus();
 }

@@ -175,6 +175,7 @@ class Mapper {
       }
       case FieldDescriptor::CPPTYPE_BOOL: {
         bool v;
+        if (quoted) return bad("true or false");
         if (text == "true" || text == "True" || text == "TRUE") {
           v = true;
         } else if (text == "false" || text == "False" || text == "FALSE") {
@@ -182,7 +183,6 @@ class Mapper {
         } else {
           return bad("true or false");
         }
-        if (quoted) return bad("true or false");
         add ? r->AddBool(out, f, v) : r->SetBool(out, f, v);
         break;
       }

@@ -20,6 +20,7 @@
 #include "aggregator/core/peer_channel.h"
 #include "aggregator/core/policy.h"
 #include "aggregator/core/sqlite_store_factory.h"
+#include "aggregator/service/daemon.h"
 #include "aggregator/service/grpc_peer_channel.h"
 #include "base/clock.h"
 #include "base/random.h"
@@ -82,11 +83,7 @@ class MaliciousLeaderTest : public AggregatorPairTest {
     ASSERT_TRUE(
         google::protobuf::TextFormat::MergeFromString(kPolicy, config.mutable_default_policy()));
     for (const char* t : kProvisionedTasks) {
-      const std::string task(t);
-      proto::TaskPolicy* p = config.add_task_policies();
-      const size_t at = task.find('@');
-      p->set_task_id(task.substr(0, at));
-      if (at != std::string::npos) p->set_population(task.substr(at + 1));
+      *config.add_task_policies() = aggregator::TaskPolicyFromFlag(t);
     }
     auto policies = aggregator::PolicySet::FromConfig(config);
     ASSERT_THAT(policies, IsOk());

@@ -29,10 +29,10 @@ namespace {
 
 using ::testing::HasSubstr;
 
-grpc::SslCredentialsOptions Party(const std::string& dir, const std::string& party,
-                                  const std::string& roots = "ca.pem") {
+// `party`'s certificate of MakeRoleCertificates, verifying servers with ca.pem.
+grpc::SslCredentialsOptions Party(const std::string& dir, const std::string& party) {
   grpc::SslCredentialsOptions o;
-  o.pem_root_certs = Read(dir + "/" + roots);
+  o.pem_root_certs = Read(dir + "/ca.pem");
   o.pem_cert_chain = Read(dir + "/" + party + ".pem");
   o.pem_private_key = Read(dir + "/" + party + ".key");
   return o;
