@@ -40,7 +40,8 @@ if os.path.isdir(os.path.join(out, "dp")):
     v = variants(os.path.join(out, "dp"))
     clear, dp = v["fedavg-clear"], v["fedavg-preamble-dp"]
     print("DP: clear FedAvg %.4f vs PREAMBLE+DP %.4f at epsilon %.2f (delta 1e-5) after %d rounds;"
-          " upload %.2f %% of dense 2-server sharing"
+          " upload %.2f %% of clear FedAvg, %.2f %% of dense two-server sharing (honest baseline)"
           % (float(clear[-1]["test_accuracy"]), float(dp[-1]["test_accuracy"]),
              float(dp[-1]["epsilon"]), len(dp),
+             100 * sum(float(r["bytes_up"]) for r in dp) / sum(float(r["clear_bytes_up"]) for r in dp),
              100 * sum(float(r["bytes_up"]) for r in dp) / sum(float(r["dense_bytes_up"]) for r in dp)))

@@ -127,6 +127,7 @@ def main(argv=None):
     tandem.sim.write_report(args.report_dir, records,
                             title="tandem: PyTorch CNN on Fashion-MNIST with DP")
     last = private[-1]
+    print(tandem.sim.bytes_line(private), flush=True)
     print(f"done in {time.time() - start:.1f}s: private accuracy {last['test_accuracy']:.4f}, "
           f"epsilon {last['epsilon']:.2f} at delta 1e-5 (z = {args.noise_multiplier}, "
           f"C = {args.clip}); report: {args.report_dir}/report.html", flush=True)

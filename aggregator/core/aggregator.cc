@@ -137,6 +137,22 @@ void Aggregator::SetPolicies(PolicySet policies) {
   policies_ = std::move(fresh);
 }
 
+void Aggregator::PublishProcessStatusLocked(Task& task) {
+  proto::AggregatorStatusResponse p;
+  p.set_epsilon_spent(task.released_without_noise ? std::numeric_limits<double>::infinity()
+                                                  : task.accountant->SpentEpsilon());
+  p.set_released_rounds(static_cast<uint64_t>(task.released_rounds));
+  p.set_share_expansions(static_cast<uint64_t>(task.share_expansions));
+  p.set_undo_expansions(static_cast<uint64_t>(task.undo_expansions));
+  p.set_check_evaluations(static_cast<uint64_t>(task.check_evaluations));
+  p.set_expansion_seconds(task.expansion_seconds);
+  p.set_accumulator_checkpoints(static_cast<uint64_t>(task.checkpoints));
+  p.set_cached_share_reads(static_cast<uint64_t>(task.share_cache->hits()));
+  p.set_stored_share_reads(static_cast<uint64_t>(task.stored_share_reads));
+  absl::MutexLock status_lock(&task.status_mu);
+  task.process_status = std::move(p);
+}
+
 absl::StatusOr<Aggregator::Task*> Aggregator::GetTask(absl::string_view task_id, bool create) {
   TANDEM_RETURN_IF_ERROR(ValidateId(task_id, "task_id"));
   {
@@ -157,6 +173,7 @@ absl::StatusOr<Aggregator::Task*> Aggregator::GetTask(absl::string_view task_id,
   {
     absl::MutexLock process_lock(&task->process_mu);
     TANDEM_RETURN_IF_ERROR(LoadLatestRoundLocked(*task));
+    PublishProcessStatusLocked(*task);
   }
   absl::MutexLock lock(&tasks_mu_);
   auto [it, inserted] = tasks_.try_emplace(task->id, std::move(task));
@@ -490,19 +507,14 @@ absl::StatusOr<proto::AggregatorStatusResponse> Aggregator::Status(
     round_id = task->round_id;
     if (!task->closed) response.set_open_round(static_cast<uint64_t>(round_id));
   }
+  if (task->process_mu.TryLock()) {
+    PublishProcessStatusLocked(*task);
+    task->process_mu.Unlock();
+  }
   {
-    absl::MutexLock lock(&task->process_mu);
-    response.set_epsilon_spent(task->released_without_noise
-                                   ? std::numeric_limits<double>::infinity()
-                                   : task->accountant->SpentEpsilon());
-    response.set_released_rounds(static_cast<uint64_t>(task->released_rounds));
-    response.set_share_expansions(static_cast<uint64_t>(task->share_expansions));
-    response.set_undo_expansions(static_cast<uint64_t>(task->undo_expansions));
-    response.set_check_evaluations(static_cast<uint64_t>(task->check_evaluations));
-    response.set_expansion_seconds(task->expansion_seconds);
-    response.set_accumulator_checkpoints(static_cast<uint64_t>(task->checkpoints));
-    response.set_cached_share_reads(static_cast<uint64_t>(task->share_cache->hits()));
-    response.set_stored_share_reads(static_cast<uint64_t>(task->stored_share_reads));
+    // A pass is running (perhaps waiting on a hung peer): its last answer.
+    absl::MutexLock status_lock(&task->status_mu);
+    response.MergeFrom(task->process_status);
   }
   response.set_epsilon_budget(task->policy.epsilon_budget);
   response.set_delta(task->policy.delta);

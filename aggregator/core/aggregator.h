@@ -211,6 +211,10 @@ class Aggregator {
   Aggregator(AggregatorOptions options, StoreFactory store_factory, PeerChannel* peer,
              Clock* clock, SecureRandom* noise_random);
 
+  // Copies the process_mu part of Status into task.process_status, which
+  // Status reads when a pass holds process_mu (REQUIRES task.process_mu).
+  static void PublishProcessStatusLocked(Task& task);
+
   // Returns the loaded task (opening its store on first use).
   absl::StatusOr<Task*> GetTask(absl::string_view task_id, bool create)
       ABSL_LOCKS_EXCLUDED(tasks_mu_);

@@ -108,6 +108,12 @@ struct Aggregator::Task {
   double expansion_seconds ABSL_GUARDED_BY(process_mu) = 0;
   // Shares verification and commits read back from the store (cache misses).
   int64_t stored_share_reads ABSL_GUARDED_BY(process_mu) = 0;
+  // The process_mu part of the last Status answer. A verification pass
+  // holds process_mu across its peer calls (up to their deadline when the
+  // peer hangs), so Status answers from this copy when process_mu is busy
+  // rather than wait (fault harness: a stalled helper blocked it ~60 s).
+  absl::Mutex status_mu ABSL_ACQUIRED_AFTER(process_mu);
+  proto::AggregatorStatusResponse process_status ABSL_GUARDED_BY(status_mu);
   // Helper only: the tentative aggregate, i.e. the sum of the expansions of
   // exactly `tentative_ids`, reports verified (and expanded, once, in the
   // same pass as their digests) but not yet committed (expansion.h). A

@@ -13,50 +13,51 @@ namespace {
 using ::tandem::testing::IsOk;
 using ::tandem::testing::StatusIs;
 
-uint64_t RandomElement(SecureRandom* rng) { return field::Reduce64(rng->NextUint64().value()); }
+uint64_t RandomElement(SecureRandom* rng) { return gl::Reduce64(rng->NextUint64().value()); }
 
 TEST(FromSigned, MatchesModularReduction) {
   EXPECT_EQ(FromSigned(0), 0u);
   EXPECT_EQ(FromSigned(5), 5u);
-  EXPECT_EQ(FromSigned(-1), kP61 - 1);
-  EXPECT_EQ(FromSigned(-static_cast<int64_t>(kP61)), 0u);
-  EXPECT_EQ(FromSigned(int64_t{1} << 62), 2u);  // 2^62 = 2 * 2^61 = 2 (mod p)
-  EXPECT_EQ(field::Add(FromSigned(-123456789), 123456789), 0u);
+  EXPECT_EQ(FromSigned(-1), gl::kP - 1);
+  EXPECT_EQ(FromSigned(INT64_MIN), gl::kP - (uint64_t{1} << 63));  // p - 2^63
+  EXPECT_EQ(FromSigned(INT64_MAX), uint64_t{INT64_MAX});
+  EXPECT_EQ(gl::Add(FromSigned(-123456789), 123456789), 0u);
 }
 
 TEST(BatchInverse, ProductsAreOne) {
   auto rng = DeterministicRandom::FromSeed(7);
   std::vector<uint64_t> in(100), out(100);
-  for (auto& v : in) v = 1 + RandomElement(rng.get()) % (kP61 - 1);
+  for (auto& v : in) v = 1 + RandomElement(rng.get()) % (gl::kP - 1);
   BatchInverse(in, absl::MakeSpan(out));
-  for (size_t i = 0; i < in.size(); ++i) EXPECT_EQ(field::Mul(in[i], out[i]), 1u) << i;
+  for (size_t i = 0; i < in.size(); ++i) EXPECT_EQ(gl::Mul(in[i], out[i]), 1u) << i;
 }
 
-TEST(LagrangeDomain, InterpolatesRandomPolynomials) {
-  auto rng = DeterministicRandom::FromSeed(11);
-  for (size_t n : {1, 2, 3, 17, 64}) {
-    SCOPED_TRACE(n);
-    std::vector<uint64_t> coeffs(n);
-    for (auto& c : coeffs) c = RandomElement(rng.get());
-    auto horner = [&](uint64_t x) {
-      uint64_t acc = 0;
-      for (size_t i = n; i-- > 0;) acc = field::Add(field::Mul(acc, x), coeffs[i]);
-      return acc;
-    };
-    std::vector<uint64_t> values(n);
-    for (size_t i = 0; i < n; ++i) values[i] = horner(i);
-    auto domain = LagrangeDomain::Create(n);
-    ASSERT_THAT(domain.status(), IsOk());
-    for (int t = 0; t < 5; ++t) {
-      const uint64_t x = RandomElement(rng.get());
-      EXPECT_EQ(domain->Evaluate(values, x), horner(x));
-    }
-    for (size_t i = 0; i < n; ++i) EXPECT_EQ(domain->Evaluate(values, i), values[i]);
+TEST(DotAccumulator, CountsCarriesOutOf128Bits) {
+  // (p-1)^2 > 2^127: two such products already carry out of 128 bits.
+  for (int terms : {1, 2, 3, 1000}) {
+    DotAccumulator acc;
+    for (int i = 0; i < terms; ++i) acc.Add(gl::kP - 1, gl::kP - 1);  // (-1)^2 = 1 each
+    EXPECT_EQ(acc.Get(), static_cast<uint64_t>(terms));
   }
+  auto rng = DeterministicRandom::FromSeed(8);
+  DotAccumulator acc;
+  uint64_t want = 0;
+  for (int i = 0; i < 500; ++i) {
+    const uint64_t a = RandomElement(rng.get()), b = RandomElement(rng.get());
+    acc.Add(a, b);
+    want = gl::Add(want, gl::Mul(a, b));
+  }
+  EXPECT_EQ(acc.Get(), want);
 }
 
-TEST(LagrangeDomain, RejectsBadSizes) {
-  EXPECT_THAT(LagrangeDomain::Create(0).status(), StatusIs(absl::StatusCode::kInvalidArgument));
+TEST(TakeFieldWords, RejectsWordsAtOrAboveP) {
+  const uint64_t words[] = {gl::kP, 5, ~uint64_t{0}, gl::kP - 1, gl::kP + 1, 0, 7};
+  std::vector<uint64_t> out(3, 99);
+  EXPECT_EQ(TakeFieldWords(words, absl::MakeSpan(out)), 3u);
+  EXPECT_EQ(out, (std::vector<uint64_t>{5, gl::kP - 1, 0}));
+  std::vector<uint64_t> more(10, 99);
+  EXPECT_EQ(TakeFieldWords(words, absl::MakeSpan(more)), 4u);
+  EXPECT_EQ(more[3], 7u);
 }
 
 TEST(ExpandField, DeterministicSeparatedAndReduced) {
@@ -67,7 +68,7 @@ TEST(ExpandField, DeterministicSeparatedAndReduced) {
   ASSERT_THAT(ExpandField(seed, "y", absl::MakeSpan(c)), IsOk());
   EXPECT_EQ(a, b);
   EXPECT_NE(a, c);
-  for (uint64_t v : a) EXPECT_LT(v, kP61);
+  for (uint64_t v : a) EXPECT_LT(v, gl::kP);
   // A prefix of a longer expansion is the shorter expansion.
   std::vector<uint64_t> shorter(10);
   ASSERT_THAT(ExpandField(seed, "x", absl::MakeSpan(shorter)), IsOk());

@@ -1,5 +1,6 @@
 #include "crypto/proof/flp.h"
 
+#include <bit>
 #include <cmath>
 #include <vector>
 
@@ -9,32 +10,39 @@
 namespace tandem::crypto::proof {
 namespace {
 
-// out[w] = sum_{i < rows} coeff[i] * in[i * stride + w] mod p for w < kW,
-// the accumulators in registers. Lazy reduction: products of canonical
-// elements are < 2^122, so 31 of them on top of a folded value (< p) fit in
-// 128 bits; folds every 31 rows.
-template <int kW>
-void ColumnSums(const uint64_t* __restrict coeff, size_t rows, const uint64_t* __restrict in,
-                size_t stride, uint64_t* out) {
+// out[q][w] = sum_{i < rows} coeff[q][i] * in[i * stride + w] mod p for
+// q < kQ query points and w < kW columns in one pass over the rows (the
+// input share is read once for all points), the accumulators in registers:
+// 128-bit sums of products (< 2^128) with their carries out of bit 128
+// counted (DotAccumulator::Fold). Any 64-bit inputs.
+template <int kW, int kQ>
+void ColumnSums(const uint64_t* const* coeff, size_t rows, const uint64_t* __restrict in,
+                size_t stride, uint64_t* const* out) {
   constexpr size_t kAhead = 8;
-  unsigned __int128 acc[kW] = {};
-  auto fold = [&] {
-    for (int w = 0; w < kW; ++w) {
-      acc[w] = field::Reduce128(static_cast<uint64_t>(acc[w] >> 64), static_cast<uint64_t>(acc[w]));
+  unsigned __int128 acc[kQ][kW] = {};
+  uint64_t carries[kQ][kW] = {};
+  for (size_t i = 0; i < rows; ++i) {
+    const uint64_t* row = in + i * stride;
+    // The large stride defeats the hardware prefetcher.
+    if (i + kAhead < rows) __builtin_prefetch(row + kAhead * stride);
+    for (int q = 0; q < kQ; ++q) {
+      const uint64_t c = coeff[q][i];
+      for (int w = 0; w < kW; ++w) {
+        const unsigned __int128 prod = static_cast<unsigned __int128>(c) * row[w];
+        acc[q][w] += prod;
+        carries[q][w] += static_cast<uint64_t>(acc[q][w] < prod);
+      }
     }
-  };
-  for (size_t i0 = 0; i0 < rows; i0 += 31) {
-    const size_t end = std::min(rows, i0 + 31);
-    for (size_t i = i0; i < end; ++i) {
-      const uint64_t c = coeff[i];
-      const uint64_t* row = in + i * stride;
-      // The large stride defeats the hardware prefetcher.
-      if (i + kAhead < rows) __builtin_prefetch(row + kAhead * stride);
-      for (int w = 0; w < kW; ++w) acc[w] += static_cast<unsigned __int128>(c) * row[w];
-    }
-    fold();
   }
-  for (int w = 0; w < kW; ++w) out[w] = static_cast<uint64_t>(acc[w]);
+  for (int q = 0; q < kQ; ++q) {
+    for (int w = 0; w < kW; ++w) out[q][w] = DotAccumulator::Fold(acc[q][w], carries[q][w]);
+  }
+}
+
+// The wire domain for M' parallel calls and Q seeds: log2 of the least
+// power of two >= Q + M'.
+int LogWireDomain(size_t parallel, int queries) {
+  return std::bit_width(parallel + static_cast<size_t>(queries) - 1);
 }
 
 }  // namespace
@@ -49,34 +57,41 @@ absl::StatusOr<ParallelSumMul3Flp> ParallelSumMul3Flp::Create(size_t num_calls,
   if (num_queries < 1 || num_queries > 8) {
     return absl::InvalidArgumentError("num_queries must be in [1, 8]");
   }
-  if (chunk_length == 0) {
-    chunk_length = static_cast<size_t>(std::ceil(2.0 * std::sqrt(static_cast<double>(num_calls))));
-    chunk_length = std::min(chunk_length, num_calls);
-  }
   if (chunk_length > num_calls) {
     return absl::InvalidArgumentError(
         absl::StrCat("chunk_length ", chunk_length, " exceeds num_calls ", num_calls));
   }
+  const size_t q = static_cast<size_t>(num_queries);
+  if (chunk_length == 0) {
+    // For each N = 2^k the least c with Q + ceil(M / c) <= N; keep the
+    // shortest proof 3cQ + 3N (the first on ties: the smaller N).
+    auto length = [&](size_t c) {
+      const size_t parallel = (num_calls + c - 1) / c;
+      return 3 * c * q + 3 * (size_t{1} << LogWireDomain(parallel, num_queries));
+    };
+    size_t best = num_calls;
+    for (int k = 1; k <= 24; ++k) {
+      const size_t n = size_t{1} << k;
+      if (n <= q) continue;
+      const size_t c = std::max<size_t>(1, (num_calls + (n - q) - 1) / (n - q));
+      if (length(c) < length(best)) best = c;
+      if (c == 1) break;
+    }
+    chunk_length = best;
+  }
   const size_t parallel = (num_calls + chunk_length - 1) / chunk_length;
-  const size_t n = static_cast<size_t>(num_queries) + parallel;
-  TANDEM_ASSIGN_OR_RETURN(LagrangeDomain wires, LagrangeDomain::Create(n));
-  TANDEM_ASSIGN_OR_RETURN(LagrangeDomain proof, LagrangeDomain::Create(3 * (n - 1) + 1));
-  return ParallelSumMul3Flp(num_calls, chunk_length, num_queries, parallel, std::move(wires),
-                            std::move(proof));
+  const int log_n = LogWireDomain(parallel, num_queries);
+  if (log_n > 24) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("FLP wire domain 2^", log_n, " exceeds 2^24; raise chunk_length"));
+  }
+  TANDEM_ASSIGN_OR_RETURN(NttDomain domain, NttDomain::Create(log_n));
+  return ParallelSumMul3Flp(num_calls, chunk_length, num_queries, parallel, std::move(domain));
 }
 
 double ParallelSumMul3Flp::SoundnessLog2() const {
-  const double n = static_cast<double>(wire_domain_.size());
-  const double t = static_cast<double>(proof_domain_.size());
-  return queries_ * std::log2(3.0 * (n - 1) / (static_cast<double>(kP61) - t));
-}
-
-uint64_t ParallelSumMul3Flp::InputAt(absl::Span<const uint64_t> inputs, size_t l,
-                                     size_t x) const {
-  // Point Q + i holds ParallelSum call i; wire l = 3t + component is Mul3
-  // call i * c + t.
-  const size_t call = (x - queries_) * chunk_ + l / 3;
-  return call < num_calls_ ? inputs[3 * call + l % 3] : 0;
+  const double t = static_cast<double>(proof_domain_size());
+  return queries_ * std::log2((t - 1.0) / (static_cast<double>(gl::kP) - t - queries_));
 }
 
 absl::Status ParallelSumMul3Flp::Prove(absl::Span<const uint64_t> inputs,
@@ -88,37 +103,56 @@ absl::Status ParallelSumMul3Flp::Prove(absl::Span<const uint64_t> inputs,
         "FLP prove sizes: inputs ", inputs.size(), "/", input_length(), ", seeds ",
         wire_seeds.size(), "/", seed_length(), ", proof ", proof.size(), "/", proof_length()));
   }
-  const size_t n = wire_domain_.size();
-  const size_t t = proof_domain_.size();
+  const size_t n = domain_.size();
+  const size_t q = static_cast<size_t>(queries_);
   const size_t wires = 3 * chunk_;
-  // Wire values on {0..T-1}, wire-major: the first N from seeds and inputs,
-  // the rest by Lagrange extension (one coefficient row per new point).
-  std::vector<uint64_t> values(wires * t);
-  for (size_t l = 0; l < wires; ++l) {
-    uint64_t* w = &values[l * t];
-    for (int q = 0; q < queries_; ++q) w[q] = wire_seeds[l * queries_ + q];
-    for (size_t x = queries_; x < n; ++x) w[x] = InputAt(inputs, l, x);
-  }
-  std::vector<uint64_t> row(n);
-  for (size_t x = n; x < t; ++x) {
-    wire_domain_.Coefficients(x, absl::MakeSpan(row));
-    for (size_t l = 0; l < wires; ++l) {
-      uint64_t* w = &values[l * t];
-      DotAccumulator acc;
-      for (size_t i = 0; i < n; ++i) acc.Add(row[i], w[i]);
-      w[x] = acc.Get();
-    }
-  }
   std::copy(wire_seeds.begin(), wire_seeds.end(), proof.begin());
-  uint64_t* p = proof.data() + seed_length();
-  for (size_t x = 0; x < t; ++x) {
-    uint64_t sum = 0;
-    for (size_t c = 0; c < chunk_; ++c) {
-      const uint64_t ab = field::Mul(values[(3 * c) * t + x], values[(3 * c + 1) * t + x]);
-      sum = field::Add(sum, field::Mul(ab, values[(3 * c + 2) * t + x]));
+  // p on H, gH, g^2 H, accumulated gadget by gadget: sums of products
+  // (a b mod p) e < p 2^64 in 128 bits with their carries counted
+  // (DotAccumulator::Fold), reduced once at the end.
+  std::vector<unsigned __int128> acc(3 * n, 0);
+  std::vector<uint64_t> carries(3 * n, 0);
+  auto accumulate = [&](size_t offset, const uint64_t* a, const uint64_t* b, const uint64_t* e) {
+    for (size_t x = 0; x < n; ++x) {
+      const unsigned __int128 prod = static_cast<unsigned __int128>(gl::Mul(a[x], b[x])) * e[x];
+      acc[offset + x] += prod;
+      carries[offset + x] += static_cast<uint64_t>(acc[offset + x] < prod);
     }
-    p[x] = sum;
+  };
+  // Per gadget t: its three wires on H (values), as coefficients, and on a
+  // coset; all of size N (L1-resident for the N of interest).
+  std::vector<uint64_t> buffer(9 * n);
+  uint64_t* values[3] = {&buffer[0], &buffer[n], &buffer[2 * n]};
+  uint64_t* coeffs[3] = {&buffer[3 * n], &buffer[4 * n], &buffer[5 * n]};
+  uint64_t* coset[3] = {&buffer[6 * n], &buffer[7 * n], &buffer[8 * n]};
+  for (size_t t = 0; t < chunk_; ++t) {
+    for (size_t k = 0; k < 3; ++k) {
+      const size_t l = 3 * t + k;
+      uint64_t* w = values[k];
+      for (size_t s = 0; s < q; ++s) w[s] = wire_seeds[l * q + s];
+      // Point omega^(Q+i) holds ParallelSum call i; wire l = 3t + k is
+      // Mul3 call i c + t, at inputs[3 (i c + t) + k] = inputs[i 3c + l]
+      // (zero past the last call: public sizes).
+      for (size_t i = 0; i < parallel_calls_; ++i) {
+        const size_t idx = i * wires + l;
+        w[q + i] = idx < inputs.size() ? inputs[idx] : 0;
+      }
+      std::fill(w + q + parallel_calls_, w + n, 0);
+      std::copy(w, w + n, coeffs[k]);
+      domain_.ValuesToCoefficients(absl::MakeSpan(coeffs[k], n));
+    }
+    accumulate(0, values[0], values[1], values[2]);
+    for (int s = 1; s < 3; ++s) {
+      const absl::Span<const uint64_t> scale = domain_.CosetScale(s);
+      for (size_t k = 0; k < 3; ++k) {
+        for (size_t j = 0; j < n; ++j) coset[k][j] = gl::Mul(coeffs[k][j], scale[j]);
+        domain_.CoefficientsToValues(absl::MakeSpan(coset[k], n));
+      }
+      accumulate(s * n, coset[0], coset[1], coset[2]);
+    }
   }
+  uint64_t* p = proof.data() + seed_length();
+  for (size_t x = 0; x < 3 * n; ++x) p[x] = DotAccumulator::Fold(acc[x], carries[x]);
   return absl::OkStatus();
 }
 
@@ -132,56 +166,63 @@ absl::Status ParallelSumMul3Flp::Query(absl::Span<const uint64_t> input_share,
       verifier_share.size() != verifier_length()) {
     return absl::InvalidArgumentError("FLP query sizes do not match the proof system");
   }
-  const size_t n = wire_domain_.size();
-  const size_t t = proof_domain_.size();
-  for (int q = 0; q < queries_; ++q) {
+  const size_t n = domain_.size();
+  const size_t nq = static_cast<size_t>(queries_);
+  for (size_t q = 0; q < nq; ++q) {
     const uint64_t r = query_points[q];
-    if (r < t || r >= kP61) {
-      return absl::InvalidArgumentError("query point inside the evaluation domain or >= p");
+    if (r >= gl::kP || InProofDomain(r)) {
+      return absl::InvalidArgumentError("query point inside the proof domain or >= p");
     }
-    for (int j = 0; j < q; ++j) {
+    for (size_t j = 0; j < q; ++j) {
       if (query_points[j] == r) return absl::InvalidArgumentError("repeated query point");
     }
   }
   const uint64_t* p = proof_share.data() + seed_length();
   uint64_t y = affine_share;
-  for (size_t i = 0; i < parallel_calls_; ++i) y = field::Add(y, p[queries_ + i]);
+  for (size_t i = 0; i < parallel_calls_; ++i) y = gl::Add(y, p[nq + i]);
   verifier_share[0] = y;
 
-  // f_l(r_q) = sum_x L_x(r_q) f_l(x): the seeds at x < Q, the input share
-  // at x = Q + i (row i of the call-major inputs holds the 3c wires of
-  // point Q + i), column by column with lazy reduction (ColumnSums).
+  // f_l(r_q) = sum_x L_x(r_q) f_l(omega^x): the seeds at x < Q, the input
+  // share at x = Q + i (row i of the call-major inputs holds the 3c wires
+  // of point Q + i), zero beyond; column by column with lazy reduction.
   const size_t wires = 3 * chunk_;
-  const size_t nq = static_cast<size_t>(queries_);
-  std::vector<uint64_t> lambda(nq * n), mu(t);
+  std::vector<uint64_t> lambda(nq * n), mu(3 * n), col(nq * wires);
   for (size_t q = 0; q < nq; ++q) {
-    wire_domain_.Coefficients(query_points[q], absl::MakeSpan(lambda.data() + q * n, n));
+    domain_.LagrangeCoefficients(query_points[q], 1, absl::MakeSpan(&lambda[q * n], n));
   }
   // Rows 0..full-1 are complete; row `full` (if any) holds `tail` wires,
   // the rest of it being the zero padding of missing calls.
   const size_t full = input_length() / wires;
   const size_t tail = input_length() % wires;
-  std::vector<uint64_t> col(wires);
-  for (size_t q = 0; q < nq; ++q) {
-    uint64_t* out = verifier_share.data() + 1 + q * (wires + 1);
-    const uint64_t* coeff = lambda.data() + q * n + nq;  // L_{Q+i}(r_q)
-    const uint64_t* in = input_share.data();
-    size_t l = 0;
-    for (; l + 4 <= wires; l += 4) ColumnSums<4>(coeff, full, in + l, wires, &col[l]);
-    for (; l < wires; ++l) ColumnSums<1>(coeff, full, in + l, wires, &col[l]);
-    for (l = 0; l < wires; ++l) {
-      DotAccumulator acc;
-      acc.Add(1, col[l]);
-      for (size_t s = 0; s < nq; ++s) acc.Add(lambda[q * n + s], proof_share[l * nq + s]);
-      if (l < tail) acc.Add(coeff[full], input_share[full * wires + l]);
-      out[l] = acc.Get();
+  const uint64_t* in = input_share.data();
+  const uint64_t* coeff[8];  // L_{Q+i}(r_q); num_queries <= 8
+  for (size_t q = 0; q < nq; ++q) coeff[q] = &lambda[q * n + nq];
+  for (size_t l = 0; l < wires;) {
+    uint64_t* out[8];
+    if (nq == 2 && l + 2 <= wires) {
+      for (size_t q = 0; q < 2; ++q) out[q] = &col[q * wires + l];
+      ColumnSums<2, 2>(coeff, full, in + l, wires, out);
+      l += 2;
+    } else {
+      for (size_t q = 0; q < nq; ++q) {
+        out[0] = &col[q * wires + l];
+        ColumnSums<1, 1>(&coeff[q], full, in + l, wires, out);
+      }
+      l += 1;
     }
   }
   for (size_t q = 0; q < nq; ++q) {
     uint64_t* out = verifier_share.data() + 1 + q * (wires + 1);
-    proof_domain_.Coefficients(query_points[q], absl::MakeSpan(mu));
+    const uint64_t* lq = &lambda[q * n];
+    for (size_t l = 0; l < wires; ++l) {
+      DotAccumulator acc;
+      for (size_t s = 0; s < nq; ++s) acc.Add(lq[s], proof_share[l * nq + s]);
+      if (l < tail) acc.Add(lq[nq + full], input_share[full * wires + l]);
+      out[l] = gl::Add(col[q * wires + l], acc.Get());
+    }
+    domain_.LagrangeCoefficients(query_points[q], 3, absl::MakeSpan(mu));
     DotAccumulator pr;
-    for (size_t x = 0; x < t; ++x) pr.Add(mu[x], p[x]);
+    for (size_t x = 0; x < 3 * n; ++x) pr.Add(mu[x], p[x]);
     out[wires] = pr.Get();
   }
   return absl::OkStatus();
@@ -199,7 +240,7 @@ absl::StatusOr<bool> ParallelSumMul3Flp::Decide(absl::Span<const uint64_t> verif
     const uint64_t* w = verifier.data() + 1 + q * (wires + 1);
     uint64_t g = 0;
     for (size_t c = 0; c < chunk_; ++c) {
-      g = field::Add(g, field::Mul(field::Mul(w[3 * c], w[3 * c + 1]), w[3 * c + 2]));
+      g = gl::Add(g, gl::Mul(gl::Mul(w[3 * c], w[3 * c + 1]), w[3 * c + 2]));
     }
     bad |= g ^ w[wires];
   }

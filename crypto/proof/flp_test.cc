@@ -15,7 +15,7 @@ using ::tandem::testing::IsOk;
 using ::tandem::testing::IsOkAndHolds;
 using ::tandem::testing::StatusIs;
 
-uint64_t RandomElement(SecureRandom* rng) { return field::Reduce64(rng->NextUint64().value()); }
+uint64_t RandomElement(SecureRandom* rng) { return gl::Reduce64(rng->NextUint64().value()); }
 
 struct ProofRun {
   std::vector<uint64_t> inputs, proof;
@@ -27,9 +27,9 @@ ProofRun MakeRun(const ParallelSumMul3Flp& flp, SecureRandom* rng) {
   run.inputs.resize(flp.input_length());
   for (auto& v : run.inputs) v = RandomElement(rng);
   for (size_t i = 0; i < flp.num_calls(); ++i) {
-    run.gadget_sum = field::Add(
-        run.gadget_sum,
-        field::Mul(field::Mul(run.inputs[3 * i], run.inputs[3 * i + 1]), run.inputs[3 * i + 2]));
+    run.gadget_sum =
+        gl::Add(run.gadget_sum,
+                gl::Mul(gl::Mul(run.inputs[3 * i], run.inputs[3 * i + 1]), run.inputs[3 * i + 2]));
   }
   std::vector<uint64_t> seeds(flp.seed_length());
   for (auto& v : seeds) v = RandomElement(rng);
@@ -45,22 +45,22 @@ absl::StatusOr<bool> ShareAndDecide(const ParallelSumMul3Flp& flp, const ProofRu
   std::vector<uint64_t> pr0(run.proof.size()), pr1(run.proof.size());
   for (size_t i = 0; i < in0.size(); ++i) {
     in0[i] = RandomElement(rng);
-    in1[i] = field::Sub(run.inputs[i], in0[i]);
+    in1[i] = gl::Sub(run.inputs[i], in0[i]);
   }
   for (size_t i = 0; i < pr0.size(); ++i) {
     pr0[i] = RandomElement(rng);
-    pr1[i] = field::Sub(run.proof[i], pr0[i]);
+    pr1[i] = gl::Sub(run.proof[i], pr0[i]);
   }
   const uint64_t a0 = RandomElement(rng);
-  std::vector<uint64_t> points = {kP61 - 5, 1000003};
+  std::vector<uint64_t> points = {gl::kP - 5, 1000003};
   points.resize(flp.num_queries(), 0);
   for (int q = 2; q < flp.num_queries(); ++q) points[q] = 77777 + q;
   std::vector<uint64_t> v0(flp.verifier_length()), v1(flp.verifier_length());
   if (auto s = flp.Query(in0, pr0, a0, points, absl::MakeSpan(v0)); !s.ok()) return s;
-  if (auto s = flp.Query(in1, pr1, field::Sub(affine, a0), points, absl::MakeSpan(v1)); !s.ok()) {
+  if (auto s = flp.Query(in1, pr1, gl::Sub(affine, a0), points, absl::MakeSpan(v1)); !s.ok()) {
     return s;
   }
-  for (size_t i = 0; i < v0.size(); ++i) v0[i] = field::Add(v0[i], v1[i]);
+  for (size_t i = 0; i < v0.size(); ++i) v0[i] = gl::Add(v0[i], v1[i]);
   return flp.Decide(v0);
 }
 
@@ -73,19 +73,18 @@ TEST_P(FlpShapes, AcceptsExactlyWhenOutputIsZero) {
   auto rng = DeterministicRandom::FromSeed(calls * 31 + chunk);
   for (int trial = 0; trial < 3; ++trial) {
     ProofRun run = MakeRun(*flp, rng.get());
-    const uint64_t zeroing = field::Neg(run.gadget_sum);
+    const uint64_t zeroing = gl::Neg(run.gadget_sum);
     EXPECT_THAT(ShareAndDecide(*flp, run, zeroing, rng.get()), IsOkAndHolds(true));
-    EXPECT_THAT(ShareAndDecide(*flp, run, field::Add(zeroing, 1), rng.get()),
-                IsOkAndHolds(false));
+    EXPECT_THAT(ShareAndDecide(*flp, run, gl::Add(zeroing, 1), rng.get()), IsOkAndHolds(false));
     // Any single corrupted proof element is caught.
     for (size_t pos : {size_t{0}, run.proof.size() / 2, run.proof.size() - 1}) {
       ProofRun bad = run;
-      bad.proof[pos] = field::Add(bad.proof[pos], 1 + trial);
+      bad.proof[pos] = gl::Add(bad.proof[pos], 1 + trial);
       EXPECT_THAT(ShareAndDecide(*flp, bad, zeroing, rng.get()), IsOkAndHolds(false)) << pos;
     }
     // Corrupting an input changes the gadget outputs the proof claims.
     ProofRun bad = run;
-    bad.inputs[1] = field::Add(bad.inputs[1], 1);
+    bad.inputs[1] = gl::Add(bad.inputs[1], 1);
     EXPECT_THAT(ShareAndDecide(*flp, bad, zeroing, rng.get()), IsOkAndHolds(false));
   }
 }
@@ -99,23 +98,67 @@ TEST(Flp, LengthsFollowTheConstruction) {
   auto flp = ParallelSumMul3Flp::Create(1000, 64, 2);
   ASSERT_THAT(flp.status(), IsOk());
   EXPECT_EQ(flp->num_parallel_calls(), 16u);                 // ceil(1000 / 64)
-  EXPECT_EQ(flp->wire_domain_size(), 18u);                   // Q + M'
-  EXPECT_EQ(flp->proof_domain_size(), 3u * 17 + 1);          // 3(N-1) + 1
-  EXPECT_EQ(flp->proof_length(), 3u * 64 * 2 + 52);          // seeds + p
+  EXPECT_EQ(flp->wire_domain_size(), 32u);                   // 2^k >= Q + M' = 18
+  EXPECT_EQ(flp->proof_domain_size(), 96u);                  // H, gH, g^2 H
+  EXPECT_EQ(flp->proof_length(), 3u * 64 * 2 + 96);          // seeds + p
   EXPECT_EQ(flp->verifier_length(), 1u + 2 * (3 * 64 + 1));
-  EXPECT_NEAR(flp->SoundnessLog2(), 2 * std::log2(51.0 / (std::ldexp(1.0, 61) - 53)), 1e-9);
+  const double p = 18446744069414584321.0;
+  EXPECT_NEAR(flp->SoundnessLog2(), 2 * std::log2(95.0 / (p - 96 - 2)), 1e-9);
+}
+
+TEST(Flp, AutomaticChunkMinimisesTheProofLength) {
+  for (size_t calls : {1, 7, 100, 5000, 49713}) {
+    auto flp = ParallelSumMul3Flp::Create(calls, 0, 2);
+    ASSERT_THAT(flp.status(), IsOk());
+    for (size_t c = 1; c <= calls; c += 1 + c / 16) {
+      auto other = ParallelSumMul3Flp::Create(calls, c, 2);
+      ASSERT_THAT(other.status(), IsOk());
+      EXPECT_LE(flp->proof_length(), other->proof_length()) << calls << " " << c;
+    }
+  }
+  // The benchmark's circuit (k = 16, B = 1024, 33 slack bits each): 49,713
+  // calls, chunk 196, N = 256: 3 * 196 * 2 + 768 = 1944 elements.
+  auto flp = ParallelSumMul3Flp::Create(49713, 0, 2).value();
+  EXPECT_EQ(flp.chunk_length(), 196u);
+  EXPECT_EQ(flp.wire_domain_size(), 256u);
+  EXPECT_EQ(flp.proof_length(), 1944u);
+}
+
+// Every single proof element and every single input, perturbed, is caught.
+TEST(Flp, EverySingleElementTamperingIsRejected) {
+  auto flp = ParallelSumMul3Flp::Create(20, 3, 2).value();
+  auto rng = DeterministicRandom::FromSeed(77);
+  ProofRun run = MakeRun(flp, rng.get());
+  const uint64_t zeroing = gl::Neg(run.gadget_sum);
+  ASSERT_THAT(ShareAndDecide(flp, run, zeroing, rng.get()), IsOkAndHolds(true));
+  for (size_t pos = 0; pos < run.proof.size(); ++pos) {
+    ProofRun bad = run;
+    bad.proof[pos] = gl::Add(bad.proof[pos], 1 + pos);
+    EXPECT_THAT(ShareAndDecide(flp, bad, zeroing, rng.get()), IsOkAndHolds(false)) << pos;
+  }
+  for (size_t pos = 0; pos < run.inputs.size(); ++pos) {
+    ProofRun bad = run;
+    bad.inputs[pos] = gl::Sub(bad.inputs[pos], 1 + pos);
+    EXPECT_THAT(ShareAndDecide(flp, bad, zeroing, rng.get()), IsOkAndHolds(false)) << pos;
+  }
 }
 
 TEST(Flp, QueryRejectsPointsInTheDomainAndRepeats) {
   auto flp = ParallelSumMul3Flp::Create(10, 2, 2).value();
   std::vector<uint64_t> in(flp.input_length()), pr(flp.proof_length()), out(flp.verifier_length());
-  const uint64_t inside = flp.proof_domain_size() - 1;
-  EXPECT_THAT(flp.Query(in, pr, 0, std::vector<uint64_t>{inside, 99999}, absl::MakeSpan(out)),
-              StatusIs(absl::StatusCode::kInvalidArgument));
+  // 1 is in H; 7 (the coset shift g) and 49 = g^2 are in gH and g^2 H;
+  // -1 is in H (N even).
+  for (uint64_t inside : {uint64_t{1}, uint64_t{7}, uint64_t{49}, gl::kP - 1}) {
+    EXPECT_TRUE(flp.InProofDomain(inside)) << inside;
+    EXPECT_THAT(flp.Query(in, pr, 0, std::vector<uint64_t>{inside, 99999}, absl::MakeSpan(out)),
+                StatusIs(absl::StatusCode::kInvalidArgument));
+  }
   EXPECT_THAT(flp.Query(in, pr, 0, std::vector<uint64_t>{99999, 99999}, absl::MakeSpan(out)),
               StatusIs(absl::StatusCode::kInvalidArgument));
-  EXPECT_THAT(flp.Query(in, pr, 0, std::vector<uint64_t>{kP61, 99999}, absl::MakeSpan(out)),
+  EXPECT_THAT(flp.Query(in, pr, 0, std::vector<uint64_t>{gl::kP, 99999}, absl::MakeSpan(out)),
               StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(flp.Query(in, pr, 0, std::vector<uint64_t>{12345, 99999}, absl::MakeSpan(out)),
+              IsOk());
   EXPECT_THAT(flp.Decide(std::vector<uint64_t>(3)).status(),
               StatusIs(absl::StatusCode::kInvalidArgument));
 }

@@ -19,7 +19,18 @@ uint64_t ISqrt(uint64_t x) {
 // sum of n squares of values below 2^(L+1), plus slack and bound, below p.
 bool Exact(size_t n, int l, int slack_bits, uint64_t bound) {
   const unsigned __int128 total = static_cast<unsigned __int128>(n) << (2 * l + 2);
-  return total + (static_cast<unsigned __int128>(1) << slack_bits) + bound < kP61;
+  return total + (static_cast<unsigned __int128>(1) << slack_bits) + bound < gl::kP;
+}
+
+// a * 2^l mod p for canonical a and 1 <= l <= 31: a 2^l = hi 2^64 + lo with
+// hi < 2^31, and 2^64 = 2^32 - 1 (mod p), so a 2^l = lo + hi (2^32 - 1),
+// the second term below 2^63; one carry correction (adding 2^32 - 1 back
+// after a carry cannot carry again) and one conditional subtraction.
+inline uint64_t MulPow2(uint64_t a, int l) {
+  const uint64_t lo = a << l, hi = a >> (64 - l);
+  const uint64_t t = hi * gl::kEpsilon;
+  const uint64_t s = lo + t;
+  return gl::Reduce64(s + (gl::kEpsilon & gl::Mask(s < t)));
 }
 
 }  // namespace
@@ -37,9 +48,9 @@ absl::StatusOr<NormCircuit> NormCircuit::Create(int num_blocks, int block_size, 
     return absl::InvalidArgumentError("norm bounds must be >= 1");
   }
   const uint64_t smallest = std::min(bound.max_block_l2_squared, bound.max_l2_squared);
-  // 2^L > sqrt(bound) >= |v| for every honest value; w - L <= 59 keeps X_hi
-  // and h below p/2.
-  const int l = std::max<int>(std::bit_width(ISqrt(smallest)), std::max(1, value_bits - 59));
+  // 2^L > sqrt(bound) >= |v| for every honest value; w - L <= 62 keeps X_hi
+  // below p/2 and h, h -+ K below p in magnitude (norm_circuit.h).
+  const int l = std::max<int>(std::bit_width(ISqrt(smallest)), std::max(1, value_bits - 62));
   if (l >= value_bits - 1) {
     return absl::InvalidArgumentError("norm bound too large for the value ring");
   }
@@ -48,9 +59,9 @@ absl::StatusOr<NormCircuit> NormCircuit::Create(int num_blocks, int block_size, 
   const size_t n = static_cast<size_t>(num_blocks) * block_size;
   if (!Exact(block_size, l, sb, bound.max_block_l2_squared) ||
       !Exact(n, l, st, bound.max_l2_squared)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "norm bounds too large for exact arithmetic in F_(2^61-1) with ", n,
-        " values: need n * 2^(2L+2) + 2^S + bound < p (L = ", l, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("norm bounds too large for exact arithmetic in F_(2^64-2^32+1) with ", n,
+                     " values: need n * 2^(2L+2) + 2^S + bound < p (L = ", l, ")"));
   }
   const size_t calls = 3 * n + static_cast<size_t>(num_blocks) * sb + st;
   TANDEM_ASSIGN_OR_RETURN(ParallelSumMul3Flp flp,
@@ -59,7 +70,7 @@ absl::StatusOr<NormCircuit> NormCircuit::Create(int num_blocks, int block_size, 
 }
 
 double NormCircuit::SoundnessLog2() const {
-  const double joint = -std::log2(static_cast<double>(kP61));
+  const double joint = -std::log2(static_cast<double>(gl::kP));
   const double query = flp_.SoundnessLog2();
   const double hi = std::max(joint, query), lo = std::min(joint, query);
   return hi + std::log2(1.0 + std::exp2(lo - hi));
@@ -72,10 +83,10 @@ void NormCircuit::SplitSums(int party, const uint64_t* sums, size_t count, uint6
   const uint64_t neg = 0 - static_cast<uint64_t>(party);  // all ones for party 1 (public)
   for (size_t j = 0; j < count; ++j) {
     const uint64_t u = ((sums[j] ^ neg) - neg) & mask;  // (-1)^party S mod 2^w
-    const uint64_t lo = u & lo_mask, hi = u >> l_;      // both < 2^59 < p
+    const uint64_t lo = u & lo_mask, hi = u >> l_;      // both < 2^62 < p
     // (-1)^party again, now in F_p.
-    xhi[j] = (neg & SubR(0, hi)) | (~neg & hi);
-    xlo[j] = (neg & SubR(0, lo)) | (~neg & lo);
+    xhi[j] = (neg & gl::Neg(hi)) | (~neg & hi);
+    xlo[j] = (neg & gl::Neg(lo)) | (~neg & lo);
   }
 }
 
@@ -159,10 +170,10 @@ absl::Status NormCircuit::GadgetInputs(int party, absl::Span<const uint64_t> der
       weights.size() != weights_length() || out.size() != flp_.input_length()) {
     return absl::InvalidArgumentError("GadgetInputs: sizes do not match the circuit");
   }
-  // All operands are canonical (validated or reduced), so the reduced-input
-  // helpers of field_vector.h apply; one pass, no division in the loop.
+  // All operands are canonical (validated or reduced); one pass, no
+  // division in the loop.
   const uint64_t one = party == 0 ? 1 : 0;
-  const uint64_t k_const = field::Mul(one, field::Reduce64(uint64_t{1} << (w_ - l_)));
+  const uint64_t k_const = gl::Mul(one, uint64_t{1} << (w_ - l_));  // 2^(w-L) <= 2^62 < p
   const uint64_t* rho1 = weights.data();
   const uint64_t* rho2 = rho1 + n_;
   const uint64_t* rho3 = rho2 + n_;
@@ -172,18 +183,18 @@ absl::Status NormCircuit::GadgetInputs(int party, absl::Span<const uint64_t> der
   const uint64_t* xhi = derived.data() + n_;
   uint64_t* o = out.data();
   for (size_t g = 0, j = 0; g < static_cast<size_t>(k_); ++g) {
-    const uint64_t weight = field::Neg(AddR(sigma[g], tau));
+    const uint64_t weight = gl::Neg(gl::Add(sigma[g], tau));
     for (size_t end = j + static_cast<size_t>(b_); j < end; ++j) {
       const uint64_t c = witness[j];
-      const uint64_t h = SubR(xhi[j], c);
-      const uint64_t v = AddR(xlo[j], MulPow2R(c, l_));  // X_lo + 2^L c; L <= 29 (Exact)
-      o[0] = MulR(rho1[j], c);
-      o[1] = SubR(c, one);
-      o[2] = AddR(c, one);
-      o[3] = MulR(rho2[j], h);
-      o[4] = SubR(h, k_const);
-      o[5] = AddR(h, k_const);
-      o[6] = MulR(weight, v);
+      const uint64_t h = gl::Sub(xhi[j], c);
+      const uint64_t v = gl::Add(xlo[j], MulPow2(c, l_));  // X_lo + 2^L c; 1 <= L <= 30 (Exact)
+      o[0] = gl::Mul(rho1[j], c);
+      o[1] = gl::Sub(c, one);
+      o[2] = gl::Add(c, one);
+      o[3] = gl::Mul(rho2[j], h);
+      o[4] = gl::Sub(h, k_const);
+      o[5] = gl::Add(h, k_const);
+      o[6] = gl::Mul(weight, v);
       o[7] = v;
       o[8] = one;
       o += 9;
@@ -191,8 +202,8 @@ absl::Status NormCircuit::GadgetInputs(int party, absl::Span<const uint64_t> der
   }
   for (size_t i = 0; i < slack_bits(); ++i) {
     const uint64_t s = witness[n_ + i];
-    o[0] = MulR(rho3[i], s);
-    o[1] = SubR(s, one);
+    o[0] = gl::Mul(rho3[i], s);
+    o[1] = gl::Sub(s, one);
     o[2] = one;
     o += 3;
   }
@@ -210,18 +221,21 @@ absl::StatusOr<uint64_t> NormCircuit::AffineShare(int party, absl::Span<const ui
   // Slack value of `bits` bits starting at witness[first].
   auto slack = [&](size_t first, int bits) {
     uint64_t s = 0;
-    for (int i = 0; i < bits; ++i) s = field::Add(s, field::Mul(uint64_t{1} << i, witness[first + i]));
+    // 2^i < 2^64 (bits <= 64), reduced first.
+    for (int i = 0; i < bits; ++i) {
+      s = gl::Add(s, gl::Mul(gl::Reduce64(uint64_t{1} << i), witness[first + i]));
+    }
     return s;
   };
   uint64_t y = 0;
   for (int g = 0; g < k_; ++g) {
-    const uint64_t term = field::Sub(field::Mul(one, field::Reduce64(bound_.max_block_l2_squared)),
-                                     slack(n_ + static_cast<size_t>(g) * sb_, sb_));
-    y = field::Add(y, field::Mul(sigma[g], term));
+    const uint64_t term = gl::Sub(gl::Mul(one, gl::Reduce64(bound_.max_block_l2_squared)),
+                                  slack(n_ + static_cast<size_t>(g) * sb_, sb_));
+    y = gl::Add(y, gl::Mul(sigma[g], term));
   }
-  const uint64_t term = field::Sub(field::Mul(one, field::Reduce64(bound_.max_l2_squared)),
-                                   slack(n_ + static_cast<size_t>(k_) * sb_, st_));
-  return field::Add(y, field::Mul(tau, term));
+  const uint64_t term = gl::Sub(gl::Mul(one, gl::Reduce64(bound_.max_l2_squared)),
+                                slack(n_ + static_cast<size_t>(k_) * sb_, st_));
+  return gl::Add(y, gl::Mul(tau, term));
 }
 
 }  // namespace tandem::crypto::proof

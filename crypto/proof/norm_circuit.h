@@ -1,7 +1,8 @@
 // The validity circuit of PREAMBLE's norm bound (Asi, Feldman, Keller,
 // Rothblum, Talwar, NeurIPS 2025: every sent block and the whole report are
-// within the L2 bound of the privacy analysis), over F_p (p = 2^61 - 1), on
-// the values that are actually aggregated in Z_2^w (w = value_bits).
+// within the L2 bound of the privacy analysis), over F_p (p = 2^64 - 2^32 +
+// 1, crypto/field/goldilocks.h; protocol v3), on the values that are
+// actually aggregated in Z_2^w (w = value_bits).
 //
 // From the ring to the field without a conversion protocol [I, our design]:
 // party b's block-DPF output is y_b with y_0 + y_1 the aggregated vector mod
@@ -12,7 +13,8 @@
 // zero, so u_0 - u_1 = S_0 + S_1 = the sent block (mod 2^w). Split
 // u = hi * 2^L + lo (lo < 2^L, hi < 2^(w-L)): the F_p shares (-1)^b lo(u_b)
 // add up to the integer X_lo = lo(u_0) - lo(u_1), |X_lo| < 2^L, and the
-// same for X_hi, |X_hi| < 2^(w-L); both below p/2, so they are exact. The
+// same for X_hi, |X_hi| < 2^(w-L); both below p/2 (Create() requires
+// w - L <= 62, and 2^62 < (p - 1)/2), so they are exact. The
 // aggregated value is X_hi 2^L + X_lo mod 2^w. (Summing in the ring before
 // the split costs one add per output; the split itself, 2 limbs and 2 field
 // negations, is done once per coordinate instead of once per output.) The
@@ -25,9 +27,16 @@
 //   (3) per block g: bound_block - sum_{j in g} v_j^2 = sum_i 2^i s_{g,i},
 //       and bound_total - sum_j v_j^2 = sum_i 2^i t_i (slack bits),
 //   (4) s (s - 1) = 0 for every slack bit.
-// Create() requires n 2^(2L+2) + 2^S + bound < p (n values per sum, S slack
-// bits), so (3) holds over the integers, not only mod p. An honest report
-// (|v| <= sqrt(bound) < 2^L) always has a witness.
+// Exactness over F_p, p = 2^64 - 2^32 + 1 (checked in Create()):
+//   * |X_hi| < 2^(w-L) <= 2^62 and |c| <= 1, so |h| <= 2^(w-L) and
+//     |h - K|, |h + K| <= 2^(w-L+1) <= 2^63 < p: (2) mod p forces the
+//     integer h to be 0, K or -K (L >= w - 62);
+//   * (1) forces the field element c into {-1, 0, 1} (p is prime), so
+//     v = X_lo + 2^L c lifts to an integer with |v| < 2^(L+1);
+//   * n 2^(2L+2) + 2^S + bound < p (n values per sum, S slack bits), so
+//     (3) holds over the integers, not only mod p: both sides lie in an
+//     interval shorter than p.
+// An honest report (|v| <= sqrt(bound) < 2^L) always has a witness.
 //
 // All constraints are Mul3 gadget calls, combined as
 //   y = sum_j rho1_j C1_j + rho2_j C2_j + sum_i rho3_i C4_i

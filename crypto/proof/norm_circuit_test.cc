@@ -22,7 +22,7 @@ uint64_t CircuitOutput(const NormCircuit& c, const std::vector<uint64_t>& derive
   EXPECT_THAT(c.GadgetInputs(0, derived, witness, weights, absl::MakeSpan(in)), IsOk());
   uint64_t y = c.AffineShare(0, witness, weights).value();
   for (size_t i = 0; i < in.size(); i += 3) {
-    y = field::Add(y, field::Mul(field::Mul(in[i], in[i + 1]), in[i + 2]));
+    y = gl::Add(y, gl::Mul(gl::Mul(in[i], in[i + 1]), in[i + 2]));
   }
   return y;
 }
@@ -53,8 +53,8 @@ Sample MakeSample(const NormCircuit& c, const std::vector<int64_t>& v, SecureRan
       }
       EXPECT_THAT(c.DeriveGroupShare(party, y, absl::MakeSpan(lo), absl::MakeSpan(hi)), IsOk());
       for (size_t j = 0; j < b; ++j) {
-        s.derived[g * b + j] = field::Add(s.derived[g * b + j], lo[j]);
-        s.derived[n + g * b + j] = field::Add(s.derived[n + g * b + j], hi[j]);
+        s.derived[g * b + j] = gl::Add(s.derived[g * b + j], lo[j]);
+        s.derived[n + g * b + j] = gl::Add(s.derived[n + g * b + j], hi[j]);
       }
     }
   }
@@ -63,7 +63,7 @@ Sample MakeSample(const NormCircuit& c, const std::vector<int64_t>& v, SecureRan
 
 std::vector<uint64_t> RandomWeights(const NormCircuit& c, SecureRandom* rng) {
   std::vector<uint64_t> w(c.weights_length());
-  for (auto& x : w) x = field::Reduce64(rng->NextUint64().value());
+  for (auto& x : w) x = gl::Reduce64(rng->NextUint64().value());
   return w;
 }
 
@@ -113,7 +113,9 @@ TEST(NormCircuit, OffPathBlocksCancelInTheGroupSum) {
   auto rng = DeterministicRandom::FromSeed(5);
   const int l = c.lo_bits();
   // As signed integers (|x| < p/2), the field elements X_lo, X_hi.
-  auto lift = [](uint64_t x) { return x > kP61 / 2 ? -static_cast<int64_t>(kP61 - x) : int64_t(x); };
+  auto lift = [](uint64_t x) {
+    return x > gl::kP / 2 ? -static_cast<int64_t>(gl::kP - x) : int64_t(x);
+  };
   for (int trial = 0; trial < 64; ++trial) {
     // Four blocks; party outputs cancel (y1 = -y0) on blocks 0, 1, 3.
     std::vector<uint64_t> y0(8), y1(8);
@@ -128,7 +130,7 @@ TEST(NormCircuit, OffPathBlocksCancelInTheGroupSum) {
     ASSERT_THAT(c.DeriveGroupShare(0, y0, absl::MakeSpan(lo0), absl::MakeSpan(hi0)), IsOk());
     ASSERT_THAT(c.DeriveGroupShare(1, y1, absl::MakeSpan(lo1), absl::MakeSpan(hi1)), IsOk());
     for (int j = 0; j < 2; ++j) {
-      const int64_t xlo = lift(field::Add(lo0[j], lo1[j])), xhi = lift(field::Add(hi0[j], hi1[j]));
+      const int64_t xlo = lift(gl::Add(lo0[j], lo1[j])), xhi = lift(gl::Add(hi0[j], hi1[j]));
       // Exact integers in range, and X_hi 2^L + X_lo = the aggregated value
       // mod 2^64 (the witness's borrow c absorbs a carry between the limbs).
       EXPECT_LT(std::abs(xlo), int64_t{1} << l);
@@ -166,7 +168,7 @@ TEST(NormCircuit, BlockSumsDeriveTheSameShares) {
       const absl::Span<uint64_t> all(got);
       ASSERT_THAT(c.DeriveFromBlockSums(party, all.subspan(n), all), IsOk());
       EXPECT_EQ(got, want) << "w=" << w << " party=" << party;
-      for (uint64_t x : got) EXPECT_LT(x, kP61);
+      for (uint64_t x : got) EXPECT_LT(x, gl::kP);
     }
     std::vector<uint64_t> d(2 * n);
     EXPECT_THAT(c.DeriveFromBlockSums(0, absl::MakeConstSpan(d).subspan(0, n - 1),
@@ -209,6 +211,27 @@ TEST(NormCircuit, OverBoundReportsViolateSomeConstraint) {
     std::vector<uint64_t> w(c.witness_length(), 0);
     for (int i = 0; i < 7; ++i) w[8 + i] = (100 >> i) & 1;
     EXPECT_NE(CircuitOutput(c, s.derived, w, RandomWeights(c, rng.get())), 0u);
+  }
+}
+
+// The gadget inputs on full values, against their definitions computed with
+// generic field operations (covers the shift-based 2^L c).
+TEST(NormCircuit, GadgetInputsFollowTheirDefinitions) {
+  auto c = NormCircuit::Create(2, 3, 64, {1000, 1500}).value();
+  auto rng = DeterministicRandom::FromSeed(12);
+  std::vector<uint64_t> derived(c.derived_length()), witness(c.witness_length());
+  for (auto& x : derived) x = gl::Reduce64(rng->NextUint64().value());
+  for (auto& x : witness) x = gl::Reduce64(rng->NextUint64().value());
+  witness[0] = gl::kP - 1;
+  const std::vector<uint64_t> weights = RandomWeights(c, rng.get());
+  std::vector<uint64_t> in(c.flp().input_length());
+  ASSERT_THAT(c.GadgetInputs(0, derived, witness, weights, absl::MakeSpan(in)), IsOk());
+  const size_t n = c.num_values();
+  const uint64_t two_l = gl::Pow(2, static_cast<uint64_t>(c.lo_bits()));
+  for (size_t j = 0; j < n; ++j) {
+    const uint64_t v = gl::Add(derived[j], gl::Mul(witness[j], two_l));
+    EXPECT_EQ(in[9 * j + 7], v) << j;
+    EXPECT_EQ(in[9 * j + 0], gl::Mul(weights[j], witness[j])) << j;
   }
 }
 

@@ -10,9 +10,9 @@
 namespace tandem::crypto::proof {
 namespace {
 
-constexpr absl::string_view kPartDomain = "tandem.normproof.part.v2";
-constexpr absl::string_view kJointDomain = "tandem.normproof.jr.v2";
-constexpr absl::string_view kQueryDomain = "tandem.normproof.query.v2";
+constexpr absl::string_view kPartDomain = "tandem.normproof.part.v3";
+constexpr absl::string_view kJointDomain = "tandem.normproof.jr.v3";
+constexpr absl::string_view kQueryDomain = "tandem.normproof.query.v3";
 constexpr size_t kSeedBytes = 16;
 constexpr size_t kPartBytes = 32;
 
@@ -100,7 +100,7 @@ absl::Status NormProofSystem::ClientValues(const proto::SparseKeySet& leader_key
         dpf_.EvaluateBlockSums(party == 0 ? leader_keys : helper_keys, absl::MakeSpan(u), &scratch));
     if (digests != nullptr) (*digests)[party] = digest;
     TANDEM_RETURN_IF_ERROR(circuit_.DeriveFromBlockSums(party, u, absl::MakeSpan(share)));
-    for (size_t j = 0; j < 2 * n; ++j) (*derived)[j] = field::Add((*derived)[j], share[j]);
+    for (size_t j = 0; j < 2 * n; ++j) (*derived)[j] = gl::Add((*derived)[j], share[j]);
     // u_b = (-1)^b S_b mod 2^w (norm_circuit.h).
     for (uint64_t& x : u) x = (party == 0 ? x : 0 - x) & mask;
   }
@@ -144,7 +144,7 @@ NormProofSystem::ProveWithDigests(absl::string_view report_id,
     return absl::InvalidArgumentError("derived values or witness have the wrong length");
   }
   for (uint64_t v : witness) {
-    if (v >= kP61) return absl::InvalidArgumentError("witness element >= p");
+    if (v >= gl::kP) return absl::InvalidArgumentError("witness element >= p");
   }
   const ParallelSumMul3Flp& flp = circuit_.flp();
   TANDEM_ASSIGN_OR_RETURN(std::string helper_seed, RandomBytes(rng, kSeedBytes));
@@ -155,7 +155,7 @@ NormProofSystem::ProveWithDigests(absl::string_view report_id,
   TANDEM_RETURN_IF_ERROR(ExpandHelperShares(helper_seed, &helper_witness, &helper_proof));
   std::vector<uint64_t> leader_witness(witness.size());
   for (size_t i = 0; i < witness.size(); ++i) {
-    leader_witness[i] = field::Sub(witness[i], helper_witness[i]);
+    leader_witness[i] = gl::Sub(witness[i], helper_witness[i]);
   }
   TANDEM_ASSIGN_OR_RETURN(std::string part0, JointRandPart(blind0, report_id, leader_keys,
                                                            digests[0], Bytes(leader_witness)));
@@ -176,7 +176,7 @@ NormProofSystem::ProveWithDigests(absl::string_view report_id,
   leader.mutable_witness()->Assign(leader_witness.begin(), leader_witness.end());
   leader.mutable_proof()->Reserve(static_cast<int>(proof.size()));
   for (size_t i = 0; i < proof.size(); ++i) {
-    leader.add_proof(field::Sub(proof[i], helper_proof[i]));
+    leader.add_proof(gl::Sub(proof[i], helper_proof[i]));
   }
   leader.set_blind(blind0);
   leader.set_peer_joint_rand_part(part1);
@@ -204,14 +204,19 @@ absl::Status NormProofSystem::ValidateShare(const proto::NormProofShare& share, 
       static_cast<size_t>(share.witness_size()) != circuit_.witness_length() ||
       static_cast<size_t>(share.proof_size()) != circuit_.flp().proof_length()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "leader norm_proof needs ", circuit_.witness_length(), " witness and ",
-        circuit_.flp().proof_length(), " proof elements and no seed"));
+        "leader norm_proof (protocol v3) needs ", circuit_.witness_length(), " witness and ",
+        circuit_.flp().proof_length(), " proof elements and no seed, got ", share.witness_size(),
+        " and ", share.proof_size(), " (a proof of another protocol version?)"));
   }
   for (uint64_t v : share.witness()) {
-    if (v >= kP61) return absl::InvalidArgumentError("norm_proof witness element >= p");
+    if (v >= gl::kP) {
+      return absl::InvalidArgumentError("norm_proof witness element >= p = 2^64 - 2^32 + 1");
+    }
   }
   for (uint64_t v : share.proof()) {
-    if (v >= kP61) return absl::InvalidArgumentError("norm_proof proof element >= p");
+    if (v >= gl::kP) {
+      return absl::InvalidArgumentError("norm_proof proof element >= p = 2^64 - 2^32 + 1");
+    }
   }
   return absl::OkStatus();
 }
@@ -311,8 +316,8 @@ bool NormProofSystem::Decide(const proto::NormProofVerifierShare& a,
   }
   std::vector<uint64_t> sum(len);
   for (size_t i = 0; i < len; ++i) {
-    if (a.values(i) >= kP61 || b.values(i) >= kP61) return false;
-    sum[i] = field::Add(a.values(i), b.values(i));
+    if (a.values(i) >= gl::kP || b.values(i) >= gl::kP) return false;
+    sum[i] = gl::Add(a.values(i), b.values(i));
   }
   absl::StatusOr<bool> ok = circuit_.flp().Decide(sum);
   return ok.ok() && *ok;
@@ -331,11 +336,11 @@ absl::StatusOr<std::vector<uint64_t>> NormProofSystem::QueryPoints(
     std::memcpy(ctr.data(), &counter, 8);
     TANDEM_ASSIGN_OR_RETURN(std::vector<uint8_t> h,
                             HashParts({kQueryDomain, query_seed, report_id, ctr}));
-    uint64_t lo, hi;
-    std::memcpy(&lo, h.data(), 8);
-    std::memcpy(&hi, h.data() + 8, 8);
-    const uint64_t r = field::Reduce128(hi, lo);
-    if (r < flp.proof_domain_size()) continue;
+    // Rejection sampling of a uniform element (first 8 bytes, little
+    // endian), then of the proof domain (3N points).
+    uint64_t r;
+    std::memcpy(&r, h.data(), 8);  // LE target
+    if (r >= gl::kP || flp.InProofDomain(r)) continue;
     if (std::find(points.begin(), points.end(), r) != points.end()) continue;
     points.push_back(r);
   }

@@ -1,5 +1,6 @@
 #include "crypto/proof/norm_proof.h"
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -130,7 +131,7 @@ TEST_F(NormProofTest, ServerDerivationMatchesTheClients) {
                 IsOk());
     const int party = static_cast<int>(keys->keys(0).party());
     ASSERT_THAT(sys_.DeriveInputShare(party, expansion, absl::MakeSpan(share)), IsOk());
-    for (size_t i = 0; i < sum.size(); ++i) sum[i] = field::Add(sum[i], share[i]);
+    for (size_t i = 0; i < sum.size(); ++i) sum[i] = gl::Add(sum[i], share[i]);
     // The fused path: same shares, same digest as the separate passes.
     std::vector<uint64_t> fused(derived.size());
     auto digest = sys_.EvaluateAndDerive(dpf, party, *keys, absl::MakeSpan(fused), &scratch);
@@ -181,12 +182,12 @@ TEST_F(NormProofTest, TamperedSharesAreRejected) {
   ASSERT_TRUE(Accept(r, proof.first, proof.second));
   for (int pos : {0, 7, proof.first.proof_size() / 2, proof.first.proof_size() - 1}) {
     auto bad = proof.first;
-    bad.set_proof(pos, field::Add(bad.proof(pos), 1));  // a flipped proof share
+    bad.set_proof(pos, gl::Add(bad.proof(pos), 1));  // a flipped proof share
     EXPECT_FALSE(Accept(r, bad, proof.second)) << pos;
   }
   for (int pos : {0, proof.first.witness_size() - 1}) {
     auto bad = proof.first;
-    bad.set_witness(pos, field::Add(bad.witness(pos), 1));
+    bad.set_witness(pos, gl::Add(bad.witness(pos), 1));
     EXPECT_FALSE(Accept(r, bad, proof.second)) << pos;
   }
   auto bad_seed = proof.second;
@@ -230,7 +231,7 @@ TEST_F(NormProofTest, ValidateShareChecksEveryField) {
   EXPECT_THAT(sys_.ValidateShare(proof.first, 1), StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(sys_.ValidateShare(proof.second, 0), StatusIs(absl::StatusCode::kInvalidArgument));
   auto bad = proof.first;
-  bad.set_proof(0, kP61);
+  bad.set_proof(0, gl::kP);
   EXPECT_THAT(sys_.ValidateShare(bad, 0), StatusIs(absl::StatusCode::kInvalidArgument));
   bad = proof.first;
   bad.mutable_witness()->RemoveLast();
@@ -238,6 +239,85 @@ TEST_F(NormProofTest, ValidateShareChecksEveryField) {
   bad = proof.first;
   bad.set_blind("short");
   EXPECT_THAT(sys_.ValidateShare(bad, 0), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+// Each single element of the leader's witness share, proof share and
+// derived input share, perturbed, makes the servers reject.
+TEST_F(NormProofTest, EverySingleElementTamperingIsRejected) {
+  auto rng = DeterministicRandom::FromSeed(8);
+  Report r = MakeKeys(RandomValues(rng.get(), 3), rng.get());
+  auto proof = sys_.Prove(r.id, r.keys.first, r.keys.second, rng.get()).value();
+  SparseDpf dpf = SparseDpf::Create(kDim, kBlock, kGroups, 64).value();
+  SparseDpfScratch scratch;
+  std::vector<uint64_t> derived0(sys_.circuit().derived_length()), derived1(derived0.size());
+  const ProofDigest digest0 =
+      sys_.EvaluateAndDerive(dpf, 0, r.keys.first, absl::MakeSpan(derived0), &scratch).value();
+  const ProofDigest digest1 =
+      sys_.EvaluateAndDerive(dpf, 1, r.keys.second, absl::MakeSpan(derived1), &scratch).value();
+  const proto::NormProofVerifierShare v1 =
+      sys_.Query(1, r.id, r.keys.second, proof.second, derived1, digest1, seed_).value();
+  auto accept = [&](const proto::NormProofShare& share, const std::vector<uint64_t>& derived) {
+    auto v0 = sys_.Query(0, r.id, r.keys.first, share, derived, digest0, seed_);
+    EXPECT_THAT(v0.status(), IsOk());
+    return v0.ok() && sys_.Decide(*v0, v1);
+  };
+  ASSERT_TRUE(accept(proof.first, derived0));
+  for (int pos = 0; pos < proof.first.proof_size(); ++pos) {
+    auto bad = proof.first;
+    bad.set_proof(pos, gl::Add(bad.proof(pos), 1));
+    EXPECT_FALSE(accept(bad, derived0)) << "proof " << pos;
+  }
+  for (int pos = 0; pos < proof.first.witness_size(); ++pos) {
+    auto bad = proof.first;
+    bad.set_witness(pos, gl::Sub(bad.witness(pos), 1));
+    EXPECT_FALSE(accept(bad, derived0)) << "witness " << pos;
+  }
+  for (size_t pos = 0; pos < derived0.size(); ++pos) {
+    std::vector<uint64_t> bad = derived0;
+    bad[pos] = gl::Add(bad[pos], 1);
+    EXPECT_FALSE(accept(proof.first, bad)) << "derived " << pos;
+  }
+}
+
+// Reports of protocol v2 (F_(2^61-1), Lagrange domain): a proof of the v2
+// length is refused by ValidateShare with a message, elements >= p are
+// refused, and a share of the right length (v2 elements are all < 2^61 < p)
+// verifies to a clean rejection.
+TEST_F(NormProofTest, OldVersionSharesAreRefusedCleanly) {
+  auto rng = DeterministicRandom::FromSeed(9);
+  Report r = MakeKeys(RandomValues(rng.get(), 3), rng.get());
+  auto proof = sys_.Prove(r.id, r.keys.first, r.keys.second, rng.get()).value();
+  // v2 lengths: c = ceil(2 sqrt(M)), N = Q + ceil(M / c), proof 3cQ + 3(N-1) + 1.
+  const ParallelSumMul3Flp& flp = sys_.circuit().flp();
+  const size_t m = flp.num_calls();
+  const size_t c = static_cast<size_t>(std::ceil(2.0 * std::sqrt(static_cast<double>(m))));
+  const size_t n = 2 + (m + c - 1) / c;
+  const size_t v2_length = 6 * c + 3 * (n - 1) + 1;
+  ASSERT_NE(v2_length, flp.proof_length());
+  auto v2 = proof.first;
+  v2.clear_proof();
+  for (size_t i = 0; i < v2_length; ++i) v2.add_proof(rng->NextUint64().value() >> 3);
+  const absl::Status status = sys_.ValidateShare(v2, 0);
+  EXPECT_THAT(status, StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(status.message(), ::testing::HasSubstr("protocol v3"));
+  EXPECT_FALSE(Accept(r, v2, proof.second));
+
+  auto big = proof.first;
+  big.set_witness(0, ~uint64_t{0});
+  EXPECT_THAT(sys_.ValidateShare(big, 0).message(), ::testing::HasSubstr("2^64 - 2^32 + 1"));
+  big = proof.first;
+  big.set_proof(big.proof_size() - 1, gl::kP);
+  EXPECT_THAT(sys_.ValidateShare(big, 0), StatusIs(absl::StatusCode::kInvalidArgument));
+  big.set_proof(big.proof_size() - 1, gl::kP - 1);  // the largest element is valid
+  EXPECT_THAT(sys_.ValidateShare(big, 0), IsOk());
+
+  auto same_length = proof.first;
+  for (int i = 0; i < same_length.proof_size(); ++i) {
+    same_length.set_proof(i, rng->NextUint64().value() >> 3);  // below 2^61 - 1
+  }
+  EXPECT_THAT(sys_.ValidateShare(same_length, 0), IsOk());
+  EXPECT_FALSE(Accept(r, same_length, proof.second));
+  EXPECT_TRUE(Accept(r, proof.first, proof.second));
 }
 
 TEST(NormProofSystem, SoundnessAtTheBenchmarkParameters) {
@@ -249,8 +329,9 @@ TEST(NormProofSystem, SoundnessAtTheBenchmarkParameters) {
   auto sys = NormProofSystem::Create(g, 16, Bound(bound, bound));
   ASSERT_THAT(sys.status(), IsOk());
   EXPECT_LE(sys->SoundnessLog2(), -60.0);
-  // 1/p dominates: log2(2^-61 + tiny) ~ -61.
-  EXPECT_NEAR(sys->SoundnessLog2(), -61.0, 0.01);
+  // 1/p dominates: log2(2^-64 + (767 / 2^64)^2) ~ -64 (N = 256).
+  EXPECT_NEAR(sys->SoundnessLog2(), -64.0, 0.01);
+  EXPECT_EQ(sys->circuit().flp().proof_length(), 1944u);
 }
 
 TEST(L2SquaredBoundForClip, ClosedForm) {

@@ -139,6 +139,7 @@ py::dict RecordToDict(const sim::RoundRecord& r) {
   d["test_accuracy"] = r.test_accuracy;
   d["test_loss"] = r.test_loss;
   d["bytes_up"] = r.bytes_up;
+  d["clear_bytes_up"] = r.clear_bytes_up;
   d["dense_bytes_up"] = r.dense_bytes_up;
   d["bytes_down"] = r.bytes_down;
   d["epsilon"] = r.epsilon;
@@ -155,6 +156,7 @@ sim::RoundRecord RecordFromDict(const py::dict& d) {
   r.test_accuracy = Get<double>(d, "test_accuracy", 0);
   r.test_loss = Get<double>(d, "test_loss", 0);
   r.bytes_up = Get<uint64_t>(d, "bytes_up", 0);
+  r.clear_bytes_up = Get<uint64_t>(d, "clear_bytes_up", 0);
   r.dense_bytes_up = Get<uint64_t>(d, "dense_bytes_up", 0);
   r.bytes_down = Get<uint64_t>(d, "bytes_down", 0);
   r.epsilon = Get<double>(d, "epsilon", 0);

@@ -21,9 +21,12 @@ anything is released.
     tandem.sim.write_report("reports/python", result.records)
 
 The records are plain dicts (variant, round, participants, accepted_reports,
-test_accuracy, test_loss, bytes_up, dense_bytes_up, bytes_down, epsilon,
-seconds), the same rows tandem-sim writes to metrics.csv; write_report makes
-the same metrics.csv, metrics.json and report.html.
+test_accuracy, test_loss, bytes_up, clear_bytes_up, dense_bytes_up,
+bytes_down, epsilon, seconds), the same rows tandem-sim writes to metrics.csv;
+write_report makes the same metrics.csv, metrics.json and report.html.
+clear_bytes_up and dense_bytes_up are what the same updates would upload as
+clear FedAvg (4 bytes per value) and as Prio3-style dense two-server sharing
+(8 bytes per value to the leader, a 16-byte seed to the helper).
 
 Callbacks run in the calling thread, one at a time; the GIL is released
 between them (while the reports are encoded, uploaded, verified, noised
@@ -135,10 +138,30 @@ def run(train, initial_weights, *, evaluate=None, rounds=5, clients=20, sample_r
 
 def print_progress(r):
     """tandem-sim's per-round line for a record."""
+    def times(base):
+        return f"{r['bytes_up'] / base:.2f}x" if base else "n/a"
     print(f"[{r['variant']:<26}] round {r['round']:2d}  clients {r['participants']:2d}  "
           f"reports {r['accepted_reports']:2d}  acc {r['test_accuracy']:.4f}  "
-          f"up {r['bytes_up'] / 1024:8.1f} KiB (dense 2-server {r['dense_bytes_up'] / 1024:8.1f}"
-          f" KiB)  eps {r['epsilon']:.3f}  {r['seconds']:.1f}s", flush=True)
+          f"up {r['bytes_up'] / 1024:8.1f} KiB ({times(r.get('clear_bytes_up', 0))} clear, "
+          f"{times(r.get('dense_bytes_up', 0))} dense sharing)  eps {r['epsilon']:.3f}  "
+          f"{r['seconds']:.1f}s", flush=True)
+
+
+def bytes_line(records):
+    """The cost of privacy in one line (tandem-sim prints the same): what a
+    client sent per round against the same updates as clear FedAvg and as
+    Prio3-style dense two-server sharing. None without baselines."""
+    up = sum(r["bytes_up"] for r in records)
+    clear = sum(r.get("clear_bytes_up", 0) for r in records)
+    dense = sum(r.get("dense_bytes_up", 0) for r in records)
+    clients = sum(r["participants"] for r in records)
+    if not (clients and clear and dense):
+        return None
+    name = records[0]["variant"]
+    return (f"[{name:<26}] a client sent {up / clients:.0f} B per round, "
+            f"{32 * up / clear:.1f} bits per coordinate: {up / clear:.3f}x clear FedAvg "
+            f"({clear / clients:.0f} B), {up / dense:.3f}x dense two-server sharing "
+            f"({dense / clients:.0f} B)")
 
 
 def write_report(directory, records, title="tandem federation report"):

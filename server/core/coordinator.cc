@@ -17,6 +17,7 @@
 #include "ml/model/model_zoo.h"
 #include "ml/spec/model_from_spec.h"
 #include "server/core/released_models.h"
+#include "server/core/upload_baselines.h"
 
 namespace tandem::server {
 namespace {
@@ -490,6 +491,10 @@ absl::Status Coordinator::Finalize() {
     }
   }
   const SecureSum& sum = eval_sum_.has_value() ? *eval_sum_ : *plan_->sum;
+  const uint64_t dim = sum.config().model_dimension;
+  summary.set_dimension(dim);
+  summary.set_clear_bytes_up(summary.uploads_done() * ClearFedAvgBytes(dim));
+  summary.set_dense_bytes_up(summary.uploads_done() * DenseSharingBytes(dim));
   absl::StatusOr<DecodedAggregate> agg = sum.Finalize(*leader_, *helper_, round);
   if (!agg.ok()) {
     const bool retry = absl::IsUnavailable(agg.status()) || absl::IsDeadlineExceeded(agg.status());

@@ -151,16 +151,21 @@ int main(int argc, char** argv) {
         static_cast<unsigned long long>(e.reports()), e.count_stddev());
   }
   // An "E" row is a federated evaluation of that version (its accuracy noised).
-  std::printf("%9s %6s %8s %8s %9s %8s %12s %12s\n", "version", "agg", "assigned", "accepted",
-              "accuracy", "epsilon", "bytes_up", "bytes_down");
+  // up/dense: the uploads against Prio3-style dense two-server sharing of
+  // the same updates (server/core/upload_baselines.h; below 1: smaller).
+  std::printf("%9s %6s %8s %8s %9s %8s %12s %8s %8s %12s\n", "version", "agg", "assigned",
+              "accepted", "accuracy", "epsilon", "bytes_up", "up/clear", "up/dense", "bytes_down");
   for (const auto& r : s.history()) {
-    std::printf("%8llu%s %6llu %8llu %8llu %9.4f %8.4g %12llu %12llu\n",
+    const auto ratio = [&](uint64_t base) {
+      return base > 0 ? static_cast<double>(r.bytes_up()) / base : 0.0;
+    };
+    std::printf("%8llu%s %6llu %8llu %8llu %9.4f %8.4g %12llu %8.3f %8.3f %12llu\n",
                 static_cast<unsigned long long>(r.model_version()), r.has_evaluation() ? "E" : " ",
                 static_cast<unsigned long long>(r.aggregation_round()),
                 static_cast<unsigned long long>(r.assigned()),
                 static_cast<unsigned long long>(r.accepted_reports()), r.accuracy(), r.epsilon(),
-                static_cast<unsigned long long>(r.bytes_up()),
-                static_cast<unsigned long long>(r.bytes_down()));
+                static_cast<unsigned long long>(r.bytes_up()), ratio(r.clear_bytes_up()),
+                ratio(r.dense_bytes_up()), static_cast<unsigned long long>(r.bytes_down()));
   }
   return worker.empty() ? 0 : PrintWorker(worker, false, *creds, !tls.insecure_plaintext);
 }

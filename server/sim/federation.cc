@@ -1,21 +1,13 @@
 #include "server/sim/federation.h"
 
-#include <grpcpp/grpcpp.h>
-
 #include <cmath>
-#include <fstream>
 #include <optional>
 #include <random>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "base/clock.h"
 #include "base/random.h"
 #include "base/status_macros.h"
-#include "client/internal/report_builder.h"
-#include "client/transport/grpc_uploader.h"
-#include "crypto/sign/device_auth.h"
-#include "crypto/sign/upload_ticket.h"
 #include "ml/coido/coido.h"
 #include "ml/data/partition.h"
 #include "ml/data/scalable_partition.h"
@@ -23,143 +15,15 @@
 #include "ml/model/model_zoo.h"
 #include "ml/optim/optimizer.h"
 #include "ml/train/trainer.h"
+#include "oneapi/tbb/parallel_for.h"
+#include "oneapi/tbb/task_arena.h"
 #include "server/core/federated_task.h"
 #include "server/core/secure_sum.h"
 #include "server/sim/client_memory.h"
 #include "server/sim/private_mean.h"
 #include "server/sim/sim_models.h"
-#include "server/transport/grpc_aggregator_client.h"
-#include "tests/testing/certificates.h"
 
 namespace tandem::sim {
-namespace {
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-// A channel to `target`: plaintext without certificates, else TLS verifying
-// `server_name` against ca.pem, presenting the coordinator's certificate
-// when `as_coordinator` (the collector listeners require it).
-std::shared_ptr<grpc::Channel> Channel(const std::string& target, const std::string& certs_dir,
-                                       const std::string& server_name, bool as_coordinator) {
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(256 << 20);
-  args.SetMaxSendMessageSize(256 << 20);
-  if (certs_dir.empty()) {
-    return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
-  }
-  grpc::SslCredentialsOptions o;
-  o.pem_root_certs = ReadFile(testing::RootsFile(certs_dir, "coordinator"));
-  if (as_coordinator) {
-    o.pem_cert_chain = ReadFile(certs_dir + "/coordinator.pem");
-    o.pem_private_key = ReadFile(certs_dir + "/coordinator.key");
-  }
-  args.SetSslTargetNameOverride(server_name);
-  return grpc::CreateCustomChannel(target, grpc::SslCredentials(o), args);
-}
-
-}  // namespace
-
-// server/sim/private_mean.h (shared with model_federation.cc).
-// The clients' private uploads of one round through the two aggregators
-// (client side: report builder and uploader; coordinator side: the round's
-// SecureSum); returns the decoded mean of the packed updates.
-absl::StatusOr<std::vector<float>> PrivateMean(const FederationOptions& o,
-                                               const server::SecureSum& sum, uint64_t round,
-                                               const std::vector<std::vector<float>>& updates,
-                                               const AggregatorEndpoints& ep, RoundRecord* rec) {
-  // The coordinator's side: the collector listeners, as coordinator.tandem.
-  server::GrpcAggregatorClient leader(
-      Channel(ep.leader_collector.empty() ? ep.leader : ep.leader_collector, ep.certs_dir,
-              "leader.tandem", /*as_coordinator=*/true));
-  server::GrpcAggregatorClient helper(
-      Channel(ep.helper_collector.empty() ? ep.helper : ep.helper_collector, ep.certs_dir,
-              "helper.tandem", /*as_coordinator=*/true));
-  const absl::Time open_start = absl::Now();
-  TANDEM_RETURN_IF_ERROR(sum.Open(leader, helper, round));
-  rec->aggregate_seconds += absl::ToDoubleSeconds(absl::Now() - open_start);
-  // The coordinator signs one upload ticket per report (its id is the
-  // report id), as tandem-coordinator does at check-in.
-  std::optional<crypto::Ed25519SigningKey> ticket_key;
-  if (!ep.certs_dir.empty()) {
-    TANDEM_ASSIGN_OR_RETURN(ticket_key,
-                            crypto::Ed25519SigningKey::FromPem(ReadFile(ep.certs_dir + "/ticket.key")));
-  }
-  auto leader_channel = Channel(ep.leader, ep.certs_dir, "leader.tandem", false);
-  auto helper_channel = Channel(ep.helper, ep.certs_dir, "helper.tandem", false);
-
-  // What a client learns of the round: its announced parameters.
-  const client::ReportParameters rp =
-      client::ReportParametersFromRound(sum.RoundParameters(round));
-  TANDEM_ASSIGN_OR_RETURN(client::ReportBuilder builder, client::ReportBuilder::Create(rp));
-  client::GrpcUploader uploader(leader_channel, helper_channel, RealClock::Default());
-  std::unique_ptr<DeterministicRandom> seeded;
-  SecureRandom* rng = OpenSslRandom::Default();
-  if (o.crypto_seed != 0) {
-    seeded = DeterministicRandom::FromSeed(o.crypto_seed * 1000003 + round);
-    rng = seeded.get();
-  }
-  for (const std::vector<float>& u : updates) {
-    absl::Time t0 = absl::Now();
-    proto::UploadTicket ticket;
-    ticket.set_task_id(sum.config().task_id);
-    ticket.set_round_id(round);
-    ticket.mutable_ticket_id()->resize(16);
-    TANDEM_RETURN_IF_ERROR(rng->Fill(absl::MakeSpan(
-        reinterpret_cast<uint8_t*>(ticket.mutable_ticket_id()->data()), 16)));
-    ticket.set_expiry_unix_ms(absl::ToUnixMillis(absl::Now() + absl::Minutes(30)));
-    // Each simulated device has its own key; the ticket names it and the
-    // device signs both uploads, as a real one does (crypto/sign/device_auth.h).
-    std::optional<crypto::Ed25519SigningKey> device;
-    if (ticket_key.has_value()) {
-      TANDEM_ASSIGN_OR_RETURN(device, crypto::Ed25519SigningKey::Generate(rng));
-      ticket.set_device_public_key(device->PublicKeyRaw());
-    }
-    proto::SignedUploadTicket signed_ticket;
-    if (ticket_key.has_value()) {
-      TANDEM_ASSIGN_OR_RETURN(signed_ticket, crypto::SignUploadTicket(*ticket_key, ticket));
-    }
-    TANDEM_ASSIGN_OR_RETURN(client::BuiltReport report,
-                            builder.Build(u, rng, ticket.ticket_id()));
-    auto [a, b] =
-        client::MakeUploadRequests(std::move(report), sum.config().task_id, round, signed_ticket);
-    if (device.has_value()) {
-      TANDEM_RETURN_IF_ERROR(crypto::SignUpload(*device, crypto::UploadRole::kLeader, &a));
-      TANDEM_RETURN_IF_ERROR(crypto::SignUpload(*device, crypto::UploadRole::kHelper, &b));
-    }
-    rec->bytes_up += a.ByteSizeLong() + b.ByteSizeLong();
-    rec->dense_bytes_up += 2 * u.size() * sizeof(uint64_t);  // dense 2-server shares
-    const absl::Time t1 = absl::Now();
-    rec->encode_seconds += absl::ToDoubleSeconds(t1 - t0);
-    TANDEM_RETURN_IF_ERROR(uploader.Upload(a, b));
-    rec->aggregate_seconds += absl::ToDoubleSeconds(absl::Now() - t1);
-  }
-  const absl::Time t2 = absl::Now();
-  TANDEM_ASSIGN_OR_RETURN(server::DecodedAggregate agg, sum.Finalize(leader, helper, round));
-  rec->aggregate_seconds += absl::ToDoubleSeconds(absl::Now() - t2);
-  rec->accepted_reports = agg.reports;
-  return agg.mean;
-}
-
-absl::StatusOr<std::vector<float>> RoundMean(const FederationOptions& o,
-                                             const server::SecureSum& sum, uint64_t round,
-                                             const std::vector<std::vector<float>>& updates,
-                                             const AggregatorEndpoints& ep, RoundRecord* rec) {
-  if (updates.empty()) return absl::InvalidArgumentError("a round needs at least one update");
-  if (o.private_aggregation) return PrivateMean(o, sum, round, updates, ep, rec);
-  const absl::Time start = absl::Now();
-  std::vector<float> mean(updates[0].size(), 0.f);
-  for (const auto& u : updates) {
-    for (size_t i = 0; i < u.size(); ++i) mean[i] += u[i] / updates.size();
-    rec->bytes_up += u.size() * sizeof(float);
-    rec->dense_bytes_up += u.size() * sizeof(float);
-  }
-  rec->accepted_reports = updates.size();
-  rec->aggregate_seconds += absl::ToDoubleSeconds(absl::Now() - start);
-  return mean;
-}
 
 absl::StatusOr<uint32_t> LogBlocksPerGroup(const FederationOptions& o, uint64_t model_dimension) {
   const double f = o.blocks_fraction;
@@ -281,6 +145,73 @@ absl::StatusOr<ClientShards> ShardClients(const FederationOptions& o, const ml::
   return ClientShards::Create(partition, train.size());
 }
 
+namespace {
+
+// One client's local round: its full update (trained minus global weights)
+// and the rows it trained on (CoIDO may select fewer than it holds).
+struct LocalResult {
+  std::vector<float> update;
+  int64_t rows = 0;
+};
+
+// SplitMix64's finalizer: unrelated generator seeds for distinct inputs.
+uint64_t MixSeed(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+// Client c's local training in `round` from the global model (`weights` its
+// flat parameters). Its own model copy, engine and generator (seeded by
+// (seed, round, c) alone): safe to run beside other clients, and the same
+// result on any thread. Holds the client's rows only while it trains (a
+// device holds its data). INVALID_ARGUMENT when training diverges.
+absl::StatusOr<LocalResult> TrainClient(const FederationOptions& o, const ml::Model& global,
+                                        const std::vector<float>& weights, const ml::Dataset& train,
+                                        const ClientShards& shards, int c, int round) {
+  std::mt19937_64 gen(MixSeed(MixSeed(o.seed * 7919 + 1) ^ static_cast<uint64_t>(round)) ^
+                      MixSeed(static_cast<uint64_t>(c)));
+  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<ml::GradientEngine> engine,
+                          ml::GradientEngine::Create(o.threads));
+  std::unique_ptr<ml::Model> local = global.Clone();
+  ml::SgdOptions so;
+  so.learning_rate = o.client_lr;
+  so.momentum = 0.9;
+  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<ml::Optimizer> opt, ml::CreateSgd(so));
+  TANDEM_ASSIGN_OR_RETURN(const ml::Dataset own, train.Subset(shards.rows(c)));
+  const ml::Dataset* data = &own;
+  ml::Dataset selected;
+  if (o.coido) {
+    TANDEM_ASSIGN_OR_RETURN(ml::EmbeddingsAndLosses el, engine->EmbedAndLoss(global, *data));
+    ml::CoidoOptions co;
+    co.select_fraction = o.coido_fraction;
+    co.num_clusters = static_cast<int>(std::min<int64_t>(10, data->size() / 2));
+    co.seed = o.seed + static_cast<uint64_t>(round) * 1000 + c;
+    TANDEM_ASSIGN_OR_RETURN(
+        ml::CoidoResult pick,
+        ml::CoidoSelect(el.embeddings, el.losses, data->labels, data->num_classes, co));
+    TANDEM_ASSIGN_OR_RETURN(selected, data->Subset(pick.selected));
+    data = &selected;
+  }
+  TANDEM_RETURN_IF_ERROR(
+      ml::TrainSteps(*local, *opt, *engine, *data, o.local_steps, o.batch_size, gen));
+  LocalResult out;
+  out.rows = data->size();
+  out.update = local->Flatten();
+  for (size_t i = 0; i < out.update.size(); ++i) {
+    out.update[i] -= weights[i];
+    if (!std::isfinite(out.update[i])) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("client ", c, "'s local training diverged in round ", round,
+                       " (non-finite parameter ", i, "): lower client_lr"));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 absl::StatusOr<std::vector<RoundRecord>> RunFederation(
     const FederationOptions& o, const ml::Dataset& train, const ml::Dataset& test,
     const AggregatorEndpoints& aggregators,
@@ -331,43 +262,24 @@ absl::StatusOr<std::vector<RoundRecord>> RunFederation(
     const std::vector<float> weights = global->Flatten();
     std::vector<std::vector<float>> packed_updates;
     const absl::Time train_start = absl::Now();
-    for (int c : cohort) {
-      std::unique_ptr<ml::Model> local = global->Clone();
-      ml::SgdOptions so;
-      so.learning_rate = o.client_lr;
-      so.momentum = 0.9;
-      TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<ml::Optimizer> opt, ml::CreateSgd(so));
-      // The client's own rows, held only while it trains (a device holds
-      // its data; the simulator holds one client's at a time).
-      TANDEM_ASSIGN_OR_RETURN(const ml::Dataset own, train.Subset(shards.rows(c)));
-      const ml::Dataset* data = &own;
-      ml::Dataset selected;
-      if (o.coido) {
-        TANDEM_ASSIGN_OR_RETURN(ml::EmbeddingsAndLosses el, engine->EmbedAndLoss(*global, *data));
-        ml::CoidoOptions co;
-        co.select_fraction = o.coido_fraction;
-        co.num_clusters = static_cast<int>(std::min<int64_t>(10, data->size() / 2));
-        co.seed = o.seed + static_cast<uint64_t>(round) * 1000 + c;
-        TANDEM_ASSIGN_OR_RETURN(ml::CoidoResult pick, ml::CoidoSelect(el.embeddings, el.losses,
-                                                                      data->labels,
-                                                                      data->num_classes, co));
-        TANDEM_ASSIGN_OR_RETURN(selected, data->Subset(pick.selected));
-        data = &selected;
-      }
-      TANDEM_RETURN_IF_ERROR(
-          ml::TrainSteps(*local, *opt, *engine, *data, o.local_steps, o.batch_size, gen));
+    // The cohort trains concurrently (each client on its own model copy,
+    // engine and generator); packing and error feedback follow in order.
+    std::vector<absl::StatusOr<LocalResult>> results(cohort.size(),
+                                                     absl::InternalError("client not trained"));
+    tbb::task_arena arena(o.client_threads > 0 ? o.client_threads
+                                               : tbb::this_task_arena::max_concurrency());
+    arena.execute([&] {
+      tbb::parallel_for(size_t{0}, cohort.size(), [&](size_t i) {
+        results[i] = TrainClient(o, *global, weights, train, shards, cohort[i], round);
+      });
+    });
+    for (size_t i = 0; i < cohort.size(); ++i) {
+      const int c = cohort[i];
+      TANDEM_RETURN_IF_ERROR(results[i].status());
       rec.train_flops += 3.0 * flops_per_sample * static_cast<double>(o.local_steps) *
-                         static_cast<double>(std::min<int64_t>(o.batch_size, data->size()));
-      std::vector<float> update = local->Flatten();
-      for (size_t i = 0; i < update.size(); ++i) {
-        update[i] -= weights[i];
-        if (!std::isfinite(update[i])) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "client ", c, "'s local training diverged in round ", round,
-              " (non-finite parameter ", i, "): lower client_lr"));
-        }
-      }
-      TANDEM_ASSIGN_OR_RETURN(std::vector<float> packed, coordinator->PackUpdate(update));
+                         static_cast<double>(std::min<int64_t>(o.batch_size, results[i]->rows));
+      TANDEM_ASSIGN_OR_RETURN(std::vector<float> packed,
+                              coordinator->PackUpdate(results[i]->update));
       if (o.private_aggregation) {
         // What the client's report is built from: its update plus the
         // residual it kept from its last TOP_NORM report (RANDOM: as is).

@@ -82,6 +82,12 @@ struct FederationOptions {
   // for reproducible runs. The aggregators' noise always comes from OpenSSL.
   uint64_t crypto_seed = 0;
   int threads = 1;
+  // Clients of a round that train, and reports that are encoded (clip,
+  // fixed point, DPF keys, norm proofs, tickets, signatures), at once:
+  // 0 = every core (oneTBB). Each client's training depends on (seed,
+  // round, client) and each report's randomness on (crypto_seed, round,
+  // index) only, so any count gives the same run for fixed seeds.
+  int client_threads = 0;
 };
 
 // PREAMBLE's d for a model of `model_dimension` parameters. With
@@ -136,7 +142,10 @@ struct RoundRecord {
   double test_accuracy = 0;
   double test_loss = 0;
   uint64_t bytes_up = 0;         // all clients, this round
-  uint64_t dense_bytes_up = 0;   // what 2-server dense secret sharing would send
+  // The same clients' updates as clear FedAvg and as Prio3-style dense
+  // two-server sharing (server/core/upload_baselines.h), this round.
+  uint64_t clear_bytes_up = 0;
+  uint64_t dense_bytes_up = 0;
   uint64_t bytes_down = 0;       // model download, all clients
   double epsilon = 0;            // cumulative, at `delta`
   double seconds = 0;

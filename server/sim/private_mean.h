@@ -3,9 +3,12 @@
 // packed update encoded as PREAMBLE key shares under a coordinator-signed
 // ticket, uploaded to the two real aggregators, and the round finalized and
 // decoded through `sum` (the coordinator's side). Returns the decoded mean;
-// adds the round's upload bytes (and what dense two-server secret sharing
-// would send) and the accepted reports to `record`.
-// Thread-compatible: one call per round; errors of the aggregators propagate.
+// adds the round's upload bytes (and the baselines of server/core/
+// upload_baselines.h: clear FedAvg, dense two-server sharing) and the
+// accepted reports to `record`.
+// The round's reports are encoded on every core (EncodeReports) and
+// uploaded several at a time. Thread-compatible: one call per round; errors
+// of the aggregators propagate.
 #ifndef TANDEM_SERVER_SIM_PRIVATE_MEAN_H_
 #define TANDEM_SERVER_SIM_PRIVATE_MEAN_H_
 
@@ -13,11 +16,35 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "client/internal/report_builder.h"
+#include "crypto/sign/ed25519.h"
+#include "proto/aggregator.pb.h"
 #include "server/core/federated_task.h"
 #include "server/core/secure_sum.h"
 #include "server/sim/federation.h"
 
 namespace tandem::sim {
+
+// One client's two upload requests (leader's, helper's).
+struct EncodedReport {
+  proto::UploadRequest leader;
+  proto::UploadRequest helper;
+};
+
+// The reports of `updates` as devices make them, on up to `max_threads`
+// threads (oneTBB): per update a ticket signed by `ticket_key` (unsigned
+// and without a device key when null) expiring at `expiry`, naming a fresh
+// device key, the PREAMBLE key shares and norm proof of
+// `builder`, and both requests signed by the device. With crypto_seed != 0
+// report i's randomness is a DeterministicRandom of (crypto_seed, round, i)
+// alone, so every thread count returns the same bytes; 0 = OpenSSL.
+// INVALID_ARGUMENT for max_threads < 1; the first failing update's error
+// (builder errors: clipping of non-finite values, sizes).
+absl::StatusOr<std::vector<EncodedReport>> EncodeReports(
+    const client::ReportBuilder& builder, const std::string& task_id, uint64_t round,
+    const std::vector<std::vector<float>>& updates, const crypto::Ed25519SigningKey* ticket_key,
+    absl::Time expiry, uint64_t crypto_seed, int max_threads);
 
 absl::StatusOr<std::vector<float>> PrivateMean(const FederationOptions& options,
                                                const server::SecureSum& sum, uint64_t round,
@@ -27,9 +54,9 @@ absl::StatusOr<std::vector<float>> PrivateMean(const FederationOptions& options,
 
 // The mean of one round's packed updates as the run aggregates them:
 // PrivateMean when options.private_aggregation, else the clear mean (what
-// clear FedAvg uploads: 4 bytes per value, counted as both bytes_up and
-// dense_bytes_up). Either way adds the round's aggregation time to
-// record->aggregate_seconds. INVALID_ARGUMENT for no updates; PrivateMean's
+// clear FedAvg uploads: 4 bytes per value, counted as bytes_up and
+// clear_bytes_up; dense_bytes_up says what dense sharing would send). Either way adds the round's
+// aggregation time to record->aggregate_seconds. INVALID_ARGUMENT for no updates; PrivateMean's
 // errors.
 absl::StatusOr<std::vector<float>> RoundMean(const FederationOptions& options,
                                              const server::SecureSum& sum, uint64_t round,

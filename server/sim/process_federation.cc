@@ -111,11 +111,8 @@ absl::StatusOr<std::vector<RoundRecord>> RunProcessFederation(
     return absl::InvalidArgumentError(
         "process mode trains MLPs only (tandem-coordinator serves proto ModelSpec MLPs)");
   }
-  // Dense 2-server secret sharing of the full update: 2 x 8 bytes x params
-  // of the model the coordinator builds (ml/model_zoo).
   TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<ml::Model> model,
                           ml::MakeMlp(p.input_dim, o.hidden, p.num_classes));
-  const uint64_t dense_per_client = 2 * 8 * static_cast<uint64_t>(model->num_params());
   TANDEM_ASSIGN_OR_RETURN(const uint32_t log_blocks_per_group,
                           LogBlocksPerGroup(o, static_cast<uint64_t>(model->num_params())));
   const std::string& certs = aggregators.certs_dir;
@@ -207,7 +204,10 @@ absl::StatusOr<std::vector<RoundRecord>> RunProcessFederation(
         r.test_accuracy = h.accuracy();
         r.test_loss = h.loss();
         r.bytes_up = h.bytes_up();
-        r.dense_bytes_up = dense_per_client * h.uploads_done();
+        // The coordinator's baselines for the round's real D (FedLUAR rounds
+        // send fewer tensors than the model has).
+        r.clear_bytes_up = h.clear_bytes_up();
+        r.dense_bytes_up = h.dense_bytes_up();
         r.bytes_down = h.bytes_down();
         r.epsilon = h.epsilon();
         r.seconds = h.seconds();

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "server/core/upload_baselines.h"
 
 namespace tandem::sim {
 namespace {
@@ -153,12 +154,12 @@ const ReportVariant* FindVariant(const ReportParameters& p, const std::string& n
 }
 
 // Private: from the parameters, else from the bytes (a clear round sends
-// exactly its dense floats).
+// exactly its float32 update).
 bool IsPrivate(const ReportParameters& p, const std::string& name,
                const std::vector<const RoundRecord*>& rounds) {
   if (const ReportVariant* v = FindVariant(p, name)) return v->private_aggregation;
   for (const RoundRecord* r : rounds) {
-    if (r->bytes_up != r->dense_bytes_up || r->epsilon > 0) return true;
+    if (r->epsilon > 0 || (r->clear_bytes_up > 0 && r->bytes_up != r->clear_bytes_up)) return true;
   }
   return false;
 }
@@ -262,58 +263,72 @@ std::string ParametersTable(const ReportParameters& p) {
 std::string Ratio(double a, double b) { return b > 0 ? absl::StrFormat("%.3f", a / b) : "n/a"; }
 
 std::string SummaryTable(const std::vector<RoundRecord>& records, const ReportParameters& p) {
-  const double clear_bytes = 4.0 * p.dimension;  // float32 update to one server
-  const double dense_bytes = 8.0 * p.dimension;  // a 64-bit share of D to each server
   std::string t = "<h2>Summary per variant</h2>\n<table class=\"summary\">\n";
-  t += absl::StrFormat(
-      "<tr><th>variant</th><th>noise z</th><th>rounds</th><th>final accuracy</th>"
-      "<th>final epsilon</th><th>mean s / round</th><th>bytes / client / server</th>"
-      "<th>vs clear FedAvg (4D = %.0f B)</th><th>vs dense 2-server (8D = %.0f B)</th></tr>\n",
-      clear_bytes, dense_bytes);
+  t += "<tr><th>variant</th><th>noise z</th><th>rounds</th><th>final accuracy</th>"
+       "<th>final epsilon</th><th>mean s / round</th><th>bytes / client (both servers)</th>"
+       "<th>bits / coordinate</th><th>vs clear FedAvg</th><th>vs dense sharing</th></tr>\n";
   for (const auto& [name, rounds] : ByVariant(records)) {
     const bool priv = IsPrivate(p, name, rounds);
     const ReportVariant* rv = FindVariant(p, name);
-    double seconds = 0, bytes = 0, clients = 0;
+    double seconds = 0, bytes = 0, clear = 0, dense = 0, clients = 0, coords = 0;
     for (const RoundRecord* r : rounds) {
       seconds += r->seconds;
       bytes += r->bytes_up;
       clients += r->participants;
+      // The baselines of the round's real D (FedLUAR rounds send fewer
+      // tensors); records without them (older metrics) fall back to the
+      // model's D.
+      const bool known = r->clear_bytes_up > 0;
+      const double n = r->participants;
+      clear += known ? r->clear_bytes_up : n * server::ClearFedAvgBytes(p.dimension);
+      dense += known ? r->dense_bytes_up
+                     : (p.dimension > 0 ? n * server::DenseSharingBytes(p.dimension) : 0.0);
+      coords += known ? r->clear_bytes_up / 4.0 : n * p.dimension;
     }
-    // A private report goes to both servers (its two requests' mean).
-    const double per = clients > 0 ? bytes / clients / (priv ? 2 : 1) : 0;
     const RoundRecord& last = *rounds.back();
     absl::StrAppendFormat(
         &t,
         "<tr><td class=\"name\">%s</td><td>%s</td><td>%d</td><td>%.4f</td><td>%s</td>"
-        "<td>%.2f</td><td>%.0f</td><td>%s</td><td>%s</td></tr>\n",
-        Escape(name), !priv ? "clear" : rv ? absl::StrFormat("%g", rv->noise_multiplier) : "?",
+        "<td>%.2f</td><td>%.0f</td><td>%s</td><td>%s</td><td>%s</td></tr>\n",
+        Escape(name),
+        !priv ? "clear"
+        : rv  ? absl::StrFormat("%g", rv->noise_multiplier)
+              : "?",
         rounds.size(), last.test_accuracy,
         priv && last.epsilon > 0 ? absl::StrFormat("%.3f", last.epsilon)
                                  : std::string(priv ? "no DP" : "none (clear)"),
-        seconds / rounds.size(), per, Ratio(per, clear_bytes), Ratio(per, dense_bytes));
+        seconds / rounds.size(), clients > 0 ? bytes / clients : 0.0,
+        coords > 0 ? absl::StrFormat("%.1f", 8 * bytes / coords) : std::string("n/a"),
+        Ratio(bytes, clear), Ratio(bytes, dense));
   }
-  t += "</table>\n<p class=\"note\">Bytes per client per server: each round's upload bytes "
-       "over its participants, for a private variant halved between the two servers (the "
-       "serialized PREAMBLE requests with key shares, norm proof and ticket); the ratios "
-       "compare it with a clear FedAvg client sending D float32 values to one server and with "
-       "dense two-server secret sharing sending a 64-bit share of all D values to each server "
-       "(n/a: D unknown).</p>\n";
+  absl::StrAppendFormat(
+      &t,
+      "</table>\n<p class=\"note\">Bytes per client: each round's upload bytes over its "
+      "participants, both servers together (a private report's serialized requests: key shares, "
+      "norm proof, ticket, signatures). Ratios compare the same clients' updates (of D = %d "
+      "values, or fewer in a FedLUAR round) sent as clear FedAvg (D float32 values to one "
+      "server, 32 bits per coordinate) and as Prio3-style dense two-server sharing (the leader "
+      "receives D values at the round's %d-bit width, the helper a %d-byte seed that expands to "
+      "its share; payload only, no proof or ticket counted): below 1 the private upload is "
+      "smaller (n/a: D unknown).</p>\n",
+      p.dimension, server::kRoundValueBits, server::kDenseHelperSeedBytes);
   return t;
 }
 
 std::string RoundsTable(const std::vector<RoundRecord>& records) {
   std::string t =
       "<h2>Every round</h2>\n<table class=\"rounds\">\n<tr><th>variant</th><th>round</th>"
-      "<th>clients</th><th>reports</th><th>accuracy</th><th>KiB up</th><th>dense KiB</th>"
-      "<th>epsilon</th><th>s</th></tr>\n";
+      "<th>clients</th><th>reports</th><th>accuracy</th><th>KiB up</th><th>clear KiB</th>"
+      "<th>dense KiB</th><th>epsilon</th><th>s</th></tr>\n";
   for (const RoundRecord& r : records) {
     absl::StrAppendFormat(&t,
                           "<tr><td class=\"name\">%s</td><td>%d</td><td>%d</td><td>%d</td>"
-                          "<td>%.4f</td><td>%.1f</td><td>%.1f</td><td>%.3f</td><td>%.2f</td>"
+                          "<td>%.4f</td><td>%.1f</td><td>%.1f</td><td>%.1f</td><td>%.3f</td>"
+                          "<td>%.2f</td>"
                           "</tr>\n",
                           Escape(r.variant), r.round, r.participants, r.accepted_reports,
-                          r.test_accuracy, r.bytes_up / 1024.0, r.dense_bytes_up / 1024.0,
-                          r.epsilon, r.seconds);
+                          r.test_accuracy, r.bytes_up / 1024.0, r.clear_bytes_up / 1024.0,
+                          r.dense_bytes_up / 1024.0, r.epsilon, r.seconds);
   }
   t += "</table>\n";
   return t;
@@ -384,25 +399,27 @@ absl::Status WriteReport(const std::string& dir, const std::string& title,
   if (ec) return absl::InternalError(absl::StrCat("cannot create ", dir, ": ", ec.message()));
   std::ofstream csv(dir + "/metrics.csv");
   csv << "variant,round,participants,accepted_reports,test_accuracy,test_loss,bytes_up,"
-         "dense_bytes_up,bytes_down,epsilon,seconds,train_seconds,encode_seconds,"
+         "clear_bytes_up,dense_bytes_up,bytes_down,epsilon,seconds,train_seconds,encode_seconds,"
          "aggregate_seconds,train_flops\n";
   std::ofstream json(dir + "/metrics.json");
   json << "[\n";
   for (size_t i = 0; i < records.size(); ++i) {
     const RoundRecord& r = records[i];
-    csv << absl::StrFormat("%s,%d,%d,%d,%.6f,%.6f,%d,%d,%d,%.6f,%.3f,%.4f,%.4f,%.4f,%.4g\n",
-                           r.variant, r.round, r.participants, r.accepted_reports,
-                           r.test_accuracy, r.test_loss, r.bytes_up, r.dense_bytes_up,
-                           r.bytes_down, r.epsilon, r.seconds, r.train_seconds,
-                           r.encode_seconds, r.aggregate_seconds, r.train_flops);
+    csv << absl::StrFormat("%s,%d,%d,%d,%.6f,%.6f,%d,%d,%d,%d,%.6f,%.3f,%.4f,%.4f,%.4f,%.4g\n",
+                           r.variant, r.round, r.participants, r.accepted_reports, r.test_accuracy,
+                           r.test_loss, r.bytes_up, r.clear_bytes_up, r.dense_bytes_up,
+                           r.bytes_down, r.epsilon, r.seconds, r.train_seconds, r.encode_seconds,
+                           r.aggregate_seconds, r.train_flops);
     json << absl::StrFormat(
         "  {\"variant\": \"%s\", \"round\": %d, \"participants\": %d, \"accepted_reports\": %d, "
-        "\"test_accuracy\": %.6f, \"test_loss\": %.6f, \"bytes_up\": %d, \"dense_bytes_up\": %d, "
+        "\"test_accuracy\": %.6f, \"test_loss\": %.6f, \"bytes_up\": %d, \"clear_bytes_up\": %d, "
+        "\"dense_bytes_up\": %d, "
         "\"bytes_down\": %d, \"epsilon\": %.6f, \"seconds\": %.3f, \"train_seconds\": %.4f, "
         "\"encode_seconds\": %.4f, \"aggregate_seconds\": %.4f, \"train_flops\": %.4g}%s\n",
         r.variant, r.round, r.participants, r.accepted_reports, r.test_accuracy, r.test_loss,
-        r.bytes_up, r.dense_bytes_up, r.bytes_down, r.epsilon, r.seconds, r.train_seconds,
-        r.encode_seconds, r.aggregate_seconds, r.train_flops, i + 1 < records.size() ? "," : "");
+        r.bytes_up, r.clear_bytes_up, r.dense_bytes_up, r.bytes_down, r.epsilon, r.seconds,
+        r.train_seconds, r.encode_seconds, r.aggregate_seconds, r.train_flops,
+        i + 1 < records.size() ? "," : "");
   }
   json << "]\n";
   std::ofstream html(dir + "/report.html");

@@ -22,23 +22,25 @@ using ::tandem::testing::IsOk;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
+// The baselines of D = 1000 per participant (server/core/upload_baselines.h).
 RoundRecord Record(const std::string& variant, int round, int participants, uint64_t bytes_up,
-                   uint64_t dense, double accuracy, double epsilon, double seconds) {
+                   double accuracy, double epsilon, double seconds) {
   RoundRecord r;
+  r.clear_bytes_up = participants * 4000;
+  r.dense_bytes_up = participants * (8000 + 16);
   r.variant = variant;
   r.round = round;
   r.participants = participants;
   r.accepted_reports = participants;
   r.bytes_up = bytes_up;
-  r.dense_bytes_up = dense;
   r.test_accuracy = accuracy;
   r.epsilon = epsilon;
   r.seconds = seconds;
   return r;
 }
 
-// D = 1000: a clear client sends 4000 B, dense sharing 8000 B per server.
-// The DP runs send 2 x 1000 B per client (1000 B per server).
+// D = 1000: a clear client sends 4000 B, dense sharing 8000 B to the leader
+// and a 16-byte seed to the helper. The DP runs send 2 x 1000 B per client.
 ReportParameters Parameters() {
   ReportParameters p;
   p.dataset = "fmnist";
@@ -67,12 +69,12 @@ ReportParameters Parameters() {
 }
 
 std::vector<RoundRecord> Records() {
-  return {Record("fedavg-clear", 1, 20, 80000, 80000, 0.5, 0, 0.5),
-          Record("fedavg-clear", 2, 20, 80000, 80000, 0.7125, 0, 1.5),
-          Record("fedavg-preamble-dp-z0.5", 1, 20, 40000, 320000, 0.4, 3.5, 2.0),
-          Record("fedavg-preamble-dp-z0.5", 2, 20, 40000, 320000, 0.6375, 5.25, 4.0),
-          Record("fedavg-preamble-dp-z2", 1, 20, 40000, 320000, 0.3, 0.25, 3.0),
-          Record("fedavg-preamble-dp-z2", 2, 20, 40000, 320000, 0.55, 0.375, 3.0)};
+  return {Record("fedavg-clear", 1, 20, 80000, 0.5, 0, 0.5),
+          Record("fedavg-clear", 2, 20, 80000, 0.7125, 0, 1.5),
+          Record("fedavg-preamble-dp-z0.5", 1, 20, 40000, 0.4, 3.5, 2.0),
+          Record("fedavg-preamble-dp-z0.5", 2, 20, 40000, 0.6375, 5.25, 4.0),
+          Record("fedavg-preamble-dp-z2", 1, 20, 40000, 0.3, 0.25, 3.0),
+          Record("fedavg-preamble-dp-z2", 2, 20, 40000, 0.55, 0.375, 3.0)};
 }
 
 int Count(const std::string& s, const std::string& what) {
@@ -98,16 +100,19 @@ TEST(Report, ParametersTableShowsTheRunsValues) {
 
 TEST(Report, SummaryHasAccuracyEpsilonTimeAndBytes) {
   const std::string html = RenderHtml("t", Records(), Parameters());
-  EXPECT_THAT(html, HasSubstr("vs clear FedAvg (4D = 4000 B)"));
-  EXPECT_THAT(html, HasSubstr("vs dense 2-server (8D = 8000 B)"));
-  // Clear: 4000 B per client to its one server; mean 1 s per round.
+  EXPECT_THAT(html, HasSubstr("<th>vs clear FedAvg</th><th>vs dense sharing</th>"));
+  EXPECT_THAT(html, HasSubstr("of D = 1000 values"));
+  EXPECT_THAT(html, HasSubstr("at the round's 64-bit width, the helper a 16-byte seed"));
+  // Clear: 4000 B per client to its one server, 32 bits per coordinate,
+  // 4000 / 8016 of dense sharing; mean 1 s per round.
   EXPECT_THAT(html, HasSubstr("<tr><td class=\"name\">fedavg-clear</td><td>clear</td><td>2</td>"
                               "<td>0.7125</td><td>none (clear)</td><td>1.00</td><td>4000</td>"
-                              "<td>1.000</td><td>0.500</td></tr>"));
-  // DP: 1000 B per client per server, a quarter of clear, an eighth of dense.
+                              "<td>32.0</td><td>1.000</td><td>0.499</td></tr>"));
+  // DP: 2000 B per client, 16 bits per coordinate, half of clear, 2000 / 8016
+  // of dense sharing.
   EXPECT_THAT(html, HasSubstr("<tr><td class=\"name\">fedavg-preamble-dp-z0.5</td><td>0.5</td>"
                               "<td>2</td><td>0.6375</td><td>5.250</td><td>3.00</td>"
-                              "<td>1000</td><td>0.250</td><td>0.125</td></tr>"));
+                              "<td>2000</td><td>16.0</td><td>0.500</td><td>0.250</td></tr>"));
   EXPECT_THAT(html, HasSubstr("<td>0.5500</td><td>0.375</td>"));
 }
 
@@ -139,7 +144,10 @@ TEST(Report, TagsAreBalancedAndNothingIsFetched) {
 }
 
 TEST(Report, WithoutParametersOrNoiseThePageStillRenders) {
-  std::vector<RoundRecord> clear = {Record("fedavg-clear", 1, 5, 100, 100, 0.5, 0, 1)};
+  // A record of before the baselines (and no D): ratios and bits n/a.
+  RoundRecord old = Record("fedavg-clear", 1, 5, 100, 0.5, 0, 1);
+  old.clear_bytes_up = old.dense_bytes_up = 0;
+  std::vector<RoundRecord> clear = {old};
   const std::string html = RenderHtml("t", clear);
   EXPECT_THAT(html, Not(HasSubstr("<h2>Parameters</h2>")));
   EXPECT_THAT(html, HasSubstr("<td>n/a</td>"));

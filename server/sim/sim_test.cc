@@ -1,6 +1,6 @@
 // A short private federation on sklearn digits through two real aggregator
-// daemons: it learns, every participant's report is counted, PREAMBLE sends
-// less than dense two-server sharing, and the report folder is written; and
+// daemons: it learns, every participant's report is counted, the upload
+// baselines are those of the model's D, and the report folder is written; and
 // a deep CNN with top-norm block selection and error feedback.
 #include <cmath>
 #include <filesystem>
@@ -15,6 +15,7 @@
 #include "ml/data/dataset.h"
 #include "server/sim/federation.h"
 #include "server/sim/report.h"
+#include "server/sim/sim_models.h"
 #include "tests/testing/certificates.h"
 #include "tests/testing/daemon_process.h"
 
@@ -35,6 +36,19 @@ struct DigitsAndPair {
             pair->helper_collector_address(), dir};
   }
 };
+
+// A round's baselines (server/core/upload_baselines.h) for FedAvg's full
+// update of the federation's model: 4 D bytes per participant in clear,
+// 8 D + 16 as dense sharing at 64 bits.
+void ExpectBaselines(const FederationOptions& o, const ml::Dataset& train, const RoundRecord& r) {
+  auto model = MakeSimModel(o.model, train.features.cols(), o.hidden, train.num_classes);
+  ASSERT_THAT(model, IsOk());
+  const uint64_t d = (*model)->num_params();
+  const uint64_t n = r.participants;
+  EXPECT_EQ(r.clear_bytes_up, n * 4 * d) << r.round;
+  EXPECT_EQ(r.dense_bytes_up, n * (8 * d + 16)) << r.round;
+  EXPECT_GT(r.bytes_up, 0u) << r.round;
+}
 
 void StartDigitsAndPair(const std::string& name, const std::string& policy, DigitsAndPair* out) {
   auto all = ml::LoadDigitsCsv();
@@ -85,7 +99,7 @@ TEST(Simulator, PrivateFederationOnDigitsLearnsAndReports) {
   EXPECT_EQ(calls, 6);
   for (const RoundRecord& r : *records) {
     EXPECT_EQ(r.accepted_reports, static_cast<uint64_t>(r.participants)) << r.round;
-    EXPECT_LT(r.bytes_up, r.dense_bytes_up) << r.round;
+    ExpectBaselines(o, env.train, r);
     EXPECT_GT(r.epsilon, 0);
   }
   EXPECT_GT(records->back().epsilon, records->front().epsilon);
@@ -134,8 +148,7 @@ TEST(Simulator, TopNormDeepCnnReportsAreAllAccepted) {
   ASSERT_EQ(records->size(), 3u);
   for (const RoundRecord& r : *records) {
     EXPECT_EQ(r.accepted_reports, static_cast<uint64_t>(r.participants)) << r.round;
-    // A quarter of the blocks as key shares, plus the norm proofs.
-    EXPECT_LT(r.bytes_up, r.dense_bytes_up) << r.round;
+    ExpectBaselines(o, env.train, r);
     EXPECT_TRUE(std::isfinite(r.test_loss)) << r.round;
   }
   std::filesystem::remove_all(dir);

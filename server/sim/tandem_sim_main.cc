@@ -95,6 +95,9 @@ ABSL_FLAG(std::string, certs_dir, "",
           "means plaintext, unticketed aggregators); empty without --leader: made afresh");
 ABSL_FLAG(bool, norm_proofs, true,
           "every report carries a norm-bound proof both aggregators check");
+ABSL_FLAG(int32_t, client_threads, 0,
+          "clients trained and reports encoded at once with --mode=inprocess (0: every "
+          "core); the run is the same for any count");
 ABSL_FLAG(uint32_t, min_batch_size, 1,
           "no aggregate of fewer reports is released (the daemons' own default is 10)");
 
@@ -154,6 +157,26 @@ void PrintPhases(const std::string& variant,
               variant.c_str(), updates, total, rate(total), train, rate(train),
               train > 0 ? flops / train / 1e9 : 0.0, encode, rate(encode), aggregate,
               rate(aggregate));
+  std::fflush(stdout);
+}
+
+// The cost of privacy in one line: what a client uploaded per round against
+// the same update as clear FedAvg and as Prio3-style dense two-server
+// sharing (server/core/upload_baselines.h).
+void PrintBytes(const std::string& variant, const std::vector<tandem::sim::RoundRecord>& records) {
+  double up = 0, clear = 0, dense = 0, clients = 0;
+  for (const tandem::sim::RoundRecord& r : records) {
+    up += r.bytes_up;
+    clear += r.clear_bytes_up;
+    dense += r.dense_bytes_up;
+    clients += r.participants;
+  }
+  if (clients <= 0 || clear <= 0 || dense <= 0) return;
+  std::printf(
+      "[%-26s] a client sent %.0f B per round, %.1f bits per coordinate: %.3fx clear "
+      "FedAvg (%.0f B), %.3fx dense two-server sharing (%.0f B)\n",
+      variant.c_str(), up / clients, 32.0 * up / clear, up / clear, clear / clients, up / dense,
+      dense / clients);
   std::fflush(stdout);
 }
 
@@ -304,6 +327,7 @@ int main(int argc, char** argv) {
   base.epsilon_budget = absl::GetFlag(FLAGS_epsilon_budget);
   base.norm_proofs = absl::GetFlag(FLAGS_norm_proofs);
   base.min_batch_size = absl::GetFlag(FLAGS_min_batch_size);
+  base.client_threads = absl::GetFlag(FLAGS_client_threads);
   if (absl::GetFlag(FLAGS_baseline)) {
     tandem::sim::FederationOptions o = base;
     o.name = "fedavg-clear";
@@ -364,14 +388,21 @@ int main(int argc, char** argv) {
   std::vector<tandem::sim::RoundRecord> all;
   for (const tandem::sim::FederationOptions& o : runs) {
     const auto show = [&](const tandem::sim::RoundRecord& r) {
-          std::printf("[%-26s] round %2d/%d  clients %2d  reports %2llu  acc %.4f  up %8.1f KiB"
-                      " (dense 2-server %8.1f KiB)  down %8.1f KiB  eps %.3f  %.1fs\n",
-                      r.variant.c_str(), r.round, o.rounds, r.participants,
-                      static_cast<unsigned long long>(r.accepted_reports), r.test_accuracy,
-                      r.bytes_up / 1024.0, r.dense_bytes_up / 1024.0, r.bytes_down / 1024.0,
-                      r.epsilon, r.seconds);
-          std::fflush(stdout);
-        };
+      // Against the same updates as clear FedAvg and as dense two-server
+      // sharing (server/core/upload_baselines.h).
+      const auto x = [&](uint64_t base) {
+        return base > 0 ? absl::StrFormat("%.2fx", static_cast<double>(r.bytes_up) / base)
+                        : std::string("n/a");
+      };
+      std::printf(
+          "[%-26s] round %2d/%d  clients %2d  reports %2llu  acc %.4f  up %8.1f KiB"
+          " (%s clear, %s dense sharing)  down %8.1f KiB  eps %.3f  %.1fs\n",
+          r.variant.c_str(), r.round, o.rounds, r.participants,
+          static_cast<unsigned long long>(r.accepted_reports), r.test_accuracy, r.bytes_up / 1024.0,
+          x(r.clear_bytes_up).c_str(), x(r.dense_bytes_up).c_str(), r.bytes_down / 1024.0,
+          r.epsilon, r.seconds);
+      std::fflush(stdout);
+    };
     // The clear baseline has no coordinator to run: always in process.
     auto records = processes && o.private_aggregation
                        ? tandem::sim::RunProcessFederation(o, po, endpoints, show)
@@ -381,6 +412,7 @@ int main(int argc, char** argv) {
       return 1;
     }
     PrintPhases(o.name, *records);
+    PrintBytes(o.name, *records);
     all.insert(all.end(), records->begin(), records->end());
   }
   const std::string dir = absl::GetFlag(FLAGS_report_dir);

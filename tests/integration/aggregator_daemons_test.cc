@@ -49,13 +49,7 @@ class AggregatorDaemonsTest : public ::testing::Test {
   std::vector<std::string> Args(const std::string& role, const std::string& extra_peer) {
     // The bare aggregation protocol (tickets, roles and the privacy policy
     // are tested in adversarial_test.cc).
-    std::vector<std::string> args = {"--role=" + role,
-                                     "--listen=127.0.0.1:0",
-                                     "--state_dir=" + dir_ + "/" + role,
-                                     "--insecure_plaintext",
-                                     "--allow_unticketed_uploads",
-                                     "--allow_unprovisioned_tasks",
-                                     std::string("--policy=") + testing::kPermissiveTestPolicy};
+    std::vector<std::string> args = testing::BareAggregatorArgs(role, dir_);
     if (!extra_peer.empty()) args.push_back("--peer=" + extra_peer);
     if (segment_files_) args.push_back("--segment_share_files");
     return args;

@@ -234,6 +234,16 @@ absl::StatusOr<AggregatorPair> StartAggregatorPair(const std::string& binary,
   return StartAggregatorPair(binary, state_dir, AggregatorPairOptions{});
 }
 
+std::vector<std::string> BareAggregatorArgs(const std::string& role, const std::string& state_dir) {
+  return {"--role=" + role,
+          "--listen=127.0.0.1:0",
+          "--state_dir=" + state_dir + "/" + role,
+          "--insecure_plaintext",
+          "--allow_unticketed_uploads",
+          "--allow_unprovisioned_tasks",
+          std::string("--policy=") + kPermissiveTestPolicy};
+}
+
 std::string MakeTempDir(const std::string& prefix) {
   std::string tmpl = absl::StrCat("/tmp/", prefix, "-XXXXXX");
   if (mkdtemp(tmpl.data()) == nullptr) return "";

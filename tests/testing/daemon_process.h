@@ -118,6 +118,12 @@ absl::StatusOr<AggregatorPair> StartAggregatorPair(const std::string& binary,
 // A fresh directory under /tmp, removed by the caller.
 std::string MakeTempDir(const std::string& prefix);
 
+// The arguments of one tandem-aggregator speaking the bare aggregation
+// protocol on plaintext loopback (no TLS, tickets or provisioning;
+// kPermissiveTestPolicy), its state in `state_dir`/`role`: for tests of the
+// protocol itself (the leader still needs --peer).
+std::vector<std::string> BareAggregatorArgs(const std::string& role, const std::string& state_dir);
+
 }  // namespace tandem::testing
 
 #endif  // TANDEM_TESTS_TESTING_DAEMON_PROCESS_H_

@@ -1,0 +1,226 @@
+#include "server/sim/private_mean.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <fstream>
+#include <optional>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "base/clock.h"
+#include "base/random.h"
+#include "base/status_macros.h"
+#include "client/transport/grpc_uploader.h"
+#include "crypto/sign/device_auth.h"
+#include "crypto/sign/upload_ticket.h"
+#include "oneapi/tbb/blocked_range.h"
+#include "oneapi/tbb/parallel_for.h"
+#include "oneapi/tbb/task_arena.h"
+#include "server/core/upload_baselines.h"
+#include "server/transport/grpc_aggregator_client.h"
+#include "tests/testing/certificates.h"
+
+namespace tandem::sim {
+namespace {
+
+// Uploads in flight at once: each waits on the daemons' verification, so
+// more than the cores (the daemons' work is in their own processes).
+constexpr int kUploaders = 8;
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// A channel to `target`: plaintext without certificates, else TLS verifying
+// `server_name` against ca.pem, presenting the coordinator's certificate
+// when `as_coordinator` (the collector listeners require it).
+std::shared_ptr<grpc::Channel> Channel(const std::string& target, const std::string& certs_dir,
+                                       const std::string& server_name, bool as_coordinator) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(256 << 20);
+  args.SetMaxSendMessageSize(256 << 20);
+  if (certs_dir.empty()) {
+    return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+  }
+  grpc::SslCredentialsOptions o;
+  o.pem_root_certs = ReadFile(testing::RootsFile(certs_dir, "coordinator"));
+  if (as_coordinator) {
+    o.pem_cert_chain = ReadFile(certs_dir + "/coordinator.pem");
+    o.pem_private_key = ReadFile(certs_dir + "/coordinator.key");
+  }
+  args.SetSslTargetNameOverride(server_name);
+  return grpc::CreateCustomChannel(target, grpc::SslCredentials(o), args);
+}
+
+// SplitMix64's finalizer: distinct (seed, round, index) give unrelated seeds.
+uint64_t Mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+// One client's report as a device makes it: a ticket the coordinator signs
+// (its id is the report id), the device's own key named in it, the PREAMBLE
+// key shares and norm proof, and both requests signed by the device.
+absl::StatusOr<EncodedReport> EncodeOne(const client::ReportBuilder& builder,
+                                        const std::string& task_id, uint64_t round,
+                                        absl::Span<const float> update,
+                                        const crypto::Ed25519SigningKey* ticket_key,
+                                        absl::Time expiry, SecureRandom* rng) {
+  proto::UploadTicket ticket;
+  ticket.set_task_id(task_id);
+  ticket.set_round_id(round);
+  ticket.mutable_ticket_id()->resize(16);
+  TANDEM_RETURN_IF_ERROR(rng->Fill(
+      absl::MakeSpan(reinterpret_cast<uint8_t*>(ticket.mutable_ticket_id()->data()), 16)));
+  ticket.set_expiry_unix_ms(absl::ToUnixMillis(expiry));
+  std::optional<crypto::Ed25519SigningKey> device;
+  proto::SignedUploadTicket signed_ticket;
+  if (ticket_key != nullptr) {
+    TANDEM_ASSIGN_OR_RETURN(device, crypto::Ed25519SigningKey::Generate(rng));
+    ticket.set_device_public_key(device->PublicKeyRaw());
+    TANDEM_ASSIGN_OR_RETURN(signed_ticket, crypto::SignUploadTicket(*ticket_key, ticket));
+  }
+  TANDEM_ASSIGN_OR_RETURN(client::BuiltReport report,
+                          builder.Build(update, rng, ticket.ticket_id()));
+  auto [a, b] = client::MakeUploadRequests(std::move(report), task_id, round, signed_ticket);
+  if (device.has_value()) {
+    TANDEM_RETURN_IF_ERROR(crypto::SignUpload(*device, crypto::UploadRole::kLeader, &a));
+    TANDEM_RETURN_IF_ERROR(crypto::SignUpload(*device, crypto::UploadRole::kHelper, &b));
+  }
+  return EncodedReport{std::move(a), std::move(b)};
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<EncodedReport>> EncodeReports(
+    const client::ReportBuilder& builder, const std::string& task_id, uint64_t round,
+    const std::vector<std::vector<float>>& updates, const crypto::Ed25519SigningKey* ticket_key,
+    absl::Time expiry, uint64_t crypto_seed, int max_threads) {
+  if (max_threads < 1) return absl::InvalidArgumentError("max_threads must be >= 1");
+  const size_t n = updates.size();
+  std::vector<std::optional<EncodedReport>> out(n);
+  std::vector<absl::Status> errors(n);
+  tbb::task_arena arena(max_threads);
+  arena.execute([&] {
+    tbb::parallel_for(
+        tbb::blocked_range<size_t>(0, n, 1), [&](const tbb::blocked_range<size_t>& r) {
+          for (size_t i = r.begin(); i != r.end(); ++i) {
+            // Report i's randomness depends on (seed, round, i) only, so any
+            // thread count builds the same bytes.
+            std::unique_ptr<DeterministicRandom> seeded;
+            SecureRandom* rng = OpenSslRandom::Default();  // thread-safe
+            if (crypto_seed != 0) {
+              seeded = DeterministicRandom::FromSeed(Mix(Mix(crypto_seed) ^ round) ^ Mix(i));
+              rng = seeded.get();
+            }
+            absl::StatusOr<EncodedReport> e =
+                EncodeOne(builder, task_id, round, updates[i], ticket_key, expiry, rng);
+            if (e.ok()) {
+              out[i] = *std::move(e);
+            } else {
+              errors[i] = e.status();
+            }
+          }
+        });
+  });
+  std::vector<EncodedReport> reports;
+  reports.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    if (!errors[i].ok()) return errors[i];  // the first client's error, as a serial run
+    reports.push_back(*std::move(out[i]));
+  }
+  return reports;
+}
+
+// server/sim/private_mean.h (shared with model_federation.cc).
+absl::StatusOr<std::vector<float>> PrivateMean(const FederationOptions& o,
+                                               const server::SecureSum& sum, uint64_t round,
+                                               const std::vector<std::vector<float>>& updates,
+                                               const AggregatorEndpoints& ep, RoundRecord* rec) {
+  // The coordinator's side: the collector listeners, as coordinator.tandem.
+  server::GrpcAggregatorClient leader(
+      Channel(ep.leader_collector.empty() ? ep.leader : ep.leader_collector, ep.certs_dir,
+              "leader.tandem", /*as_coordinator=*/true));
+  server::GrpcAggregatorClient helper(
+      Channel(ep.helper_collector.empty() ? ep.helper : ep.helper_collector, ep.certs_dir,
+              "helper.tandem", /*as_coordinator=*/true));
+  const absl::Time open_start = absl::Now();
+  TANDEM_RETURN_IF_ERROR(sum.Open(leader, helper, round));
+  rec->aggregate_seconds += absl::ToDoubleSeconds(absl::Now() - open_start);
+  // The coordinator signs one upload ticket per report (its id is the
+  // report id), as tandem-coordinator does at check-in.
+  std::optional<crypto::Ed25519SigningKey> ticket_key;
+  if (!ep.certs_dir.empty()) {
+    TANDEM_ASSIGN_OR_RETURN(
+        ticket_key, crypto::Ed25519SigningKey::FromPem(ReadFile(ep.certs_dir + "/ticket.key")));
+  }
+  // What a client learns of the round: its announced parameters.
+  const proto::RoundParameters params = sum.RoundParameters(round);
+  TANDEM_ASSIGN_OR_RETURN(client::ReportBuilder builder,
+                          client::ReportBuilder::Create(client::ReportParametersFromRound(params)));
+  const absl::Time t0 = absl::Now();
+  TANDEM_ASSIGN_OR_RETURN(
+      std::vector<EncodedReport> reports,
+      EncodeReports(
+          builder, sum.config().task_id, round, updates,
+          ticket_key.has_value() ? &*ticket_key : nullptr, absl::Now() + absl::Minutes(30),
+          o.crypto_seed,
+          o.client_threads > 0 ? o.client_threads : tbb::this_task_arena::max_concurrency()));
+  const absl::Time t1 = absl::Now();
+  rec->encode_seconds += absl::ToDoubleSeconds(t1 - t0);
+  const uint32_t value_bits = params.group_parameters().value_bits();
+  for (size_t i = 0; i < reports.size(); ++i) {
+    rec->bytes_up += reports[i].leader.ByteSizeLong() + reports[i].helper.ByteSizeLong();
+    rec->clear_bytes_up += server::ClearFedAvgBytes(updates[i].size());
+    rec->dense_bytes_up += server::DenseSharingBytes(updates[i].size(), value_bits);
+  }
+
+  // Uploads, kUploaders at a time; the aggregate does not depend on their
+  // order (each server adds its shares).
+  client::GrpcUploader uploader(Channel(ep.leader, ep.certs_dir, "leader.tandem", false),
+                                Channel(ep.helper, ep.certs_dir, "helper.tandem", false),
+                                RealClock::Default());
+  std::vector<absl::Status> upload_errors(reports.size());
+  std::atomic<size_t> next{0};
+  const auto upload = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < reports.size();) {
+      upload_errors[i] = uploader.Upload(reports[i].leader, reports[i].helper);
+    }
+  };
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < std::min<size_t>(kUploaders, reports.size()); ++t) {
+    threads.emplace_back(upload);
+  }
+  for (std::thread& t : threads) t.join();
+  for (const absl::Status& s : upload_errors) TANDEM_RETURN_IF_ERROR(s);
+  TANDEM_ASSIGN_OR_RETURN(server::DecodedAggregate agg, sum.Finalize(leader, helper, round));
+  rec->aggregate_seconds += absl::ToDoubleSeconds(absl::Now() - t1);
+  rec->accepted_reports = agg.reports;
+  return agg.mean;
+}
+
+absl::StatusOr<std::vector<float>> RoundMean(const FederationOptions& o,
+                                             const server::SecureSum& sum, uint64_t round,
+                                             const std::vector<std::vector<float>>& updates,
+                                             const AggregatorEndpoints& ep, RoundRecord* rec) {
+  if (updates.empty()) return absl::InvalidArgumentError("a round needs at least one update");
+  if (o.private_aggregation) return PrivateMean(o, sum, round, updates, ep, rec);
+  const absl::Time start = absl::Now();
+  std::vector<float> mean(updates[0].size(), 0.f);
+  for (const auto& u : updates) {
+    for (size_t i = 0; i < u.size(); ++i) mean[i] += u[i] / updates.size();
+    rec->bytes_up += u.size() * sizeof(float);
+    rec->clear_bytes_up += server::ClearFedAvgBytes(u.size());
+    rec->dense_bytes_up += server::DenseSharingBytes(u.size());
+  }
+  rec->accepted_reports = updates.size();
+  rec->aggregate_seconds += absl::ToDoubleSeconds(absl::Now() - start);
+  return mean;
+}
+
+}  // namespace tandem::sim
