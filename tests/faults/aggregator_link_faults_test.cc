@@ -8,6 +8,7 @@
 // Each scenario prints what was injected and how long recovery took
 // (bench/faults.md). Fixed seeds; each run is bounded in time.
 #include <grpcpp/grpcpp.h>
+#include <signal.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -174,6 +175,31 @@ TEST_F(AggregatorLinkFaultsTest, AStalledLinkDelaysVerificationAndLosesNothing) 
       "[fault] leader-helper stalled 1 s during verification: recovered %.2f s after "
       "resuming\n",
       absl::ToDoubleSeconds(recovery));
+  ExpectReleasedSum();
+}
+
+TEST_F(AggregatorLinkFaultsTest, ASigstoppedHelperIsWaitedOutAndLosesNothing) {
+  Upload(4);
+  WaitAccepted(4, absl::Seconds(30));
+  ASSERT_EQ(kill(helper_->pid(), SIGSTOP), 0);
+  // Clients reach the leader; their helper uploads wait until it runs again.
+  std::vector<proto::UploadRequest> to_helper;
+  for (int i = 0; i < 4; ++i) {
+    auto r = MakeReport(params_, ++seed_);
+    ASSERT_THAT(r, IsOk());
+    TANDEM_ASSERT_OK(leader_ep_.Upload(r->to_leader));
+    to_helper.push_back(r->to_helper);
+    AddInto(expected_, r->dense);
+  }
+  absl::SleepFor(absl::Seconds(1));
+  auto during = LeaderStatus(absl::Seconds(10));
+  ASSERT_THAT(during, IsOk()) << "the leader's Status hung with its helper stopped";
+  EXPECT_EQ(during->accepted_reports(), 4u);
+  ASSERT_EQ(kill(helper_->pid(), SIGCONT), 0);
+  for (const proto::UploadRequest& r : to_helper) TANDEM_ASSERT_OK(helper_ep_.Upload(r));
+  const absl::Duration recovery = WaitAccepted(8, absl::Seconds(90));
+  std::printf("[fault] helper SIGSTOPped 1 s: recovered %.2f s after SIGCONT\n",
+              absl::ToDoubleSeconds(recovery));
   ExpectReleasedSum();
 }
 
