@@ -1,6 +1,8 @@
 #include "crypto/proof/flp.h"
 
+#include <bit>
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include "base/random.h"
@@ -161,6 +163,89 @@ TEST(Flp, QueryRejectsPointsInTheDomainAndRepeats) {
               IsOk());
   EXPECT_THAT(flp.Decide(std::vector<uint64_t>(3)).status(),
               StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+// The proof's polynomial values against their definition: p(x) = sum_t
+// f_3t(x) f_3t+1(x) f_3t+2(x) with each wire polynomial f_l evaluated at
+// x by barycentric interpolation of its values on H (the seeds, the
+// inputs, zeros), independently of the prover's transforms.
+TEST(Flp, ProofPolynomialMatchesTheWireInterpolants) {
+  auto rng = DeterministicRandom::FromSeed(31);
+  for (auto [calls, chunk] : {std::pair<size_t, size_t>{1000, 64}, {50, 7}, {9, 1}}) {
+    const ParallelSumMul3Flp flp = ParallelSumMul3Flp::Create(calls, chunk, 2).value();
+    const ProofRun run = MakeRun(flp, rng.get());
+    const size_t n = flp.wire_domain_size(), q = 2, wires = 3 * chunk;
+    const NttDomain domain = NttDomain::Create(std::countr_zero(n)).value();
+    // Wire values on H.
+    std::vector<std::vector<uint64_t>> values(wires, std::vector<uint64_t>(n, 0));
+    for (size_t l = 0; l < wires; ++l) {
+      for (size_t s = 0; s < q; ++s) values[l][s] = run.proof[l * q + s];
+      for (size_t i = 0; i < flp.num_parallel_calls(); ++i) {
+        const size_t idx = i * wires + l;
+        values[l][q + i] = idx < run.inputs.size() ? run.inputs[idx] : 0;
+      }
+    }
+    const uint64_t* p = run.proof.data() + flp.seed_length();
+    std::vector<uint64_t> lagrange(n);
+    for (int s = 0; s < 3; ++s) {
+      for (size_t i = 0; i < n; ++i) {
+        const uint64_t x = gl::Mul(domain.CosetShift(s), domain.Point(i));
+        std::vector<uint64_t> at(wires);
+        if (s == 0) {
+          for (size_t l = 0; l < wires; ++l) at[l] = values[l][i];
+        } else {
+          domain.LagrangeCoefficients(x, 1, absl::MakeSpan(lagrange));
+          for (size_t l = 0; l < wires; ++l) {
+            for (size_t k = 0; k < n; ++k)
+              at[l] = gl::Add(at[l], gl::Mul(lagrange[k], values[l][k]));
+          }
+        }
+        uint64_t expected = 0;
+        for (size_t t = 0; t < chunk; ++t) {
+          expected = gl::Add(expected, gl::Mul(gl::Mul(at[3 * t], at[3 * t + 1]), at[3 * t + 2]));
+        }
+        ASSERT_EQ(p[s * n + i], expected)
+            << "calls " << calls << ", coset " << s << ", point " << i;
+      }
+    }
+  }
+}
+
+// At the benchmark's shape (49,713 calls, chunk 196, N = 256): the proof
+// equals the one computed with the portable transforms and plain gl::
+// arithmetic (the prover before its AVX2 kernels), element for element.
+TEST(Flp, ProofEqualsThePortableComputation) {
+  const ParallelSumMul3Flp flp = ParallelSumMul3Flp::Create(49713, 196, 2).value();
+  auto rng = DeterministicRandom::FromSeed(32);
+  const ProofRun run = MakeRun(flp, rng.get());
+  const size_t n = flp.wire_domain_size(), q = 2, wires = 3 * flp.chunk_length();
+  const NttDomain domain = NttDomain::Create(std::countr_zero(n)).value();
+  std::vector<uint64_t> expected(3 * n, 0), values(n), coeffs(n), coset(n);
+  std::vector<std::vector<uint64_t>> at(3, std::vector<uint64_t>(3 * n));
+  for (size_t t = 0; t < flp.chunk_length(); ++t) {
+    for (size_t k = 0; k < 3; ++k) {
+      const size_t l = 3 * t + k;
+      std::fill(values.begin(), values.end(), 0);
+      for (size_t s = 0; s < q; ++s) values[s] = run.proof[l * q + s];
+      for (size_t i = 0; i < flp.num_parallel_calls(); ++i) {
+        const size_t idx = i * wires + l;
+        values[q + i] = idx < run.inputs.size() ? run.inputs[idx] : 0;
+      }
+      coeffs = values;
+      domain.ValuesToCoefficientsPortable(absl::MakeSpan(coeffs));
+      for (size_t x = 0; x < n; ++x) at[k][x] = values[x];
+      for (int s = 1; s < 3; ++s) {
+        for (size_t j = 0; j < n; ++j) coset[j] = gl::Mul(coeffs[j], domain.CosetScale(s)[j]);
+        domain.CoefficientsToValuesPortable(absl::MakeSpan(coset));
+        for (size_t x = 0; x < n; ++x) at[k][s * n + x] = gl::Reduce64(coset[x]);
+      }
+    }
+    for (size_t x = 0; x < 3 * n; ++x) {
+      expected[x] = gl::Add(expected[x], gl::Mul(gl::Mul(at[0][x], at[1][x]), at[2][x]));
+    }
+  }
+  const std::vector<uint64_t> p(run.proof.begin() + flp.seed_length(), run.proof.end());
+  EXPECT_EQ(p, expected);
 }
 
 TEST(Flp, CreateValidates) {

@@ -26,6 +26,10 @@
 // and f(r) = sum L_{s,i}(r) f(x) for every f of degree < m n. (m = 1:
 // L_i(r) = (r^n - 1) omega^i / (n (r - omega^i)).)
 //
+// Speed: with AVX2 (crypto/proof/goldilocks_lanes.h) the butterflies run
+// four at a time in vector lanes, interleaved with scalar ones (ntt.cc);
+// the outputs are bit-identical to the portable transforms'.
+//
 // Constant time: loop bounds depend on n only, branches on public
 // evaluation points only; the field arithmetic is branch-free.
 // Immutable after Create; thread-safe.
@@ -64,6 +68,18 @@ class NttDomain {
   // In place: coefficients (bit-reversed) -> values on H (natural order).
   // Relaxed in and out, as above.
   void CoefficientsToValues(absl::Span<uint64_t> data) const;
+  // out = f on the coset h_s H from coeffs, the output of
+  // ValuesToCoefficients: out[j] = gl::Mul(coeffs[j], CosetScale(s)[j]),
+  // then CoefficientsToValues (fused). coeffs relaxed, out relaxed;
+  // sizes n; s < kMaxCosets.
+  void CoefficientsToCosetValues(absl::Span<const uint64_t> coeffs, int s,
+                                 absl::Span<uint64_t> out) const;
+  // The portable transforms: the two above use the AVX2 lanes of
+  // crypto/proof/goldilocks_lanes.h when the build has them (n >= 8), with
+  // the same butterflies in the same order, hence bit-identical outputs
+  // (relaxed values included; ntt_test.cc compares them).
+  void ValuesToCoefficientsPortable(absl::Span<uint64_t> data) const;
+  void CoefficientsToValuesPortable(absl::Span<uint64_t> data) const;
   // factors[j] = h_s^rev(j) / n (rev = k-bit reversal): multiplying the
   // output of ValuesToCoefficients by these and applying
   // CoefficientsToValues gives f(h_s omega^i). s < kMaxCosets.

@@ -83,6 +83,34 @@ void BM_FlpProve(benchmark::State& state) {
   state.counters["proof_elems"] = flp.proof_length();
 }
 
+// One wire of the prover's transforms at N = 256 (the FLP's N at 16,384
+// values): the inverse NTT and the two coset NTTs. Arg 0: the portable
+// code; 1: the build's (AVX2 lanes where compiled in).
+void BM_WireTransforms(benchmark::State& state) {
+  const NttDomain domain = NttDomain::Create(8).value();
+  auto rng = DeterministicRandom::FromSeed(5);
+  std::vector<uint64_t> values(256), coeffs(256), coset(256);
+  for (auto& x : values) x = gl::Reduce64(rng->NextUint64().value());
+  const bool portable = state.range(0) == 0;
+  for (auto _ : state) {
+    coeffs = values;
+    if (portable) {
+      domain.ValuesToCoefficientsPortable(absl::MakeSpan(coeffs));
+    } else {
+      domain.ValuesToCoefficients(absl::MakeSpan(coeffs));
+    }
+    for (int s = 1; s < 3; ++s) {
+      if (portable) {
+        for (size_t j = 0; j < 256; ++j) coset[j] = gl::Mul(coeffs[j], domain.CosetScale(s)[j]);
+        domain.CoefficientsToValuesPortable(absl::MakeSpan(coset));
+      } else {
+        domain.CoefficientsToCosetValues(coeffs, s, absl::MakeSpan(coset));
+      }
+      benchmark::DoNotOptimize(coset.data());
+    }
+  }
+}
+
 struct VerifySetup {
   Setup s;
   std::pair<proto::NormProofShare, proto::NormProofShare> proof;
@@ -196,6 +224,7 @@ void BM_ProofDigest(benchmark::State& state) {
 
 BENCHMARK(BM_Prove)->Arg(4096)->Arg(1 << 17)->Arg(1 << 20)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_FlpProve)->Arg(4096)->Arg(1 << 17)->Arg(1 << 20)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_WireTransforms)->Arg(0)->Arg(1);
 BENCHMARK(BM_Verify)->Arg(4096)->Arg(1 << 17)->Arg(1 << 20)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_VerifyAndAccumulate)
     ->Arg(4096)
