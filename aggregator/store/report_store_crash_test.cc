@@ -24,6 +24,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "aggregator/store/segment_report_store.h"
+#include "base/seed_mix.h"
 #ifdef TANDEM_WITH_POSTGRES
 #include "aggregator/store/postgres_report_store.h"
 #include "aggregator/store/testing/postgres_server.h"
@@ -44,13 +45,6 @@ constexpr int kKillCycles = 12;
 constexpr int64_t kGroup = 3;           // Reports per PutPendingBatch.
 constexpr uint64_t kSeed = 0x5eed4;     // Kill-point randomness.
 constexpr char kParams[] = "round-1-parameters";
-
-uint64_t SplitMix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 // The store under test: "Sqlite" (a file at `path`) or "Segment" (a
 // directory at `path`; small segments, so reclaim runs during the test).
@@ -86,7 +80,7 @@ bool Accept(int64_t i) { return i % 5 != 0; }
 std::string ShareOf(int64_t i) {
   std::string s(kWords * 8, '\0');
   for (int k = 0; k < kWords; ++k) {
-    const uint64_t w = SplitMix(static_cast<uint64_t>(i) * kWords + k);
+    const uint64_t w = SplitMix64(static_cast<uint64_t>(i) * kWords + k);
     std::memcpy(s.data() + 8 * k, &w, 8);
   }
   return s;

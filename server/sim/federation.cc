@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "base/random.h"
+#include "base/seed_mix.h"
 #include "base/status_macros.h"
 #include "ml/coido/coido.h"
 #include "ml/data/partition.h"
@@ -154,14 +155,6 @@ struct LocalResult {
   int64_t rows = 0;
 };
 
-// SplitMix64's finalizer: unrelated generator seeds for distinct inputs.
-uint64_t MixSeed(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
 // Client c's local training in `round` from the global model (`weights` its
 // flat parameters). Its own model copy, engine and generator (seeded by
 // (seed, round, c) alone): safe to run beside other clients, and the same
@@ -170,8 +163,8 @@ uint64_t MixSeed(uint64_t x) {
 absl::StatusOr<LocalResult> TrainClient(const FederationOptions& o, const ml::Model& global,
                                         const std::vector<float>& weights, const ml::Dataset& train,
                                         const ClientShards& shards, int c, int round) {
-  std::mt19937_64 gen(MixSeed(MixSeed(o.seed * 7919 + 1) ^ static_cast<uint64_t>(round)) ^
-                      MixSeed(static_cast<uint64_t>(c)));
+  std::mt19937_64 gen(
+      StreamSeed(o.seed * 7919 + 1, static_cast<uint64_t>(round), static_cast<uint64_t>(c)));
   TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<ml::GradientEngine> engine,
                           ml::GradientEngine::Create(o.threads));
   std::unique_ptr<ml::Model> local = global.Clone();

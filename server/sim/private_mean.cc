@@ -11,6 +11,7 @@
 #include "absl/time/clock.h"
 #include "base/clock.h"
 #include "base/random.h"
+#include "base/seed_mix.h"
 #include "base/status_macros.h"
 #include "client/transport/grpc_uploader.h"
 #include "crypto/sign/device_auth.h"
@@ -53,14 +54,6 @@ std::shared_ptr<grpc::Channel> Channel(const std::string& target, const std::str
   }
   args.SetSslTargetNameOverride(server_name);
   return grpc::CreateCustomChannel(target, grpc::SslCredentials(o), args);
-}
-
-// SplitMix64's finalizer: distinct (seed, round, index) give unrelated seeds.
-uint64_t Mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
 }
 
 // One client's report as a device makes it: a ticket the coordinator signs
@@ -115,7 +108,7 @@ absl::StatusOr<std::vector<EncodedReport>> EncodeReports(
             std::unique_ptr<DeterministicRandom> seeded;
             SecureRandom* rng = OpenSslRandom::Default();  // thread-safe
             if (crypto_seed != 0) {
-              seeded = DeterministicRandom::FromSeed(Mix(Mix(crypto_seed) ^ round) ^ Mix(i));
+              seeded = DeterministicRandom::FromSeed(StreamSeed(crypto_seed, round, i));
               rng = seeded.get();
             }
             absl::StatusOr<EncodedReport> e =
