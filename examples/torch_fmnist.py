@@ -54,6 +54,9 @@ def main(argv=None):
     ap.add_argument("--log_blocks_per_group", type=int, default=0,
                     help="PREAMBLE d: a client sends 1 of 2^d blocks per group")
     ap.add_argument("--block_size", type=int, default=256)
+    ap.add_argument("--encoding", default="auto", choices=["auto", "preamble", "dense"],
+                    help="report encoding: auto picks, per round, the smaller upload of "
+                         "PREAMBLE's block-sparse keys and dense additive shares")
     ap.add_argument("--alpha", type=float, default=0.5, help="Dirichlet label skew")
     ap.add_argument("--train_items", type=int, default=20000)
     ap.add_argument("--test_items", type=int, default=2000)
@@ -119,9 +122,9 @@ def main(argv=None):
     # Through both real aggregator daemons (started for the run with a
     # policy whose noise floor is z, norm proofs required).
     private = tandem.sim.run(
-        train, initial, name="torch-cnn-preamble-dp", noise_multiplier=args.noise_multiplier,
+        train, initial, name="torch-cnn-private-dp", noise_multiplier=args.noise_multiplier,
         block_size=args.block_size, log_blocks_per_group=args.log_blocks_per_group,
-        norm_proofs=True, **common).records
+        norm_proofs=True, encoding=args.encoding, **common).records
     records += private
     os.makedirs(args.report_dir, exist_ok=True)
     tandem.sim.write_report(args.report_dir, records,

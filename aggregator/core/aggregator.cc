@@ -52,8 +52,10 @@ absl::StatusOr<std::vector<uint64_t>> DecodeAccumulator(absl::string_view bytes,
   return values;
 }
 
-absl::StatusOr<crypto::SparseDpf> DpfForRound(const proto::RoundParameters& p,
-                                              const AggregatorOptions& options) {
+namespace {
+
+// The checks of RoundParameters that hold for every encoding.
+absl::Status CheckRoundLimits(const proto::RoundParameters& p, const AggregatorOptions& options) {
   TANDEM_RETURN_IF_ERROR(ValidateId(p.task_id(), "task_id"));
   if (p.round_id() == 0 || p.round_id() > static_cast<uint64_t>(kMaxRoundId)) {
     return absl::InvalidArgumentError("round_id must be in [1, 2^62]");
@@ -61,6 +63,25 @@ absl::StatusOr<crypto::SparseDpf> DpfForRound(const proto::RoundParameters& p,
   if (p.dimension() == 0 || p.dimension() > options.max_dimension) {
     return absl::InvalidArgumentError(
         absl::StrCat("dimension must be in [1, ", options.max_dimension, "]"));
+  }
+  if (p.max_reports() > options.max_reports_per_round) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_reports above this server's limit ", options.max_reports_per_round));
+  }
+  const double v = p.noise_variance();
+  if (!std::isfinite(v) || (v != 0 && v < 1)) {
+    return absl::InvalidArgumentError("noise_variance must be 0 (off) or a finite value >= 1");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<crypto::SparseDpf> DpfForRound(const proto::RoundParameters& p,
+                                              const AggregatorOptions& options) {
+  TANDEM_RETURN_IF_ERROR(CheckRoundLimits(p, options));
+  if (p.encoding() != proto::REPORT_ENCODING_PREAMBLE) {
+    return absl::InvalidArgumentError("not a PREAMBLE round");
   }
   const proto::BlockDpfParameters& g = p.group_parameters();
   if (g.log_num_blocks() > 24 || g.block_size() == 0 || p.num_groups() == 0) {
@@ -71,14 +92,6 @@ absl::StatusOr<crypto::SparseDpf> DpfForRound(const proto::RoundParameters& p,
   if (expected != p.dimension()) {
     return absl::InvalidArgumentError(
         "dimension must equal num_groups * 2^log_num_blocks * block_size");
-  }
-  if (p.max_reports() > options.max_reports_per_round) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("max_reports above this server's limit ", options.max_reports_per_round));
-  }
-  const double v = p.noise_variance();
-  if (!std::isfinite(v) || (v != 0 && v < 1)) {
-    return absl::InvalidArgumentError("noise_variance must be 0 (off) or a finite value >= 1");
   }
   return crypto::SparseDpf::Create(p.dimension(), static_cast<int>(g.block_size()),
                                    static_cast<int>(p.num_groups()),
@@ -92,6 +105,21 @@ absl::StatusOr<std::shared_ptr<const crypto::proof::NormProofSystem>> ProofForRo
                           crypto::proof::NormProofSystem::Create(
                               p.group_parameters(), p.num_groups(), p.norm_bound()));
   return std::make_shared<const crypto::proof::NormProofSystem>(std::move(system));
+}
+
+absl::StatusOr<std::shared_ptr<const RoundCodec>> CodecForRound(const proto::RoundParameters& p,
+                                                                const AggregatorOptions& options) {
+  const int party = static_cast<int>(options.role);
+  if (p.encoding() == proto::REPORT_ENCODING_DENSE) {
+    TANDEM_RETURN_IF_ERROR(CheckRoundLimits(p, options));
+    return RoundCodec::Dense(p, party);
+  }
+  if (p.encoding() != proto::REPORT_ENCODING_PREAMBLE) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown report encoding ", p.encoding()));
+  }
+  TANDEM_ASSIGN_OR_RETURN(crypto::SparseDpf dpf, DpfForRound(p, options));
+  TANDEM_ASSIGN_OR_RETURN(auto proof, ProofForRound(p));
+  return RoundCodec::Preamble(std::move(dpf), std::move(proof), party);
 }
 
 absl::StatusOr<std::unique_ptr<Aggregator>> Aggregator::Create(AggregatorOptions options,
@@ -181,7 +209,8 @@ absl::StatusOr<Aggregator::Task*> Aggregator::GetTask(absl::string_view task_id,
 }
 
 absl::Status Aggregator::OpenRound(const proto::RoundParameters& parameters) {
-  TANDEM_ASSIGN_OR_RETURN(crypto::SparseDpf dpf, DpfForRound(parameters, options_));
+  TANDEM_ASSIGN_OR_RETURN(std::shared_ptr<const RoundCodec> codec,
+                          CodecForRound(parameters, options_));
   const std::shared_ptr<const PolicySet> policies = this->policies();
   if (!policies->Provisioned(parameters.task_id())) {
     return absl::FailedPreconditionError(
@@ -192,7 +221,6 @@ absl::Status Aggregator::OpenRound(const proto::RoundParameters& parameters) {
   }
   // The policy before anything is created or stored for the task.
   TANDEM_RETURN_IF_ERROR(CheckRoundAgainstPolicy(parameters, policies->For(parameters.task_id())));
-  TANDEM_ASSIGN_OR_RETURN(auto proof, ProofForRound(parameters));
   // The population's other tasks, before any lock of this one is held.
   TANDEM_RETURN_IF_ERROR(LoadPopulationPeers(parameters.task_id()));
   TANDEM_ASSIGN_OR_RETURN(Task * task, GetTask(parameters.task_id(), /*create=*/true));
@@ -239,12 +267,10 @@ absl::Status Aggregator::OpenRound(const proto::RoundParameters& parameters) {
   task->closed = false;
   task->released = false;
   task->parameters = parameters;
-  task->shape = dpf.Shape(static_cast<int>(options_.role));
-  task->proof = std::move(proof);
   task->query_seed.clear();
   task->received = 0;
-  task->accumulator.assign(dpf.dimension(), 0);
-  task->dpf.emplace(std::move(dpf));
+  task->accumulator.assign(codec->dimension(), 0);
+  task->codec = std::move(codec);
   task->counted = 0;
   task->uncheckpointed.clear();
   task->verified.clear();
@@ -297,7 +323,9 @@ absl::StatusOr<proto::UploadResponse> Aggregator::Upload(const proto::UploadRequ
   if (request.report_id().size() != kReportIdBytes) {
     return absl::InvalidArgumentError("report_id must be exactly 16 bytes");
   }
-  if (!request.has_key_share()) return absl::InvalidArgumentError("key_share is missing");
+  if (!request.has_key_share() && !request.has_dense_share()) {
+    return absl::InvalidArgumentError("key_share (or dense_share in a dense round) is missing");
+  }
   TANDEM_ASSIGN_OR_RETURN(Task * task, GetTask(request.task_id(), /*create=*/false));
   const int64_t round_id = static_cast<int64_t>(request.round_id());
   if (task->store->replicated() != nullptr) {
@@ -311,8 +339,7 @@ absl::StatusOr<proto::UploadResponse> Aggregator::Upload(const proto::UploadRequ
       TANDEM_RETURN_IF_ERROR(RefreshIfStale(*task, round_id));
     }
   }
-  crypto::ExpectedKeySetShape shape;
-  std::shared_ptr<const crypto::proof::NormProofSystem> proof;
+  std::shared_ptr<const RoundCodec> codec;
   {
     absl::ReaderMutexLock lock(&task->state_mu);
     if (round_id > task->round_id || round_id <= 0) {
@@ -330,22 +357,12 @@ absl::StatusOr<proto::UploadResponse> Aggregator::Upload(const proto::UploadRequ
     if (task->received >= cap) {
       return absl::ResourceExhaustedError(absl::StrCat("round ", round_id, " is full"));
     }
-    shape = task->shape;
-    proof = task->proof;
+    codec = task->codec;
   }
-  TANDEM_RETURN_IF_ERROR(crypto::ValidateSparseKeySet(request.key_share(), shape));
-  if (proof != nullptr) {
-    if (!request.has_norm_proof()) {
-      return absl::InvalidArgumentError("this round requires a norm_proof with the key share");
-    }
-    TANDEM_RETURN_IF_ERROR(
-        proof->ValidateShare(request.norm_proof(), static_cast<int>(options_.role)));
-  } else if (request.has_norm_proof()) {
-    return absl::InvalidArgumentError("this round has no norm bound; norm_proof must be unset");
-  }
+  // The share of the round's encoding, well formed for this server.
+  TANDEM_RETURN_IF_ERROR(codec->ValidateUpload(request));
   // Rounds without a norm bound and without tickets store the key set alone.
-  std::string share = EncodeStoredShare(
-      request.key_share(), proof != nullptr ? &request.norm_proof() : nullptr, ticket_digest);
+  std::string share = codec->EncodeStored(request, ticket_digest);
   // Hashed here, on this upload's thread, not in the group commit's one.
   std::string digest = ShareDigest(share);
   // The device's signature: this digest is the content digest it signed
@@ -380,8 +397,7 @@ absl::StatusOr<proto::UploadResponse> Aggregator::Upload(const proto::UploadRequ
     // On an arena sized to the copy (the stored encoding holds the same
     // fields): one allocation.
     parsed = std::make_shared<ParsedShare>(share.size());
-    *parsed->mutable_keys() = request.key_share();
-    if (proof != nullptr) *parsed->mutable_proof() = request.norm_proof();
+    codec->CopyInto(request, parsed.get());
     parsed->ticket_digest = ticket_digest;
   }
   TANDEM_RETURN_IF_ERROR(StoreUpload(

@@ -10,8 +10,9 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "aggregator/store/in_memory_report_store.h"
 #include "aggregator/core/sqlite_store_factory.h"
+#include "aggregator/store/in_memory_report_store.h"
+#include "aggregator/testing/in_memory_store_factory.h"
 #include "aggregator/testing/in_process_peer_channel.h"
 #include "aggregator/testing/report_factory.h"
 #include "base/clock.h"
@@ -24,6 +25,7 @@ namespace tandem::aggregator {
 namespace {
 
 using ::tandem::aggregator::testing::AddInto;
+using ::tandem::aggregator::testing::InMemoryFactory;
 using ::tandem::aggregator::testing::MakeReport;
 using ::tandem::aggregator::testing::MakeRoundParameters;
 using ::tandem::aggregator::testing::SumShares;
@@ -31,15 +33,6 @@ using ::tandem::aggregator::testing::TestReport;
 using ::tandem::testing::IsOk;
 using ::tandem::testing::StatusIs;
 using ::testing::HasSubstr;
-
-StoreFactory InMemoryFactory() {
-  auto known = std::make_shared<std::map<std::string, bool>>();
-  return [known](absl::string_view task, bool create) -> absl::StatusOr<std::unique_ptr<ReportStore>> {
-    if (!create && !known->count(std::string(task))) return absl::NotFoundError("no task");
-    (*known)[std::string(task)] = true;
-    return std::unique_ptr<ReportStore>(new InMemoryReportStore());
-  };
-}
 
 class AggregatorPairTest : public ::testing::Test {
  protected:

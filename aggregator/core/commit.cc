@@ -21,11 +21,11 @@
 namespace tandem::aggregator {
 namespace {
 
-std::vector<const proto::SparseKeySet*> KeysOf(
+std::vector<const ParsedShare*> Pointers(
     const std::vector<std::shared_ptr<const ParsedShare>>& shares) {
-  std::vector<const proto::SparseKeySet*> out;
+  std::vector<const ParsedShare*> out;
   out.reserve(shares.size());
-  for (const auto& s : shares) out.push_back(&s->keys());
+  for (const auto& s : shares) out.push_back(s.get());
   return out;
 }
 
@@ -33,19 +33,15 @@ std::vector<const proto::SparseKeySet*> KeysOf(
 
 absl::StatusOr<std::vector<absl::StatusOr<std::shared_ptr<const ParsedShare>>>>
 Aggregator::SharesOfLocked(Task& task, absl::Span<const ReportRecord* const> records) {
-  crypto::ExpectedKeySetShape shape;
-  std::shared_ptr<const crypto::proof::NormProofSystem> proof;
+  std::shared_ptr<const RoundCodec> codec;
   {
     absl::ReaderMutexLock lock(&task.state_mu);
-    shape = task.shape;
-    proof = task.proof;
+    codec = task.codec;
   }
   const bool ticketed = options_.ticket_key != nullptr;
-  const int party = static_cast<int>(options_.role);
   using Loaded = absl::StatusOr<std::shared_ptr<const ParsedShare>>;
   auto parse = [&](absl::string_view blob) -> Loaded {
-    TANDEM_ASSIGN_OR_RETURN(ParsedShare parsed,
-                            ParseStoredShare(blob, shape, proof.get(), party, ticketed));
+    TANDEM_ASSIGN_OR_RETURN(ParsedShare parsed, codec->ParseStored(blob, ticketed));
     return std::make_shared<const ParsedShare>(std::move(parsed));
   };
   std::vector<Loaded> out(records.size(), absl::InternalError("share not loaded"));
@@ -81,9 +77,11 @@ absl::Status Aggregator::CommitRecordsLocked(Task& task, const std::vector<Repor
                                              const std::vector<std::string>& rejected) {
   if (accepted.empty()) return CommitLocked(task, {}, {}, rejected);
   int64_t round_id;
+  std::shared_ptr<const RoundCodec> codec;
   {
     absl::ReaderMutexLock lock(&task.state_mu);
     round_id = task.round_id;
+    codec = task.codec;
   }
   // next = counted + the accepted reports. Those in the tentative aggregate
   // (expanded at Verify) come from it, the tentative ones not accepted are
@@ -99,7 +97,7 @@ absl::Status Aggregator::CommitRecordsLocked(Task& task, const std::vector<Repor
   const bool used_tentative = !task.tentative_ids.empty();
   if (used_tentative) {
     TANDEM_RETURN_IF_ERROR(
-        AddAccumulator(absl::MakeSpan(next), task.tentative, task.dpf->value_bits()));
+        AddAccumulator(absl::MakeSpan(next), task.tentative, codec->value_bits()));
     for (const std::string& id : task.tentative_ids) {
       if (accepted_ids.contains(id)) continue;
       ReportRecord r;
@@ -123,8 +121,8 @@ absl::Status Aggregator::CommitRecordsLocked(Task& task, const std::vector<Repor
     }
   }
   const auto started = std::chrono::steady_clock::now();
-  TANDEM_RETURN_IF_ERROR(AccumulateShares(*task.dpf, KeysOf(fresh), absl::MakeSpan(next)));
-  TANDEM_RETURN_IF_ERROR(SubtractShares(*task.dpf, KeysOf(undo), absl::MakeSpan(next)));
+  TANDEM_RETURN_IF_ERROR(codec->Accumulate(Pointers(fresh), absl::MakeSpan(next), false));
+  TANDEM_RETURN_IF_ERROR(codec->Accumulate(Pointers(undo), absl::MakeSpan(next), true));
   task.share_expansions += static_cast<int64_t>(fresh.size());
   task.undo_expansions += static_cast<int64_t>(undo.size());
   task.expansion_seconds += SecondsSince(started);

@@ -38,8 +38,7 @@ absl::Status Aggregator::LoadLatestRoundLocked(Task& task) {
   if (!params.ParseFromString(latest->parameters)) {
     return absl::DataLossError("stored round parameters do not parse");
   }
-  TANDEM_ASSIGN_OR_RETURN(crypto::SparseDpf dpf, DpfForRound(params, options_));
-  TANDEM_ASSIGN_OR_RETURN(auto proof, ProofForRound(params));
+  TANDEM_ASSIGN_OR_RETURN(std::shared_ptr<const RoundCodec> codec, CodecForRound(params, options_));
   TANDEM_ASSIGN_OR_RETURN(AccumulatorSnapshot snapshot,
                           task.store->LoadAccumulator(latest->round_id));
   TANDEM_ASSIGN_OR_RETURN(std::vector<uint64_t> acc,
@@ -65,8 +64,7 @@ absl::Status Aggregator::LoadLatestRoundLocked(Task& task) {
     task.closed = closed;
     task.released = latest->state == RoundState::kReleased;
     task.parameters = params;
-    task.shape = dpf.Shape(static_cast<int>(options_.role));
-    task.proof = std::move(proof);
+    task.codec = std::move(codec);
     task.received = counts.pending + counts.accepted + counts.rejected;
   }
   if (!same_round) {
@@ -75,7 +73,6 @@ absl::Status Aggregator::LoadLatestRoundLocked(Task& task) {
   }
   task.ResetTentative();
   task.uncheckpointed.clear();
-  task.dpf.emplace(std::move(dpf));
   task.accumulator = std::move(acc);
   task.counted = snapshot.report_count;
 

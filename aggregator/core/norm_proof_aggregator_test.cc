@@ -5,6 +5,7 @@
 
 #include "aggregator/core/aggregator.h"
 #include "aggregator/store/in_memory_report_store.h"
+#include "aggregator/testing/in_memory_store_factory.h"
 #include "aggregator/testing/in_process_peer_channel.h"
 #include "aggregator/testing/report_factory.h"
 #include "base/clock.h"
@@ -17,6 +18,7 @@ namespace tandem::aggregator {
 namespace {
 
 using ::tandem::aggregator::testing::AddInto;
+using ::tandem::aggregator::testing::InMemoryFactory;
 using ::tandem::aggregator::testing::MakeNormRoundParameters;
 using ::tandem::aggregator::testing::MakeReport;
 using ::tandem::aggregator::testing::MakeReportWithValues;
@@ -27,16 +29,6 @@ using ::tandem::testing::IsOk;
 using ::tandem::testing::StatusIs;
 
 constexpr uint32_t kLogBlocks = 3, kBlock = 8, kGroups = 4;
-
-StoreFactory InMemoryFactory() {
-  auto known = std::make_shared<std::map<std::string, bool>>();
-  return [known](absl::string_view task,
-                 bool create) -> absl::StatusOr<std::unique_ptr<ReportStore>> {
-    if (!create && !known->count(std::string(task))) return absl::NotFoundError("no task");
-    (*known)[std::string(task)] = true;
-    return std::unique_ptr<ReportStore>(new InMemoryReportStore());
-  };
-}
 
 class NormRoundTest : public ::testing::Test {
  protected:

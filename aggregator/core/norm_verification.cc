@@ -15,8 +15,10 @@ namespace tandem::aggregator {
 ParsedShare::ParsedShare()
     : heap_keys_(std::make_unique<proto::SparseKeySet>()),
       heap_proof_(std::make_unique<proto::NormProofShare>()),
+      heap_dense_(std::make_unique<proto::DenseShare>()),
       keys_(heap_keys_.get()),
-      proof_(heap_proof_.get()) {}
+      proof_(heap_proof_.get()),
+      dense_(heap_dense_.get()) {}
 
 namespace {
 google::protobuf::ArenaOptions ArenaFor(size_t bytes) {
@@ -32,7 +34,8 @@ google::protobuf::ArenaOptions ArenaFor(size_t bytes) {
 ParsedShare::ParsedShare(size_t arena_bytes)
     : arena_(std::make_unique<google::protobuf::Arena>(ArenaFor(arena_bytes))),
       keys_(google::protobuf::Arena::CreateMessage<proto::SparseKeySet>(arena_.get())),
-      proof_(google::protobuf::Arena::CreateMessage<proto::NormProofShare>(arena_.get())) {}
+      proof_(google::protobuf::Arena::CreateMessage<proto::NormProofShare>(arena_.get())),
+      dense_(google::protobuf::Arena::CreateMessage<proto::DenseShare>(arena_.get())) {}
 
 ParsedShare::~ParsedShare() = default;
 
@@ -41,6 +44,16 @@ std::string EncodeStoredShare(const proto::SparseKeySet& keys, const proto::Norm
   if (proof == nullptr && ticket_digest.empty()) return SerializeDeterministic(keys);
   proto::StoredReportShare stored;
   *stored.mutable_key_share() = keys;
+  if (proof != nullptr) *stored.mutable_norm_proof() = *proof;
+  stored.set_ticket_digest(std::string(ticket_digest));
+  return SerializeDeterministic(stored);
+}
+
+std::string EncodeStoredDenseShare(const proto::DenseShare& share,
+                                   const proto::NormProofShare* proof,
+                                   absl::string_view ticket_digest) {
+  proto::StoredReportShare stored;
+  *stored.mutable_dense_share() = share;
   if (proof != nullptr) *stored.mutable_norm_proof() = *proof;
   stored.set_ticket_digest(std::string(ticket_digest));
   return SerializeDeterministic(stored);
@@ -64,6 +77,9 @@ absl::StatusOr<ParsedShare> ParseStoredShare(absl::string_view blob,
   proto::StoredReportShare stored;
   if (blob.size() > limit || !stored.ParseFromArray(blob.data(), static_cast<int>(blob.size()))) {
     return absl::InvalidArgumentError("stored share does not parse");
+  }
+  if (stored.has_dense_share()) {
+    return absl::InvalidArgumentError("stored share is dense in a PREAMBLE round");
   }
   TANDEM_RETURN_IF_ERROR(crypto::ValidateSparseKeySet(stored.key_share(), shape));
   if (proof != nullptr) {

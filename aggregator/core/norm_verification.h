@@ -49,6 +49,9 @@ class ParsedShare {
   proto::SparseKeySet* mutable_keys() { return keys_; }
   const proto::NormProofShare& proof() const { return *proof_; }
   proto::NormProofShare* mutable_proof() { return proof_; }
+  // Dense rounds: this server's DenseShare (keys() is then empty).
+  const proto::DenseShare& dense() const { return *dense_; }
+  proto::DenseShare* mutable_dense() { return dense_; }
 
   std::string ticket_digest;  // empty for unticketed uploads
 
@@ -57,15 +60,21 @@ class ParsedShare {
   std::unique_ptr<google::protobuf::Arena> arena_;  // null: heap messages
   std::unique_ptr<proto::SparseKeySet> heap_keys_;
   std::unique_ptr<proto::NormProofShare> heap_proof_;
+  std::unique_ptr<proto::DenseShare> heap_dense_;
   proto::SparseKeySet* keys_;     // heap_keys_ or on arena_
   proto::NormProofShare* proof_;  // heap_proof_ or on arena_
+  proto::DenseShare* dense_;      // heap_dense_ or on arena_
 };
 
 // The blob a server stores for an upload: the key set alone (no norm bound
 // and no ticket) or a StoredReportShare (with the proof share and/or the
-// ticket digest).
+// ticket digest). Dense uploads: EncodeStoredDenseShare, always a
+// StoredReportShare.
 std::string EncodeStoredShare(const proto::SparseKeySet& keys, const proto::NormProofShare* proof,
                               absl::string_view ticket_digest);
+std::string EncodeStoredDenseShare(const proto::DenseShare& share,
+                                   const proto::NormProofShare* proof,
+                                   absl::string_view ticket_digest);
 
 // Parses and validates a stored blob. `proof` is the round's proof system
 // (null for rounds without norm bound); `party` is this server's.

@@ -216,7 +216,9 @@ absl::Status CheckRoundAgainstPolicy(const proto::RoundParameters& p, const Poli
   if (p.max_reports() > policy.max_reports_per_round) {  // 0: the server's cap
     return Invalid(absl::StrCat("max_reports must be <= ", policy.max_reports_per_round));
   }
-  const uint64_t sent = uint64_t{p.num_groups()} * p.group_parameters().block_size();
+  const uint64_t sent = p.encoding() == proto::REPORT_ENCODING_DENSE
+                            ? p.dimension()
+                            : uint64_t{p.num_groups()} * p.group_parameters().block_size();
   if (sent > policy.max_sent_values) {
     return Invalid(absl::StrCat("a report would carry ", sent, " values, above this server's ",
                                 policy.max_sent_values));

@@ -95,12 +95,17 @@ absl::Status Aggregator::ReleasePartialsLocked(Task& task, const proto::RoundPar
     }
     TANDEM_RETURN_IF_ERROR(CheckpointLocked(task));
     TANDEM_ASSIGN_OR_RETURN(std::vector<PartialAccumulator> partials, work.ListPartials(round_id));
-    std::vector<uint64_t> sum(task.dpf->dimension(), 0);
+    std::shared_ptr<const RoundCodec> codec;
+    {
+      absl::ReaderMutexLock lock(&task.state_mu);
+      codec = task.codec;
+    }
+    std::vector<uint64_t> sum(codec->dimension(), 0);
     int64_t total = 0;
     for (const PartialAccumulator& p : partials) {
       TANDEM_ASSIGN_OR_RETURN(std::vector<uint64_t> values,
-                              DecodeAccumulator(p.bytes, task.dpf->dimension()));
-      TANDEM_RETURN_IF_ERROR(AddAccumulator(absl::MakeSpan(sum), values, task.dpf->value_bits()));
+                              DecodeAccumulator(p.bytes, codec->dimension()));
+      TANDEM_RETURN_IF_ERROR(AddAccumulator(absl::MakeSpan(sum), values, codec->value_bits()));
       total += p.report_count;
     }
     TANDEM_RETURN_IF_ERROR(NoiseReleaseLocked(task, params, total, sum));

@@ -16,6 +16,7 @@
 #include "absl/time/time.h"
 #include "aggregator/core/aggregator.h"
 #include "aggregator/core/policy.h"
+#include "aggregator/core/round_codec.h"
 #include "aggregator/core/share_cache.h"
 #include "aggregator/store/report_store.h"
 #include "crypto/dp/accountant.h"
@@ -50,11 +51,11 @@ struct Aggregator::Task {
   bool closed ABSL_GUARDED_BY(state_mu) = false;
   bool released ABSL_GUARDED_BY(state_mu) = false;  // closed by its release
   proto::RoundParameters parameters ABSL_GUARDED_BY(state_mu);
-  crypto::ExpectedKeySetShape shape ABSL_GUARDED_BY(state_mu);
   int64_t received ABSL_GUARDED_BY(state_mu) = 0;  // reports stored this round
-  // Rounds with a norm bound: the round's proof system (immutable, shared
-  // with concurrent uploads); null otherwise.
-  std::shared_ptr<const crypto::proof::NormProofSystem> proof ABSL_GUARDED_BY(state_mu);
+  // The round's encoding: PREAMBLE keys or dense shares, and its proof
+  // system in rounds with a norm bound (immutable, shared with concurrent
+  // uploads and the verification pass); null before the first round.
+  std::shared_ptr<const RoundCodec> codec ABSL_GUARDED_BY(state_mu);
 
   // Group commit of uploads: concurrent uploads are stored in one
   // transaction (one fsync). Leader-follower: whichever waiting upload finds
@@ -71,7 +72,6 @@ struct Aggregator::Task {
   std::vector<QueuedUpload*> upload_queue ABSL_GUARDED_BY(upload_mu);
   bool upload_flushing ABSL_GUARDED_BY(upload_mu) = false;
 
-  std::optional<crypto::SparseDpf> dpf ABSL_GUARDED_BY(process_mu);
   std::vector<uint64_t> accumulator ABSL_GUARDED_BY(process_mu);
   // Reports in `accumulator` (accepted by both servers this round).
   int64_t counted ABSL_GUARDED_BY(process_mu) = 0;
@@ -152,7 +152,12 @@ std::string BoundCheckHash(absl::string_view report_id, absl::string_view ticket
 // still lets the released history load).
 absl::StatusOr<dp::PrivacyAccountant> MakeAccountant(const Policy& policy);
 
-// Checks RoundParameters and builds the round's DPF. INVALID_ARGUMENT.
+// Checks RoundParameters and builds the round's codec (DPF or dense
+// sharing, and proof system). INVALID_ARGUMENT.
+absl::StatusOr<std::shared_ptr<const RoundCodec>> CodecForRound(const proto::RoundParameters& p,
+                                                                const AggregatorOptions& options);
+
+// Checks PREAMBLE RoundParameters and builds the round's DPF. INVALID_ARGUMENT.
 absl::StatusOr<crypto::SparseDpf> DpfForRound(const proto::RoundParameters& p,
                                               const AggregatorOptions& options);
 

@@ -131,13 +131,14 @@ absl::StatusOr<int> Aggregator::ProcessBatchLocked(Task& task,
                                                    const std::vector<ReportRecord>& batch,
                                                    bool final_pass, bool seed_retry) {
   int64_t round_id;
-  std::shared_ptr<const crypto::proof::NormProofSystem> proof;
+  std::shared_ptr<const RoundCodec> codec;
   {
     absl::ReaderMutexLock lock(&task.state_mu);
     round_id = task.round_id;
-    proof = task.proof;
+    codec = task.codec;
   }
-  if (proof != nullptr && task.query_seed.empty()) {
+  const bool proved = codec->has_proof();
+  if (proved && task.query_seed.empty()) {
     task.query_seed.assign(crypto::proof::kQuerySeedBytes, '\0');
     TANDEM_RETURN_IF_ERROR(noise_random_->Fill(absl::MakeSpan(
         reinterpret_cast<uint8_t*>(task.query_seed.data()), task.query_seed.size())));
@@ -174,9 +175,8 @@ absl::StatusOr<int> Aggregator::ProcessBatchLocked(Task& task,
     ptrs.push_back(shares[i].get());
     candidate_ids.push_back(candidates[i]->report_id);
   }
-  TANDEM_ASSIGN_OR_RETURN(ReportChecks checks,
-                          EvaluateReportChecks(*task.dpf, proof.get(), 0, ptrs, candidate_ids,
-                                               task.query_seed, absl::MakeSpan(next)));
+  TANDEM_ASSIGN_OR_RETURN(ReportChecks checks, codec->Evaluate(ptrs, candidate_ids, task.query_seed,
+                                                               absl::MakeSpan(next)));
   const std::vector<crypto::ProofDigest>& digests = checks.digests;
   const std::vector<proto::NormProofVerifierShare>& verifiers = checks.verifiers;
   task.expansion_seconds += SecondsSince(started);
@@ -190,13 +190,13 @@ absl::StatusOr<int> Aggregator::ProcessBatchLocked(Task& task,
     check->set_proof_hash(
         BoundCheckHash(candidates[i]->report_id, shares[i]->ticket_digest, digests[i]));
     check->set_state(proto::PEER_REPORT_PENDING);
-    if (proof != nullptr) *check->mutable_norm_check() = verifiers[i];
+    if (proved) *check->mutable_norm_check() = verifiers[i];
   }
-  if (proof != nullptr) request.set_proof_query_seed(task.query_seed);
+  if (proved) request.set_proof_query_seed(task.query_seed);
   absl::flat_hash_map<std::string, proto::ReportCheck> answers;
   if (!candidates.empty()) {
     TANDEM_ASSIGN_OR_RETURN(proto::VerifyResponse response, peer_->Verify(request));
-    if (proof != nullptr && !response.proof_query_seed().empty() &&
+    if (proved && !response.proof_query_seed().empty() &&
         response.proof_query_seed() != task.query_seed) {
       // The helper holds another seed for this round (we restarted): adopt
       // it and ask again, once. A malformed seed is refused.
@@ -220,7 +220,7 @@ absl::StatusOr<int> Aggregator::ProcessBatchLocked(Task& task,
       case proto::PEER_REPORT_PENDING:
         if (it->second.proof_hash() ==
                 BoundCheckHash(r.report_id, shares[i]->ticket_digest, digests[i]) &&
-            (proof == nullptr || proof->Decide(verifiers[i], it->second.norm_check()))) {
+            (!proved || codec->Decide(verifiers[i], it->second.norm_check()))) {
           accepted.push_back(i);
         } else {
           rejected.push_back(r.report_id);
@@ -266,12 +266,12 @@ absl::StatusOr<int> Aggregator::ProcessBatchLocked(Task& task,
   if (!ids.empty()) {
     // Take back out what this batch added but does not count (rejected, or
     // not yet at the helper): the only second expansions.
-    std::vector<const proto::SparseKeySet*> undo;
+    std::vector<const ParsedShare*> undo;
     for (size_t i = 0; i < candidates.size(); ++i) {
-      if (!counted[i]) undo.push_back(&shares[i]->keys());
+      if (!counted[i]) undo.push_back(shares[i].get());
     }
     started = std::chrono::steady_clock::now();
-    TANDEM_RETURN_IF_ERROR(SubtractShares(*task.dpf, undo, absl::MakeSpan(next)));
+    TANDEM_RETURN_IF_ERROR(codec->Accumulate(undo, absl::MakeSpan(next), /*subtract=*/true));
     task.undo_expansions += static_cast<int64_t>(undo.size());
     task.expansion_seconds += SecondsSince(started);
   }
@@ -295,19 +295,21 @@ absl::StatusOr<proto::VerifyResponse> Aggregator::HandleVerify(
   TANDEM_RETURN_IF_ERROR(RefreshIfStale(*task, static_cast<int64_t>(request.round_id())));
   int64_t round_id;
   bool closed;
-  std::shared_ptr<const crypto::proof::NormProofSystem> proof;
+  std::shared_ptr<const RoundCodec> codec;
   {
     absl::ReaderMutexLock state_lock(&task->state_mu);
     round_id = task->round_id;
     closed = task->closed;
-    proof = task->proof;
+    codec = task->codec;
   }
   if (static_cast<int64_t>(request.round_id()) != round_id) {
     return absl::FailedPreconditionError(absl::StrCat(
         "helper is at round ", round_id, ", leader asked about ", request.round_id()));
   }
+  if (codec == nullptr) return absl::FailedPreconditionError("no round is open");
   proto::VerifyResponse response;
-  if (proof != nullptr) {
+  const bool proved = codec->has_proof();
+  if (proved) {
     if (request.proof_query_seed().size() != crypto::proof::kQuerySeedBytes) {
       return absl::InvalidArgumentError("proof_query_seed must be 32 bytes in a norm-bound round");
     }
@@ -384,9 +386,9 @@ absl::StatusOr<proto::VerifyResponse> Aggregator::HandleVerify(
     (task->tentative_ids.contains(response.checks(to_digest[i]).report_id()) ? again : fresh)
         .push_back(i);
   }
-  if (!fresh.empty() && task->tentative.empty()) task->tentative.assign(task->dpf->dimension(), 0);
+  if (!fresh.empty() && task->tentative.empty()) task->tentative.assign(codec->dimension(), 0);
   std::vector<crypto::ProofDigest> digests(shares.size());
-  std::vector<proto::NormProofVerifierShare> verifiers(proof != nullptr ? shares.size() : 0);
+  std::vector<proto::NormProofVerifierShare> verifiers(proved ? shares.size() : 0);
   for (const std::vector<size_t>* part : {&fresh, &again}) {
     if (part->empty()) continue;
     const auto started = std::chrono::steady_clock::now();
@@ -398,12 +400,11 @@ absl::StatusOr<proto::VerifyResponse> Aggregator::HandleVerify(
       ptrs.push_back(shares[i].get());
       ids.push_back(response.checks(to_digest[i]).report_id());
     }
-    absl::StatusOr<ReportChecks> checks =
-        EvaluateReportChecks(*task->dpf, proof.get(), 1, ptrs, ids, task->query_seed, into);
+    absl::StatusOr<ReportChecks> checks = codec->Evaluate(ptrs, ids, task->query_seed, into);
     const absl::Status evaluated = checks.status();
     for (size_t j = 0; checks.ok() && j < part->size(); ++j) {
       digests[(*part)[j]] = checks->digests[j];
-      if (proof != nullptr) verifiers[(*part)[j]] = std::move(checks->verifiers[j]);
+      if (proved) verifiers[(*part)[j]] = std::move(checks->verifiers[j]);
     }
     if (!evaluated.ok()) {
       // The tentative sum may hold part of this batch: drop it.
@@ -425,9 +426,9 @@ absl::StatusOr<proto::VerifyResponse> Aggregator::HandleVerify(
     out->set_state(proto::PEER_REPORT_PENDING);
     out->set_proof_hash(mine);
     bool valid = mine == leader_hashes[i];
-    if (proof != nullptr) {
+    if (proved) {
       // The same decision the leader takes from the same two shares.
-      valid = valid && proof->Decide(verifiers[i], *leader_checks[i]);
+      valid = valid && codec->Decide(verifiers[i], *leader_checks[i]);
       *out->mutable_norm_check() = std::move(verifiers[i]);
     }
     task->verified[out->report_id()] = valid;

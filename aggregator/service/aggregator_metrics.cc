@@ -102,8 +102,8 @@ std::set<std::string> AggregatorMetrics::KnownTasks() const {
 }
 
 std::shared_ptr<prometheus::Collectable> AggregatorMetrics::StatusCollectable(
-    Aggregator* aggregator) const {
-  return std::make_shared<CallbackCollectable>([this, aggregator] {
+    Aggregator* aggregator, const StallReporter* stall) const {
+  return std::make_shared<CallbackCollectable>([this, aggregator, stall] {
     const std::set<std::string> tasks = KnownTasks();
     MetricFamilies out;
     MetricFamilies::Family reports = out.Gauge(
@@ -158,6 +158,12 @@ std::shared_ptr<prometheus::Collectable> AggregatorMetrics::StatusCollectable(
         "tandem_aggregator_refused_calls_total", "Calls refused since start, by listener/reason.");
     for (const auto& [reason, n] : refusals_->Snapshot()) {
       refused.Add({{"role", role_}, {"reason", reason}}, static_cast<double>(n));
+    }
+    if (stall != nullptr) {
+      out.Gauge("tandem_aggregator_verification_stalled_seconds",
+                "Seconds the leader's verification passes have been failing (0: they "
+                "succeed); the reason is logged.")
+          .Add({{"role", role_}}, stall->stalled_seconds(absl::Now()));
     }
     return out.Take();
   });

@@ -26,6 +26,9 @@
 //   tandem_aggregator_epsilon_spent{task}, tandem_aggregator_epsilon_budget{task}
 //       this server's own privacy accounting (its policy, its noise)
 //   tandem_aggregator_refused_calls_total{reason}   RefusalCounters
+//   tandem_aggregator_verification_stalled_seconds   (leader) how long its
+//       verification passes have been failing, 0 when they succeed; the
+//       reason is in its log (stall_reporter.h)
 // Known tasks: those with state in state_path when the daemon starts, and
 // those named by authenticated callers since (the coordinator's collector
 // calls, uploads with a valid ticket), at most max_tasks: an anonymous
@@ -53,6 +56,7 @@
 #include "absl/time/time.h"
 #include "aggregator/core/aggregator.h"
 #include "aggregator/core/peer_channel.h"
+#include "aggregator/service/stall_reporter.h"
 #include "base/grpc_caller_gate.h"
 
 namespace tandem::aggregator {
@@ -74,8 +78,10 @@ class AggregatorMetrics {
 
   // The event counters and histograms.
   std::shared_ptr<prometheus::Collectable> registry() const { return registry_; }
-  // The per-task series, read from `aggregator` (not owned) at each scrape.
-  std::shared_ptr<prometheus::Collectable> StatusCollectable(Aggregator* aggregator) const;
+  // The per-task series, read from `aggregator` (not owned) at each scrape,
+  // and the stall gauge from `stall` (not owned; null: none).
+  std::shared_ptr<prometheus::Collectable> StatusCollectable(
+      Aggregator* aggregator, const StallReporter* stall = nullptr) const;
 
  private:
   const std::string role_;

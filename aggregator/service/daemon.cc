@@ -15,6 +15,7 @@
 #include "aggregator/service/grpc_peer_channel.h"
 #include "base/grpc_credentials.h"
 #include "base/grpc_metrics.h"
+#include "base/grpc_policy.h"
 #include "base/logging.h"
 #include "base/net_address.h"
 #include "base/status_macros.h"
@@ -146,14 +147,14 @@ absl::StatusOr<std::unique_ptr<AggregatorDaemon>> AggregatorDaemon::Start(
     // Presents the leader's certificate: the helper's peer listener checks it.
     TANDEM_ASSIGN_OR_RETURN(
         auto creds, MakeChannelCredentials(TlsFilesFrom(config.tls(), false, &daemon->tls_)));
-    grpc::ChannelArguments args;
+    grpc::ChannelArguments args = rpc::ChannelArgs();
     args.SetMaxReceiveMessageSize(kPeerReceiveBytes);
     args.SetMaxSendMessageSize(kPeerReceiveBytes);
     if (!config.peer().server_name().empty()) {
       args.SetSslTargetNameOverride(config.peer().server_name());
     }
     daemon->peer_ = std::make_unique<GrpcPeerChannel>(
-        grpc::CreateCustomChannel(config.peer().address(), creds, args), absl::Seconds(60));
+        grpc::CreateCustomChannel(config.peer().address(), creds, args), rpc::kPeerCallDeadline);
     daemon->metered_peer_ =
         std::make_unique<MeteredPeerChannel>(daemon->peer_.get(), daemon->metrics_.get());
   }
@@ -256,7 +257,7 @@ absl::StatusOr<std::unique_ptr<AggregatorDaemon>> AggregatorDaemon::Start(
     daemon->metrics_server_->Register(daemon->metrics_->registry());
     daemon->metrics_server_->Register(rpc_metrics);
     daemon->metrics_server_->Register(
-        daemon->metrics_->StatusCollectable(daemon->aggregator_.get()));
+        daemon->metrics_->StatusCollectable(daemon->aggregator_.get(), &daemon->stall_));
   }
   // The leader drives verification; a helper replica ticks too, for its
   // idle checkpoints.
@@ -279,8 +280,14 @@ void AggregatorDaemon::ProcessLoop(absl::Duration interval) {
   while (!stop_.WaitForNotificationWithTimeout(interval)) {
     const absl::Time start = absl::Now();
     if (aggregator_->role() == Role::kLeader) {
-      absl::Status s = aggregator_->ProcessAllPending();
-      if (!s.ok()) TANDEM_VLOG(1) << "verification pass: " << s;
+      const absl::Status s = aggregator_->ProcessAllPending();
+      if (std::optional<StallReporter::Line> line = stall_.Observe(s, absl::Now())) {
+        if (line->warning) {
+          TANDEM_LOG(WARNING) << line->text;
+        } else {
+          TANDEM_LOG(INFO) << line->text;
+        }
+      }
     }
     if (absl::Status s = aggregator_->SaveIdlePartials(); !s.ok()) {
       TANDEM_VLOG(1) << "idle checkpoint: " << s;

@@ -32,6 +32,7 @@
 #include "aggregator/service/admin_service.h"
 #include "aggregator/service/aggregator_metrics.h"
 #include "aggregator/service/grpc_services.h"
+#include "aggregator/service/stall_reporter.h"
 #include "base/clock.h"
 #include "base/grpc_caller_gate.h"
 #include "base/grpc_credentials.h"
@@ -99,6 +100,7 @@ class AggregatorDaemon {
   TlsReloader tls_;
   RefusalCounters refusals_;
   std::unique_ptr<AggregatorMetrics> metrics_;
+  StallReporter stall_;  // the verification loop's (leader); read by metrics
   std::unique_ptr<CallerGate> collector_gate_;
   std::unique_ptr<CallerGate> peer_gate_;
   std::unique_ptr<PeerChannel> peer_;

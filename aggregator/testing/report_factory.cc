@@ -7,7 +7,9 @@
 
 #include "base/random.h"
 #include "base/status_macros.h"
+#include "crypto/dense/dense_sharing.h"
 #include "crypto/dpf/sparse_dpf.h"
+#include "crypto/proof/dense_norm_proof.h"
 #include "crypto/proof/norm_proof.h"
 #include "crypto/sign/device_auth.h"
 #include "crypto/sign/upload_ticket.h"
@@ -42,6 +44,54 @@ proto::RoundParameters MakeNormRoundParameters(const std::string& task_id, uint6
   p.mutable_norm_bound()->set_max_block_l2_squared(max_block_l2_squared);
   p.mutable_norm_bound()->set_max_l2_squared(max_l2_squared);
   return p;
+}
+
+proto::RoundParameters MakeDenseRoundParameters(const std::string& task_id, uint64_t round_id,
+                                                uint64_t dimension, uint64_t max_l2_squared) {
+  proto::RoundParameters p = MakeRoundParameters(task_id, round_id, 0, 1, 1);
+  p.set_dimension(dimension);
+  p.set_encoding(proto::REPORT_ENCODING_DENSE);
+  p.clear_group_parameters();
+  p.mutable_group_parameters()->set_value_bits(64);
+  p.set_num_groups(0);
+  if (max_l2_squared > 0) {
+    p.mutable_norm_bound()->set_max_block_l2_squared(max_l2_squared);
+    p.mutable_norm_bound()->set_max_l2_squared(max_l2_squared);
+  }
+  return p;
+}
+
+absl::StatusOr<TestReport> MakeDenseReport(const proto::RoundParameters& params,
+                                           const std::vector<int64_t>& values, uint64_t id,
+                                           const std::vector<uint64_t>* witness) {
+  TestReport r;
+  for (int64_t x : values) r.dense.push_back(static_cast<uint64_t>(x));
+  TANDEM_ASSIGN_OR_RETURN(crypto::DenseSharing sharing,
+                          crypto::DenseSharing::Create(params.dimension(), 64));
+  TANDEM_ASSIGN_OR_RETURN(auto shares, sharing.Share(r.dense, OpenSslRandom::Default()));
+  std::string report_id(16, '\0');
+  std::memcpy(report_id.data(), &id, sizeof(id));
+  for (proto::UploadRequest* u : {&r.to_leader, &r.to_helper}) {
+    u->set_task_id(params.task_id());
+    u->set_round_id(params.round_id());
+    u->set_report_id(report_id);
+  }
+  if (params.has_norm_bound()) {
+    TANDEM_ASSIGN_OR_RETURN(
+        crypto::proof::DenseNormProof sys,
+        crypto::proof::DenseNormProof::Create(params.dimension(), 64, params.norm_bound()));
+    TANDEM_ASSIGN_OR_RETURN(
+        auto proofs,
+        witness == nullptr
+            ? sys.Prove(report_id, shares.first, shares.second, OpenSslRandom::Default())
+            : sys.ProveWithWitness(report_id, shares.first, shares.second, *witness,
+                                   OpenSslRandom::Default()));
+    *r.to_leader.mutable_norm_proof() = std::move(proofs.first);
+    *r.to_helper.mutable_norm_proof() = std::move(proofs.second);
+  }
+  *r.to_leader.mutable_dense_share() = std::move(shares.first);
+  *r.to_helper.mutable_dense_share() = std::move(shares.second);
+  return r;
 }
 
 namespace {

@@ -48,6 +48,20 @@ absl::StatusOr<TestReport> MakeReportWithValues(const proto::RoundParameters& pa
                                                 const std::vector<int64_t>& values,
                                                 uint64_t seed, bool cheat = false);
 
+// A dense round (RoundParameters.encoding DENSE) of `dimension` 64-bit
+// values, the fixed point of MakeRoundParameters, with a norm bound on the
+// whole report when max_l2_squared > 0.
+proto::RoundParameters MakeDenseRoundParameters(const std::string& task_id, uint64_t round_id,
+                                                uint64_t dimension, uint64_t max_l2_squared);
+
+// A client's dense report of the signed `values` (dimension entries) under
+// report id `id` (little-endian in 16 bytes), with the honest norm proof in
+// a round with a bound, or with `witness` a cheating client's proof over
+// that witness. INVALID_ARGUMENT when an honest proof is impossible.
+absl::StatusOr<TestReport> MakeDenseReport(const proto::RoundParameters& params,
+                                           const std::vector<int64_t>& values, uint64_t id,
+                                           const std::vector<uint64_t>* witness = nullptr);
+
 // The policy of tests of the bare aggregation arithmetic (no noise floor,
 // batches of one, no proofs required, no budget); never a daemon default.
 Policy PermissiveTestPolicy();

@@ -156,6 +156,15 @@ absl::Status CheckRoundBounds(const proto::CheckInResponse& task, const Particip
                                                    " is outside this client's [1, ",
                                                    o.max_dimension, "] (max_dimension)"));
   }
+  if (rp.encoding() == proto::REPORT_ENCODING_DENSE) {
+    // The whole update is shared: no groups or blocks to check
+    // (ReportBuilder::Create checks the width and the bound).
+    if (task.dimension() != 0 && task.dimension() != d) {
+      return absl::InvalidArgumentError(
+          "the assignment's dimension disagrees with its round parameters");
+    }
+    return absl::OkStatus();
+  }
   if (k < 1 || k > kMaxNumGroups || b < 1 || b > kMaxBlockSize || log_blocks > kMaxLogNumBlocks) {
     return absl::InvalidArgumentError(
         absl::StrCat("the round's num_groups ", k, ", block_size ", b, " or log_num_blocks ",

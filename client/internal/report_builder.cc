@@ -18,6 +18,10 @@ ReportParameters ReportParametersFromRound(const proto::RoundParameters& round) 
   p.max_summands = std::max<uint64_t>(1, round.max_reports());
   if (round.has_norm_bound()) p.norm_bound = round.norm_bound();
   p.block_selection = round.block_selection();
+  p.encoding = round.encoding();
+  if (round.group_parameters().value_bits() != 0) {
+    p.value_bits = static_cast<int>(round.group_parameters().value_bits());
+  }
   return p;
 }
 
@@ -25,6 +29,11 @@ absl::StatusOr<ReportBuilder> ReportBuilder::Create(const ReportParameters& p) {
   if (p.dimension == 0 || p.dimension > p.max_dimension) {
     return absl::InvalidArgumentError(
         absl::StrCat("dimension ", p.dimension, " is outside [1, ", p.max_dimension, "]"));
+  }
+  if (p.encoding == proto::REPORT_ENCODING_DENSE) return CreateDense(p);
+  if (p.encoding != proto::REPORT_ENCODING_PREAMBLE) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown report encoding ", static_cast<int>(p.encoding)));
   }
   if (p.num_groups == 0 || p.block_size == 0 || p.log_num_blocks > 24) {
     return absl::InvalidArgumentError(
@@ -63,10 +72,30 @@ absl::StatusOr<ReportBuilder> ReportBuilder::Create(const ReportParameters& p) {
   return ReportBuilder(std::move(dpf), std::move(codec), std::move(proof), p.block_selection);
 }
 
+absl::StatusOr<ReportBuilder> ReportBuilder::CreateDense(const ReportParameters& p) {
+  TANDEM_ASSIGN_OR_RETURN(
+      crypto::FixedPointCodec codec,
+      crypto::FixedPointCodec::Create(p.frac_bits, p.clip_l2_norm, p.max_summands, p.value_bits));
+  TANDEM_ASSIGN_OR_RETURN(crypto::DenseSharing sharing,
+                          crypto::DenseSharing::Create(p.dimension, p.value_bits));
+  ReportBuilder builder(std::nullopt, std::move(codec), std::nullopt, p.block_selection);
+  builder.sharing_.emplace(std::move(sharing));
+  if (p.norm_bound.has_value()) {
+    TANDEM_ASSIGN_OR_RETURN(builder.dense_proof_, crypto::proof::DenseNormProof::Create(
+                                                      p.dimension, p.value_bits, *p.norm_bound));
+  }
+  return builder;
+}
+
 BlockGeometry ReportBuilder::geometry() const {
-  return BlockGeometry{.num_groups = static_cast<uint32_t>(dpf_.num_groups()),
-                       .blocks_per_group = dpf_.blocks_per_group(),
-                       .block_size = static_cast<uint32_t>(dpf_.block_size())};
+  if (dense()) {  // one group of one block: everything is sent
+    return BlockGeometry{.num_groups = 1,
+                         .blocks_per_group = 1,
+                         .block_size = static_cast<uint32_t>(sharing_->dimension())};
+  }
+  return BlockGeometry{.num_groups = static_cast<uint32_t>(dpf_->num_groups()),
+                       .blocks_per_group = dpf_->blocks_per_group(),
+                       .block_size = static_cast<uint32_t>(dpf_->block_size())};
 }
 
 absl::StatusOr<std::vector<uint32_t>> ReportBuilder::SelectBlocks(absl::Span<const float> padded,
@@ -74,8 +103,8 @@ absl::StatusOr<std::vector<uint32_t>> ReportBuilder::SelectBlocks(absl::Span<con
   if (selection_ == proto::BLOCK_SELECTION_TOP_NORM) {
     return SelectTopNormBlocks(padded, geometry());
   }
-  const uint64_t blocks = dpf_.blocks_per_group();
-  std::vector<uint32_t> indices(dpf_.num_groups());
+  const uint64_t blocks = dpf_->blocks_per_group();
+  std::vector<uint32_t> indices(dpf_->num_groups());
   // Uniform block index by rejection (no modulo bias).
   const uint64_t limit = ~uint64_t{0} - (~uint64_t{0} % blocks);
   for (uint32_t& idx : indices) {
@@ -102,7 +131,7 @@ absl::StatusOr<BuiltReport> ReportBuilder::Build(absl::Span<const float> update,
     return absl::InvalidArgumentError(
         absl::StrCat("report id must be 16 bytes, got ", report_id.size()));
   }
-  const uint64_t dim = dpf_.dimension();
+  const uint64_t dim = dense() ? sharing_->dimension() : dpf_->dimension();
   if (update.size() > dim) {
     return absl::InvalidArgumentError(
         absl::StrCat("update has ", update.size(), " entries, the round's D is ", dim));
@@ -115,11 +144,24 @@ absl::StatusOr<BuiltReport> ReportBuilder::Build(absl::Span<const float> update,
     }
   }
   BuiltReport report;
+  // The given id, or 16 random bytes (drawn after the keys, as always).
+  auto assign_id = [&]() -> absl::Status {
+    if (!report_id.empty()) {
+      report.report_id = std::string(report_id);
+      return absl::OkStatus();
+    }
+    report.report_id.assign(16, '\0');
+    return rng->Fill(absl::MakeSpan(reinterpret_cast<uint8_t*>(report.report_id.data()), 16));
+  };
+  if (dense()) {
+    TANDEM_RETURN_IF_ERROR(assign_id());
+    return BuildDense(padded, rng, std::move(report));
+  }
   TANDEM_ASSIGN_OR_RETURN(std::vector<uint32_t> indices, SelectBlocks(padded, rng));
-  const int k = dpf_.num_groups();
-  const int b = dpf_.block_size();
+  const int k = dpf_->num_groups();
+  const int b = dpf_->block_size();
   auto block_start = [&](int g) {
-    return static_cast<uint64_t>(g) * dpf_.group_dimension() + uint64_t{indices[g]} * b;
+    return static_cast<uint64_t>(g) * dpf_->group_dimension() + uint64_t{indices[g]} * b;
   };
   if (selection_ == proto::BLOCK_SELECTION_TOP_NORM) {
     // Clip what is sent: the selected blocks alone (norm <= C, as the norm
@@ -138,15 +180,9 @@ absl::StatusOr<BuiltReport> ReportBuilder::Build(absl::Span<const float> update,
     std::copy(encoded.begin() + block_start(g), encoded.begin() + block_start(g) + b,
               values.begin() + static_cast<size_t>(g) * b);
   }
-  TANDEM_ASSIGN_OR_RETURN(auto keys, dpf_.GenerateKeys(indices, values, rng));
+  TANDEM_ASSIGN_OR_RETURN(auto keys, dpf_->GenerateKeys(indices, values, rng));
   report.block_indices = indices;
-  if (!report_id.empty()) {
-    report.report_id = std::string(report_id);
-  } else {
-    report.report_id.assign(16, '\0');
-    TANDEM_RETURN_IF_ERROR(
-        rng->Fill(absl::MakeSpan(reinterpret_cast<uint8_t*>(report.report_id.data()), 16)));
-  }
+  TANDEM_RETURN_IF_ERROR(assign_id());
   if (proof_.has_value()) {
     TANDEM_ASSIGN_OR_RETURN(auto shares,
                             proof_->Prove(report.report_id, keys.first, keys.second, rng));
@@ -163,12 +199,37 @@ absl::StatusOr<BuiltReport> ReportBuilder::Build(absl::Span<const float> update,
   return report;
 }
 
+absl::StatusOr<BuiltReport> ReportBuilder::BuildDense(absl::Span<const float> padded,
+                                                      SecureRandom* rng, BuiltReport report) const {
+  std::vector<uint64_t> encoded(padded.size());
+  TANDEM_ASSIGN_OR_RETURN(report.clip_factor, codec_.Encode(padded, absl::MakeSpan(encoded)));
+  TANDEM_ASSIGN_OR_RETURN(auto shares, sharing_->Share(encoded, rng));
+  report.block_indices = {0};  // the one "block": everything is sent
+  if (dense_proof_.has_value()) {
+    TANDEM_ASSIGN_OR_RETURN(
+        auto proofs, dense_proof_->Prove(report.report_id, shares.first, shares.second, rng));
+    report.leader_proof = std::move(proofs.first);
+    report.helper_proof = std::move(proofs.second);
+  }
+  report.leader_dense = std::move(shares.first);
+  report.helper_dense = std::move(shares.second);
+  report.upload_bytes = report.leader_dense->ByteSizeLong() + report.helper_dense->ByteSizeLong();
+  if (dense_proof_.has_value()) {
+    report.upload_bytes +=
+        report.leader_proof->ByteSizeLong() + report.helper_proof->ByteSizeLong();
+  }
+  return report;
+}
+
 absl::StatusOr<BuiltReport> BuildWithErrorFeedback(const ReportBuilder& builder,
                                                    absl::string_view task_id,
                                                    absl::Span<const float> update,
                                                    SecureRandom* rng, absl::string_view report_id,
                                                    ErrorFeedback* memory, StateStore* store) {
-  if (memory == nullptr || builder.block_selection() != proto::BLOCK_SELECTION_TOP_NORM) {
+  // A dense round sends everything: no residual, and the memory is kept for
+  // the next TOP_NORM round.
+  if (memory == nullptr || builder.dense() ||
+      builder.block_selection() != proto::BLOCK_SELECTION_TOP_NORM) {
     return builder.Build(update, rng, report_id);
   }
   ErrorFeedback loaded = *memory;
@@ -191,8 +252,13 @@ UploadRequests MakeUploadRequests(BuiltReport report, const std::string& task_id
     r->set_round_id(round_id);
     r->set_report_id(report.report_id);
   }
-  *out.to_leader.mutable_key_share() = std::move(report.leader_share);
-  *out.to_helper.mutable_key_share() = std::move(report.helper_share);
+  if (report.leader_dense.has_value()) {
+    *out.to_leader.mutable_dense_share() = *std::move(report.leader_dense);
+    *out.to_helper.mutable_dense_share() = *std::move(report.helper_dense);
+  } else {
+    *out.to_leader.mutable_key_share() = std::move(report.leader_share);
+    *out.to_helper.mutable_key_share() = std::move(report.helper_share);
+  }
   if (report.leader_proof.has_value()) {
     *out.to_leader.mutable_norm_proof() = *std::move(report.leader_proof);
   }

@@ -35,8 +35,10 @@
 #include "absl/types/span.h"
 #include "base/random.h"
 #include "client/internal/block_selection.h"
+#include "crypto/dense/dense_sharing.h"
 #include "crypto/dpf/sparse_dpf.h"
 #include "crypto/fixed_point/fixed_point.h"
+#include "crypto/proof/dense_norm_proof.h"
 #include "crypto/proof/norm_proof.h"
 #include "proto/aggregator.pb.h"
 #include "proto/dpf.pb.h"
@@ -58,6 +60,11 @@ struct ReportParameters {
   std::optional<proto::NormBoundParameters> norm_bound;
   // RoundParameters.block_selection.
   proto::BlockSelection block_selection = proto::BLOCK_SELECTION_RANDOM;
+  // RoundParameters.encoding. DENSE: the whole clipped update is shared
+  // additively (crypto/dense/dense_sharing.h) at `value_bits`; the block
+  // parameters and the selection are not used.
+  proto::ReportEncoding encoding = proto::REPORT_ENCODING_PREAMBLE;
+  int value_bits = 64;  // dense rounds (PREAMBLE reports are always 64-bit)
 };
 
 // The report parameters of a round as the coordinator announces it
@@ -66,8 +73,11 @@ ReportParameters ReportParametersFromRound(const proto::RoundParameters& round);
 
 struct BuiltReport {
   std::string report_id;  // 16 bytes: the upload ticket's id, or random (idempotency key)
-  proto::SparseKeySet leader_share;
+  proto::SparseKeySet leader_share;  // PREAMBLE rounds
   proto::SparseKeySet helper_share;
+  // Dense rounds: each server's DenseShare (the key shares are then empty).
+  std::optional<proto::DenseShare> leader_dense;
+  std::optional<proto::DenseShare> helper_dense;
   double clip_factor = 1.0;   // min(1, C / ||update||)
   uint64_t upload_bytes = 0;  // serialized size of both shares (and proofs)
   // Rounds with a norm bound: each server's proof share (UploadRequest.
@@ -97,26 +107,34 @@ class ReportBuilder {
   absl::StatusOr<BuiltReport> Build(absl::Span<const float> update, SecureRandom* rng,
                                     absl::string_view report_id) const;
 
-  const crypto::SparseDpf& dpf() const { return dpf_; }
+  // PREAMBLE rounds only: REQUIRES !dense().
+  const crypto::SparseDpf& dpf() const { return *dpf_; }
+  bool dense() const { return sharing_.has_value(); }
   const crypto::FixedPointCodec& codec() const { return codec_; }
   BlockGeometry geometry() const;
   proto::BlockSelection block_selection() const { return selection_; }
 
  private:
-  ReportBuilder(crypto::SparseDpf dpf, crypto::FixedPointCodec codec,
+  ReportBuilder(std::optional<crypto::SparseDpf> dpf, crypto::FixedPointCodec codec,
                 std::optional<crypto::proof::NormProofSystem> proof,
                 proto::BlockSelection selection)
       : dpf_(std::move(dpf)),
         codec_(std::move(codec)),
         proof_(std::move(proof)),
         selection_(selection) {}
+  // A dense round of p.dimension values.
+  static absl::StatusOr<ReportBuilder> CreateDense(const ReportParameters& p);
+  absl::StatusOr<BuiltReport> BuildDense(absl::Span<const float> padded, SecureRandom* rng,
+                                         BuiltReport report) const;
   // The selected block of each group (RANDOM: by rejection from `rng`).
   absl::StatusOr<std::vector<uint32_t>> SelectBlocks(absl::Span<const float> padded,
                                                      SecureRandom* rng) const;
-  crypto::SparseDpf dpf_;
+  std::optional<crypto::SparseDpf> dpf_;  // PREAMBLE rounds
   crypto::FixedPointCodec codec_;
   std::optional<crypto::proof::NormProofSystem> proof_;
   proto::BlockSelection selection_;
+  std::optional<crypto::DenseSharing> sharing_;               // dense rounds
+  std::optional<crypto::proof::DenseNormProof> dense_proof_;  // dense rounds with a bound
 };
 
 // The participants' build step: `builder.Build(update, rng, report_id)`,

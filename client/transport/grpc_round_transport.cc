@@ -1,10 +1,10 @@
 #include "client/transport/grpc_round_transport.h"
 
+#include <grpcpp/create_channel.h>
 #include <openssl/evp.h>
 
-#include <grpcpp/create_channel.h>
-
 #include "absl/strings/str_cat.h"
+#include "base/grpc_policy.h"
 #include "base/grpc_status.h"
 
 namespace tandem::client {
@@ -26,7 +26,7 @@ std::shared_ptr<grpc::Channel> GrpcRoundTransport::ChannelTo(const std::string& 
   const auto key = std::make_pair(address, server_name);
   auto it = channels_.find(key);
   if (it != channels_.end()) return it->second;
-  grpc::ChannelArguments args;
+  grpc::ChannelArguments args = rpc::ChannelArgs();
   args.SetMaxSendMessageSize(64 << 20);  // key shares grow with D
   // The pinned identity: the server certificate must name it (ignored by
   // plaintext channels).

@@ -4,12 +4,13 @@
 #ifndef TANDEM_CLIENT_TRANSPORT_GRPC_UPLOADER_H_
 #define TANDEM_CLIENT_TRANSPORT_GRPC_UPLOADER_H_
 
-#include <memory>
-
 #include <grpcpp/channel.h>
+
+#include <memory>
 
 #include "absl/time/time.h"
 #include "base/clock.h"
+#include "base/grpc_policy.h"
 #include "client/transport/uploader.h"
 #include "proto/aggregator.grpc.pb.h"
 
@@ -19,7 +20,7 @@ struct RetryPolicy {
   int max_attempts = 5;
   absl::Duration initial_backoff = absl::Milliseconds(50);
   absl::Duration max_backoff = absl::Seconds(2);
-  absl::Duration call_deadline = absl::Seconds(30);
+  absl::Duration call_deadline = rpc::kDeviceCallDeadline;
 };
 
 class GrpcUploader : public Uploader {

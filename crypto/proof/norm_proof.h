@@ -73,11 +73,10 @@
 #include "base/random.h"
 #include "crypto/dpf/sparse_dpf.h"
 #include "crypto/proof/norm_circuit.h"
+#include "crypto/proof/norm_proof_core.h"
 #include "proto/dpf.pb.h"
 
 namespace tandem::crypto::proof {
-
-inline constexpr size_t kQuerySeedBytes = 32;
 
 class NormProofSystem {
  public:
@@ -87,8 +86,8 @@ class NormProofSystem {
                                                 uint32_t num_groups,
                                                 const proto::NormBoundParameters& bound);
 
-  const NormCircuit& circuit() const { return circuit_; }
-  double SoundnessLog2() const { return circuit_.SoundnessLog2(); }
+  const NormCircuit& circuit() const { return core_.circuit(); }
+  double SoundnessLog2() const { return circuit().SoundnessLog2(); }
 
   // Client: proof shares (leader's, helper's) for a key pair produced by
   // SparseDpf::GenerateKeys on these parameters. Evaluates both key sets
@@ -169,7 +168,8 @@ class NormProofSystem {
 
  private:
   NormProofSystem(NormCircuit circuit, SparseDpf dpf)
-      : circuit_(std::move(circuit)), dpf_(std::move(dpf)) {}
+      : core_(std::move(circuit), kPartDomain), dpf_(std::move(dpf)) {}
+  static constexpr absl::string_view kPartDomain = "tandem.normproof.part.v3";
 
   // ProveWithWitness given both key sets' VDPF digests.
   absl::StatusOr<std::pair<proto::NormProofShare, proto::NormProofShare>> ProveWithDigests(
@@ -177,18 +177,8 @@ class NormProofSystem {
       const proto::SparseKeySet& helper_keys, absl::Span<const uint64_t> derived,
       absl::Span<const uint64_t> witness, const std::array<ProofDigest, 2>& digests,
       SecureRandom* rng) const;
-  // part_b over the key share (seeds + its VDPF digest) and `binding`
-  // (witness bytes or seed).
-  absl::StatusOr<std::string> JointRandPart(absl::string_view blind, absl::string_view report_id,
-                                            const proto::SparseKeySet& keys,
-                                            const ProofDigest& digest,
-                                            absl::string_view binding) const;
-  absl::StatusOr<std::vector<uint64_t>> Weights(absl::string_view joint_rand_seed) const;
-  // The helper's witness and proof shares from its seed.
-  absl::Status ExpandHelperShares(absl::string_view seed, std::vector<uint64_t>* witness,
-                                  std::vector<uint64_t>* proof) const;
 
-  NormCircuit circuit_;
+  NormProofCore core_;  // the FLP shares; binds each party's keys (seeds + VDPF digest)
   SparseDpf dpf_;  // the report's shape: num_groups groups of 2^d blocks
 };
 

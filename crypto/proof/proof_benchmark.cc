@@ -3,12 +3,16 @@
 // B = 2^10 (or D/64 when smaller), k = 16, 64-bit values, the bound of
 // C = 1 at 16 fraction bits (D = 2^17 and 2^20 both send 16,384 values).
 // BM_FlpProve is the FLP prover alone. Buffers are reused across iterations.
+// BM_DenseProve / BM_DenseVerify: the same proof over a dense report of D
+// values (dense_norm_proof.h; D = 16,384 is the sent-value count above).
+#include <cmath>
 #include <optional>
 #include <vector>
 
-#include "benchmark/benchmark.h"
 #include "base/random.h"
+#include "benchmark/benchmark.h"
 #include "crypto/dpf/sparse_dpf.h"
+#include "crypto/proof/dense_norm_proof.h"
 #include "crypto/proof/norm_proof.h"
 
 namespace tandem::crypto::proof {
@@ -222,6 +226,61 @@ void BM_ProofDigest(benchmark::State& state) {
   }
 }
 
+// A dense report of D values of norm <= C = 1 at 16 fraction bits.
+struct DenseSetup {
+  std::optional<DenseNormProof> sys;
+  std::pair<proto::DenseShare, proto::DenseShare> shares;
+  std::string id = std::string(16, 'i');
+};
+
+DenseSetup MakeDense(uint64_t d) {
+  DenseSetup s;
+  proto::NormBoundParameters bound;
+  bound.set_max_l2_squared(L2SquaredBoundForClip(1.0, 16, d));
+  bound.set_max_block_l2_squared(bound.max_l2_squared());
+  s.sys.emplace(DenseNormProof::Create(d, 64, bound).value());
+  std::vector<uint64_t> x(d);
+  const int64_t v = static_cast<int64_t>(65536.0 / std::sqrt(static_cast<double>(d)));
+  for (uint64_t i = 0; i < d; ++i) x[i] = static_cast<uint64_t>(i % 2 ? v : -v);
+  auto rng = DeterministicRandom::FromSeed(5);
+  s.shares = s.sys->sharing().Share(x, rng.get()).value();
+  return s;
+}
+
+void BM_DenseProve(benchmark::State& state) {
+  DenseSetup s = MakeDense(static_cast<uint64_t>(state.range(0)));
+  auto rng = DeterministicRandom::FromSeed(6);
+  for (auto _ : state) {
+    auto p = s.sys->Prove(s.id, s.shares.first, s.shares.second, rng.get());
+    if (!p.ok()) {
+      state.SkipWithError("prove failed");
+      return;
+    }
+    benchmark::DoNotOptimize(p);
+  }
+}
+
+// Both servers: derive (adding into an accumulator), query, decide.
+void BM_DenseVerify(benchmark::State& state) {
+  DenseSetup s = MakeDense(static_cast<uint64_t>(state.range(0)));
+  auto rng = DeterministicRandom::FromSeed(7);
+  auto proofs = s.sys->Prove(s.id, s.shares.first, s.shares.second, rng.get()).value();
+  const std::string seed(32, 'q');
+  std::vector<uint64_t> acc(s.sys->sharing().dimension(), 0);
+  std::vector<uint64_t> d0(s.sys->circuit().derived_length()), d1(d0.size());
+  for (auto _ : state) {
+    bool ok =
+        s.sys->EvaluateAndDerive(0, s.shares.first, absl::MakeSpan(acc), absl::MakeSpan(d0)).ok() &&
+        s.sys->EvaluateAndDerive(1, s.shares.second, absl::MakeSpan(acc), absl::MakeSpan(d1)).ok();
+    auto q0 = s.sys->Query(0, s.id, s.shares.first, proofs.first, d0, seed);
+    auto q1 = s.sys->Query(1, s.id, s.shares.second, proofs.second, d1, seed);
+    if (!ok || !q0.ok() || !q1.ok() || !s.sys->Decide(*q0, *q1)) {
+      state.SkipWithError("verification failed");
+      return;
+    }
+  }
+}
+
 BENCHMARK(BM_Prove)->Arg(4096)->Arg(1 << 17)->Arg(1 << 20)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_FlpProve)->Arg(4096)->Arg(1 << 17)->Arg(1 << 20)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_WireTransforms)->Arg(0)->Arg(1);
@@ -239,6 +298,8 @@ BENCHMARK(BM_EvaluateAndDerive)
 BENCHMARK(BM_QueryDecide)->Arg(4096)->Arg(1 << 17)->Arg(1 << 20)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Expansion)->Arg(4096)->Arg(1 << 20)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_ProofDigest)->Arg(4096)->Arg(1 << 20)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_DenseProve)->Arg(4096)->Arg(16384)->Arg(1 << 17)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_DenseVerify)->Arg(4096)->Arg(16384)->Arg(1 << 17)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace tandem::crypto::proof

@@ -171,6 +171,19 @@ std::string UploadContentDigest(const proto::SparseKeySet& keys, const proto::No
   return Sha256(bytes.ok() ? *bytes : std::string());
 }
 
+std::string UploadContentDigestOf(const proto::UploadRequest& upload,
+                                  absl::string_view ticket_digest) {
+  const proto::NormProofShare* proof = upload.has_norm_proof() ? &upload.norm_proof() : nullptr;
+  if (!upload.has_dense_share())
+    return UploadContentDigest(upload.key_share(), proof, ticket_digest);
+  proto::StoredReportShare stored;
+  *stored.mutable_dense_share() = upload.dense_share();
+  if (proof != nullptr) *stored.mutable_norm_proof() = *proof;
+  stored.set_ticket_digest(std::string(ticket_digest));
+  absl::StatusOr<std::string> bytes = Deterministic(stored);
+  return Sha256(bytes.ok() ? *bytes : std::string());
+}
+
 std::string UploadSigningInput(UploadRole role, absl::string_view ticket_digest,
                                absl::string_view content_digest) {
   std::string input = Domain(kDeviceUploadDomain);
@@ -191,9 +204,7 @@ absl::Status SignUpload(const Ed25519SigningKey& key, UploadRole role,
     return absl::InvalidArgumentError("the upload ticket was issued to another device key");
   }
   const std::string ticket_digest = TicketDigest(upload->ticket());
-  const std::string content = UploadContentDigest(
-      upload->key_share(), upload->has_norm_proof() ? &upload->norm_proof() : nullptr,
-      ticket_digest);
+  const std::string content = UploadContentDigestOf(*upload, ticket_digest);
   TANDEM_ASSIGN_OR_RETURN(std::string sig,
                           key.Sign(UploadSigningInput(role, ticket_digest, content)));
   upload->set_device_signature(std::move(sig));

@@ -97,6 +97,11 @@ absl::StatusOr<Ed25519VerifyingKey> VerifyCheckIn(const proto::CheckInRequest& r
 // proof (null: unset), ticket_digest}; see the file comment.
 std::string UploadContentDigest(const proto::SparseKeySet& keys, const proto::NormProofShare* proof,
                                 absl::string_view ticket_digest);
+// The content digest of an upload of either encoding: the above for a
+// key_share, and for a dense_share the same over StoredReportShare{
+// dense_share, proof, ticket_digest} (the blob the aggregator stores).
+std::string UploadContentDigestOf(const proto::UploadRequest& upload,
+                                  absl::string_view ticket_digest);
 
 // kDeviceUploadDomain || 0x00 || role || ticket digest || content digest
 // (each digest length-prefixed).

@@ -380,25 +380,26 @@ void RegisterClient(py::module_& m) {
                   [](py::bytes rp, uint64_t max_dimension) {
                     return FromRoundParameters(std::string(rp), max_dimension);
                   })
-      .def_static(
-          "round_parameters_for_model",
-          [](uint64_t num_params, const std::string& task_id, uint64_t round_id,
-             uint32_t block_size, uint32_t log_blocks_per_group, double clip_l2_norm, int frac_bits,
-             uint32_t max_reports, bool norm_proofs, double noise_multiplier) {
-            // The round tandem-coordinator would announce for this model.
-            server::SecureSumConfig c;
-            c.task_id = task_id;
-            c.model_dimension = num_params;
-            c.block_size = block_size;
-            c.log_blocks_per_group = log_blocks_per_group;
-            c.clip_l2_norm = clip_l2_norm;
-            c.frac_bits = frac_bits;
-            c.max_reports = max_reports;
-            c.norm_proofs = norm_proofs;
-            c.noise_multiplier = noise_multiplier;
-            server::SecureSum sum = ValueOrThrow(server::SecureSum::Create(c));
-            return py::bytes(sum.RoundParameters(round_id).SerializeAsString());
-          })
+      .def_static("round_parameters_for_model",
+                  [](uint64_t num_params, const std::string& task_id, uint64_t round_id,
+                     uint32_t block_size, uint32_t log_blocks_per_group, double clip_l2_norm,
+                     int frac_bits, uint32_t max_reports, bool norm_proofs, double noise_multiplier,
+                     const std::string& encoding) {
+                    // The round tandem-coordinator would announce for this model.
+                    server::SecureSumConfig c;
+                    c.task_id = task_id;
+                    c.model_dimension = num_params;
+                    c.block_size = block_size;
+                    c.log_blocks_per_group = log_blocks_per_group;
+                    c.clip_l2_norm = clip_l2_norm;
+                    c.frac_bits = frac_bits;
+                    c.max_reports = max_reports;
+                    c.norm_proofs = norm_proofs;
+                    c.noise_multiplier = noise_multiplier;
+                    c.encoding = ValueOrThrow(server::EncodingChoiceFromName(encoding));
+                    server::SecureSum sum = ValueOrThrow(server::SecureSum::Create(c));
+                    return py::bytes(sum.RoundParameters(round_id).SerializeAsString());
+                  })
       .def(
           "encode",
           [](const PyEncoder& e, py::handle update) { return e.Encode(update, std::nullopt); },

@@ -127,6 +127,8 @@ sim::FederationOptions OptionsFrom(const py::dict& d) {
   o.min_batch_size = Get<uint32_t>(d, "min_batch_size", o.min_batch_size);
   o.seed = Get<uint64_t>(d, "seed", o.seed);
   o.crypto_seed = Get<uint64_t>(d, "crypto_seed", o.crypto_seed);
+  o.encoding =
+      ValueOrThrow(server::EncodingChoiceFromName(Get<std::string>(d, "encoding", "auto")));
   return o;
 }
 
@@ -141,6 +143,7 @@ py::dict RecordToDict(const sim::RoundRecord& r) {
   d["bytes_up"] = r.bytes_up;
   d["clear_bytes_up"] = r.clear_bytes_up;
   d["dense_bytes_up"] = r.dense_bytes_up;
+  d["encoding"] = r.encoding;
   d["bytes_down"] = r.bytes_down;
   d["epsilon"] = r.epsilon;
   d["seconds"] = r.seconds;
@@ -158,6 +161,7 @@ sim::RoundRecord RecordFromDict(const py::dict& d) {
   r.bytes_up = Get<uint64_t>(d, "bytes_up", 0);
   r.clear_bytes_up = Get<uint64_t>(d, "clear_bytes_up", 0);
   r.dense_bytes_up = Get<uint64_t>(d, "dense_bytes_up", 0);
+  r.encoding = Get<std::string>(d, "encoding", "");
   r.bytes_down = Get<uint64_t>(d, "bytes_down", 0);
   r.epsilon = Get<double>(d, "epsilon", 0);
   r.seconds = Get<double>(d, "seconds", 0);

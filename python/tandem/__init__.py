@@ -247,25 +247,28 @@ class ReportEncoder:
     @classmethod
     def for_model(cls, num_params, *, task_id="offline", round_id=1, block_size=256,
                   log_blocks_per_group=1, clip_l2_norm=1.0, frac_bits=16, max_reports=1000,
-                  norm_proofs=False, noise_multiplier=0.0, max_dimension=1 << 24):
+                  norm_proofs=False, noise_multiplier=0.0, max_dimension=1 << 24,
+                  encoding="preamble"):
         rp = cls.round_parameters_for_model(
             num_params, task_id=task_id, round_id=round_id, block_size=block_size,
             log_blocks_per_group=log_blocks_per_group, clip_l2_norm=clip_l2_norm,
             frac_bits=frac_bits, max_reports=max_reports, norm_proofs=norm_proofs,
-            noise_multiplier=noise_multiplier)
+            noise_multiplier=noise_multiplier, encoding=encoding)
         return cls.from_round_parameters(rp, max_dimension)
 
     @staticmethod
     def round_parameters_for_model(num_params, *, task_id="offline", round_id=1,
                                    block_size=256, log_blocks_per_group=1, clip_l2_norm=1.0,
                                    frac_bits=16, max_reports=1000, norm_proofs=False,
-                                   noise_multiplier=0.0):
+                                   noise_multiplier=0.0, encoding="preamble"):
         """The serialized RoundParameters tandem-coordinator announces for a
-        model of `num_params` parameters (k groups of 2^d blocks of B)."""
+        model of `num_params` parameters (k groups of 2^d blocks of B).
+        encoding: "preamble", "dense" (additive shares of all values) or
+        "auto" (the smaller upload, tandem-coordinator's default)."""
         return _tandem._ReportEncoder.round_parameters_for_model(
             num_params, task_id, round_id, block_size, log_blocks_per_group,
             clip_l2_norm, frac_bits, max_reports, bool(norm_proofs),
-            noise_multiplier)
+            noise_multiplier, str(encoding))
 
     @property
     def dimension(self):

@@ -98,7 +98,7 @@ def run(train, initial_weights, *, evaluate=None, rounds=5, clients=20, sample_r
         name="fedavg", private=True, fedluar=False, num_recycled=1, server_lr=1.0,
         block_size=256, log_blocks_per_group=1, clip=1.0, noise_multiplier=0.5, delta=1e-5,
         epsilon_budget=0.0, norm_proofs=True, min_batch_size=1, seed=1, crypto_seed=0,
-        aggregators=None, progress=None, tensor_names=None):
+        aggregators=None, progress=None, tensor_names=None, encoding="auto"):
     """Runs `rounds` rounds; returns Result(records, weights).
 
     train(client, weights, round) -> update (list of arrays of the weights'
@@ -109,7 +109,8 @@ def run(train, initial_weights, *, evaluate=None, rounds=5, clients=20, sample_r
     private=False averages in the clear (the baseline; no daemons). Without
     `aggregators` a pair is started for the run with policy(...) of its
     settings and stopped after it. `progress(record)` after each round
-    (print_progress prints tandem-sim's line).
+    (print_progress prints tandem-sim's line). encoding: "auto" (per round
+    the smaller upload of PREAMBLE and dense sharing), "preamble" or "dense".
     """
     weights = list(initial_weights)
     names = list(tensor_names) if tensor_names is not None else [
@@ -121,7 +122,8 @@ def run(train, initial_weights, *, evaluate=None, rounds=5, clients=20, sample_r
                    log_blocks_per_group=log_blocks_per_group, clip=clip,
                    noise_multiplier=noise_multiplier, delta=delta,
                    epsilon_budget=epsilon_budget, norm_proofs=norm_proofs,
-                   min_batch_size=min_batch_size, seed=seed, crypto_seed=crypto_seed)
+                   min_batch_size=min_batch_size, seed=seed, crypto_seed=crypto_seed,
+                   encoding=encoding)
     owned = None
     if private and aggregators is None:
         owned = aggregators = Aggregators(policy(noise_multiplier, min_batch_size, norm_proofs,
@@ -158,10 +160,13 @@ def bytes_line(records):
     if not (clients and clear and dense):
         return None
     name = records[0]["variant"]
+    encoded = [r for r in records if r.get("encoding")]
+    dense_rounds = sum(1 for r in encoded if r["encoding"] == "dense")
+    tail = f"; dense encoding in {dense_rounds} of {len(encoded)} rounds" if encoded else ""
     return (f"[{name:<26}] a client sent {up / clients:.0f} B per round, "
             f"{32 * up / clear:.1f} bits per coordinate: {up / clear:.3f}x clear FedAvg "
             f"({clear / clients:.0f} B), {up / dense:.3f}x dense two-server sharing "
-            f"({dense / clients:.0f} B)")
+            f"({dense / clients:.0f} B){tail}")
 
 
 def write_report(directory, records, title="tandem federation report"):

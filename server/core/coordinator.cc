@@ -56,6 +56,7 @@ FederatedTaskOptions PrivateTaskDefaults() {
   FederatedTaskOptions t;
   t.secure_sum.noise_multiplier = 1.0;
   t.secure_sum.norm_proofs = true;
+  t.secure_sum.encoding = EncodingChoice::kAuto;
   t.secure_sum.min_batch_size = 10;
   return t;
 }
@@ -495,6 +496,7 @@ absl::Status Coordinator::Finalize() {
   summary.set_dimension(dim);
   summary.set_clear_bytes_up(summary.uploads_done() * ClearFedAvgBytes(dim));
   summary.set_dense_bytes_up(summary.uploads_done() * DenseSharingBytes(dim));
+  summary.set_encoding(std::string(ReportEncodingName(sum.encoding())));
   absl::StatusOr<DecodedAggregate> agg = sum.Finalize(*leader_, *helper_, round);
   if (!agg.ok()) {
     const bool retry = absl::IsUnavailable(agg.status()) || absl::IsDeadlineExceeded(agg.status());

@@ -7,9 +7,86 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "crypto/proof/dense_norm_proof.h"
 #include "crypto/proof/norm_proof.h"
 
 namespace tandem::server {
+namespace {
+
+// Protobuf framing of a length-delimited field of n bytes (tag + length).
+uint64_t Framed(uint64_t n) {
+  uint64_t len = 1;
+  for (uint64_t v = n; v >= 128; v >>= 7) ++len;
+  return 1 + len + n;
+}
+
+// Both servers' proof shares (proto NormProofShare): the leader's witness
+// and proof elements (8 bytes each, packed), blind and peer part; the
+// helper's seed, blind and peer part.
+uint64_t ProofShareBytes(const crypto::proof::NormCircuit& c) {
+  const uint64_t leader =
+      Framed(8 * c.witness_length()) + Framed(8 * c.flp().proof_length()) + Framed(16) + Framed(32);
+  const uint64_t helper = Framed(16) + Framed(16) + Framed(32);
+  return leader + helper;
+}
+
+}  // namespace
+
+absl::StatusOr<EncodingChoice> EncodingChoiceFromName(absl::string_view name) {
+  if (name == "auto") return EncodingChoice::kAuto;
+  if (name == "preamble") return EncodingChoice::kPreamble;
+  if (name == "dense") return EncodingChoice::kDense;
+  return absl::InvalidArgumentError(
+      absl::StrCat("encoding must be auto, preamble or dense, got '", name, "'"));
+}
+
+absl::string_view EncodingChoiceName(EncodingChoice choice) {
+  switch (choice) {
+    case EncodingChoice::kAuto:
+      return "auto";
+    case EncodingChoice::kDense:
+      return "dense";
+    case EncodingChoice::kPreamble:
+      break;
+  }
+  return "preamble";
+}
+
+absl::string_view ReportEncodingName(proto::ReportEncoding encoding) {
+  return encoding == proto::REPORT_ENCODING_DENSE ? "dense" : "preamble";
+}
+
+// The serialized sizes of what crypto builds (client/internal/
+// report_builder.cc), checked against real reports in secure_sum_test.
+absl::StatusOr<UploadBytes> ComputeUploadBytes(const proto::RoundParameters& preamble,
+                                               uint64_t model_dimension) {
+  UploadBytes out;
+  const proto::BlockDpfParameters& g = preamble.group_parameters();
+  // One BlockDpfKey: party (party 1 only: 2 bytes), seed, d correction
+  // words, B packed value corrections, the 64-byte proof correction.
+  const uint64_t key = Framed(16) + g.log_num_blocks() * Framed(Framed(16)) +
+                       Framed(8 * uint64_t{g.block_size()}) + Framed(64);
+  const uint64_t header = Framed(6) + 2;  // group_parameters and num_groups
+  out.preamble = 2 * header + preamble.num_groups() * (Framed(key) + Framed(key + 2));
+  if (preamble.has_norm_bound()) {
+    TANDEM_ASSIGN_OR_RETURN(
+        crypto::proof::NormProofSystem p,
+        crypto::proof::NormProofSystem::Create(g, preamble.num_groups(), preamble.norm_bound()));
+    out.preamble += ProofShareBytes(p.circuit());
+  }
+  // Dense: the leader's packed values; the helper's party (2 bytes) and seed.
+  out.dense = Framed(model_dimension * g.value_bits() / 8) + 2 + Framed(16);
+  if (preamble.has_norm_bound()) {
+    proto::NormBoundParameters bound = preamble.norm_bound();
+    bound.set_max_l2_squared(crypto::proof::L2SquaredBoundForClip(
+        preamble.fixed_point().clip_l2_norm(),
+        static_cast<int>(preamble.fixed_point().fractional_bits()), model_dimension));
+    absl::StatusOr<crypto::proof::DenseNormProof> p = crypto::proof::DenseNormProof::Create(
+        model_dimension, static_cast<int>(g.value_bits()), bound);
+    out.dense = p.ok() ? out.dense + ProofShareBytes(p->circuit()) : 0;
+  }
+  return out;
+}
 
 absl::StatusOr<SecureSum> SecureSum::Create(const SecureSumConfig& config) {
   if (config.model_dimension == 0 || config.block_size == 0 || config.log_blocks_per_group > 24) {
@@ -30,7 +107,29 @@ absl::StatusOr<SecureSum> SecureSum::Create(const SecureSumConfig& config) {
   TANDEM_ASSIGN_OR_RETURN(crypto::FixedPointCodec codec,
                           crypto::FixedPointCodec::Create(config.frac_bits, config.clip_l2_norm,
                                                           config.max_reports, 64));
-  return SecureSum(config, k * group_dim, static_cast<uint32_t>(k), d, std::move(codec));
+  SecureSum sum(config, k * group_dim, static_cast<uint32_t>(k), d, std::move(codec));
+  TANDEM_ASSIGN_OR_RETURN(sum.upload_bytes_,
+                          ComputeUploadBytes(sum.RoundParameters(1), config.model_dimension));
+  const bool dense = config.encoding == EncodingChoice::kDense ||
+                     (config.encoding == EncodingChoice::kAuto && sum.upload_bytes_.dense != 0 &&
+                      sum.upload_bytes_.dense < sum.upload_bytes_.preamble);
+  if (dense) {
+    if (sum.upload_bytes_.dense == 0) {
+      return absl::InvalidArgumentError(
+          "a dense round with norm proofs takes at most 2^20 values; use PREAMBLE");
+    }
+    sum.encoding_ = proto::REPORT_ENCODING_DENSE;
+    sum.dimension_ = config.model_dimension;
+  }
+  return sum;
+}
+
+double SecureSum::Scale() const {
+  if (encoding_ == proto::REPORT_ENCODING_DENSE ||
+      config_.block_selection == proto::BLOCK_SELECTION_TOP_NORM) {
+    return 1.0;
+  }
+  return static_cast<double>(blocks_per_group());
 }
 
 proto::RoundParameters SecureSum::RoundParameters(uint64_t round_id,
@@ -50,13 +149,21 @@ proto::RoundParameters SecureSum::RoundParameters(uint64_t round_id,
   p.mutable_fixed_point()->set_fractional_bits(static_cast<uint32_t>(config_.frac_bits));
   p.mutable_fixed_point()->set_clip_l2_norm(config_.clip_l2_norm);
   p.set_block_selection(config_.block_selection);
+  p.set_encoding(encoding_);
+  const bool dense = encoding_ == proto::REPORT_ENCODING_DENSE;
+  if (dense) {  // the whole vector in one sharing: no groups
+    p.clear_group_parameters();
+    p.mutable_group_parameters()->set_value_bits(64);
+    p.set_num_groups(0);
+    p.set_block_selection(proto::BLOCK_SELECTION_RANDOM);
+  }
   if (config_.norm_proofs) {
     // The bound of an encoded report of L2 norm <= C over the k * B values
-    // a client sends (fixed-point rounding included); a block can be no
-    // larger than the report.
+    // a client sends (D in a dense round; fixed-point rounding included); a
+    // block can be no larger than the report.
     const uint64_t bound = crypto::proof::L2SquaredBoundForClip(
         config_.clip_l2_norm, config_.frac_bits,
-        static_cast<uint64_t>(num_groups_) * config_.block_size);
+        dense ? dimension_ : static_cast<uint64_t>(num_groups_) * config_.block_size);
     p.mutable_norm_bound()->set_max_l2_squared(bound);
     p.mutable_norm_bound()->set_max_block_l2_squared(bound);
   }
@@ -130,9 +237,7 @@ absl::StatusOr<DecodedAggregate> SecureSum::Finalize(AggregatorClient& leader,
   out.reports = a.accepted_reports();
   out.sum.resize(config_.model_dimension);
   out.mean.resize(config_.model_dimension);
-  const double scale = config_.block_selection == proto::BLOCK_SELECTION_TOP_NORM
-                           ? 1.0
-                           : static_cast<double>(blocks_per_group());
+  const double scale = Scale();
   for (uint64_t i = 0; i < config_.model_dimension; ++i) {
     out.sum[i] = static_cast<float>(decoded[i] * scale);
     out.mean[i] = out.reports == 0 ? 0.f : static_cast<float>(decoded[i] * scale / out.reports);

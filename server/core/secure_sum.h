@@ -10,6 +10,16 @@
 // client sends the largest block of every group and keeps the rest as its
 // error-feedback residual (client/internal/block_selection.h): the sum is
 // used as decoded, scale 1.
+//
+// Encoding per round [I, issue "the cost of privacy"]: PREAMBLE's keys carry
+// each sent value twice (both servers get the public value corrections), so
+// once a client sends about half of the vector a dense additive sharing
+// (crypto/dense/dense_sharing.h: the leader's values plus a helper seed)
+// uploads fewer bytes. With EncodingChoice::kAuto, Create() computes both
+// uploads exactly for this round's D, B, k and proof (UploadBytes) and
+// opens the round with the smaller; a dense round has no padding, no block
+// sampling and scale 1. The DP analysis is unchanged: either way a report's
+// L2 sensitivity is the clip bound C, and the noise is calibrated to it.
 #ifndef TANDEM_SERVER_CORE_SECURE_SUM_H_
 #define TANDEM_SERVER_CORE_SECURE_SUM_H_
 
@@ -18,11 +28,18 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "crypto/fixed_point/fixed_point.h"
 #include "proto/aggregator.pb.h"
 #include "server/core/aggregator_client.h"
 
 namespace tandem::server {
+
+enum class EncodingChoice {
+  kPreamble,  // always PREAMBLE's block-sparse keys
+  kDense,     // always dense additive shares
+  kAuto,      // the one with the smaller upload for the round
+};
 
 struct SecureSumConfig {
   std::string task_id;
@@ -55,7 +72,31 @@ struct SecureSumConfig {
   bool norm_proofs = false;
   // Announced in RoundParameters.block_selection; decides Finalize's scale.
   proto::BlockSelection block_selection = proto::BLOCK_SELECTION_RANDOM;
+  // Which report encoding the rounds use (the coordinator's default is
+  // kAuto; the library's is PREAMBLE, the paper's protocol).
+  EncodingChoice encoding = EncodingChoice::kPreamble;
 };
+
+// Bytes one client uploads for one report (both servers' shares and proof
+// shares, protobuf framing included; the ticket and signatures, the same
+// for either encoding, are not), as crypto produces them.
+struct UploadBytes {
+  uint64_t preamble = 0;
+  uint64_t dense = 0;  // 0 when a dense round is impossible (proofs and D > 2^20)
+};
+
+// "auto", "preamble" or "dense" (flags and TaskSpec.encoding.encoding);
+// INVALID_ARGUMENT for another name.
+absl::StatusOr<EncodingChoice> EncodingChoiceFromName(absl::string_view name);
+absl::string_view EncodingChoiceName(EncodingChoice choice);
+// "preamble" or "dense": the name of a round's encoding in summaries.
+absl::string_view ReportEncodingName(proto::ReportEncoding encoding);
+
+// The upload of one report in the PREAMBLE round `preamble` and in a dense
+// round of the same task over `model_dimension` values. INVALID_ARGUMENT for
+// bounds crypto rejects.
+absl::StatusOr<UploadBytes> ComputeUploadBytes(const proto::RoundParameters& preamble,
+                                               uint64_t model_dimension);
 
 struct DecodedAggregate {
   uint64_t reports = 0;     // accepted by both servers
@@ -79,7 +120,11 @@ class SecureSum {
   absl::StatusOr<DecodedAggregate> Finalize(AggregatorClient& leader, AggregatorClient& helper,
                                             uint64_t round_id) const;
 
+  // D of the round's vector: PREAMBLE's padded k * 2^d * B, or the model
+  // dimension itself in a dense round.
   uint64_t padded_dimension() const { return dimension_; }
+  proto::ReportEncoding encoding() const { return encoding_; }
+  const UploadBytes& upload_bytes() const { return upload_bytes_; }
   uint32_t num_groups() const { return num_groups_; }
   uint32_t log_num_blocks() const { return log_num_blocks_; }
   uint64_t blocks_per_group() const { return uint64_t{1} << log_num_blocks_; }
@@ -94,7 +139,11 @@ class SecureSum {
         num_groups_(num_groups),
         log_num_blocks_(log_num_blocks),
         codec_(std::move(codec)) {}
+  // Scale of the decoded sum: 2^d for RANDOM PREAMBLE rounds, else 1.
+  double Scale() const;
   SecureSumConfig config_;
+  proto::ReportEncoding encoding_ = proto::REPORT_ENCODING_PREAMBLE;
+  UploadBytes upload_bytes_;
   uint64_t dimension_;
   uint32_t num_groups_;
   uint32_t log_num_blocks_;

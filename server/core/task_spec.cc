@@ -143,6 +143,13 @@ absl::Status PrivacyAndEncodingOptions(const proto::TaskSpec& s, CoordinatorOpti
   } else if (sel != "random") {
     return Field("encoding.block_selection", "must be random or topk");
   }
+  if (e.has_encoding()) {
+    absl::StatusOr<EncodingChoice> choice = EncodingChoiceFromName(e.encoding());
+    if (!choice.ok()) return Field("encoding.encoding", "must be auto, preamble or dense");
+    sum.encoding = *choice;
+  } else {
+    sum.encoding = EncodingChoice::kAuto;
+  }
   const proto::TaskPrivacySpec& p = s.privacy();
   sum.clip_l2_norm = p.has_clip() ? p.clip() : 2.0;
   sum.noise_multiplier = p.has_noise_multiplier() ? p.noise_multiplier() : 1.0;

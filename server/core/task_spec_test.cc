@@ -98,6 +98,11 @@ TEST(TaskSpecTest, UnsetFieldsTakeThePrivateDefaults) {
   EXPECT_EQ(o.init_seed, 1u);
   EXPECT_EQ(o.evaluation.every, 0u);
   EXPECT_EQ(o.round_timeout, absl::Seconds(30));
+  EXPECT_EQ(o.task.secure_sum.encoding, EncodingChoice::kAuto);  // the smaller upload per round
+  auto dense =
+      TaskOptionsFromSpec(Parse(std::string(kMlp) + R"pb(encoding { encoding: "dense" })pb"), "");
+  ASSERT_THAT(dense, IsOk());
+  EXPECT_EQ(dense->options.task.secure_sum.encoding, EncodingChoice::kDense);
 }
 
 TEST(TaskSpecTest, EveryBadFieldIsRefusedByName) {
@@ -139,6 +144,7 @@ TEST(TaskSpecTest, EveryBadFieldIsRefusedByName) {
       {std::string(kMlp) + R"pb(encoding { block_size: 0 })pb", "task_spec.encoding.block_size"},
       {std::string(kMlp) + R"pb(encoding { block_selection: "all" })pb",
        "task_spec.encoding.block_selection"},
+      {std::string(kMlp) + R"pb(encoding { encoding: "sparse" })pb", "task_spec.encoding.encoding"},
       {std::string(kMlp) + R"pb(privacy { clip: 0 })pb", "task_spec.privacy.clip"},
       {std::string(kMlp) + R"pb(privacy { noise_multiplier: -1 })pb",
        "task_spec.privacy.noise_multiplier"},

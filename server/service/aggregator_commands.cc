@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
+#include "base/grpc_policy.h"
 #include "base/grpc_status.h"
 #include "base/status_macros.h"
 #include "google/protobuf/text_format.h"
@@ -19,9 +20,10 @@ absl::Status RunAggregatorCommand(const std::string& verb, const AggregatorComma
         absl::StrCat("aggregator ", verb, " needs --admin=HOST:PORT"));
   }
   TANDEM_ASSIGN_OR_RETURN(auto creds, MakeChannelCredentials(args.tls));
-  auto stub = proto::AggregatorAdmin::NewStub(grpc::CreateChannel(args.admin, creds));
+  auto stub = proto::AggregatorAdmin::NewStub(
+      grpc::CreateCustomChannel(args.admin, creds, rpc::ChannelArgs()));
   grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + rpc::kOperatorCallDeadline));
   if (verb == "provision") {
     proto::ProvisionTaskRequest req;
     req.mutable_task()->set_task_id(args.task);

@@ -124,6 +124,9 @@ ABSL_FLAG(uint32_t, log_blocks_per_group, 1, "PREAMBLE d (a client sends 1 of 2^
 ABSL_FLAG(std::string, block_selection, "random",
           "which block of each group clients send: random (unbiased, the sum is scaled by "
           "2^d) or topk (the largest-norm block, clients keep the rest as error feedback)");
+ABSL_FLAG(std::string, encoding, "auto",
+          "report encoding: auto (per round, the one with the smaller upload), preamble "
+          "(block-sparse DPF keys) or dense (additive shares, helper's from a seed)");
 ABSL_FLAG(double, clip, 2.0, "L2 clipping bound C");
 ABSL_FLAG(double, noise_multiplier, 1.0,
           "z: discrete Gaussian sigma / L2 sensitivity, added by each aggregator (default 1.0; "
@@ -178,6 +181,7 @@ constexpr const char* kTaskFlags[] = {"task_id",
                                       "block_size",
                                       "log_blocks_per_group",
                                       "block_selection",
+                                      "encoding",
                                       "clip",
                                       "noise_multiplier",
                                       "norm_proofs",
@@ -263,6 +267,8 @@ absl::StatusOr<std::unique_ptr<tandem::server::CoordinatorDaemon>> Run() {
   } else if (sel != "random") {
     return absl::InvalidArgumentError("--block_selection must be random or topk");
   }
+  TANDEM_ASSIGN_OR_RETURN(c.task.secure_sum.encoding,
+                          tandem::server::EncodingChoiceFromName(absl::GetFlag(FLAGS_encoding)));
   c.task.secure_sum.clip_l2_norm = absl::GetFlag(FLAGS_clip);
   c.task.secure_sum.noise_multiplier = absl::GetFlag(FLAGS_noise_multiplier);
   c.task.secure_sum.max_reports = absl::GetFlag(FLAGS_max_reports);

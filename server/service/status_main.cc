@@ -7,14 +7,15 @@
 // The public listener (--coordinator) answers anyone and omits the open
 // round's live counts and the worker's address and errors; the operator's
 // admin listener (--admin, mutual TLS) shows them.
-#include <cstdio>
-
 #include <grpcpp/create_channel.h>
+
+#include <cstdio>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "base/grpc_credentials.h"
+#include "base/grpc_policy.h"
 #include "base/grpc_status.h"
 #include "google/protobuf/util/json_util.h"
 #include "proto/coordinator.grpc.pb.h"
@@ -44,7 +45,7 @@ namespace {
 // Prints the worker's ListModels; 0 on success, 1 on an RPC error.
 int PrintWorker(const std::string& address, bool json,
                 const std::shared_ptr<grpc::ChannelCredentials>& creds, bool tls) {
-  grpc::ChannelArguments args;
+  grpc::ChannelArguments args = tandem::rpc::ChannelArgs();
   if (tls) args.SetSslTargetNameOverride(absl::GetFlag(FLAGS_worker_name));
   auto stub = tandem::proto::Worker::NewStub(grpc::CreateCustomChannel(address, creds, args));
   grpc::ClientContext ctx;
@@ -97,7 +98,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "tandem-status: --coordinator or --admin is required\n");
     return 2;
   }
-  grpc::ChannelArguments args;
+  grpc::ChannelArguments args = tandem::rpc::ChannelArgs();
   if (!tls.insecure_plaintext && !absl::GetFlag(FLAGS_server_name).empty()) {
     args.SetSslTargetNameOverride(absl::GetFlag(FLAGS_server_name));
   }
@@ -153,19 +154,22 @@ int main(int argc, char** argv) {
   // An "E" row is a federated evaluation of that version (its accuracy noised).
   // up/dense: the uploads against Prio3-style dense two-server sharing of
   // the same updates (server/core/upload_baselines.h; below 1: smaller).
-  std::printf("%9s %6s %8s %8s %9s %8s %12s %8s %8s %12s\n", "version", "agg", "assigned",
-              "accepted", "accuracy", "epsilon", "bytes_up", "up/clear", "up/dense", "bytes_down");
+  // enc: the round's report encoding (preamble or dense, secure_sum.h).
+  std::printf("%9s %6s %8s %8s %9s %8s %12s %8s %8s %12s %-8s\n", "version", "agg", "assigned",
+              "accepted", "accuracy", "epsilon", "bytes_up", "up/clear", "up/dense", "bytes_down",
+              "enc");
   for (const auto& r : s.history()) {
     const auto ratio = [&](uint64_t base) {
       return base > 0 ? static_cast<double>(r.bytes_up()) / base : 0.0;
     };
-    std::printf("%8llu%s %6llu %8llu %8llu %9.4f %8.4g %12llu %8.3f %8.3f %12llu\n",
+    std::printf("%8llu%s %6llu %8llu %8llu %9.4f %8.4g %12llu %8.3f %8.3f %12llu %-8s\n",
                 static_cast<unsigned long long>(r.model_version()), r.has_evaluation() ? "E" : " ",
                 static_cast<unsigned long long>(r.aggregation_round()),
                 static_cast<unsigned long long>(r.assigned()),
                 static_cast<unsigned long long>(r.accepted_reports()), r.accuracy(), r.epsilon(),
                 static_cast<unsigned long long>(r.bytes_up()), ratio(r.clear_bytes_up()),
-                ratio(r.dense_bytes_up()), static_cast<unsigned long long>(r.bytes_down()));
+                ratio(r.dense_bytes_up()), static_cast<unsigned long long>(r.bytes_down()),
+                r.encoding().c_str());
   }
   return worker.empty() ? 0 : PrintWorker(worker, false, *creds, !tls.insecure_plaintext);
 }

@@ -79,6 +79,7 @@ absl::StatusOr<server::FederatedTaskOptions> SimTaskOptions(const FederationOpti
     TANDEM_ASSIGN_OR_RETURN(to.secure_sum.log_blocks_per_group,
                             LogBlocksPerGroup(o, model_dimension));
     to.secure_sum.block_selection = o.block_selection;
+    to.secure_sum.encoding = o.encoding;
   }
   to.secure_sum.clip_l2_norm = o.clip_l2_norm;
   to.secure_sum.noise_multiplier = o.private_aggregation ? o.noise_multiplier : 0.0;

@@ -18,6 +18,7 @@
 #include "ml/data/dataset.h"
 #include "ml/data/partition.h"
 #include "proto/aggregator.pb.h"
+#include "server/core/secure_sum.h"
 
 namespace tandem::sim {
 
@@ -60,6 +61,9 @@ struct FederationOptions {
   // not send as its error-feedback residual, client_memory.h). Private
   // rounds only: the clear baseline averages the dense updates.
   proto::BlockSelection block_selection = proto::BLOCK_SELECTION_RANDOM;
+  // Report encoding of private rounds (server/core/secure_sum.h): auto picks
+  // the one with the smaller upload per round.
+  server::EncodingChoice encoding = server::EncodingChoice::kAuto;
   double clip_l2_norm = 2.0;
   double noise_multiplier = 0.3; // sigma / C per aggregator (0 = no noise)
   double delta = 1e-5;
@@ -146,6 +150,7 @@ struct RoundRecord {
   // two-server sharing (server/core/upload_baselines.h), this round.
   uint64_t clear_bytes_up = 0;
   uint64_t dense_bytes_up = 0;
+  std::string encoding;          // private rounds: "preamble" or "dense" (secure_sum.h)
   uint64_t bytes_down = 0;       // model download, all clients
   double epsilon = 0;            // cumulative, at `delta`
   double seconds = 0;

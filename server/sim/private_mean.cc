@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "base/clock.h"
+#include "base/grpc_policy.h"
 #include "base/random.h"
 #include "base/seed_mix.h"
 #include "base/status_macros.h"
@@ -40,7 +41,7 @@ std::string ReadFile(const std::string& path) {
 // when `as_coordinator` (the collector listeners require it).
 std::shared_ptr<grpc::Channel> Channel(const std::string& target, const std::string& certs_dir,
                                        const std::string& server_name, bool as_coordinator) {
-  grpc::ChannelArguments args;
+  grpc::ChannelArguments args = rpc::ChannelArgs();
   args.SetMaxReceiveMessageSize(256 << 20);
   args.SetMaxSendMessageSize(256 << 20);
   if (certs_dir.empty()) {
@@ -167,6 +168,7 @@ absl::StatusOr<std::vector<float>> PrivateMean(const FederationOptions& o,
   const absl::Time t1 = absl::Now();
   rec->encode_seconds += absl::ToDoubleSeconds(t1 - t0);
   const uint32_t value_bits = params.group_parameters().value_bits();
+  rec->encoding = std::string(server::ReportEncodingName(params.encoding()));
   for (size_t i = 0; i < reports.size(); ++i) {
     rec->bytes_up += reports[i].leader.ByteSizeLong() + reports[i].helper.ByteSizeLong();
     rec->clear_bytes_up += server::ClearFedAvgBytes(updates[i].size());

@@ -49,6 +49,7 @@ proto::TaskSpec TaskSpecOf(const FederationOptions& o, const ProcessOptions& p,
   e.set_block_size(o.block_size);
   e.set_log_blocks_per_group(log_blocks_per_group);
   e.set_block_selection(o.block_selection == proto::BLOCK_SELECTION_TOP_NORM ? "topk" : "random");
+  e.set_encoding(std::string(server::EncodingChoiceName(o.encoding)));
   proto::TaskPrivacySpec& v = *s.mutable_privacy();
   v.set_clip(o.clip_l2_norm);
   v.set_noise_multiplier(o.noise_multiplier);
@@ -208,6 +209,7 @@ absl::StatusOr<std::vector<RoundRecord>> RunProcessFederation(
         // send fewer tensors than the model has).
         r.clear_bytes_up = h.clear_bytes_up();
         r.dense_bytes_up = h.dense_bytes_up();
+        r.encoding = h.encoding();
         r.bytes_down = h.bytes_down();
         r.epsilon = h.epsilon();
         r.seconds = h.seconds();

@@ -400,25 +400,26 @@ absl::Status WriteReport(const std::string& dir, const std::string& title,
   std::ofstream csv(dir + "/metrics.csv");
   csv << "variant,round,participants,accepted_reports,test_accuracy,test_loss,bytes_up,"
          "clear_bytes_up,dense_bytes_up,bytes_down,epsilon,seconds,train_seconds,encode_seconds,"
-         "aggregate_seconds,train_flops\n";
+         "aggregate_seconds,train_flops,encoding\n";
   std::ofstream json(dir + "/metrics.json");
   json << "[\n";
   for (size_t i = 0; i < records.size(); ++i) {
     const RoundRecord& r = records[i];
-    csv << absl::StrFormat("%s,%d,%d,%d,%.6f,%.6f,%d,%d,%d,%d,%.6f,%.3f,%.4f,%.4f,%.4f,%.4g\n",
+    csv << absl::StrFormat("%s,%d,%d,%d,%.6f,%.6f,%d,%d,%d,%d,%.6f,%.3f,%.4f,%.4f,%.4f,%.4g,%s\n",
                            r.variant, r.round, r.participants, r.accepted_reports, r.test_accuracy,
                            r.test_loss, r.bytes_up, r.clear_bytes_up, r.dense_bytes_up,
                            r.bytes_down, r.epsilon, r.seconds, r.train_seconds, r.encode_seconds,
-                           r.aggregate_seconds, r.train_flops);
+                           r.aggregate_seconds, r.train_flops, r.encoding);
     json << absl::StrFormat(
         "  {\"variant\": \"%s\", \"round\": %d, \"participants\": %d, \"accepted_reports\": %d, "
         "\"test_accuracy\": %.6f, \"test_loss\": %.6f, \"bytes_up\": %d, \"clear_bytes_up\": %d, "
         "\"dense_bytes_up\": %d, "
         "\"bytes_down\": %d, \"epsilon\": %.6f, \"seconds\": %.3f, \"train_seconds\": %.4f, "
-        "\"encode_seconds\": %.4f, \"aggregate_seconds\": %.4f, \"train_flops\": %.4g}%s\n",
+        "\"encode_seconds\": %.4f, \"aggregate_seconds\": %.4f, \"train_flops\": %.4g, "
+        "\"encoding\": \"%s\"}%s\n",
         r.variant, r.round, r.participants, r.accepted_reports, r.test_accuracy, r.test_loss,
         r.bytes_up, r.clear_bytes_up, r.dense_bytes_up, r.bytes_down, r.epsilon, r.seconds,
-        r.train_seconds, r.encode_seconds, r.aggregate_seconds, r.train_flops,
+        r.train_seconds, r.encode_seconds, r.aggregate_seconds, r.train_flops, r.encoding,
         i + 1 < records.size() ? "," : "");
   }
   json << "]\n";

@@ -69,6 +69,9 @@ ABSL_FLAG(double, blocks_fraction, 0,
 ABSL_FLAG(std::string, block_selection, "random",
           "private variants: random (one uniform block per group, unbiased by 2^d) or top_norm "
           "(the largest block per group, the rest kept as the client's error feedback)");
+ABSL_FLAG(std::string, encoding, "auto",
+          "private variants' report encoding: auto (per round, the smaller upload), preamble or "
+          "dense");
 ABSL_FLAG(double, clip, 1.0, "L2 clipping bound C of each update");
 ABSL_FLAG(double, noise_multiplier, 0.5, "discrete Gaussian sigma / C per aggregator");
 ABSL_FLAG(std::string, noise_sweep, "",
@@ -165,7 +168,10 @@ void PrintPhases(const std::string& variant,
 // sharing (server/core/upload_baselines.h).
 void PrintBytes(const std::string& variant, const std::vector<tandem::sim::RoundRecord>& records) {
   double up = 0, clear = 0, dense = 0, clients = 0;
+  int dense_rounds = 0, private_rounds = 0;
   for (const tandem::sim::RoundRecord& r : records) {
+    dense_rounds += r.encoding == "dense";
+    private_rounds += !r.encoding.empty();
     up += r.bytes_up;
     clear += r.clear_bytes_up;
     dense += r.dense_bytes_up;
@@ -174,9 +180,13 @@ void PrintBytes(const std::string& variant, const std::vector<tandem::sim::Round
   if (clients <= 0 || clear <= 0 || dense <= 0) return;
   std::printf(
       "[%-26s] a client sent %.0f B per round, %.1f bits per coordinate: %.3fx clear "
-      "FedAvg (%.0f B), %.3fx dense two-server sharing (%.0f B)\n",
+      "FedAvg (%.0f B), %.3fx dense two-server sharing (%.0f B)%s\n",
       variant.c_str(), up / clients, 32.0 * up / clear, up / clear, clear / clients, up / dense,
-      dense / clients);
+      dense / clients,
+      private_rounds == 0
+          ? ""
+          : absl::StrFormat("; dense encoding in %d of %d rounds", dense_rounds, private_rounds)
+                .c_str());
   std::fflush(stdout);
 }
 
@@ -226,6 +236,13 @@ int main(int argc, char** argv) {
     base.block_selection = tandem::proto::BLOCK_SELECTION_TOP_NORM;
   } else if (sel != "random") {
     std::fprintf(stderr, "--block_selection must be random or top_norm\n");
+    return 2;
+  }
+  if (auto choice = tandem::server::EncodingChoiceFromName(absl::GetFlag(FLAGS_encoding));
+      choice.ok()) {
+    base.encoding = *choice;
+  } else {
+    std::fprintf(stderr, "--%s\n", std::string(choice.status().message()).c_str());
     return 2;
   }
   // The model and what each private report carries of it, checked before
@@ -396,11 +413,11 @@ int main(int argc, char** argv) {
       };
       std::printf(
           "[%-26s] round %2d/%d  clients %2d  reports %2llu  acc %.4f  up %8.1f KiB"
-          " (%s clear, %s dense sharing)  down %8.1f KiB  eps %.3f  %.1fs\n",
+          " (%s clear, %s dense sharing%s%s)  down %8.1f KiB  eps %.3f  %.1fs\n",
           r.variant.c_str(), r.round, o.rounds, r.participants,
           static_cast<unsigned long long>(r.accepted_reports), r.test_accuracy, r.bytes_up / 1024.0,
-          x(r.clear_bytes_up).c_str(), x(r.dense_bytes_up).c_str(), r.bytes_down / 1024.0,
-          r.epsilon, r.seconds);
+          x(r.clear_bytes_up).c_str(), x(r.dense_bytes_up).c_str(), r.encoding.empty() ? "" : ", ",
+          r.encoding.c_str(), r.bytes_down / 1024.0, r.epsilon, r.seconds);
       std::fflush(stdout);
     };
     // The clear baseline has no coordinator to run: always in process.

@@ -3,6 +3,7 @@
 #include <grpcpp/client_context.h>
 #include <grpcpp/create_channel.h>
 
+#include "base/grpc_policy.h"
 #include "base/grpc_status.h"
 #include "base/status_macros.h"
 
@@ -11,7 +12,7 @@ namespace tandem::server {
 absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeCollectorChannel(
     const std::string& address, const TlsFiles& tls, const std::string& server_name) {
   if (address.empty()) return absl::InvalidArgumentError("aggregator address is empty");
-  grpc::ChannelArguments args;
+  grpc::ChannelArguments args = rpc::ChannelArgs();
   args.SetMaxReceiveMessageSize(64 << 20);  // released shares: 8 bytes x D
   if (!tls.insecure_plaintext) {
     if (tls.cert_chain_path.empty() || tls.private_key_path.empty()) {

@@ -3,14 +3,15 @@
 #ifndef TANDEM_SERVER_TRANSPORT_GRPC_AGGREGATOR_CLIENT_H_
 #define TANDEM_SERVER_TRANSPORT_GRPC_AGGREGATOR_CLIENT_H_
 
+#include <grpcpp/channel.h>
+
 #include <memory>
 #include <string>
-
-#include <grpcpp/channel.h>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "base/grpc_credentials.h"
+#include "base/grpc_policy.h"
 #include "proto/aggregator.grpc.pb.h"
 #include "server/core/aggregator_client.h"
 
@@ -34,7 +35,7 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeCollectorChannel(
 class GrpcAggregatorClient : public AggregatorClient {
  public:
   explicit GrpcAggregatorClient(std::shared_ptr<grpc::Channel> channel,
-                                absl::Duration deadline = absl::Seconds(120));
+                                absl::Duration deadline = rpc::kCollectorCallDeadline);
   absl::Status OpenRound(const proto::RoundParameters& parameters) override;
   absl::StatusOr<proto::FinalizeResponse> Finalize(const proto::FinalizeRequest& request) override;
   absl::Status AbandonRound(const std::string& task_id, uint64_t round_id) override;

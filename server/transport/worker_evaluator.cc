@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/grpc_policy.h"
 #include "base/grpc_status.h"
 #include "base/net_address.h"
 #include "base/status_macros.h"
@@ -43,7 +44,7 @@ void SetDeadline(grpc::ClientContext* ctx, absl::Duration d) {
 absl::StatusOr<std::unique_ptr<WorkerEvaluator>> WorkerEvaluator::Create(
     WorkerEvaluatorOptions options, const ml::Dataset& eval) {
   if (options.address.empty()) return absl::InvalidArgumentError("worker: empty address");
-  grpc::ChannelArguments args;
+  grpc::ChannelArguments args = rpc::ChannelArgs();
   args.SetMaxReceiveMessageSize(64 << 20);
   args.SetMaxSendMessageSize(-1);
   if (options.tls.insecure_plaintext) {

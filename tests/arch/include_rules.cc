@@ -65,7 +65,8 @@ bool IsGrpcHeader(absl::string_view inc) {
   return absl::StartsWith(inc, "grpcpp/") || absl::StartsWith(inc, "grpc/") ||
          absl::StartsWith(inc, "grpc++/") || absl::EndsWith(inc, ".grpc.pb.h") ||
          inc == "base/grpc_status.h" || inc == "base/grpc_credentials.h" ||
-         inc == "base/grpc_metrics.h" || inc == "base/grpc_caller_gate.h";
+         inc == "base/grpc_metrics.h" || inc == "base/grpc_caller_gate.h" ||
+         inc == "base/grpc_policy.h";
 }
 bool IsPrometheusHeader(absl::string_view inc) {
   return absl::StartsWith(inc, "prometheus/") || inc == "base/metrics_server.h";
@@ -83,13 +84,15 @@ bool IsCudaHeader(absl::string_view inc) {
 
 // gRPC is allowed only in adapters: service/, transport/, the ML worker,
 // daemon mains and base's gRPC helpers (status conversion, credentials,
-// the listeners' caller gate).
+// the listeners' caller gate, the deadlines and reconnect policy).
 bool GrpcAllowedIn(absl::string_view path) {
   return absl::StrContains(path, "/service/") || absl::StrContains(path, "/transport/") ||
          absl::StartsWith(path, "ml/worker/") || absl::EndsWith(path, "main.cc") ||
-         absl::StartsWith(path, "base/grpc_status") || absl::StartsWith(path, "base/grpc_credentials") ||
+         absl::StartsWith(path, "base/grpc_status") ||
+         absl::StartsWith(path, "base/grpc_credentials") ||
          absl::StartsWith(path, "base/grpc_metrics") ||
-         absl::StartsWith(path, "base/grpc_caller_gate");
+         absl::StartsWith(path, "base/grpc_caller_gate") ||
+         absl::StartsWith(path, "base/grpc_policy");
 }
 
 // prometheus-cpp (the daemons' /metrics) only where gRPC is, and in base's

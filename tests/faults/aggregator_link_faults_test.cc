@@ -12,6 +12,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -155,6 +156,11 @@ TEST_F(AggregatorLinkFaultsTest, PartitionDuringVerificationLosesNothing) {
       absl::ToDoubleSeconds(recovery),
       static_cast<unsigned long long>(proxy_->connections_refused()));
   ExpectReleasedSum();
+  // The leader said why its verification stalled, and when it resumed.
+  std::ifstream in(dir_ + "/leader.log");
+  const std::string log(std::istreambuf_iterator<char>(in), {});
+  EXPECT_NE(log.find("verification stalled: UNAVAILABLE"), std::string::npos) << log;
+  EXPECT_NE(log.find("verification resumed after"), std::string::npos) << log;
 }
 
 TEST_F(AggregatorLinkFaultsTest, AStalledLinkDelaysVerificationAndLosesNothing) {

@@ -1,0 +1,46 @@
+#include "aggregator/service/stall_reporter.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace tandem::aggregator {
+
+std::optional<StallReporter::Line> StallReporter::Observe(const absl::Status& pass,
+                                                          absl::Time now) {
+  absl::MutexLock lock(&mu_);
+  if (pass.ok()) {
+    if (!since_.has_value()) return std::nullopt;
+    Line line{false, absl::StrFormat("verification resumed after %.1f s (%d failed passes; last "
+                                     "error: %s)",
+                                     absl::ToDoubleSeconds(now - *since_), failures_, last_error_)};
+    since_.reset();
+    failures_ = 0;
+    last_error_.clear();
+    return line;
+  }
+  ++failures_;
+  last_error_ = pass.ToString();
+  if (!since_.has_value()) {
+    since_ = now;
+    last_line_ = now;
+    return Line{true, absl::StrCat("verification stalled: ", last_error_,
+                                   "; pending reports wait and the pass is retried")};
+  }
+  if (now - last_line_ < repeat_) return std::nullopt;
+  last_line_ = now;
+  return Line{true, absl::StrFormat("verification still stalled after %.1f s (%d failed "
+                                    "passes): %s",
+                                    absl::ToDoubleSeconds(now - *since_), failures_, last_error_)};
+}
+
+double StallReporter::stalled_seconds(absl::Time now) const {
+  absl::MutexLock lock(&mu_);
+  return since_.has_value() ? absl::ToDoubleSeconds(now - *since_) : 0.0;
+}
+
+std::string StallReporter::last_error() const {
+  absl::MutexLock lock(&mu_);
+  return last_error_;
+}
+
+}  // namespace tandem::aggregator

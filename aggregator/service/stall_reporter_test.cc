@@ -1,0 +1,46 @@
+#include "aggregator/service/stall_reporter.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace tandem::aggregator {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(StallReporterTest, ARunOfFailuresIsAFewLinesWithTheReason) {
+  StallReporter r(absl::Seconds(30));
+  const absl::Time t0 = absl::FromUnixSeconds(1000);
+  EXPECT_FALSE(r.Observe(absl::OkStatus(), t0).has_value());  // healthy: silent
+  EXPECT_EQ(r.stalled_seconds(t0), 0.0);
+  auto first = r.Observe(absl::UnavailableError("helper unreachable"), t0);
+  ASSERT_TRUE(first.has_value());
+  EXPECT_TRUE(first->warning);
+  EXPECT_THAT(first->text, HasSubstr("verification stalled: UNAVAILABLE: helper unreachable"));
+  // Passes every 100 ms for 29.9 s: no more lines.
+  for (int i = 1; i < 300; ++i) {
+    EXPECT_FALSE(
+        r.Observe(absl::UnavailableError("helper unreachable"), t0 + absl::Milliseconds(100 * i))
+            .has_value())
+        << i;
+  }
+  auto again = r.Observe(absl::DeadlineExceededError("Verify"), t0 + absl::Seconds(30));
+  ASSERT_TRUE(again.has_value());
+  EXPECT_THAT(again->text, HasSubstr("still stalled after 30.0 s (301 failed passes)"));
+  EXPECT_THAT(again->text, HasSubstr("DEADLINE_EXCEEDED"));
+  EXPECT_DOUBLE_EQ(r.stalled_seconds(t0 + absl::Seconds(31)), 31.0);
+  EXPECT_THAT(r.last_error(), HasSubstr("DEADLINE_EXCEEDED"));
+  auto resumed = r.Observe(absl::OkStatus(), t0 + absl::Seconds(32));
+  ASSERT_TRUE(resumed.has_value());
+  EXPECT_FALSE(resumed->warning);
+  EXPECT_THAT(resumed->text, HasSubstr("resumed after 32.0 s (301 failed passes"));
+  EXPECT_EQ(r.stalled_seconds(t0 + absl::Seconds(33)), 0.0);
+  EXPECT_EQ(r.last_error(), "");
+  // A new stall starts its own count.
+  auto next = r.Observe(absl::InternalError("disk"), t0 + absl::Seconds(40));
+  ASSERT_TRUE(next.has_value());
+  EXPECT_THAT(next->text, HasSubstr("verification stalled: INTERNAL: disk"));
+}
+
+}  // namespace
+}  // namespace tandem::aggregator
