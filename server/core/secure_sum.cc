@@ -112,6 +112,7 @@ absl::StatusOr<SecureSum> SecureSum::Create(const SecureSumConfig& config) {
                           ComputeUploadBytes(sum.RoundParameters(1), config.model_dimension));
   const bool dense = config.encoding == EncodingChoice::kDense ||
                      (config.encoding == EncodingChoice::kAuto && sum.upload_bytes_.dense != 0 &&
+                      config.model_dimension <= kAutoDenseMaxValues &&
                       sum.upload_bytes_.dense < sum.upload_bytes_.preamble);
   if (dense) {
     if (sum.upload_bytes_.dense == 0) {

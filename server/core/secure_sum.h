@@ -35,6 +35,13 @@
 
 namespace tandem::server {
 
+// kAuto considers a dense round only up to this many values: an aggregator's
+// default policy refuses reports of more (aggregator/core/policy.h
+// max_sent_values, which also sizes its upload listener), while PREAMBLE
+// sends only the sampled blocks. kDense is not limited here: the
+// aggregators' own policies decide.
+inline constexpr uint64_t kAutoDenseMaxValues = uint64_t{1} << 18;
+
 enum class EncodingChoice {
   kPreamble,  // always PREAMBLE's block-sparse keys
   kDense,     // always dense additive shares

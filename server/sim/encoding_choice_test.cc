@@ -93,6 +93,13 @@ TEST(EncodingChoiceTest, DenseProofsNeedAtMostTwoToTheTwentyValues) {
       SecureSum::Create(Config((uint64_t{1} << 20) + 1, 5, true, EncodingChoice::kAuto)));
   EXPECT_EQ(sum.encoding(), proto::REPORT_ENCODING_PREAMBLE);  // dense impossible
   EXPECT_EQ(sum.upload_bytes().dense, 0u);
+  // Without proofs, every block sent: dense is smaller, but above the
+  // aggregators' default sent-value cap auto keeps PREAMBLE's sampling.
+  TANDEM_ASSERT_OK_AND_ASSIGN(
+      SecureSum big,
+      SecureSum::Create(Config(server::kAutoDenseMaxValues + 1, 1, false, EncodingChoice::kAuto)));
+  EXPECT_LT(big.upload_bytes().dense, big.upload_bytes().preamble);
+  EXPECT_EQ(big.encoding(), proto::REPORT_ENCODING_PREAMBLE);
   EXPECT_THAT(server::EncodingChoiceFromName("sparse").status().message(),
               ::testing::HasSubstr("auto, preamble or dense"));
 }
