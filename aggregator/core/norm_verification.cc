@@ -4,6 +4,7 @@
 #include <tbb/parallel_for.h>
 
 #include <algorithm>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "aggregator/core/deterministic.h"
@@ -39,14 +40,25 @@ ParsedShare::ParsedShare(size_t arena_bytes)
 
 ParsedShare::~ParsedShare() = default;
 
+namespace {
+
+// StoredReportShare{`stored`'s share, proof, ticket_digest}, serialized
+// deterministically (crypto::UploadContentDigest hashes the same bytes).
+std::string EncodeStored(proto::StoredReportShare stored, const proto::NormProofShare* proof,
+                         absl::string_view ticket_digest) {
+  if (proof != nullptr) *stored.mutable_norm_proof() = *proof;
+  stored.set_ticket_digest(std::string(ticket_digest));
+  return SerializeDeterministic(stored);
+}
+
+}  // namespace
+
 std::string EncodeStoredShare(const proto::SparseKeySet& keys, const proto::NormProofShare* proof,
                               absl::string_view ticket_digest) {
   if (proof == nullptr && ticket_digest.empty()) return SerializeDeterministic(keys);
   proto::StoredReportShare stored;
   *stored.mutable_key_share() = keys;
-  if (proof != nullptr) *stored.mutable_norm_proof() = *proof;
-  stored.set_ticket_digest(std::string(ticket_digest));
-  return SerializeDeterministic(stored);
+  return EncodeStored(std::move(stored), proof, ticket_digest);
 }
 
 std::string EncodeStoredDenseShare(const proto::DenseShare& share,
@@ -54,9 +66,7 @@ std::string EncodeStoredDenseShare(const proto::DenseShare& share,
                                    absl::string_view ticket_digest) {
   proto::StoredReportShare stored;
   *stored.mutable_dense_share() = share;
-  if (proof != nullptr) *stored.mutable_norm_proof() = *proof;
-  stored.set_ticket_digest(std::string(ticket_digest));
-  return SerializeDeterministic(stored);
+  return EncodeStored(std::move(stored), proof, ticket_digest);
 }
 
 absl::StatusOr<ParsedShare> ParseStoredShare(absl::string_view blob,

@@ -40,6 +40,19 @@ absl::StatusOr<DenseSharing> DenseSharing::Create(uint64_t dimension, int value_
   return DenseSharing(dimension, value_bits, prg, digest);
 }
 
+template <typename Fn>
+void DenseSharing::ForEachPadChunk(Block seed, Fn fn) const {
+  const uint64_t lanes = 128 / static_cast<uint64_t>(value_bits_);
+  const uint64_t total_blocks = (dimension_ + lanes - 1) / lanes;
+  std::array<Block, kChunkBlocks> chunk;
+  for (uint64_t first = 0; first < total_blocks; first += kChunkBlocks) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(kChunkBlocks, total_blocks - first));
+    prg_.HashCounter(seed, first, absl::MakeSpan(chunk.data(), n));
+    fn(first * lanes, std::min<uint64_t>(dimension_, (first + n) * lanes),
+       reinterpret_cast<const uint8_t*>(chunk.data()));
+  }
+}
+
 absl::StatusOr<std::pair<proto::DenseShare, proto::DenseShare>> DenseSharing::Share(
     absl::Span<const uint64_t> values, SecureRandom* rng) const {
   if (rng == nullptr) return absl::InvalidArgumentError("rng is required");
@@ -73,32 +86,24 @@ absl::StatusOr<std::pair<proto::DenseShare, proto::DenseShare>> DenseSharing::Sh
   std::string* bytes = leader.mutable_values();
   bytes->resize(leader_value_bytes());
   auto* dst = reinterpret_cast<uint8_t*>(bytes->data());
-  const Block seed = BlockFromBytes(helper_seed.data());
-  const uint64_t lanes = 128 / static_cast<uint64_t>(value_bits_);
-  const uint64_t total_blocks = (dimension_ + lanes - 1) / lanes;
-  std::array<Block, kChunkBlocks> chunk;
-  for (uint64_t first = 0; first < total_blocks; first += kChunkBlocks) {
-    const size_t n = static_cast<size_t>(std::min<uint64_t>(kChunkBlocks, total_blocks - first));
-    prg_.HashCounter(seed, first, absl::MakeSpan(chunk.data(), n));
-    const auto* pad = reinterpret_cast<const uint8_t*>(chunk.data());
-    const uint64_t begin = first * lanes;
-    const uint64_t end = std::min<uint64_t>(dimension_, (first + n) * lanes);
-    if (value_bits_ == 64) {
-      for (uint64_t j = begin; j < end; ++j) {
-        uint64_t r;
-        std::memcpy(&r, pad + (j - begin) * 8, 8);  // little-endian target
-        const uint64_t v = values[j] - r;
-        std::memcpy(dst + j * 8, &v, 8);
-      }
-    } else {
-      for (uint64_t j = begin; j < end; ++j) {
-        uint32_t r;
-        std::memcpy(&r, pad + (j - begin) * 4, 4);
-        const uint32_t v = static_cast<uint32_t>(values[j]) - r;
-        std::memcpy(dst + j * 4, &v, 4);
-      }
-    }
-  }
+  ForEachPadChunk(BlockFromBytes(helper_seed.data()),
+                  [&](uint64_t begin, uint64_t end, const uint8_t* pad) {
+                    if (value_bits_ == 64) {
+                      for (uint64_t j = begin; j < end; ++j) {
+                        uint64_t r;
+                        std::memcpy(&r, pad + (j - begin) * 8, 8);  // little-endian target
+                        const uint64_t v = values[j] - r;
+                        std::memcpy(dst + j * 8, &v, 8);
+                      }
+                    } else {
+                      for (uint64_t j = begin; j < end; ++j) {
+                        uint32_t r;
+                        std::memcpy(&r, pad + (j - begin) * 4, 4);
+                        const uint32_t v = static_cast<uint32_t>(values[j]) - r;
+                        std::memcpy(dst + j * 4, &v, 4);
+                      }
+                    }
+                  });
   return out;
 }
 
@@ -183,18 +188,10 @@ void DenseSharing::Apply(const proto::DenseShare& share, absl::Span<uint64_t> ou
   }
   // The pad's blocks are its values' bytes: each chunk of blocks is applied
   // as words straight from the AES output.
-  const Block seed = BlockFromBytes(share.seed().data());
-  const uint64_t lanes = 128 / static_cast<uint64_t>(value_bits_);
-  std::array<Block, kChunkBlocks> chunk;
-  const uint64_t total_blocks = (dimension_ + lanes - 1) / lanes;
-  for (uint64_t first = 0; first < total_blocks; first += kChunkBlocks) {
-    const size_t n = static_cast<size_t>(std::min<uint64_t>(kChunkBlocks, total_blocks - first));
-    prg_.HashCounter(seed, first, absl::MakeSpan(chunk.data(), n));
-    const uint64_t begin = first * lanes;
-    const uint64_t end = std::min<uint64_t>(dimension_, (first + n) * lanes);
-    ApplyMode(add, subtract, value_bits_, reinterpret_cast<const uint8_t*>(chunk.data()),
-              out.data() + begin, end - begin);
-  }
+  ForEachPadChunk(BlockFromBytes(share.seed().data()),
+                  [&](uint64_t begin, uint64_t end, const uint8_t* pad) {
+                    ApplyMode(add, subtract, value_bits_, pad, out.data() + begin, end - begin);
+                  });
 }
 
 absl::Status DenseSharing::Expand(const proto::DenseShare& share, absl::Span<uint64_t> out) const {

@@ -92,6 +92,11 @@ class DenseSharing {
   void Apply(const proto::DenseShare& share, absl::Span<uint64_t> out, bool add,
              bool subtract) const;
   absl::Status CheckEither(const proto::DenseShare& share) const;
+  // Calls fn(begin, end, pad) for consecutive ranges [begin, end) of the D
+  // values, `pad` pointing at G(seed)'s little-endian words for them (one
+  // AES chunk at a time, no D-sized buffer).
+  template <typename Fn>
+  void ForEachPadChunk(Block seed, Fn fn) const;
 
   uint64_t dimension_;
   int value_bits_;

@@ -161,27 +161,36 @@ absl::StatusOr<Ed25519VerifyingKey> VerifyCheckIn(const proto::CheckInRequest& r
   return *std::move(key);
 }
 
-std::string UploadContentDigest(const proto::SparseKeySet& keys, const proto::NormProofShare* proof,
+namespace {
+
+// SHA-256 of StoredReportShare{`stored`'s share, proof, ticket_digest}.
+std::string StoredContentDigest(proto::StoredReportShare stored, const proto::NormProofShare* proof,
                                 absl::string_view ticket_digest) {
-  proto::StoredReportShare stored;
-  *stored.mutable_key_share() = keys;
   if (proof != nullptr) *stored.mutable_norm_proof() = *proof;
   stored.set_ticket_digest(std::string(ticket_digest));
   absl::StatusOr<std::string> bytes = Deterministic(stored);
   return Sha256(bytes.ok() ? *bytes : std::string());
 }
 
+}  // namespace
+
+std::string UploadContentDigest(const proto::SparseKeySet& keys, const proto::NormProofShare* proof,
+                                absl::string_view ticket_digest) {
+  proto::StoredReportShare stored;
+  *stored.mutable_key_share() = keys;
+  return StoredContentDigest(std::move(stored), proof, ticket_digest);
+}
+
 std::string UploadContentDigestOf(const proto::UploadRequest& upload,
                                   absl::string_view ticket_digest) {
-  const proto::NormProofShare* proof = upload.has_norm_proof() ? &upload.norm_proof() : nullptr;
-  if (!upload.has_dense_share())
-    return UploadContentDigest(upload.key_share(), proof, ticket_digest);
   proto::StoredReportShare stored;
-  *stored.mutable_dense_share() = upload.dense_share();
-  if (proof != nullptr) *stored.mutable_norm_proof() = *proof;
-  stored.set_ticket_digest(std::string(ticket_digest));
-  absl::StatusOr<std::string> bytes = Deterministic(stored);
-  return Sha256(bytes.ok() ? *bytes : std::string());
+  if (upload.has_dense_share()) {
+    *stored.mutable_dense_share() = upload.dense_share();
+  } else {
+    *stored.mutable_key_share() = upload.key_share();
+  }
+  return StoredContentDigest(
+      std::move(stored), upload.has_norm_proof() ? &upload.norm_proof() : nullptr, ticket_digest);
 }
 
 std::string UploadSigningInput(UploadRole role, absl::string_view ticket_digest,
