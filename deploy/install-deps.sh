@@ -33,6 +33,11 @@ PACKAGES=(
   # the docker test (tests/docker): engine, compose v1 and the base image's
   # debootstrap (Prometheus itself is installed inside its image)
   docker.io docker-compose debootstrap
+  # the fault harness's clock skew (tests/faults: daemons under LD_PRELOAD
+  # libfaketime with a fixed offset)
+  libfaketime
+  # the documentation site (mkdocs.yml, docs/; tests/docs: mkdocs build --strict)
+  mkdocs
 )
 
 missing=()

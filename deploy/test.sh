@@ -27,7 +27,7 @@ if [ "${TANDEM_TEST_SANITIZERS:-1}" != "0" ]; then
     -DTANDEM_ENABLE_CUDA=OFF >/dev/null
   cmake --build build-asan -j"$JOBS" --target tandem_core_unit_tests
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-    ctest --test-dir build-asan -L unit -E '^deploy_files_test$' --output-on-failure -j"$JOBS"
+    ctest --test-dir build-asan -L unit -E '^(deploy_files_test|docs_build_test)$' --output-on-failure -j"$JOBS"
 fi
 
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DTANDEM_BUILD_PYTHON=ON >/dev/null

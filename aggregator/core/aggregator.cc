@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "absl/container/inlined_vector.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "aggregator/core/deterministic.h"
@@ -55,6 +56,9 @@ absl::StatusOr<std::unique_ptr<Aggregator>> Aggregator::Create(AggregatorOptions
   }
   if (options.checkpoint_reports < 1) {
     return absl::InvalidArgumentError("checkpoint_reports must be >= 1");
+  }
+  if (options.max_clock_skew < absl::ZeroDuration() || options.max_clock_skew > absl::Hours(1)) {
+    return absl::InvalidArgumentError("max_clock_skew must be in [0, 1 h]");
   }
   if (options.role == Role::kLeader && peer == nullptr) {
     return absl::InvalidArgumentError("the leader needs a peer channel to its helper");
@@ -219,9 +223,17 @@ absl::StatusOr<std::string> Aggregator::CheckTicket(const proto::UploadRequest& 
   absl::StatusOr<proto::UploadTicket> verified =
       crypto::VerifyUploadTicketWithAnyOf(keys, request.ticket());
   TANDEM_ASSIGN_OR_RETURN(*ticket, std::move(verified));
-  TANDEM_RETURN_IF_ERROR(crypto::CheckTicketFor(*ticket, request.task_id(), request.round_id(),
-                                                request.report_id(),
-                                                absl::ToUnixMillis(clock_->Now())));
+  // Expiry is on the coordinator's clock: checked against this server's
+  // less the tolerated skew (the message says so when it refuses).
+  if (absl::Status s = crypto::CheckTicketFor(
+          *ticket, request.task_id(), request.round_id(), request.report_id(),
+          absl::ToUnixMillis(clock_->Now() - options_.max_clock_skew));
+      !s.ok()) {
+    if (!absl::StrContains(s.message(), "expired")) return s;
+    return absl::UnauthenticatedError(
+        absl::StrCat(s.message(), " (this aggregator's clock less the tolerated clock skew of ",
+                     absl::FormatDuration(options_.max_clock_skew), ")"));
+  }
   if (ticket->device_public_key().empty()) {
     if (options_.require_device_bound_tickets) {
       return absl::UnauthenticatedError(
@@ -273,8 +285,10 @@ absl::StatusOr<proto::UploadResponse> Aggregator::Upload(const proto::UploadRequ
       return absl::FailedPreconditionError(absl::StrCat("round ", round_id, " is closed"));
     }
     const int64_t deadline = task->parameters.deadline_unix_ms();
-    if (deadline != 0 && absl::ToUnixMillis(clock_->Now()) > deadline) {
-      return absl::FailedPreconditionError(absl::StrCat("round ", round_id, " is past its deadline"));
+    if (deadline != 0 && absl::ToUnixMillis(clock_->Now() - options_.max_clock_skew) > deadline) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("round ", round_id, " is past its deadline by this aggregator's clock (",
+                       absl::FormatDuration(options_.max_clock_skew), " of skew tolerated)"));
     }
     const int64_t cap = task->parameters.max_reports() != 0 ? task->parameters.max_reports()
                                                             : options_.max_reports_per_round;
@@ -441,6 +455,8 @@ absl::StatusOr<proto::AggregatorStatusResponse> Aggregator::Status(
   TANDEM_ASSIGN_OR_RETURN(Task * task, GetTask(request.task_id(), /*create=*/false));
   proto::AggregatorStatusResponse response;
   response.set_role(RoleName(options_.role));
+  response.set_now_unix_ms(absl::ToUnixMillis(clock_->Now()));
+  response.set_max_clock_skew_ms(absl::ToInt64Milliseconds(options_.max_clock_skew));
   int64_t round_id;
   {
     absl::ReaderMutexLock lock(&task->state_mu);

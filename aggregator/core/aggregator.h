@@ -136,6 +136,13 @@ struct AggregatorOptions {
   // that names a device key is always checked so, whatever this says; off
   // only by explicit opt-out (AggregatorConfig allow_unbound_tickets).
   bool require_device_bound_tickets = false;
+  // Tolerance for a clock that disagrees with the coordinator's: uploads
+  // are accepted up to this long past their ticket's expiry and the round's
+  // deadline, both set on the coordinator's clock (the round still ends at
+  // the coordinator's Finalize). 5 minutes, MIT Kerberos' default clockskew
+  // for the same problem (tickets stamped on one clock, checked on
+  // another); in [0, 1 h].
+  absl::Duration max_clock_skew = absl::Minutes(5);
 };
 
 class Aggregator {
@@ -149,6 +156,10 @@ class Aggregator {
   ~Aggregator();
 
   Role role() const { return options_.role; }
+  // This server's clock and the skew it tolerates (options), for the
+  // coordinator's measurement of their offset (OpenRoundResponse).
+  absl::Time Now() const { return clock_->Now(); }
+  absl::Duration max_clock_skew() const { return options_.max_clock_skew; }
 
   // Whether this server's operator provisioned the task (PolicySet).
   bool Provisioned(absl::string_view task_id) const { return policies()->Provisioned(task_id); }

@@ -74,6 +74,7 @@ class TrustTest : public ::testing::Test {
     o.policies = PolicySet::Uniform(policy_);
     o.ticket_key = verifying_;
     o.previous_ticket_keys = previous_keys_;
+    o.max_clock_skew = max_clock_skew_;
     o.role = Role::kHelper;
     auto h = Aggregator::Create(o, MakeSqliteStoreFactory(dir_ + "/helper"), nullptr, &clock_,
                                 noise_.get());
@@ -136,6 +137,7 @@ class TrustTest : public ::testing::Test {
   std::unique_ptr<DeterministicRandom> key_random_ = DeterministicRandom::FromSeed(8);
   std::unique_ptr<crypto::Ed25519SigningKey> key_;
   std::vector<crypto::Ed25519VerifyingKey> previous_keys_;  // rotation
+  absl::Duration max_clock_skew_ = absl::Minutes(5);
   std::shared_ptr<const crypto::Ed25519VerifyingKey> verifying_;
   Policy policy_;
   InProcessPeerChannel channel_;
@@ -154,13 +156,71 @@ TEST_F(TrustTest, UploadsNeedAValidUnexpiredTicketForThisReport) {
   EXPECT_THAT(leader_->Upload(renamed),
               StatusIs(absl::StatusCode::kUnauthenticated, HasSubstr("report")));
   const absl::Time now = clock_.Now();
-  clock_.Advance(absl::Minutes(6));
+  clock_.Advance(absl::Minutes(11));  // past the expiry and the 5 min of skew tolerated
   EXPECT_THAT(leader_->Upload(r.to_leader),
               StatusIs(absl::StatusCode::kUnauthenticated, HasSubstr("expired")));
   clock_.SetTime(now);
   TANDEM_ASSERT_OK(leader_->Upload(r.to_leader));
   TANDEM_ASSERT_OK(helper_->Upload(r.to_helper));
   EXPECT_EQ(StatusOf(*leader_).pending_reports(), 1u);
+}
+
+// Issue 37: expiry and deadline are set on the coordinator's clock and
+// checked on this server's, which may run ahead: uploads are accepted up to
+// max_clock_skew past them, and refused beyond with a message that names
+// the clock; with no tolerance, at the first millisecond past them.
+TEST_F(TrustTest, TicketsAndDeadlinesTolerateTheConfiguredClockSkew) {
+  for (const absl::Duration skew : {absl::Minutes(5), absl::ZeroDuration()}) {
+    SCOPED_TRACE(absl::FormatDuration(skew));
+    max_clock_skew_ = skew;
+    leader_.reset();
+    helper_.reset();
+    std::filesystem::remove_all(dir_);  // a fresh pair each time
+    Start();
+    const absl::Time opened = clock_.Now();
+    proto::RoundParameters p = params_;
+    p.set_deadline_unix_ms(absl::ToUnixMillis(opened + absl::Minutes(1)));
+    TANDEM_ASSERT_OK(OpenBoth(p));
+    TestReport expiring = MakeReport(p, 1).value();  // ticket expiry = the deadline
+    TANDEM_ASSERT_OK(AttachTicket(expiring, p, *key_, p.deadline_unix_ms()));
+    TestReport lasting = MakeReport(p, 2).value();  // expiry past the deadline
+    TANDEM_ASSERT_OK(AttachTicket(lasting, p, *key_, p.deadline_unix_ms() + 3600000));
+    clock_.SetTime(opened + absl::Minutes(1) + absl::Milliseconds(1));
+    if (skew == absl::ZeroDuration()) {
+      EXPECT_THAT(leader_->Upload(expiring.to_leader),
+                  StatusIs(absl::StatusCode::kUnauthenticated, HasSubstr("expired")));
+      EXPECT_THAT(leader_->Upload(lasting.to_leader),
+                  StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("past its deadline")));
+      EXPECT_EQ(StatusOf(*leader_).max_clock_skew_ms(), 0);
+      continue;
+    }
+    clock_.SetTime(opened + absl::Minutes(5));  // 4 min past both, within 5
+    TANDEM_ASSERT_OK(leader_->Upload(expiring.to_leader));
+    TANDEM_ASSERT_OK(helper_->Upload(expiring.to_helper));
+    clock_.SetTime(opened + absl::Minutes(6) + absl::Milliseconds(1));  // 5 min + 1 ms past
+    TestReport late = MakeReport(p, 3).value();
+    TANDEM_ASSERT_OK(AttachTicket(late, p, *key_, p.deadline_unix_ms()));
+    EXPECT_THAT(leader_->Upload(late.to_leader),
+                StatusIs(absl::StatusCode::kUnauthenticated,
+                         HasSubstr("less the tolerated clock skew of 5m")));
+    EXPECT_THAT(helper_->Upload(lasting.to_helper),
+                StatusIs(absl::StatusCode::kFailedPrecondition,
+                         HasSubstr("past its deadline by this aggregator's clock")));
+    const proto::AggregatorStatusResponse s = StatusOf(*leader_);
+    EXPECT_EQ(s.pending_reports(), 1u);
+    EXPECT_EQ(s.max_clock_skew_ms(), 300000);
+    EXPECT_EQ(s.now_unix_ms(), absl::ToUnixMillis(clock_.Now()));
+  }
+}
+
+TEST_F(TrustTest, ClockSkewToleranceIsBounded) {
+  for (const absl::Duration bad : {absl::Milliseconds(-1), absl::Hours(1) + absl::Seconds(1)}) {
+    AggregatorOptions o;
+    o.max_clock_skew = bad;
+    o.role = Role::kHelper;
+    EXPECT_THAT(Aggregator::Create(o, MakeSqliteStoreFactory(dir_), nullptr, &clock_, noise_.get()),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("max_clock_skew")));
+  }
 }
 
 // Both tickets are genuine (the coordinator signed the same report id twice

@@ -66,6 +66,10 @@ ABSL_FLAG(std::string, postgres_conninfo, "",
           "libpq connection string of a PostgreSQL database for the state (overrides the config)");
 ABSL_FLAG(std::string, replica_id, "",
           "with a PostgreSQL store: this replica's stable id, e.g. the pod name (overrides the config)");
+ABSL_FLAG(int, max_clock_skew_s, 0,
+          "how far past a ticket's expiry or a round's deadline (the coordinator's clock) "
+          "uploads are still accepted; 0: the config's max_clock_skew_ms (default 300 s), "
+          "-1: none");
 ABSL_FLAG(bool, insecure_plaintext, false, "serve without TLS (local runs only)");
 ABSL_FLAG(int, verbosity, 0, "TANDEM_VLOG level");
 ABSL_FLAG(bool, check_config, false, "validate the configuration, print the result and exit");
@@ -120,6 +124,9 @@ int main(int argc, char** argv) {
   if (absl::GetFlag(FLAGS_allow_unticketed_uploads)) config.set_allow_unticketed_uploads(true);
   if (absl::GetFlag(FLAGS_allow_unbound_tickets)) config.set_allow_unbound_tickets(true);
   if (absl::GetFlag(FLAGS_segment_share_files)) config.set_segment_share_files(true);
+  if (const int skew = absl::GetFlag(FLAGS_max_clock_skew_s); skew != 0) {
+    config.set_max_clock_skew_ms(skew < 0 ? -1 : int64_t{skew} * 1000);
+  }
   if (absl::GetFlag(FLAGS_allow_unprovisioned_tasks)) config.set_allow_unprovisioned_tasks(true);
   for (const std::string& task : absl::GetFlag(FLAGS_task)) {
     *config.add_task_policies() = tandem::aggregator::TaskPolicyFromFlag(task);

@@ -28,7 +28,7 @@
 //   tandem_aggregator_refused_calls_total{reason}   RefusalCounters
 //   tandem_aggregator_verification_stalled_seconds   (leader) how long its
 //       verification passes have been failing, 0 when they succeed; the
-//       reason is in its log (stall_reporter.h)
+//       reason is in its log (base/stall_reporter.h)
 // Known tasks: those with state in state_path when the daemon starts, and
 // those named by authenticated callers since (the coordinator's collector
 // calls, uploads with a valid ticket), at most max_tasks: an anonymous
@@ -56,8 +56,8 @@
 #include "absl/time/time.h"
 #include "aggregator/core/aggregator.h"
 #include "aggregator/core/peer_channel.h"
-#include "aggregator/service/stall_reporter.h"
 #include "base/grpc_caller_gate.h"
+#include "base/stall_reporter.h"
 
 namespace tandem::aggregator {
 

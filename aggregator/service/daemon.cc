@@ -113,6 +113,9 @@ absl::StatusOr<std::unique_ptr<AggregatorDaemon>> AggregatorDaemon::Start(
                                   ? absl::InfiniteDuration()
                                   : absl::Milliseconds(config.idle_checkpoint_ms());
   }
+  if (config.max_clock_skew_ms() != 0) {
+    options.max_clock_skew = absl::Milliseconds(std::max<int64_t>(config.max_clock_skew_ms(), 0));
+  }
   if (config.pending_share_cache_mib() != 0) {
     options.pending_share_cache_bytes =
         config.pending_share_cache_mib() < 0 ? 0 : config.pending_share_cache_mib() << 20;

@@ -32,12 +32,12 @@
 #include "aggregator/service/admin_service.h"
 #include "aggregator/service/aggregator_metrics.h"
 #include "aggregator/service/grpc_services.h"
-#include "aggregator/service/stall_reporter.h"
 #include "base/clock.h"
 #include "base/grpc_caller_gate.h"
 #include "base/grpc_credentials.h"
 #include "base/metrics_server.h"
 #include "base/random.h"
+#include "base/stall_reporter.h"
 #include "proto/aggregator_admin.pb.h"
 #include "proto/config.pb.h"
 
@@ -100,7 +100,8 @@ class AggregatorDaemon {
   TlsReloader tls_;
   RefusalCounters refusals_;
   std::unique_ptr<AggregatorMetrics> metrics_;
-  StallReporter stall_;  // the verification loop's (leader); read by metrics
+  // The verification loop's (leader); read by metrics.
+  StallReporter stall_{"verification", "passes", "pending reports wait and the pass is retried"};
   std::unique_ptr<CallerGate> collector_gate_;
   std::unique_ptr<CallerGate> peer_gate_;
   std::unique_ptr<PeerChannel> peer_;

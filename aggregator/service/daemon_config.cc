@@ -67,6 +67,10 @@ absl::Status ValidateConfig(const proto::AggregatorConfig& config) {
     return absl::InvalidArgumentError("idle_checkpoint_ms must be -1 (never), 0 (default 1000) "
                                       "or at most 3600000");
   }
+  if (config.max_clock_skew_ms() < -1 || config.max_clock_skew_ms() > 3600000) {
+    return absl::InvalidArgumentError(
+        "max_clock_skew_ms must be -1 (none), 0 (default 300000) or at most 3600000");
+  }
   if (config.pending_share_cache_mib() < -1 || config.pending_share_cache_mib() > 65536) {
     return absl::InvalidArgumentError(
         "pending_share_cache_mib must be -1 (none), 0 (default 256) or at most 65536");

@@ -164,6 +164,20 @@ TEST(ValidateConfigTest, ReplicasNeedPostgresAndAWellFormedId) {
   EXPECT_THAT(ValidateConfig(c), IsOk());
 }
 
+TEST(ValidateConfigTest, ClockSkewToleranceIsBounded) {
+  proto::AggregatorConfig c = Helper();
+  for (int64_t skew : {int64_t{-2}, int64_t{3600001}}) {
+    c.set_max_clock_skew_ms(skew);
+    EXPECT_THAT(ValidateConfig(c),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("max_clock_skew_ms")))
+        << skew;
+  }
+  for (int64_t skew : {int64_t{-1}, int64_t{0}, int64_t{3600000}}) {
+    c.set_max_clock_skew_ms(skew);
+    EXPECT_THAT(ValidateConfig(c), IsOk()) << skew;
+  }
+}
+
 TEST(ValidateConfigTest, ShareCacheSizeIsBounded) {
   proto::AggregatorConfig c = Helper();
   for (int64_t mib : {int64_t{-1}, int64_t{0}, int64_t{1}, int64_t{65536}}) {

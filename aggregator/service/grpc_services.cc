@@ -42,7 +42,7 @@ grpc::Status PeerService::CommitAcceptedSet(grpc::ServerContext* context,
 
 grpc::Status CollectorService::OpenRound(grpc::ServerContext* context,
                                          const proto::OpenRoundRequest* request,
-                                         proto::OpenRoundResponse*) {
+                                         proto::OpenRoundResponse* response) {
   if (grpc::Status s = gate_->Admit(*context); !s.ok()) return s;
   const std::string& task_id = request->parameters().task_id();
   if (!aggregator_->Provisioned(task_id)) {
@@ -52,7 +52,12 @@ grpc::Status CollectorService::OpenRound(grpc::ServerContext* context,
   } else {
     metrics_->NoteTask(task_id);
   }
-  return ToGrpcStatus(aggregator_->OpenRound(request->parameters()));
+  const absl::Status s = aggregator_->OpenRound(request->parameters());
+  if (s.ok()) {
+    response->set_now_unix_ms(absl::ToUnixMillis(aggregator_->Now()));
+    response->set_max_clock_skew_ms(absl::ToInt64Milliseconds(aggregator_->max_clock_skew()));
+  }
+  return ToGrpcStatus(s);
 }
 
 grpc::Status CollectorService::Finalize(grpc::ServerContext* context,

@@ -17,7 +17,9 @@ namespace tandem::server {
 class AggregatorClient {
  public:
   virtual ~AggregatorClient() = default;
-  virtual absl::Status OpenRound(const proto::RoundParameters& parameters) = 0;
+  // The aggregator's answer says its clock (clock_skew.h).
+  virtual absl::StatusOr<proto::OpenRoundResponse> OpenRound(
+      const proto::RoundParameters& parameters) = 0;
   virtual absl::StatusOr<proto::FinalizeResponse> Finalize(const proto::FinalizeRequest& request) = 0;
   // Ends the open round without a release (its task was deleted), dropping
   // its advance charge on the aggregator's population ledger. Test doubles

@@ -82,6 +82,7 @@ Coordinator::Coordinator(CoordinatorOptions options, crypto::Ed25519SigningKey t
       helper_(helper),
       store_(std::move(store)),
       clock_(clock),
+      skew_(clock),
       ticket_key_(std::move(ticket_key)),
       ticket_verifier_(std::move(ticket_verifier)) {}
 
@@ -189,6 +190,7 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(
   TANDEM_ASSIGN_OR_RETURN(
       c->task_,
       FederatedTask::Create(c->options_.task, ml::TensorSlices(c->layout_), std::move(initial)));
+  TANDEM_ASSIGN_OR_RETURN(c->initial_checkpoint_, c->task_->Checkpoint());
   // The sampling key: drawn once, kept across restarts.
   TANDEM_ASSIGN_OR_RETURN(std::optional<std::string> key, c->store_->GetMeta(kSamplingKeyMeta));
   if (!key.has_value()) {
@@ -302,6 +304,7 @@ absl::Status Coordinator::Tick() {
       if (paused()) return absl::OkStatus();  // no new round while paused
       return StartRound();
     case Phase::kOpening:
+      if (NowMs() < record_retry_after_ms_) return absl::OkStatus();  // RecoverFromStore
       return TryOpen();
     case Phase::kCollecting: {
       uint64_t done = 0;
@@ -359,7 +362,7 @@ absl::StatusOr<OpenRoundRecord> Coordinator::BeginAggregationRound(uint64_t mode
   rec.model_version = model_version;
   rec.opened_unix_ms = NowMs();
   rec.deadline_unix_ms = rec.opened_unix_ms + absl::ToInt64Milliseconds(options_.round_timeout);
-  TANDEM_RETURN_IF_ERROR(store_->BeginRound(rec));
+  TANDEM_RETURN_IF_ERROR(Stored(store_->BeginRound(rec)));
   return rec;
 }
 
@@ -382,7 +385,7 @@ absl::Status Coordinator::TryOpen() {
     deadline = deadline_ms_;
   }
   const SecureSum& sum = eval_sum_.has_value() ? *eval_sum_ : *plan_->sum;
-  absl::Status s = sum.Open(*leader_, *helper_, round, deadline);
+  absl::Status s = sum.Open(*leader_, *helper_, round, deadline, &skew_);
   if (absl::IsFailedPrecondition(s) && resumed_round_) {
     // A round resumed after a restart that an aggregator calls closed: it
     // may have released it before the crash, after its Finalize and before
@@ -466,7 +469,7 @@ absl::Status Coordinator::Abandon(const std::string& why) {
   }
   plan_.reset();
   TANDEM_ASSIGN_OR_RETURN(proto::TaskCheckpoint cp, task_->Checkpoint());
-  TANDEM_RETURN_IF_ERROR(store_->AbandonRound(round, cp));
+  TANDEM_RETURN_IF_ERROR(Stored(store_->AbandonRound(round, cp)));
   absl::MutexLock lock(&mu_);
   ++abandoned_;
   assigned_.clear();
@@ -514,33 +517,27 @@ absl::Status Coordinator::Finalize() {
                             DecodeEvaluation(*agg, sum.RoundParameters(round, deadline),
                                              ClientEvaluationConfig(), task_->completed_rounds()));
     *summary.mutable_evaluation() = std::move(e);
-    return FinalizeEvaluation(round, std::move(summary));
+    if (absl::Status s = FinalizeEvaluation(round, std::move(summary)); !s.ok()) {
+      return RecoverFromStore(round, s);
+    }
+    record_backoff_ = absl::ZeroDuration();
+    return absl::OkStatus();
   }
-  TANDEM_RETURN_IF_ERROR(task_->FinishRound(agg->mean));
-  const double epsilon = plan_->epsilon_after;
-  plan_.reset();
-  TANDEM_RETURN_IF_ERROR(Evaluate(&summary));
-  summary.set_model_version(task_->completed_rounds());
-  summary.set_aggregation_round(round);
-  summary.set_accepted_reports(agg->reports);
-  summary.set_epsilon(epsilon);
-  TANDEM_ASSIGN_OR_RETURN(proto::TaskCheckpoint cp, task_->Checkpoint());
-  {
-    absl::MutexLock lock(&mu_);
-    summary.set_bytes_down(round_bytes_down_);
-    summary.set_seconds(static_cast<double>(NowMs() - opened_ms_) / 1000.0);
-    TANDEM_RETURN_IF_ERROR(store_->FinishRound(round, cp, summary));
-    TANDEM_LOG(INFO) << "coordinator: released version " << summary.model_version() << " from "
-                     << agg->reports << " reports, accuracy " << summary.accuracy()
-                     << " (evaluated by " << summary.evaluated_by() << "), epsilon " << epsilon;
-    history_.push_back(summary);
-    epsilon_ = task_->epsilon_spent();
-    assigned_.clear();
-    PublishModel();
-    phase_ = Phase::kIdle;
+  if (absl::Status s = RecordRelease(round, *agg, std::move(summary)); !s.ok()) {
+    return RecoverFromStore(round, s);
   }
-  WriteReleasedModelFile(/*only_if_missing=*/false);
   return absl::OkStatus();
+}
+
+absl::Status Coordinator::Stored(absl::Status s) {
+  if (std::optional<StallReporter::Line> line = store_stall_.Observe(s, clock_->Now())) {
+    if (line->warning) {
+      TANDEM_LOG(WARNING) << "coordinator: " << line->text;
+    } else {
+      TANDEM_LOG(INFO) << "coordinator: " << line->text;
+    }
+  }
+  return s;
 }
 
 bool Coordinator::done() {

@@ -71,12 +71,14 @@
 #include "absl/time/time.h"
 #include "base/clock.h"
 #include "base/random.h"
+#include "base/stall_reporter.h"
 #include "crypto/sign/ed25519.h"
 #include "ml/data/dataset.h"
 #include "ml/model/model.h"
 #include "ml/train/trainer.h"
 #include "proto/coordinator.pb.h"
 #include "server/core/aggregator_client.h"
+#include "server/core/clock_skew.h"
 #include "server/core/device_registry.h"
 #include "server/core/federated_evaluation.h"
 #include "server/core/federated_task.h"
@@ -158,6 +160,9 @@ struct CoordinatorMetrics {
   uint64_t enrolled_devices = 0;  // enrolled and not revoked
   // Reports both aggregators counted in the last released round (0 before one).
   uint64_t last_round_accepted_reports = 0;
+  // How long the store's writes have been failing (0: they succeed), e.g.
+  // a full disk under the state directory (base/stall_reporter.h).
+  double store_stalled_seconds = 0;
 };
 
 class Coordinator {
@@ -231,7 +236,25 @@ class Coordinator {
               crypto::Ed25519VerifyingKey ticket_verifier, ml::Dataset eval,
               AggregatorClient* leader, AggregatorClient* helper,
               std::unique_ptr<CoordinatorStore> store, const Clock* clock);
+  // In-memory state from the store (at start, and after a release that
+  // could not be recorded): the checkpoint (or the task's initial state),
+  // the history and the open round, which resumes in phase opening.
   absl::Status Restore();
+  // The aggregators released round `round` but recording it failed with
+  // `why` (a full disk, a failing store) after the in-memory task moved on:
+  // back to the store's state as after a restart (Restore), and the round
+  // is finalized again (the aggregators answer a released round's Finalize
+  // with its share again, no second noise draw) once the backoff has
+  // passed, doubling from 1 s to 30 s while it keeps failing.
+  absl::Status RecoverFromStore(uint64_t round, const absl::Status& why);
+  // The release after Finalize decoded `agg`: the update applied, the model
+  // evaluated, checkpoint and summary recorded in one store transaction.
+  absl::Status RecordRelease(uint64_t round, const DecodedAggregate& agg,
+                             proto::RoundSummary summary);
+  // `s`, a store write's outcome, after telling store_stall_ (which logs
+  // when the writes start failing, every 30 s while they do, and when
+  // they succeed again). Thread-safe.
+  absl::Status Stored(absl::Status s);
   absl::Status StartRound();
   absl::Status TryOpen();
   absl::Status Finalize();
@@ -291,6 +314,10 @@ class Coordinator {
   AggregatorClient* const helper_;
   std::unique_ptr<CoordinatorStore> store_;
   const Clock* const clock_;
+  ClockSkewMonitor skew_;  // the aggregators' clocks, read at each OpenRound
+  StallReporter store_stall_{"the coordinator's store writes", "writes",
+                             "check-ins and uploads are refused (devices retry) and a "
+                             "released round waits to be recorded"};
   std::array<uint8_t, 32> sampling_key_{};
   const crypto::Ed25519SigningKey ticket_key_;
   const crypto::Ed25519VerifyingKey ticket_verifier_;  // its public half
@@ -305,6 +332,9 @@ class Coordinator {
   double eval_epsilon_after_ = 0;        // epsilon once that round is released
   uint64_t last_evaluated_version_ = 0;  // 0: none (also a skipped evaluation)
   bool resumed_round_ = false;           // the open round came from the store (Restore)
+  proto::TaskCheckpoint initial_checkpoint_;  // the task before any round (Restore)
+  int64_t record_retry_after_ms_ = 0;         // RecoverFromStore's backoff
+  absl::Duration record_backoff_ = absl::ZeroDuration();
 
   absl::Mutex mu_;
   Phase phase_ ABSL_GUARDED_BY(mu_) = Phase::kIdle;

@@ -79,7 +79,7 @@ absl::Status Coordinator::FinalizeEvaluation(uint64_t round, proto::RoundSummary
     absl::MutexLock lock(&mu_);
     summary.set_bytes_down(round_bytes_down_);
     summary.set_seconds(static_cast<double>(NowMs() - opened_ms_) / 1000.0);
-    TANDEM_RETURN_IF_ERROR(store_->FinishRound(round, cp, summary));
+    TANDEM_RETURN_IF_ERROR(Stored(store_->FinishRound(round, cp, summary)));
     TANDEM_LOG(INFO) << "coordinator: federated evaluation of version " << e.model_version()
                      << " from " << e.reports() << " reports: accuracy " << e.accuracy()
                      << ", loss " << e.loss() << " over ~" << e.examples() << " examples (noise sd "

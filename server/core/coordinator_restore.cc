@@ -1,7 +1,8 @@
-// The coordinator's released models and restart: the published model
-// blob, the safetensors file of every released version
-// (released_models.h), the held-out evaluation of a release, and Restore()
-// from the store after a (re)start.
+// The coordinator's releases and restart: recording a release
+// (RecordRelease), the published model blob, the safetensors file of every
+// released version (released_models.h), the held-out evaluation of a
+// release, Restore() from the store after a (re)start, and RecoverFromStore
+// after a release that could not be recorded.
 #include <algorithm>
 #include <filesystem>
 
@@ -28,10 +29,16 @@ void Coordinator::PublishModel() {
 
 absl::Status Coordinator::Restore() {
   TANDEM_ASSIGN_OR_RETURN(std::optional<proto::TaskCheckpoint> cp, store_->LoadCheckpoint());
-  if (cp.has_value()) TANDEM_RETURN_IF_ERROR(task_->Restore(*cp));
+  TANDEM_RETURN_IF_ERROR(task_->Restore(cp.has_value() ? *cp : initial_checkpoint_));
   TANDEM_ASSIGN_OR_RETURN(std::vector<proto::RoundSummary> history, store_->LoadHistory());
   TANDEM_ASSIGN_OR_RETURN(std::optional<OpenRoundRecord> open, store_->LoadOpenRound());
+  plan_.reset();
+  eval_sum_.reset();
   absl::MutexLock lock(&mu_);
+  // What memory held beyond the store (RecoverFromStore) goes.
+  assigned_.clear();
+  resumed_round_ = false;
+  phase_ = Phase::kIdle;
   history_ = std::move(history);
   for (const proto::RoundSummary& r : history_) {
     if (!r.has_evaluation()) continue;
@@ -78,6 +85,53 @@ absl::Status Coordinator::Restore() {
   TANDEM_LOG(INFO) << "coordinator: resuming aggregation round " << aggregation_round_ << " ("
                    << assigned_.size() << " assigned) from the checkpoint at version "
                    << task_->completed_rounds();
+  return absl::OkStatus();
+}
+
+absl::Status Coordinator::RecordRelease(uint64_t round, const DecodedAggregate& agg,
+                                        proto::RoundSummary summary) {
+  TANDEM_RETURN_IF_ERROR(task_->FinishRound(agg.mean));
+  const double epsilon = plan_->epsilon_after;
+  plan_.reset();
+  TANDEM_RETURN_IF_ERROR(Evaluate(&summary));
+  summary.set_model_version(task_->completed_rounds());
+  summary.set_aggregation_round(round);
+  summary.set_accepted_reports(agg.reports);
+  summary.set_epsilon(epsilon);
+  TANDEM_ASSIGN_OR_RETURN(proto::TaskCheckpoint cp, task_->Checkpoint());
+  {
+    absl::MutexLock lock(&mu_);
+    summary.set_bytes_down(round_bytes_down_);
+    summary.set_seconds(static_cast<double>(NowMs() - opened_ms_) / 1000.0);
+    TANDEM_RETURN_IF_ERROR(Stored(store_->FinishRound(round, cp, summary)));
+    TANDEM_LOG(INFO) << "coordinator: released version " << summary.model_version() << " from "
+                     << agg.reports << " reports, accuracy " << summary.accuracy()
+                     << " (evaluated by " << summary.evaluated_by() << "), epsilon " << epsilon;
+    history_.push_back(summary);
+    epsilon_ = task_->epsilon_spent();
+    assigned_.clear();
+    PublishModel();
+    phase_ = Phase::kIdle;
+  }
+  record_backoff_ = absl::ZeroDuration();
+  WriteReleasedModelFile(/*only_if_missing=*/false);
+  return absl::OkStatus();
+}
+
+absl::Status Coordinator::RecoverFromStore(uint64_t round, const absl::Status& why) {
+  record_backoff_ = std::clamp(record_backoff_ * 2, absl::Seconds(1), absl::Seconds(30));
+  record_retry_after_ms_ = NowMs() + absl::ToInt64Milliseconds(record_backoff_);
+  TANDEM_LOG(WARNING) << "coordinator: the aggregators released aggregation round " << round
+                      << " but recording it failed (" << why << "); back to the stored state, "
+                      << "finalizing it again in " << absl::FormatDuration(record_backoff_);
+  if (absl::Status s = Restore(); !s.ok()) {
+    absl::MutexLock lock(&mu_);
+    phase_ = Phase::kDone;
+    done_reason_ = absl::StrCat("the stored state could not be read back after round ", round,
+                                " could not be recorded: ", s.ToString());
+    TANDEM_LOG(ERROR) << "coordinator: " << done_reason_;
+    return s;
+  }
   return absl::OkStatus();
 }
 

@@ -83,7 +83,7 @@ absl::StatusOr<proto::CheckInResponse> Coordinator::CheckInAuthenticated(
   // Durable before the client learns of it, so that a restart keeps it (the
   // ticket is recomputed from it).
   const absl::Status stored =
-      ticket.ok() ? store_->PutAssignment(round, request.client_id()) : ticket.status();
+      ticket.ok() ? Stored(store_->PutAssignment(round, request.client_id())) : ticket.status();
   absl::MutexLock lock(&mu_);
   const bool same_round = phase_ == Phase::kCollecting && aggregation_round_ == round;
   auto it = assigned_.find(request.client_id());
@@ -149,8 +149,8 @@ absl::Status Coordinator::UploadDone(const proto::UploadDoneRequest& request) {
     if (it->second.report_id == request.report_id()) return absl::OkStatus();  // a retry
     return absl::AlreadyExistsError("this assignment was already reported with another report id");
   }
-  TANDEM_RETURN_IF_ERROR(store_->MarkDone(aggregation_round_, request.client_id(),
-                                          request.report_id(), request.bytes_uploaded()));
+  TANDEM_RETURN_IF_ERROR(Stored(store_->MarkDone(aggregation_round_, request.client_id(),
+                                                 request.report_id(), request.bytes_uploaded())));
   it->second.done = true;
   it->second.report_id = request.report_id();
   it->second.bytes_up = request.bytes_uploaded();
@@ -174,6 +174,8 @@ proto::CoordinatorStatusResponse Coordinator::Status() {
 proto::CoordinatorStatusResponse Coordinator::StatusLocked() {
   proto::CoordinatorStatusResponse s;
   s.set_task_id(options_.task_id);
+  for (const auto& [role, ms] : skew_.OffsetsMs())
+    (*s.mutable_aggregator_clock_offset_ms())[role] = ms;
   s.set_round_id(model_version_ + (phase_ == Phase::kDone ? 0 : 1));
   s.set_completed_rounds(model_version_);
   s.set_epsilon_spent(epsilon_);
@@ -256,6 +258,7 @@ CoordinatorMetrics Coordinator::Metrics() {
   }
   absl::MutexLock lock(&mu_);
   m.status = StatusLocked();  // without the history
+  m.store_stalled_seconds = store_stall_.stalled_seconds(clock_->Now());
   for (const char* o : {"task", "not_sampled", "wait", "done", "paused"}) {
     auto it = checkins_.find(o);
     m.checkins[o] = it == checkins_.end() ? 0 : it->second;

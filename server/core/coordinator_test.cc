@@ -29,13 +29,21 @@ namespace tandem::server {
 namespace {
 
 using ::tandem::testing::StatusIs;
+using ::testing::ElementsAre;
+using ::testing::Pair;
 
 TEST_F(CoordinatorTest, RoundReleasesAtTheDeadlineWithTheUploadsItHas) {
+  // The leader's clock runs 7 s ahead, the helper says nothing of its own.
+  leader_.open_response.set_now_unix_ms(absl::ToUnixMillis(clock_.Now() + absl::Seconds(7)));
+  leader_.open_response.set_max_clock_skew_ms(300000);
   TANDEM_ASSERT_OK_AND_ASSIGN(auto c, Make());
   EXPECT_EQ(c->Status().phase(), "idle");
+  EXPECT_TRUE(c->Status().aggregator_clock_offset_ms().empty());
   TANDEM_ASSERT_OK_AND_ASSIGN(auto early, CheckIn(*c, In("a")));
   EXPECT_EQ(early.outcome(), proto::CheckInResponse::OUTCOME_RETRY_LATER);
   TickUntil(*c, "collecting");
+  EXPECT_THAT(c->Status().aggregator_clock_offset_ms(), ElementsAre(Pair("leader", 7000)));
+  EXPECT_THAT(c->Metrics().status.aggregator_clock_offset_ms(), ElementsAre(Pair("leader", 7000)));
   ASSERT_EQ(leader_.opened.size(), 1u);
   ASSERT_EQ(helper_.opened.size(), 1u);
   EXPECT_EQ(leader_.opened[0].SerializeAsString(), helper_.opened[0].SerializeAsString());

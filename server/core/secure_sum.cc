@@ -203,10 +203,15 @@ proto::RoundParameters SecureSum::RoundParameters(uint64_t round_id,
 }
 
 absl::Status SecureSum::Open(AggregatorClient& leader, AggregatorClient& helper, uint64_t round_id,
-                             int64_t deadline_unix_ms) const {
+                             int64_t deadline_unix_ms, ClockSkewMonitor* skew) const {
   const proto::RoundParameters p = RoundParameters(round_id, deadline_unix_ms);
-  TANDEM_RETURN_IF_ERROR(leader.OpenRound(p));
-  return helper.OpenRound(p);
+  for (auto [role, aggregator] :
+       {std::pair<const char*, AggregatorClient*>{"leader", &leader}, {"helper", &helper}}) {
+    const absl::Time sent = skew != nullptr ? skew->Now() : absl::InfinitePast();
+    TANDEM_ASSIGN_OR_RETURN(const proto::OpenRoundResponse opened, aggregator->OpenRound(p));
+    if (skew != nullptr) skew->Observe(role, sent, skew->Now(), opened);
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<DecodedAggregate> SecureSum::Finalize(AggregatorClient& leader,

@@ -32,6 +32,7 @@
 #include "crypto/fixed_point/fixed_point.h"
 #include "proto/aggregator.pb.h"
 #include "server/core/aggregator_client.h"
+#include "server/core/clock_skew.h"
 
 namespace tandem::server {
 
@@ -119,9 +120,10 @@ class SecureSum {
 
   // Parameters of round `round_id` (the ones clients receive with their task).
   proto::RoundParameters RoundParameters(uint64_t round_id, int64_t deadline_unix_ms = 0) const;
-  // Opens the round on both aggregators.
+  // Opens the round on both aggregators; each one's answer is a reading of
+  // its clock for `skew` when not null.
   absl::Status Open(AggregatorClient& leader, AggregatorClient& helper, uint64_t round_id,
-                    int64_t deadline_unix_ms = 0) const;
+                    int64_t deadline_unix_ms = 0, ClockSkewMonitor* skew = nullptr) const;
   // Finalizes on the leader first (it drives the last verification pass),
   // then on the helper; checks both counted the same reports; decodes.
   absl::StatusOr<DecodedAggregate> Finalize(AggregatorClient& leader, AggregatorClient& helper,

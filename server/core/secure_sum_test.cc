@@ -91,7 +91,9 @@ TEST(SecureSum, NoNoiseIsZeroVariance) {
 class FixedShareAggregator : public AggregatorClient {
  public:
   explicit FixedShareAggregator(std::vector<uint64_t> share) : share_(std::move(share)) {}
-  absl::Status OpenRound(const proto::RoundParameters&) override { return absl::OkStatus(); }
+  absl::StatusOr<proto::OpenRoundResponse> OpenRound(const proto::RoundParameters&) override {
+    return proto::OpenRoundResponse();
+  }
   absl::StatusOr<proto::FinalizeResponse> Finalize(const proto::FinalizeRequest&) override {
     proto::FinalizeResponse r;
     r.set_accepted_reports(2);

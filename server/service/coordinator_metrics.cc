@@ -30,6 +30,9 @@ void AddTask(const CoordinatorMetrics& m, MetricFamilies* out) {
         s.epsilon_spent());
   gauge("tandem_coordinator_last_accuracy", "Held-out accuracy after the last round.",
         s.last_accuracy());
+  gauge("tandem_coordinator_store_stalled_seconds",
+        "How long the coordinator's store writes have been failing (0: they succeed).",
+        m.store_stalled_seconds);
   gauge("tandem_coordinator_last_round_accepted_reports",
         "Reports both aggregators counted in the last released round.",
         static_cast<double>(m.last_round_accepted_reports));
@@ -50,6 +53,12 @@ void AddTask(const CoordinatorMetrics& m, MetricFamilies* out) {
   counter("tandem_coordinator_unauthenticated_upload_done_total",
           "UploadDone calls refused for a missing or wrong upload ticket.",
           m.unauthenticated_upload_done);
+  MetricFamilies::Family skew = out->Gauge(
+      "tandem_coordinator_aggregator_clock_offset_seconds",
+      "Each aggregator's clock minus this coordinator's, measured at its last OpenRound.");
+  for (const auto& [role, ms] : s.aggregator_clock_offset_ms()) {
+    skew.Add({{"task", task}, {"aggregator", role}}, static_cast<double>(ms) / 1000.0);
+  }
   MetricFamilies::Family checkins =
       out->Counter("tandem_coordinator_checkins_total", "Check-ins by outcome.");
   for (const auto& [outcome, n] : m.checkins) {

@@ -25,7 +25,9 @@ namespace {
 
 class IdleAggregator : public AggregatorClient {
  public:
-  absl::Status OpenRound(const proto::RoundParameters&) override { return absl::OkStatus(); }
+  absl::StatusOr<proto::OpenRoundResponse> OpenRound(const proto::RoundParameters&) override {
+    return proto::OpenRoundResponse();
+  }
   absl::StatusOr<proto::FinalizeResponse> Finalize(const proto::FinalizeRequest&) override {
     return absl::UnavailableError("not in this test");
   }

@@ -17,11 +17,11 @@ namespace tandem::server::testing {
 class ScriptedAggregator : public AggregatorClient {
  public:
   explicit ScriptedAggregator(bool leader) : leader_(leader) {}
-  absl::Status OpenRound(const proto::RoundParameters& p) override {
+  absl::StatusOr<proto::OpenRoundResponse> OpenRound(const proto::RoundParameters& p) override {
     if (fail_open) return absl::UnavailableError("down");
     if (!refuse_open.ok()) return refuse_open;
     opened.push_back(p);
-    return absl::OkStatus();
+    return open_response;
   }
   absl::StatusOr<proto::FinalizeResponse> Finalize(const proto::FinalizeRequest& r) override {
     finalized.push_back(r.round_id());
@@ -46,6 +46,7 @@ class ScriptedAggregator : public AggregatorClient {
   uint64_t share_value = 0;
   bool fail_open = false;
   absl::Status refuse_open;  // a policy refusal OpenRound answers with, when not OK
+  proto::OpenRoundResponse open_response;  // what a successful OpenRound answers
 
  private:
   bool leader_;

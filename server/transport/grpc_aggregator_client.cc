@@ -35,13 +35,15 @@ GrpcAggregatorClient::GrpcAggregatorClient(std::shared_ptr<grpc::Channel> channe
                                            absl::Duration deadline)
     : stub_(proto::AggregatorCollector::NewStub(std::move(channel))), deadline_(deadline) {}
 
-absl::Status GrpcAggregatorClient::OpenRound(const proto::RoundParameters& parameters) {
+absl::StatusOr<proto::OpenRoundResponse> GrpcAggregatorClient::OpenRound(
+    const proto::RoundParameters& parameters) {
   grpc::ClientContext ctx;
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + deadline_));
   proto::OpenRoundRequest req;
   *req.mutable_parameters() = parameters;
   proto::OpenRoundResponse resp;
-  return FromGrpcStatus(stub_->OpenRound(&ctx, req, &resp));
+  TANDEM_RETURN_IF_ERROR(FromGrpcStatus(stub_->OpenRound(&ctx, req, &resp)));
+  return resp;
 }
 
 absl::StatusOr<proto::FinalizeResponse> GrpcAggregatorClient::Finalize(

@@ -36,7 +36,8 @@ class GrpcAggregatorClient : public AggregatorClient {
  public:
   explicit GrpcAggregatorClient(std::shared_ptr<grpc::Channel> channel,
                                 absl::Duration deadline = rpc::kCollectorCallDeadline);
-  absl::Status OpenRound(const proto::RoundParameters& parameters) override;
+  absl::StatusOr<proto::OpenRoundResponse> OpenRound(
+      const proto::RoundParameters& parameters) override;
   absl::StatusOr<proto::FinalizeResponse> Finalize(const proto::FinalizeRequest& request) override;
   absl::Status AbandonRound(const std::string& task_id, uint64_t round_id) override;
   // The collector's Status (not part of AggregatorClient: the round driver

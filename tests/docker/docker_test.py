@@ -264,6 +264,7 @@ def main():
         shutil.copy(os.path.join(src, "docker-compose.yml"), deploy)
         shutil.copy(os.path.join(src, "prometheus.yml"), deploy)
         shutil.copytree(os.path.join(src, "compose"), os.path.join(deploy, "compose"))
+        shutil.copytree(os.path.join(src, "monitoring"), os.path.join(deploy, "monitoring"))
         certs = os.path.join(deploy, "certs")
         start = time.time()
         # --one-host: the clients verify the coordinator's 127.0.0.1.

@@ -16,68 +16,13 @@
 #include "absl/strings/match.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
-#include "proto/aggregator.grpc.pb.h"
 #include "tests/faults/fault_proxy.h"
-#include "tests/integration/federation_fixture.h"
+#include "tests/faults/federation_faults_fixture.h"
 
 namespace tandem::testing {
 namespace {
 
-class CoordinatorLinkFaultsTest : public FederationFixture {
- protected:
-  // The collector's view as the coordinator has it (its identity; the
-  // aggregator's TLS name).
-  absl::StatusOr<proto::AggregatorStatusResponse> AggregatorStatus(const std::string& address,
-                                                                   const std::string& name) {
-    grpc::SslCredentialsOptions o;
-    o.pem_root_certs = ReadAll(dir_ + "/ca.pem");
-    o.pem_cert_chain = ReadAll(dir_ + "/coordinator.pem");
-    o.pem_private_key = ReadAll(dir_ + "/coordinator.key");
-    grpc::ChannelArguments args;
-    args.SetSslTargetNameOverride(name);
-    auto stub = proto::AggregatorCollector::NewStub(
-        grpc::CreateCustomChannel(address, grpc::SslCredentials(o), args));
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-    proto::AggregatorStatusRequest req;
-    req.set_task_id("default");
-    proto::AggregatorStatusResponse out;
-    grpc::Status s = stub->Status(&ctx, req, &out);
-    if (!s.ok()) return absl::UnavailableError(s.error_message());
-    return out;
-  }
-
-  // After the fault: waits for the round that was finalizing to be
-  // released (its time in *recovered) and for all `rounds`, then checks the
-  // invariants: each server released every round once (one noise draw
-  // each) and both counted 2 reports per round.
-  void ExpectEveryRoundReleasedOnce(const proto::CoordinatorStatusResponse& finalizing, int rounds,
-                                    absl::Time* recovered) {
-    const proto::CoordinatorStatusResponse next = WaitFor(
-        [&](const proto::CoordinatorStatusResponse& s) {
-          return s.completed_rounds() > finalizing.completed_rounds();
-        },
-        absl::Seconds(90));
-    *recovered = absl::Now();
-    ASSERT_GT(next.completed_rounds(), finalizing.completed_rounds());
-    const proto::CoordinatorStatusResponse done = WaitFor(
-        [&](const proto::CoordinatorStatusResponse& s) {
-          return s.completed_rounds() >= static_cast<uint64_t>(rounds);
-        },
-        absl::Seconds(180));
-    ASSERT_EQ(done.completed_rounds(), static_cast<uint64_t>(rounds));
-    ASSERT_EQ(done.history_size(), rounds);
-    for (const proto::RoundSummary& r : done.history()) {
-      EXPECT_EQ(r.accepted_reports(), 2u) << r.model_version();
-    }
-    auto leader = AggregatorStatus(pair_.leader_collector_address(), "leader.tandem");
-    auto helper = AggregatorStatus(pair_.helper_collector_address(), "helper.tandem");
-    ASSERT_TRUE(leader.ok()) << leader.status();
-    ASSERT_TRUE(helper.ok()) << helper.status();
-    EXPECT_EQ(leader->released_rounds(), static_cast<uint64_t>(rounds));
-    EXPECT_EQ(helper->released_rounds(), static_cast<uint64_t>(rounds));
-  }
-};
+using CoordinatorLinkFaultsTest = FederationFaultsTest;
 
 TEST_F(CoordinatorLinkFaultsTest, APartitionDuringFinalizeReleasesTheRoundOnceAfterHealing) {
   constexpr int kRounds = 3;
@@ -96,9 +41,7 @@ TEST_F(CoordinatorLinkFaultsTest, APartitionDuringFinalizeReleasesTheRoundOnceAf
   ASSERT_NO_FATAL_FAILURE(StartClient(0, 2));
   ASSERT_NO_FATAL_FAILURE(StartClient(1, 2));
 
-  const proto::CoordinatorStatusResponse finalizing =
-      WaitFor([](const proto::CoordinatorStatusResponse& s) { return s.phase() == "finalizing"; },
-              absl::Seconds(120));
+  const proto::CoordinatorStatusResponse finalizing = WaitForPhase("finalizing");
   ASSERT_EQ(finalizing.phase(), "finalizing");
   (*proxy)->Cut();
   const absl::Time cut = absl::Now();
@@ -142,22 +85,12 @@ TEST_F(CoordinatorLinkFaultsTest, AStoppedHelperDuringFinalizeDelaysTheReleaseOn
   ASSERT_NO_FATAL_FAILURE(StartCoordinatorWith(args));
   ASSERT_NO_FATAL_FAILURE(StartClient(0, 2));
   ASSERT_NO_FATAL_FAILURE(StartClient(1, 2));
-  const proto::CoordinatorStatusResponse finalizing =
-      WaitFor([](const proto::CoordinatorStatusResponse& s) { return s.phase() == "finalizing"; },
-              absl::Seconds(120));
+  const proto::CoordinatorStatusResponse finalizing = WaitForPhase("finalizing");
   ASSERT_EQ(finalizing.phase(), "finalizing");
   ASSERT_EQ(kill(pair_.helper->pid(), SIGSTOP), 0);
   const absl::Time stopped = absl::Now();
   // The operator's view answers while the helper is stopped.
-  double slowest_status_s = 0;
-  for (int i = 0; i < 10; ++i) {
-    const absl::Time t = absl::Now();
-    absl::StatusOr<proto::CoordinatorStatusResponse> s = Status();
-    slowest_status_s = std::max(slowest_status_s, absl::ToDoubleSeconds(absl::Now() - t));
-    ASSERT_TRUE(s.ok()) << s.status();
-    EXPECT_EQ(s->completed_rounds(), finalizing.completed_rounds());
-    absl::SleepFor(absl::Milliseconds(300));
-  }
+  const double slowest_status_s = PollStatusDuringFault(finalizing.completed_rounds());
   ASSERT_EQ(kill(pair_.helper->pid(), SIGCONT), 0);
   const absl::Time resumed = absl::Now();
   absl::Time recovered;

@@ -56,6 +56,7 @@ class FederationFixture : public ::testing::Test {
     o.ticket_public_key = dir_ + "/ticket.pub";
     o.policy = "min_noise_multiplier: 0 min_batch_size: 1 epsilon_budget: inf";
     o.tasks = ProvisionedTasks();  // as in a deployment
+    CustomizePair(o);
     auto pair = StartAggregatorPair(TANDEM_AGGREGATOR_BIN, dir_ + "/aggregators", o);
     ASSERT_TRUE(pair.ok()) << pair.status();
     pair_ = *std::move(pair);
@@ -66,6 +67,9 @@ class FederationFixture : public ::testing::Test {
   }
   // The tasks both aggregators' operators provision.
   virtual std::vector<std::string> ProvisionedTasks() { return {"default"}; }
+  // Last changes to the aggregators' options before they start (the fault
+  // tests: their clocks, the link between them).
+  virtual void CustomizePair(AggregatorPairOptions& options) {}
   void TearDown() override {
     clients_.clear();
     coordinator_.reset();
@@ -107,7 +111,8 @@ class FederationFixture : public ::testing::Test {
     StartCoordinatorWith(CoordinatorArgs(extra));
   }
   void StartCoordinatorWith(const std::vector<std::string>& args) {
-    auto c = DaemonProcess::Start(TANDEM_COORDINATOR_BIN, args, dir_ + "/coordinator.log");
+    const Command command = WithEnv(coordinator_env_, TANDEM_COORDINATOR_BIN, args);
+    auto c = DaemonProcess::Start(command.binary, command.args, dir_ + "/coordinator.log");
     ASSERT_TRUE(c.ok()) << c.status();
     coordinator_ = *std::move(c);
     std::ifstream in(dir_ + "/ca.pem");
@@ -150,7 +155,8 @@ class FederationFixture : public ::testing::Test {
     ASSERT_TRUE(token.ok()) << token.status();
     args.push_back("--enrollment_token_file=" + *token);
     args.insert(args.end(), extra.begin(), extra.end());
-    auto p = ChildProcess::Spawn(TANDEM_CLIENT_BIN, args, dir_ + "/" + id + ".log");
+    const Command command = WithEnv(client_env_, TANDEM_CLIENT_BIN, std::move(args));
+    auto p = ChildProcess::Spawn(command.binary, command.args, dir_ + "/" + id + ".log");
     ASSERT_TRUE(p.ok()) << p.status();
     clients_.push_back(*std::move(p));
   }
@@ -194,6 +200,10 @@ class FederationFixture : public ::testing::Test {
   }
 
   std::string dir_;
+  // Added to the environment of the coordinator / of each client started
+  // after it is set (e.g. SkewedClockEnv).
+  std::vector<std::string> coordinator_env_;
+  std::vector<std::string> client_env_;
   AggregatorPair pair_;
   int port_ = 0;
   int admin_port_ = 0;

@@ -201,6 +201,7 @@ absl::StatusOr<AggregatorPair> StartAggregatorPair(const std::string& binary,
     a.push_back("--role=" + role);
     a.push_back("--listen=127.0.0.1:0");
     a.push_back("--state_dir=" + state_dir + "/" + role);
+    a.insert(a.end(), options.extra_args.begin(), options.extra_args.end());
     if (!options.certs_dir.empty()) {
       a.push_back("--tls_ca=" + RootsFile(options.certs_dir, role));
       a.push_back("--tls_cert=" + options.certs_dir + "/" + role + ".pem");
@@ -217,13 +218,16 @@ absl::StatusOr<AggregatorPair> StartAggregatorPair(const std::string& binary,
     helper_args.push_back("--peer_listen=127.0.0.1:0");
     helper_args.push_back("--leader_identity=leader.tandem");
   }
-  auto helper = DaemonProcess::Start(binary, helper_args, state_dir + "/helper.log");
+  Command h = WithEnv(options.helper_env, binary, std::move(helper_args));
+  auto helper = DaemonProcess::Start(h.binary, h.args, state_dir + "/helper.log");
   if (!helper.ok()) return helper.status();
   pair.helper = *std::move(helper);
   std::vector<std::string> leader_args = role_args("leader");
-  leader_args.push_back("--peer=" + Loopback(pair.helper->named_port("peer")));
+  const std::string peer = Loopback(pair.helper->named_port("peer"));
+  leader_args.push_back("--peer=" + (options.leader_peer ? options.leader_peer(peer) : peer));
   if (!options.certs_dir.empty()) leader_args.push_back("--peer_name=helper.tandem");
-  auto leader = DaemonProcess::Start(binary, leader_args, state_dir + "/leader.log");
+  Command l = WithEnv(options.leader_env, binary, std::move(leader_args));
+  auto leader = DaemonProcess::Start(l.binary, l.args, state_dir + "/leader.log");
   if (!leader.ok()) return leader.status();
   pair.leader = *std::move(leader);
   return pair;
@@ -242,6 +246,24 @@ std::vector<std::string> BareAggregatorArgs(const std::string& role, const std::
           "--allow_unticketed_uploads",
           "--allow_unprovisioned_tasks",
           std::string("--policy=") + kPermissiveTestPolicy};
+}
+
+Command WithEnv(const std::vector<std::string>& env, const std::string& binary,
+                std::vector<std::string> args) {
+  if (env.empty()) return Command{binary, std::move(args)};
+  std::vector<std::string> a = env;
+  a.push_back(binary);
+  a.insert(a.end(), std::make_move_iterator(args.begin()), std::make_move_iterator(args.end()));
+  return Command{"/usr/bin/env", std::move(a)};
+}
+
+std::vector<std::string> SkewedClockEnv(absl::Duration offset) {
+  // The thread-safe variant: the daemons are multithreaded.
+  constexpr char kLibrary[] = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1";
+  if (!std::filesystem::exists(kLibrary)) return {};
+  const int64_t s = absl::ToInt64Seconds(offset);
+  return {absl::StrCat("LD_PRELOAD=", kLibrary), absl::StrCat("FAKETIME=", s >= 0 ? "+" : "", s),
+          "FAKETIME_DONT_FAKE_MONOTONIC=1"};
 }
 
 std::string MakeTempDir(const std::string& prefix) {

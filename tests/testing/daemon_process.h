@@ -6,6 +6,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -89,6 +90,16 @@ struct AggregatorPairOptions {
   // "admin" port) to its own operator, <role>-operator.pem of
   // MakeRoleCertificates (DNS:operator.<role>.tandem).
   bool operator_api = false;
+  // Environment entries ("NAME=value") added for one daemon (e.g.
+  // SkewedClockEnv): it runs through /usr/bin/env, which execs it (the pid
+  // is the daemon's).
+  std::vector<std::string> leader_env;
+  std::vector<std::string> helper_env;
+  // Flags added to both daemons' command lines, last.
+  std::vector<std::string> extra_args;
+  // Where the leader dials the helper's peer listener, given its address
+  // once the helper listens (e.g. a FaultProxy in front of it); unset: there.
+  std::function<std::string(const std::string& helper_peer_address)> leader_peer;
 };
 
 // A helper and a leader tandem-aggregator on loopback (port 0), state and
@@ -114,6 +125,22 @@ absl::StatusOr<AggregatorPair> StartAggregatorPair(const std::string& binary,
 // Plaintext, unticketed, kPermissiveTestPolicy.
 absl::StatusOr<AggregatorPair> StartAggregatorPair(const std::string& binary,
                                                    const std::string& state_dir);
+
+// `binary` with `args`, run through /usr/bin/env with `env` ("NAME=value")
+// added when not empty: the binary and arguments to pass to
+// DaemonProcess::Start or ChildProcess::Spawn.
+struct Command {
+  std::string binary;
+  std::vector<std::string> args;
+};
+Command WithEnv(const std::vector<std::string>& env, const std::string& binary,
+                std::vector<std::string> args);
+
+// The environment that runs a process with its wall clock (time,
+// gettimeofday, CLOCK_REALTIME) `offset` from ours, through Debian's
+// libfaketime (CLOCK_MONOTONIC untouched, so timers and gRPC deadlines are
+// unaffected). Empty when libfaketime is not installed.
+std::vector<std::string> SkewedClockEnv(absl::Duration offset);
 
 // A fresh directory under /tmp, removed by the caller.
 std::string MakeTempDir(const std::string& prefix);

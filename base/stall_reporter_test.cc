@@ -1,15 +1,15 @@
-#include "aggregator/service/stall_reporter.h"
+#include "base/stall_reporter.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace tandem::aggregator {
+namespace tandem {
 namespace {
 
 using ::testing::HasSubstr;
 
 TEST(StallReporterTest, ARunOfFailuresIsAFewLinesWithTheReason) {
-  StallReporter r(absl::Seconds(30));
+  StallReporter r("verification", "passes", "pending reports wait and the pass is retried");
   const absl::Time t0 = absl::FromUnixSeconds(1000);
   EXPECT_FALSE(r.Observe(absl::OkStatus(), t0).has_value());  // healthy: silent
   EXPECT_EQ(r.stalled_seconds(t0), 0.0);
@@ -42,5 +42,25 @@ TEST(StallReporterTest, ARunOfFailuresIsAFewLinesWithTheReason) {
   EXPECT_THAT(next->text, HasSubstr("verification stalled: INTERNAL: disk"));
 }
 
+TEST(StallReporterTest, LinesNameTheSubjectAndItsAttempts) {
+  StallReporter r("store writes", "writes", "check-ins are refused", absl::Seconds(10));
+  const absl::Time t0 = absl::FromUnixSeconds(50);
+  auto first = r.Observe(absl::ResourceExhaustedError("disk full"), t0);
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(first->text,
+            "store writes stalled: RESOURCE_EXHAUSTED: disk full; check-ins are refused");
+  auto again = r.Observe(absl::ResourceExhaustedError("disk full"), t0 + absl::Seconds(10));
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(
+      again->text,
+      "store writes still stalled after 10.0 s (2 failed writes): RESOURCE_EXHAUSTED: disk full");
+  auto back = r.Observe(absl::OkStatus(), t0 + absl::Seconds(12));
+  ASSERT_TRUE(back.has_value());
+  EXPECT_FALSE(back->warning);
+  EXPECT_EQ(back->text,
+            "store writes resumed after 12.0 s (2 failed writes; last error: RESOURCE_EXHAUSTED: "
+            "disk full)");
+}
+
 }  // namespace
-}  // namespace tandem::aggregator
+}  // namespace tandem

@@ -1,18 +1,18 @@
-#include "aggregator/service/stall_reporter.h"
+#include "base/stall_reporter.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
-namespace tandem::aggregator {
+namespace tandem {
 
 std::optional<StallReporter::Line> StallReporter::Observe(const absl::Status& pass,
                                                           absl::Time now) {
   absl::MutexLock lock(&mu_);
   if (pass.ok()) {
     if (!since_.has_value()) return std::nullopt;
-    Line line{false, absl::StrFormat("verification resumed after %.1f s (%d failed passes; last "
-                                     "error: %s)",
-                                     absl::ToDoubleSeconds(now - *since_), failures_, last_error_)};
+    Line line{false, absl::StrFormat("%s resumed after %.1f s (%d failed %s; last error: %s)",
+                                     subject_, absl::ToDoubleSeconds(now - *since_), failures_,
+                                     attempts_, last_error_)};
     since_.reset();
     failures_ = 0;
     last_error_.clear();
@@ -23,14 +23,13 @@ std::optional<StallReporter::Line> StallReporter::Observe(const absl::Status& pa
   if (!since_.has_value()) {
     since_ = now;
     last_line_ = now;
-    return Line{true, absl::StrCat("verification stalled: ", last_error_,
-                                   "; pending reports wait and the pass is retried")};
+    return Line{true, absl::StrCat(subject_, " stalled: ", last_error_, "; ", what_next_)};
   }
   if (now - last_line_ < repeat_) return std::nullopt;
   last_line_ = now;
-  return Line{true, absl::StrFormat("verification still stalled after %.1f s (%d failed "
-                                    "passes): %s",
-                                    absl::ToDoubleSeconds(now - *since_), failures_, last_error_)};
+  return Line{true, absl::StrFormat("%s still stalled after %.1f s (%d failed %s): %s", subject_,
+                                    absl::ToDoubleSeconds(now - *since_), failures_, attempts_,
+                                    last_error_)};
 }
 
 double StallReporter::stalled_seconds(absl::Time now) const {
@@ -43,4 +42,4 @@ std::string StallReporter::last_error() const {
   return last_error_;
 }
 
-}  // namespace tandem::aggregator
+}  // namespace tandem
