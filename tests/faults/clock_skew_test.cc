@@ -29,11 +29,7 @@ constexpr absl::Duration kHelperAhead = absl::Minutes(3);
 
 bool HaveFaketime() { return !SkewedClockEnv(absl::Seconds(1)).empty(); }
 
-// The round's deadline is 60 s after it opens (less than the skews).
-std::vector<std::string> RoundFlags(int rounds, int timeout_s = 60) {
-  return {absl::StrCat("--rounds=", rounds), "--target_reports=2", "--min_reports=2",
-          absl::StrCat("--round_timeout_s=", timeout_s)};
-}
+// Rounds (RoundFlags) end 60 s after they open, less than the skews.
 
 class ClockSkewTest : public FederationFaultsTest {
  protected:

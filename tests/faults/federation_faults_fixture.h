@@ -97,10 +97,11 @@ class FederationFaultsTest : public FederationFixture {
                    absl::Seconds(120));
   }
 
-  // The coordinator's flags for `rounds` rounds of 2 reports, 60 s each at most.
-  static std::vector<std::string> RoundFlags(int rounds) {
+  // The coordinator's flags for `rounds` rounds of 2 reports, `timeout_s`
+  // each at most.
+  static std::vector<std::string> RoundFlags(int rounds, int timeout_s = 60) {
     return {absl::StrCat("--rounds=", rounds), "--target_reports=2", "--min_reports=2",
-            "--round_timeout_s=60"};
+            absl::StrCat("--round_timeout_s=", timeout_s)};
   }
 
   // The coordinator with the test task for RoundFlags(rounds), two clients,
@@ -124,7 +125,9 @@ class FederationFaultsTest : public FederationFixture {
       absl::StatusOr<proto::CoordinatorStatusResponse> s = Status();
       slowest_s = std::max(slowest_s, absl::ToDoubleSeconds(absl::Now() - t));
       EXPECT_TRUE(s.ok()) << s.status();
-      if (s.ok()) EXPECT_EQ(s->completed_rounds(), completed);
+      if (s.ok()) {
+        EXPECT_EQ(s->completed_rounds(), completed);
+      }
       absl::SleepFor(absl::Milliseconds(300));
     }
     return slowest_s;
