@@ -30,6 +30,8 @@ PACKAGES=(
   # the tandem Python package (python/: pybind11 bindings, NumPy), its pytest
   # suites, and PyTorch for examples/torch_fmnist.py and its test only
   python3-dev pybind11-dev python3-numpy python3-pytest python3-torch
+  # offline `pip install ./python` (python/setup.py) and its test (tests/pip)
+  python3-pip python3-venv python3-setuptools python3-wheel
   # the docker test (tests/docker): engine, compose v1 and the base image's
   # debootstrap (Prometheus itself is installed inside its image)
   docker.io docker-compose debootstrap
