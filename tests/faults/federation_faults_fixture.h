@@ -7,8 +7,10 @@
 #define TANDEM_TESTS_FAULTS_FEDERATION_FAULTS_FIXTURE_H_
 
 #include <grpcpp/grpcpp.h>
+#include <signal.h>
 
 #include <algorithm>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -89,6 +91,24 @@ class FederationFaultsTest : public FederationFixture {
     *recovered = absl::Now();
     ASSERT_GT(next.completed_rounds(), faulted.completed_rounds());
     ExpectRoundsReleasedOnce(rounds);
+  }
+
+  // A hang: SIGSTOPs `pid`, runs `meanwhile`, SIGCONTs it; then waits for
+  // the round `faulted` was in to be released and checks every round
+  // (ExpectEveryRoundReleasedOnce). How long it was stopped, and how long
+  // from SIGCONT to that release, in *stopped_s and *recovered_s.
+  void HangThenExpectReleases(pid_t pid, const proto::CoordinatorStatusResponse& faulted,
+                              int rounds, const std::function<void()>& meanwhile, double* stopped_s,
+                              double* recovered_s) {
+    ASSERT_EQ(kill(pid, SIGSTOP), 0);
+    const absl::Time stopped = absl::Now();
+    meanwhile();
+    ASSERT_EQ(kill(pid, SIGCONT), 0);
+    const absl::Time resumed = absl::Now();
+    *stopped_s = absl::ToDoubleSeconds(resumed - stopped);
+    absl::Time recovered;
+    ASSERT_NO_FATAL_FAILURE(ExpectEveryRoundReleasedOnce(faulted, rounds, &recovered));
+    *recovered_s = absl::ToDoubleSeconds(recovered - resumed);
   }
 
   // Waits for the coordinator's phase to be `phase` (up to 2 minutes).

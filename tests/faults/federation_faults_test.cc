@@ -33,19 +33,16 @@ TEST_F(FederationHangTest, AStoppedLeaderWhileTheRoundCollectsDelaysItOnly) {
   constexpr int kRounds = 2;
   const proto::CoordinatorStatusResponse collecting = StartAndWaitUntilCollecting(kRounds);
   ASSERT_FALSE(HasFailure());
-  ASSERT_EQ(kill(pair_.leader->pid(), SIGSTOP), 0);
-  const absl::Time stopped = absl::Now();
-  const double slowest_status_s = PollStatusDuringFault(collecting.completed_rounds());
-  ASSERT_EQ(kill(pair_.leader->pid(), SIGCONT), 0);
-  const absl::Time resumed = absl::Now();
-  absl::Time recovered;
-  ASSERT_NO_FATAL_FAILURE(ExpectEveryRoundReleasedOnce(collecting, kRounds, &recovered));
+  double slowest_status_s = 0, stopped_s = 0, recovered_s = 0;
+  ASSERT_NO_FATAL_FAILURE(HangThenExpectReleases(
+      pair_.leader->pid(), collecting, kRounds,
+      [&] { slowest_status_s = PollStatusDuringFault(collecting.completed_rounds()); }, &stopped_s,
+      &recovered_s));
   std::fprintf(stderr,
                "[fault] leader SIGSTOPped %.1f s while round %llu collected; slowest coordinator "
                "Status meanwhile %.3f s; released %.2f s after SIGCONT\n",
-               absl::ToDoubleSeconds(resumed - stopped),
-               static_cast<unsigned long long>(collecting.completed_rounds() + 1), slowest_status_s,
-               absl::ToDoubleSeconds(recovered - resumed));
+               stopped_s, static_cast<unsigned long long>(collecting.completed_rounds() + 1),
+               slowest_status_s, recovered_s);
   EXPECT_LT(slowest_status_s, 5.0);
 }
 
@@ -53,25 +50,26 @@ TEST_F(FederationHangTest, AStoppedCoordinatorWhileTheRoundCollectsDelaysItOnly)
   constexpr int kRounds = 2;
   const proto::CoordinatorStatusResponse collecting = StartAndWaitUntilCollecting(kRounds);
   ASSERT_FALSE(HasFailure());
-  ASSERT_EQ(kill(coordinator_->pid(), SIGSTOP), 0);
-  const absl::Time stopped = absl::Now();
-  // The aggregators answer their collector meanwhile and release nothing.
-  for (int i = 0; i < 6; ++i) {
-    auto leader = LeaderStatus();
-    ASSERT_TRUE(leader.ok()) << leader.status();
-    EXPECT_EQ(leader->released_rounds(), collecting.completed_rounds());
-    absl::SleepFor(absl::Milliseconds(500));
-  }
-  ASSERT_EQ(kill(coordinator_->pid(), SIGCONT), 0);
-  const absl::Time resumed = absl::Now();
-  absl::Time recovered;
-  ASSERT_NO_FATAL_FAILURE(ExpectEveryRoundReleasedOnce(collecting, kRounds, &recovered));
+  double stopped_s = 0, recovered_s = 0;
+  ASSERT_NO_FATAL_FAILURE(HangThenExpectReleases(
+      coordinator_->pid(), collecting, kRounds,
+      [&] {
+        // The aggregators answer their collector meanwhile and release nothing.
+        for (int i = 0; i < 6; ++i) {
+          auto leader = LeaderStatus();
+          EXPECT_TRUE(leader.ok()) << leader.status();
+          if (leader.ok()) {
+            EXPECT_EQ(leader->released_rounds(), collecting.completed_rounds());
+          }
+          absl::SleepFor(absl::Milliseconds(500));
+        }
+      },
+      &stopped_s, &recovered_s));
   std::fprintf(stderr,
                "[fault] coordinator SIGSTOPped %.1f s while round %llu collected; released "
                "%.2f s after SIGCONT\n",
-               absl::ToDoubleSeconds(resumed - stopped),
-               static_cast<unsigned long long>(collecting.completed_rounds() + 1),
-               absl::ToDoubleSeconds(recovered - resumed));
+               stopped_s, static_cast<unsigned long long>(collecting.completed_rounds() + 1),
+               recovered_s);
 }
 
 // Every link of the federation through its own FaultProxy.
