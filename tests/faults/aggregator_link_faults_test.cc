@@ -116,6 +116,13 @@ class AggregatorLinkFaultsTest : public ::testing::Test {
     return absl::Now() - start;
   }
 
+  // Waits (up to 30 s) for an armed CutAtResponse to cut the link.
+  void WaitCut() {
+    const absl::Time end = absl::Now() + absl::Seconds(30);
+    while (!proxy_->is_cut() && absl::Now() < end) absl::SleepFor(absl::Milliseconds(10));
+    ASSERT_TRUE(proxy_->is_cut()) << "no call response crossed the link";
+  }
+
   void ExpectReleasedSum() {
     auto a = leader_ep_.Finalize(params_.task_id(), params_.round_id());
     ASSERT_THAT(a, IsOk());
@@ -161,6 +168,50 @@ TEST_F(AggregatorLinkFaultsTest, PartitionDuringVerificationLosesNothing) {
   const std::string log(std::istreambuf_iterator<char>(in), {});
   EXPECT_NE(log.find("verification stalled: UNAVAILABLE"), std::string::npos) << log;
   EXPECT_NE(log.find("verification resumed after"), std::string::npos) << log;
+}
+
+// The link is cut right after the helper's reply to the leader's Verify
+// (FaultProxy::CutAtResponse): the leader has the verdicts, its
+// CommitAcceptedSet meets the cut, so neither server counts the reports
+// until the link heals and the pass is retried.
+TEST_F(AggregatorLinkFaultsTest, PartitionBetweenVerifyAndCommitLosesNothing) {
+  proxy_->CutAtResponse(1, /*before=*/false);
+  Upload(4);
+  WaitCut();
+  absl::SleepFor(absl::Seconds(1));
+  EXPECT_EQ(Accepted(), 0u) << "committed across a cut link";
+  auto helper = helper_ep_.Status(params_.task_id());
+  ASSERT_THAT(helper, IsOk());
+  EXPECT_EQ(helper->accepted_reports(), 0u) << "the commit reached the helper";
+  proxy_->Heal();
+  const absl::Duration recovery = WaitAccepted(4, absl::Seconds(60));
+  std::printf(
+      "[fault] leader-helper cut after Verify's reply, before CommitAcceptedSet: "
+      "recovered %.2f s after healing\n",
+      absl::ToDoubleSeconds(recovery));
+  ExpectReleasedSum();
+}
+
+// The helper commits but its acknowledgement is lost (the link is cut just
+// before it): the helper counts the reports, the leader does not yet; the
+// leader's retried commit after healing is idempotent, so each report is
+// counted once by both.
+TEST_F(AggregatorLinkFaultsTest, ALostCommitAcknowledgementCountsEveryReportOnce) {
+  proxy_->CutAtResponse(2, /*before=*/true);
+  Upload(4);
+  WaitCut();
+  absl::SleepFor(absl::Seconds(1));
+  EXPECT_EQ(Accepted(), 0u);
+  auto helper = helper_ep_.Status(params_.task_id());
+  ASSERT_THAT(helper, IsOk());
+  EXPECT_GE(helper->accepted_reports(), 1u) << "the commit did not reach the helper";
+  proxy_->Heal();
+  const absl::Duration recovery = WaitAccepted(4, absl::Seconds(60));
+  std::printf(
+      "[fault] leader-helper commit acknowledgement lost (%llu reports committed at the "
+      "helper only): recovered %.2f s after healing\n",
+      static_cast<unsigned long long>(helper->accepted_reports()), absl::ToDoubleSeconds(recovery));
+  ExpectReleasedSum();
 }
 
 TEST_F(AggregatorLinkFaultsTest, AStalledLinkDelaysVerificationAndLosesNothing) {

@@ -49,8 +49,15 @@ struct FaultProxy::Link {
     absl::Time last_due = absl::InfinitePast();
     bool eof = false;
   };
+  // Where the target's HTTP/2 frames start and end (CutAtResponse).
+  struct Frames {
+    std::string header;        // a frame header read in part
+    uint32_t left = 0;         // payload bytes of the current frame still to come
+    bool ends_stream = false;  // the current frame ends a call
+  };
   int fds[2] = {-1, -1};
   Queue queues[2];
+  Frames frames;  // direction 1 (the target's bytes), its writer only
   std::atomic<bool> closed{false};
   std::thread threads[4];
 };
@@ -136,6 +143,46 @@ void FaultProxy::Cut() {
 }
 
 void FaultProxy::Heal() { cut_ = false; }
+
+void FaultProxy::CutAtResponse(int n, bool before) {
+  responses_seen_ = 0;
+  cut_before_ = before;
+  cut_at_response_ = n;
+}
+
+bool FaultProxy::FindCutPoint(Link* link, const std::string& bytes, size_t* keep) {
+  Link::Frames& f = link->frames;
+  size_t pos = 0;
+  while (pos < bytes.size()) {
+    if (f.left == 0 && f.header.size() < 9) {
+      const size_t start = f.header.empty() ? pos : 0;
+      const size_t take = std::min(9 - f.header.size(), bytes.size() - pos);
+      f.header.append(bytes, pos, take);
+      pos += take;
+      if (f.header.size() < 9) break;
+      const auto* h = reinterpret_cast<const uint8_t*>(f.header.data());
+      f.left = (uint32_t{h[0]} << 16) | (uint32_t{h[1]} << 8) | h[2];
+      f.ends_stream = h[3] == 0x1 && (h[4] & 0x1) != 0;  // HEADERS, END_STREAM
+      f.header.clear();
+      if (f.ends_stream && cut_at_response_ > 0 && cut_before_ &&
+          responses_seen_ + 1 == cut_at_response_) {
+        *keep = start;
+        return true;
+      }
+    }
+    const size_t take = std::min<size_t>(f.left, bytes.size() - pos);
+    f.left -= static_cast<uint32_t>(take);
+    pos += take;
+    if (f.left == 0 && f.ends_stream) {
+      f.ends_stream = false;
+      if (cut_at_response_ > 0 && ++responses_seen_ == cut_at_response_) {
+        *keep = pos;
+        return true;
+      }
+    }
+  }
+  return false;
+}
 
 void FaultProxy::CloseLink(Link* link) {
   if (link->closed.exchange(true)) return;
@@ -238,6 +285,14 @@ void FaultProxy::Writer(Link* link, int direction) {
       bytes = std::move(q.chunks.front().bytes);
       q.chunks.pop_front();
     }
+    bool cut_after = false;
+    if (direction == 1) {
+      size_t keep = bytes.size();
+      if (FindCutPoint(link, bytes, &keep)) {
+        bytes.resize(keep);
+        cut_after = true;
+      }
+    }
     // Counted before the bytes reach the other end, so a caller that saw
     // them also sees the count (a failed send closes the link anyway).
     forwarded_ += bytes.size();
@@ -249,6 +304,11 @@ void FaultProxy::Writer(Link* link, int direction) {
         return;
       }
       done += static_cast<size_t>(n);
+    }
+    if (cut_after) {
+      cut_at_response_ = 0;
+      Cut();
+      return;
     }
   }
   shutdown(to, SHUT_WR);  // the source ended its stream: pass the end on

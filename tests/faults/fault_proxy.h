@@ -59,7 +59,16 @@ class FaultProxy {
   void Resume();
   void Cut();
   void Heal();
+  // Plaintext HTTP/2 (gRPC without TLS) from the target only: cuts the link
+  // (as Cut()) at the `n`th call response the target sends from now on (a
+  // HEADERS frame with END_STREAM: the call's trailers), right after it
+  // (the caller has the reply; its next call meets the cut) or, with
+  // `before`, just before it (the target handled the call; its reply is
+  // lost). Deterministic where Cut() at a time is not: e.g. between the
+  // leader's Verify and CommitAcceptedSet.
+  void CutAtResponse(int n, bool before);
 
+  bool is_cut() const { return cut_.load(); }
   uint64_t connections_accepted() const { return accepted_.load(); }
   uint64_t connections_refused() const { return refused_.load(); }
   // Bytes handed on to the other end (both directions, all connections).
@@ -75,6 +84,10 @@ class FaultProxy {
   void Writer(Link* link, int direction);
   absl::Time DueTime(absl::Time arrived);
   void CloseLink(Link* link);
+  // Follows the HTTP/2 frames of `bytes` (the target's next bytes on
+  // `link`); true when an armed CutAtResponse falls in them, with the bytes
+  // to forward before cutting in *keep.
+  bool FindCutPoint(Link* link, const std::string& bytes, size_t* keep);
 
   const int listen_fd_;
   const int port_;
@@ -82,6 +95,9 @@ class FaultProxy {
   std::atomic<bool> stopping_{false};
   std::atomic<bool> cut_{false};
   std::atomic<bool> stalled_{false};
+  std::atomic<int> cut_at_response_{0};  // 0: not armed
+  std::atomic<bool> cut_before_{false};
+  std::atomic<int> responses_seen_{0};
   std::atomic<uint64_t> accepted_{0}, refused_{0}, forwarded_{0};
   absl::Mutex mu_;
   absl::Duration delay_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();
