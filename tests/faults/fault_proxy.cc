@@ -57,7 +57,8 @@ struct FaultProxy::Link {
   };
   int fds[2] = {-1, -1};
   Queue queues[2];
-  Frames frames;  // direction 1 (the target's bytes), its writer only
+  Frames frames;     // direction 1 (the target's bytes), its writer only
+  std::string held;  // a partial frame header withheld while armed (same)
   std::atomic<bool> closed{false};
   std::thread threads[4];
 };
@@ -150,10 +151,14 @@ void FaultProxy::CutAtResponse(int n, bool before) {
   cut_at_response_ = n;
 }
 
-bool FaultProxy::FindCutPoint(Link* link, const std::string& bytes, size_t* keep) {
+bool FaultProxy::FindCutPoint(Link* link, const std::string& bytes, size_t* keep, size_t* hold) {
   Link::Frames& f = link->frames;
   size_t pos = 0;
   while (pos < bytes.size()) {
+    if (f.left == 0 && f.header.empty() && cut_at_response_ > 0 && bytes.size() - pos < 9) {
+      *hold = pos;  // the frame's header is not all here: decide on it next time
+      return false;
+    }
     if (f.left == 0 && f.header.size() < 9) {
       const size_t start = f.header.empty() ? pos : 0;
       const size_t take = std::min(9 - f.header.size(), bytes.size() - pos);
@@ -287,10 +292,15 @@ void FaultProxy::Writer(Link* link, int direction) {
     }
     bool cut_after = false;
     if (direction == 1) {
-      size_t keep = bytes.size();
-      if (FindCutPoint(link, bytes, &keep)) {
+      bytes.insert(0, link->held);
+      link->held.clear();
+      size_t keep = bytes.size(), hold = bytes.size();
+      if (FindCutPoint(link, bytes, &keep, &hold)) {
         bytes.resize(keep);
         cut_after = true;
+      } else if (hold < bytes.size()) {
+        link->held = bytes.substr(hold);
+        bytes.resize(hold);
       }
     }
     // Counted before the bytes reach the other end, so a caller that saw
@@ -310,6 +320,10 @@ void FaultProxy::Writer(Link* link, int direction) {
       Cut();
       return;
     }
+  }
+  if (!link->held.empty()) {  // the source ended: what was withheld goes too
+    forwarded_ += link->held.size();
+    send(to, link->held.data(), link->held.size(), MSG_NOSIGNAL);
   }
   shutdown(to, SHUT_WR);  // the source ended its stream: pass the end on
 }

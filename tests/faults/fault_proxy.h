@@ -86,8 +86,10 @@ class FaultProxy {
   void CloseLink(Link* link);
   // Follows the HTTP/2 frames of `bytes` (the target's next bytes on
   // `link`); true when an armed CutAtResponse falls in them, with the bytes
-  // to forward before cutting in *keep.
-  bool FindCutPoint(Link* link, const std::string& bytes, size_t* keep);
+  // to forward before cutting in *keep. While armed, a frame header cut
+  // short by the end of `bytes` is not forwarded yet: *hold is where it
+  // starts (the writer sends it with the next bytes).
+  bool FindCutPoint(Link* link, const std::string& bytes, size_t* keep, size_t* hold);
 
   const int listen_fd_;
   const int port_;

@@ -1,7 +1,8 @@
 // FaultProxy against a small echo server on loopback: bytes pass unchanged,
 // delay is applied per direction, a stall holds bytes until resumed, a cut
-// resets live connections and refuses new ones until healed, and targets
-// off loopback are refused.
+// resets live connections and refuses new ones until healed, a cut armed
+// at a call's response falls exactly at its HTTP/2 frame, and targets off
+// loopback are refused.
 #include "tests/faults/fault_proxy.h"
 
 #include <arpa/inet.h>
@@ -173,6 +174,55 @@ TEST(FaultProxy, ACutResetsConnectionsAndRefusesNewOnesUntilHealed) {
   ASSERT_TRUE(Send(after, "z"));
   EXPECT_EQ(ReadFor(after, 1, absl::Seconds(10)), "z");
   close(after);
+}
+
+// One HTTP/2 frame: a 9-byte header (24-bit length, type, flags, stream 1)
+// and its payload.
+std::string Frame(uint8_t type, uint8_t flags, const std::string& payload) {
+  std::string f = {static_cast<char>(payload.size() >> 16),
+                   static_cast<char>(payload.size() >> 8),
+                   static_cast<char>(payload.size()),
+                   static_cast<char>(type),
+                   static_cast<char>(flags),
+                   0,
+                   0,
+                   0,
+                   1};
+  return f + payload;
+}
+
+// The echo server sends the frames back, so the proxy follows them on the
+// target's side: two calls' trailers (HEADERS with END_STREAM) among DATA
+// frames, sent in pieces that split a frame header.
+TEST(FaultProxy, CutAtResponseCutsAtTheNthCallsTrailers) {
+  const std::string data = Frame(0x0, 0x0, "hello");
+  const std::string end1 = Frame(0x1, 0x5, "abc");    // HEADERS, END_STREAM | END_HEADERS
+  const std::string headers = Frame(0x1, 0x4, "de");  // HEADERS without END_STREAM
+  const std::string end2 = Frame(0x1, 0x5, "xyz");
+  const std::string more = Frame(0x0, 0x0, "later");
+  struct Case {
+    int n;
+    bool before;
+    std::string expected;
+  };
+  for (const Case& c : {Case{1, false, data + end1}, Case{2, true, data + end1 + headers},
+                        Case{2, false, data + end1 + headers + end2}}) {
+    SCOPED_TRACE(absl::StrCat(c.n, c.before ? " before" : " after"));
+    EchoServer echo;
+    auto proxy = FaultProxy::Start(echo.address());
+    ASSERT_THAT(proxy, IsOk());
+    (*proxy)->CutAtResponse(c.n, c.before);
+    const int fd = Dial((*proxy)->port());
+    ASSERT_GE(fd, 0);
+    const std::string all = data + end1 + headers + end2 + more;
+    const size_t split = data.size() + end1.size() + headers.size() + 4;  // inside end2's header
+    ASSERT_TRUE(Send(fd, all.substr(0, split)));
+    absl::SleepFor(absl::Milliseconds(100));
+    Send(fd, all.substr(split));
+    EXPECT_EQ(ReadFor(fd, all.size(), absl::Seconds(5)), c.expected);
+    EXPECT_TRUE((*proxy)->is_cut());
+    close(fd);
+  }
 }
 
 TEST(FaultProxy, RefusesTargetsOffLoopback) {
