@@ -62,10 +62,12 @@ class CoordinatorDiskFullTest : public FederationFaultsTest {
 // (the aggregators answer with the same released share) once space returns.
 TEST_F(CoordinatorDiskFullTest, AReleaseThatCannotBeRecordedIsRecordedOnceSpaceReturns) {
   constexpr int kRounds = 2;
-  // Two clients and a target of 3: each round waits for its 6 s deadline.
+  // Two clients and a target of 3: each round waits for its 12 s deadline
+  // (time for both uploads and for the disk to fill before it, also on a
+  // loaded machine).
   const std::vector<std::string> args =
       CoordinatorArgs({absl::StrCat("--rounds=", kRounds), "--target_reports=3", "--min_reports=2",
-                       "--round_timeout_s=6"});
+                       "--round_timeout_s=12"});
   ASSERT_NO_FATAL_FAILURE(StartCoordinatorWith(args));
   ASSERT_NO_FATAL_FAILURE(StartClient(0, 2));
   ASSERT_NO_FATAL_FAILURE(StartClient(1, 2));
@@ -75,10 +77,12 @@ TEST_F(CoordinatorDiskFullTest, AReleaseThatCannotBeRecordedIsRecordedOnceSpaceR
       },
       absl::Seconds(60));
   ASSERT_EQ(uploaded.uploads_done(), 2u);
-  ASSERT_EQ(uploaded.completed_rounds(), 0u);
+  // Round 1, or round 2 where a loaded machine let round 1 pass unseen.
+  const uint64_t before = uploaded.completed_rounds();
+  ASSERT_LT(before, static_cast<uint64_t>(kRounds));
   Fill();
   const absl::Time filled = absl::Now();
-  // At the deadline the aggregators release round 1; its record fails.
+  // At the deadline the aggregators release the round; its record fails.
   std::string log;
   const absl::Time end = absl::Now() + absl::Seconds(30);
   while (absl::Now() < end && !absl::StrContains(log, "recording it failed")) {
@@ -89,20 +93,20 @@ TEST_F(CoordinatorDiskFullTest, AReleaseThatCannotBeRecordedIsRecordedOnceSpaceR
   absl::SleepFor(absl::Seconds(2));  // a retry fails too
   absl::StatusOr<proto::CoordinatorStatusResponse> during = Status();
   ASSERT_TRUE(during.ok()) << during.status();  // it answers its operators
-  EXPECT_EQ(during->completed_rounds(), 0u);
+  EXPECT_EQ(during->completed_rounds(), before);
   auto leader = LeaderStatus();
   ASSERT_TRUE(leader.ok()) << leader.status();
-  EXPECT_EQ(leader->released_rounds(), 1u);
+  EXPECT_EQ(leader->released_rounds(), before + 1);
   std::filesystem::remove(mount_ + "/filler");
   const absl::Time freed = absl::Now();
-  const proto::CoordinatorStatusResponse recorded =
-      WaitFor([](const proto::CoordinatorStatusResponse& s) { return s.completed_rounds() >= 1; },
-              absl::Seconds(60));
+  const proto::CoordinatorStatusResponse recorded = WaitFor(
+      [&](const proto::CoordinatorStatusResponse& s) { return s.completed_rounds() > before; },
+      absl::Seconds(60));
   const absl::Time recovered = absl::Now();
-  ASSERT_GE(recorded.completed_rounds(), 1u);
+  ASSERT_GT(recorded.completed_rounds(), before);
   leader = LeaderStatus();
   ASSERT_TRUE(leader.ok()) << leader.status();
-  EXPECT_LE(leader->released_rounds(), 2u);  // round 1 once (round 2 may follow)
+  EXPECT_LE(leader->released_rounds(), before + 2);  // that round once (the next may follow)
   ASSERT_NO_FATAL_FAILURE(ExpectRoundsReleasedOnce(kRounds));
   log = ReadAll(dir_ + "/coordinator.log");
   EXPECT_TRUE(absl::StrContains(log, "store writes stalled: RESOURCE_EXHAUSTED")) << log;
@@ -120,12 +124,13 @@ TEST_F(CoordinatorDiskFullTest, AReleaseThatCannotBeRecordedIsRecordedOnceSpaceR
        at = log.find("recording it failed", at + 1)) {
     ++failures;
   }
-  std::fprintf(stderr,
-               "[fault] coordinator's state disk full for %.1f s across round 1's release (8 MiB "
-               "tmpfs): %d failed records, the aggregators released it once; recorded %.2f s "
-               "after space returned; %d rounds, each released once\n",
-               absl::ToDoubleSeconds(freed - filled), failures,
-               absl::ToDoubleSeconds(recovered - freed), kRounds);
+  std::fprintf(
+      stderr,
+      "[fault] coordinator's state disk full for %.1f s across round %llu's release (8 MiB "
+      "tmpfs): %d failed records, the aggregators released it once; recorded %.2f s "
+      "after space returned; %d rounds, each released once\n",
+      absl::ToDoubleSeconds(freed - filled), static_cast<unsigned long long>(before + 1), failures,
+      absl::ToDoubleSeconds(recovered - freed), kRounds);
 }
 
 }  // namespace
