@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/logging.h"
 
 namespace tandem {
 
@@ -30,6 +31,17 @@ std::optional<StallReporter::Line> StallReporter::Observe(const absl::Status& pa
   return Line{true, absl::StrFormat("%s still stalled after %.1f s (%d failed %s): %s", subject_,
                                     absl::ToDoubleSeconds(now - *since_), failures_, attempts_,
                                     last_error_)};
+}
+
+void StallReporter::ObserveAndLog(const absl::Status& pass, absl::Time now,
+                                  absl::string_view prefix) {
+  std::optional<Line> line = Observe(pass, now);
+  if (!line.has_value()) return;
+  if (line->warning) {
+    TANDEM_LOG(WARNING) << prefix << line->text;
+  } else {
+    TANDEM_LOG(INFO) << prefix << line->text;
+  }
 }
 
 double StallReporter::stalled_seconds(absl::Time now) const {

@@ -22,6 +22,7 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 
@@ -46,6 +47,9 @@ class StallReporter {
     std::string text;
   };
   std::optional<Line> Observe(const absl::Status& pass, absl::Time now);
+  // Observe(), and the line it calls for, if any, logged (TANDEM_LOG, as a
+  // warning or at INFO) after `prefix`.
+  void ObserveAndLog(const absl::Status& pass, absl::Time now, absl::string_view prefix = "");
 
   // Seconds since the first failed pass of the current stall (0: none).
   double stalled_seconds(absl::Time now) const;

@@ -6,7 +6,6 @@
 #include <limits>
 
 #include "absl/container/inlined_vector.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "aggregator/core/deterministic.h"
@@ -224,16 +223,10 @@ absl::StatusOr<std::string> Aggregator::CheckTicket(const proto::UploadRequest& 
       crypto::VerifyUploadTicketWithAnyOf(keys, request.ticket());
   TANDEM_ASSIGN_OR_RETURN(*ticket, std::move(verified));
   // Expiry is on the coordinator's clock: checked against this server's
-  // less the tolerated skew (the message says so when it refuses).
-  if (absl::Status s = crypto::CheckTicketFor(
-          *ticket, request.task_id(), request.round_id(), request.report_id(),
-          absl::ToUnixMillis(clock_->Now() - options_.max_clock_skew));
-      !s.ok()) {
-    if (!absl::StrContains(s.message(), "expired")) return s;
-    return absl::UnauthenticatedError(
-        absl::StrCat(s.message(), " (this aggregator's clock less the tolerated clock skew of ",
-                     absl::FormatDuration(options_.max_clock_skew), ")"));
-  }
+  // less the tolerated skew.
+  TANDEM_RETURN_IF_ERROR(crypto::CheckTicketFor(
+      *ticket, request.task_id(), request.round_id(), request.report_id(),
+      absl::ToUnixMillis(clock_->Now()), absl::ToInt64Milliseconds(options_.max_clock_skew)));
   if (ticket->device_public_key().empty()) {
     if (options_.require_device_bound_tickets) {
       return absl::UnauthenticatedError(

@@ -283,14 +283,7 @@ void AggregatorDaemon::ProcessLoop(absl::Duration interval) {
   while (!stop_.WaitForNotificationWithTimeout(interval)) {
     const absl::Time start = absl::Now();
     if (aggregator_->role() == Role::kLeader) {
-      const absl::Status s = aggregator_->ProcessAllPending();
-      if (std::optional<StallReporter::Line> line = stall_.Observe(s, absl::Now())) {
-        if (line->warning) {
-          TANDEM_LOG(WARNING) << line->text;
-        } else {
-          TANDEM_LOG(INFO) << line->text;
-        }
-      }
+      stall_.ObserveAndLog(aggregator_->ProcessAllPending(), absl::Now());
     }
     if (absl::Status s = aggregator_->SaveIdlePartials(); !s.ok()) {
       TANDEM_VLOG(1) << "idle checkpoint: " << s;

@@ -13,6 +13,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "base/logging.h"
 #include "base/status_macros.h"
 #include "crypto/sign/ed25519.h"
@@ -150,7 +151,8 @@ absl::StatusOr<proto::UploadTicket> VerifyUploadTicket(
 }
 
 absl::Status CheckTicketFor(const proto::UploadTicket& ticket, absl::string_view task_id,
-                            uint64_t round_id, absl::string_view report_id, int64_t now_unix_ms) {
+                            uint64_t round_id, absl::string_view report_id, int64_t now_unix_ms,
+                            int64_t skew_ms) {
   TANDEM_RETURN_IF_ERROR(CheckShape(ticket, absl::StatusCode::kUnauthenticated));
   if (ticket.task_id() != task_id) {
     return absl::UnauthenticatedError(absl::StrCat(
@@ -168,9 +170,12 @@ absl::Status CheckTicketFor(const proto::UploadTicket& ticket, absl::string_view
   if (ticket.expiry_unix_ms() <= 0) {
     return absl::UnauthenticatedError("upload ticket has no expiry");
   }
-  if (now_unix_ms > ticket.expiry_unix_ms()) {
+  if (now_unix_ms - skew_ms > ticket.expiry_unix_ms()) {
     return absl::UnauthenticatedError(absl::StrCat(
-        "upload ticket expired at ", ticket.expiry_unix_ms(), " ms, now ", now_unix_ms, " ms"));
+        "upload ticket expired at ", ticket.expiry_unix_ms(), " ms, now ", now_unix_ms, " ms",
+        skew_ms > 0 ? absl::StrCat(" (this aggregator's clock less the tolerated clock skew of ",
+                                   absl::FormatDuration(absl::Milliseconds(skew_ms)), ")")
+                    : ""));
   }
   return absl::OkStatus();
 }

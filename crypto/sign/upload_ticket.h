@@ -76,11 +76,14 @@ absl::StatusOr<proto::UploadTicket> VerifyUploadTicketWithAnyOf(
     const proto::SignedUploadTicket& signed_ticket);
 
 // OK iff the (verified) `ticket` is for `task_id`, `round_id` and `report_id`
-// (report_id == ticket_id) and has not expired (now_unix_ms <=
-// expiry_unix_ms). UNAUTHENTICATED otherwise, also for expiry_unix_ms <= 0
-// ("no expiry" is not accepted) or a malformed ticket.
+// (report_id == ticket_id) and has not expired (now_unix_ms - skew_ms <=
+// expiry_unix_ms: the expiry is on the issuer's clock, `now_unix_ms` on the
+// checker's, which may run up to `skew_ms` ahead; the refusal names the
+// tolerance when there is one). UNAUTHENTICATED otherwise, also for
+// expiry_unix_ms <= 0 ("no expiry" is not accepted) or a malformed ticket.
 absl::Status CheckTicketFor(const proto::UploadTicket& ticket, absl::string_view task_id,
-                            uint64_t round_id, absl::string_view report_id, int64_t now_unix_ms);
+                            uint64_t round_id, absl::string_view report_id, int64_t now_unix_ms,
+                            int64_t skew_ms = 0);
 
 // SHA-256 of `signed_ticket.ticket` (the signed bytes), 32 bytes. Independent
 // of the signature encoding, so it identifies the ticket itself.

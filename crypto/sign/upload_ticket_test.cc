@@ -273,6 +273,13 @@ TEST_F(UploadTicketTest, CheckRefusesOtherTaskRoundReportAndExpired) {
   // Expired one millisecond after the expiry.
   EXPECT_THAT(CheckTicketFor(*v, "task-7", 42, id, kExpiry + 1),
               StatusIs(kUnauth, HasSubstr("expired")));
+  // A checker's clock up to skew_ms ahead of the issuer's is tolerated, one
+  // millisecond more is not, and the refusal names the tolerance.
+  EXPECT_THAT(CheckTicketFor(*v, "task-7", 42, id, kExpiry + 60000, 60000), IsOk());
+  EXPECT_THAT(CheckTicketFor(*v, "task-7", 42, id, kExpiry + 60001, 60000),
+              StatusIs(kUnauth, HasSubstr("expired at")));
+  EXPECT_THAT(CheckTicketFor(*v, "task-7", 42, id, kExpiry + 60001, 60000),
+              StatusIs(kUnauth, HasSubstr("tolerated clock skew of 1m")));
   // A malformed (unverified) ticket is refused by the check on its own.
   proto::UploadTicket raw = t;
   raw.set_ticket_id("short");

@@ -517,26 +517,17 @@ absl::Status Coordinator::Finalize() {
                             DecodeEvaluation(*agg, sum.RoundParameters(round, deadline),
                                              ClientEvaluationConfig(), task_->completed_rounds()));
     *summary.mutable_evaluation() = std::move(e);
-    if (absl::Status s = FinalizeEvaluation(round, std::move(summary)); !s.ok()) {
-      return RecoverFromStore(round, s);
-    }
-    record_backoff_ = absl::ZeroDuration();
-    return absl::OkStatus();
   }
-  if (absl::Status s = RecordRelease(round, *agg, std::move(summary)); !s.ok()) {
-    return RecoverFromStore(round, s);
-  }
+  const absl::Status recorded = eval_sum_.has_value()
+                                    ? FinalizeEvaluation(round, std::move(summary))
+                                    : RecordRelease(round, *agg, std::move(summary));
+  if (!recorded.ok()) return RecoverFromStore(round, recorded);
+  record_backoff_ = absl::ZeroDuration();
   return absl::OkStatus();
 }
 
 absl::Status Coordinator::Stored(absl::Status s) {
-  if (std::optional<StallReporter::Line> line = store_stall_.Observe(s, clock_->Now())) {
-    if (line->warning) {
-      TANDEM_LOG(WARNING) << "coordinator: " << line->text;
-    } else {
-      TANDEM_LOG(INFO) << "coordinator: " << line->text;
-    }
-  }
+  store_stall_.ObserveAndLog(s, clock_->Now(), "coordinator: ");
   return s;
 }
 

@@ -113,7 +113,6 @@ absl::Status Coordinator::RecordRelease(uint64_t round, const DecodedAggregate& 
     PublishModel();
     phase_ = Phase::kIdle;
   }
-  record_backoff_ = absl::ZeroDuration();
   WriteReleasedModelFile(/*only_if_missing=*/false);
   return absl::OkStatus();
 }
