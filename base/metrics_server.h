@@ -1,20 +1,35 @@
-// Prometheus /metrics for the daemons, through prometheus-cpp (Debian's
-// prometheus-cpp-dev): its Exposer serves GET /metrics in the text format
-// (0.0.4) from civetweb worker threads, and the daemons register
-// prometheus::Registry objects (counters and histograms they update as
-// events happen) and CallbackCollectables (values read from their state at
-// scrape time).
+// Prometheus /metrics for the daemons, and small HTML pages beside it on the
+// same port (the coordinator's live dashboard), served by civetweb (Debian's
+// libcivetweb, which prometheus-cpp-dev depends on) through its C API on
+// civetweb worker threads. The daemons register prometheus::Registry
+// objects (counters and histograms they update as events happen) and
+// CallbackCollectables (values read from their state at scrape time); GET
+// /metrics serializes them in the text format (0.0.4) with prometheus-cpp's
+// TextSerializer.
+//
+// Only GET and HEAD are served (405 otherwise), only /metrics and the
+// registered pages (404 otherwise). Every response carries
+// Cache-Control: no-store, X-Content-Type-Options: nosniff and a
+// Content-Security-Policy that allows nothing but inline styles and data:
+// images (no script, no frames, no remote loads), and closes its
+// connection.
 //
 // The endpoint is plain HTTP without authentication: it carries aggregate
-// counters only (never report data or keys). Bind it to loopback, or to an
-// address only the monitoring network reaches.
+// counters only (never report data or keys), and pages must show no more.
+// Bind it to loopback, or to an address only the monitoring network reaches.
 //
-// Ownership: the server keeps every registered collectable alive until it
-// is destroyed. Thread safety: Register and port are thread-safe; scrapes
-// run concurrently on the server's threads, so collectables must be
-// thread-safe (Registry is; a CallbackCollectable's callback must be).
+// Ownership: the server keeps every registered collectable and page handler
+// alive until it is destroyed; the destructor stops the threads first.
+// Thread safety: Register, RegisterPage and port are thread-safe; requests
+// run concurrently on the server's threads, so collectables and page
+// handlers must be thread-safe (Registry is; a CallbackCollectable's
+// callback must be).
 #ifndef TANDEM_BASE_METRICS_SERVER_H_
 #define TANDEM_BASE_METRICS_SERVER_H_
+
+#include <prometheus/collectable.h>
+#include <prometheus/metric_family.h>
+#include <prometheus/metric_type.h>
 
 #include <functional>
 #include <memory>
@@ -22,18 +37,26 @@
 #include <string>
 #include <vector>
 
-#include <prometheus/collectable.h>
-#include <prometheus/metric_family.h>
-#include <prometheus/metric_type.h>
-
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
-namespace prometheus {
-class Exposer;
-}  // namespace prometheus
+struct mg_connection;  // civetweb's
+struct mg_context;
 
 namespace tandem {
+
+// What a page handler answers: `status` (200, 404, ...) with `body` of
+// `content_type`. The server adds the headers every response carries.
+struct HttpReply {
+  int status = 200;
+  std::string content_type = "text/html; charset=utf-8";
+  std::string body;
+};
+
+// Answers a GET (or HEAD) of `path` (URL-decoded, without the query) with
+// `query` (the raw part after '?', empty when none). Runs on a server
+// thread; must be thread-safe and must not block for long.
+using PageHandler = std::function<HttpReply(absl::string_view path, absl::string_view query)>;
 
 class MetricsServer {
  public:
@@ -47,14 +70,26 @@ class MetricsServer {
   int port() const { return port_; }
   // Adds `collectable` to what /metrics returns.
   void Register(std::shared_ptr<prometheus::Collectable> collectable);
+  // Serves `path` (e.g. "/tasks", starting with '/') and every path below
+  // it ("/tasks/a") with `handler`; "/" serves only "/". The longest
+  // registered path that matches wins; /metrics stays the metrics'. A
+  // second registration of a path replaces the first.
+  void RegisterPage(std::string path, PageHandler handler);
 
  private:
-  MetricsServer(std::unique_ptr<prometheus::Exposer> exposer, int port);
+  MetricsServer() = default;
+  // civetweb's request handler (`self` is the server).
+  static int Handle(mg_connection* conn, void* self);
+  // The reply to a GET of `path`.
+  HttpReply Route(absl::string_view path, absl::string_view query);
+  // The text format of every registered collectable.
+  std::string Scrape();
 
   std::mutex mu_;
-  std::vector<std::shared_ptr<prometheus::Collectable>> collectables_;  // guarded by mu_
-  std::unique_ptr<prometheus::Exposer> exposer_;
-  int port_;
+  std::vector<std::shared_ptr<prometheus::Collectable>> collectables_;             // guarded by mu_
+  std::vector<std::pair<std::string, std::shared_ptr<const PageHandler>>> pages_;  // guarded by mu_
+  mg_context* ctx_ = nullptr;  // owned: mg_stop in the destructor
+  int port_ = 0;
 };
 
 // A collectable whose families `collect` builds at each scrape (gauges and

@@ -3,9 +3,10 @@
 #   tandem-base:bookworm      debootstrap --variant=minbase bookworm from
 #                             deb.debian.org, imported with `docker import`
 #                             (made once: skipped when the tag exists)
-#   tandem:TAG                deploy/Dockerfile: the daemons and tools of an
-#                             existing build tree (stripped copies) over
-#                             their runtime libraries and Fashion-MNIST
+#   tandem:TAG                deploy/Dockerfile: the Debian packages of an
+#                             existing build tree (cpack -G DEB: the daemons,
+#                             the tools) installed with apt, which brings
+#                             their runtime libraries, and Fashion-MNIST
 #   tandem-prometheus:TAG     deploy/Dockerfile.prometheus: Debian's prometheus
 #   tandem-postgres:TAG       deploy/Dockerfile.postgres: Debian's PostgreSQL 15
 #                             for replicated aggregators (only with --postgres:
@@ -13,11 +14,12 @@
 # No compile stage: build first (cmake --build build), then run this. The
 # build must be a Debian 12 one (the image's libraries are bookworm's).
 #
-# Usage: deploy/docker-images.sh [--build DIR] [--base IMAGE] [--tag TAG]
-#                                [--bin PATH]... [--no-prometheus] [--postgres]
-#   --build DIR   CMake build tree holding the binaries (default: build);
-#                 each tandem-* below is looked up in it by name
-#   --bin PATH    take this binary instead of looking it up (repeatable)
+# Usage: deploy/docker-images.sh [--build DIR] [--debs DIR] [--base IMAGE] [--tag TAG]
+#                                [--no-prometheus] [--postgres]
+#   --build DIR   CMake build tree to package (default: build): cpack -G DEB
+#                 runs there (cmake/TandemInstall.cmake)
+#   --debs DIR    take the packages from DIR instead (tandem-aggregator,
+#                 tandem-coordinator, tandem-worker, tandem-tools *.deb)
 #   --base IMAGE  a Debian 12 image with apt to build FROM instead of
 #                 tandem-base:bookworm (e.g. debian:12 from a registry)
 #   --tag TAG     image tag (default latest)
@@ -35,7 +37,8 @@ base=""
 tag=latest
 prometheus=1
 postgres=0
-declare -A given=()
+debs=""
+PACKAGES=(tandem-aggregator tandem-coordinator tandem-worker tandem-tools)
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) build="${2:?--build takes a directory}"; shift ;;
@@ -44,8 +47,8 @@ while [ $# -gt 0 ]; do
     --base=*) base="${1#*=}" ;;
     --tag) tag="${2:?--tag takes a tag}"; shift ;;
     --tag=*) tag="${1#*=}" ;;
-    --bin) given["$(basename "${2:?--bin takes a path}")"]="$2"; shift ;;
-    --bin=*) given["$(basename "${1#*=}")"]="${1#*=}" ;;
+    --debs) debs="${2:?--debs takes a directory}"; shift ;;
+    --debs=*) debs="${1#*=}" ;;
     --no-prometheus) prometheus=0 ;;
     --postgres) postgres=1 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 0 ;;
@@ -86,52 +89,27 @@ if [ -z "$base" ]; then
   fi
 fi
 
-# 2. The build context: the stripped binaries, the entry points (the client
-# replicas', the one-shot task creation's).
-BINARIES=(tandem-aggregator tandem-coordinator tandem-client tandem-status tandem-sim
-          tandem-worker tandem-train tandem-admin)
-mkdir -p "$work/ctx/bin"
-for name in "${BINARIES[@]}"; do
-  src="${given[$name]:-}"
-  if [ -z "$src" ]; then
-    src="$(find "$build" -type f -name "$name" -perm -u+x -not -path '*/CMakeFiles/*' 2>/dev/null |
-           head -1)"
-  fi
-  [ -n "$src" ] && [ -x "$src" ] || {
-    echo "docker-images: $name not found in $build (build it first, or pass --bin)" >&2; exit 1; }
-  strip --strip-unneeded -o "$work/ctx/bin/$name" "$src"
+# 2. The build context: the Debian packages of the build tree (cpack, or
+# --debs), the entry points (the client replicas', the one-shot task
+# creation's).
+mkdir -p "$work/ctx/debs" "$work/ctx/bin"
+if [ -z "$debs" ]; then
+  [ -f "$build/CPackConfig.cmake" ] || {
+    echo "docker-images: $build is not a configured build tree (no CPackConfig.cmake)" >&2; exit 1; }
+  t=$(now)
+  (cd "$build" && cpack -G DEB -B "$work/cpack" >"$work/cpack.log" 2>&1) || {
+    tail -30 "$work/cpack.log" >&2; exit 1; }
+  debs="$work/cpack"
+  say "cpack -G DEB in $build: $(took "$t") s"
+fi
+for p in "${PACKAGES[@]}"; do
+  f=("$debs"/"${p}"_*.deb)
+  [ ${#f[@]} -eq 1 ] && [ -f "${f[0]}" ] || {
+    echo "docker-images: no single ${p}_*.deb in $debs" >&2; exit 1; }
+  cp "${f[0]}" "$work/ctx/debs/"
 done
 install -m 0755 "$here/docker/tandem-replica" "$work/ctx/bin/tandem-replica"
 install -m 0755 "$here/docker/tandem-create-task" "$work/ctx/bin/tandem-create-task"
-# Shared libraries the binaries load that no Debian package provides (the
-# CUDA runtime of a build with CUDA, e.g. the worker's libcudart) go along
-# into /usr/local/lib; everything else comes from the image's packages.
-mkdir -p "$work/ctx/lib"
-: >"$work/ctx/lib/host-libraries.txt"
-declare -A needed=()  # library path (as ldd names it) -> a binary that loads it
-declare -A query=()   # those paths and their targets, for dpkg
-for name in "${BINARIES[@]}"; do
-  src="$work/ctx/bin/$name"
-  if ldd "$src" | grep -q "not found"; then
-    echo "docker-images: $name needs libraries this host lacks:" >&2; ldd "$src" | grep "not found" >&2
-    exit 1
-  fi
-  for lib in $(ldd "$src" | awk '$2 == "=>" && $3 ~ /^\// { print $3 }'); do
-    needed["$lib"]="$name"
-    query["$lib"]=1
-    query["$(readlink -f "$lib")"]=1
-  done
-done
-# One dpkg query for all of them (it knows a file under /lib or /usr/lib).
-owned="$( (dpkg -S "${!query[@]}" 2>/dev/null || true) | sed "s/^.*: //")"
-for lib in "${!needed[@]}"; do
-  real="$(readlink -f "$lib")"
-  if ! grep -qxF "$lib" <<<"$owned" && ! grep -qxF "$real" <<<"$owned"; then
-    cp -L "$lib" "$work/ctx/lib/$(basename "$lib")"
-    echo "$(basename "$lib") from $real (for ${needed[$lib]})" >>"$work/ctx/lib/host-libraries.txt"
-    say "${needed[$lib]} loads $lib, which no Debian package provides: copied into the image"
-  fi
-done
 cp "$here/Dockerfile" "$work/ctx/Dockerfile"
 
 # 3. The images. Host networking for apt inside the build: no bridge needed.

@@ -14,12 +14,15 @@ PACKAGES=(
   nlohmann-json3-dev
   # the CPU FFT of ml/kernels (fftw3f, found through pkg-config)
   libfftw3-dev
-  # the daemons' Prometheus /metrics (prometheus-cpp's Exposer)
-  prometheus-cpp-dev
+  # the daemons' Prometheus /metrics (prometheus-cpp's text format) and the
+  # coordinator's dashboard, served by civetweb (base/metrics_server.h)
+  prometheus-cpp-dev libcivetweb-dev
   # YAML task documents (libyaml, through pkg-config: server/core/yaml_message.h)
   libyaml-dev
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
+  # the dashboard test renders the coordinator's page headless (tests/dashboard)
+  chromium
   # the PostgreSQL report store (libpq) and its tests, which start their own
   # throwaway server on a free loopback port (never the packaged cluster's 5432)
   libpq-dev postgresql-15
@@ -40,6 +43,9 @@ PACKAGES=(
   libfaketime
   # the documentation site (mkdocs.yml, docs/; tests/docs: mkdocs build --strict)
   mkdocs
+  # the Debian packages (cpack -G DEB: dpkg-shlibdeps) and their test
+  # (tests/packaging: systemd-analyze security --offline on the units)
+  dpkg-dev systemd
 )
 
 missing=()

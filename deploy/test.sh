@@ -10,17 +10,25 @@
 #      every daemon's --helpfull including the worker's, runs in 2 as well).
 #   2. Release with -march=native, benchmarks, the Python package
 #      (TANDEM_BUILD_PYTHON: python/, its pytest suites under ctest label
-#      python) and CUDA when nvcc is present: the whole suite (unit,
-#      integration, python, bench smoke runs; gpu tests skip themselves
-#      without a device).
-# Set TANDEM_TEST_SANITIZERS=0 to skip configuration 1 during development.
+#      python) and CUDA when nvcc is present: the rest of the suite (the ML
+#      worker family's unit tests, integration, adversarial, faults,
+#      python, bench smoke runs, packaging, docker; gpu tests skip
+#      themselves without a device). The core unit tests ran in 1 and are
+#      not built again (TANDEM_CORE_UNIT_TESTS=OFF): each unit test runs
+#      once, under the sanitizers.
+# Test sources compile at -O0 (1) and -O1 (2), the code under test at the
+# configuration's level (TANDEM_TEST_OPT, cmake/TandemHelpers.cmake).
+# Set TANDEM_TEST_SANITIZERS=0 to skip configuration 1 during development
+# (configuration 2 then builds and runs the core unit tests too).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 JOBS=${JOBS:-$(nproc)}
 
 deploy/install-deps.sh
 
+core_unit_tests=ON
 if [ "${TANDEM_TEST_SANITIZERS:-1}" != "0" ]; then
+  core_unit_tests=OFF
   # -O1 without -g: the fastest sanitizer build that still runs the tests fast.
   cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-O1 \
     -DTANDEM_SANITIZERS=address,undefined -DTANDEM_BUILD_BENCHMARKS=OFF \
@@ -30,6 +38,7 @@ if [ "${TANDEM_TEST_SANITIZERS:-1}" != "0" ]; then
     ctest --test-dir build-asan -L unit -E '^(deploy_files_test|docs_build_test)$' --output-on-failure -j"$JOBS"
 fi
 
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DTANDEM_BUILD_PYTHON=ON >/dev/null
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DTANDEM_BUILD_PYTHON=ON \
+  -DTANDEM_CORE_UNIT_TESTS="$core_unit_tests" >/dev/null
 cmake --build build -j"$JOBS"
 ctest --test-dir build --output-on-failure -j"$JOBS"

@@ -48,6 +48,8 @@ int Emit(const absl::StatusOr<tandem::client::EncodedReport>& report, uint8_t re
 
 extern "C" {
 
+const char* tandem_client_version(void) { return TANDEM_CLIENT_VERSION; }
+
 int tandem_report_encoder_create(const tandem_round_spec* spec, tandem_report_encoder** out,
                                  char* error, size_t error_len) {
   return Guard(error, error_len, [&]() -> int {

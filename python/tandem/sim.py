@@ -36,7 +36,7 @@ and decoded). An exception in a callback stops the run and is re-raised.
 import collections
 import os
 
-from . import _tandem
+from . import _binaries, _tandem
 
 Result = collections.namedtuple("Result", ["records", "weights"])
 
@@ -61,7 +61,7 @@ class Aggregators:
     textproto (see policy()); the daemons' private defaults when None."""
 
     def __init__(self, policy=None, *, binary=None, certs_dir=None):
-        binary = binary or os.environ.get("TANDEM_AGGREGATOR_BIN") or ""
+        binary = binary or _binaries.binary("aggregator")
         self._a = _tandem._Aggregators(binary, policy or "", os.fspath(certs_dir or ""))
 
     @property

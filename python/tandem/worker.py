@@ -40,7 +40,7 @@ import os
 import subprocess
 import threading
 
-from . import _tandem
+from . import _binaries, _tandem
 
 # model_version: the model's version after the call (None without a model).
 RunResult = collections.namedtuple("RunResult", ["outputs", "backend", "elapsed_us",
@@ -145,11 +145,10 @@ class Client:
 class LocalWorker:
     """A tandem-worker process on 127.0.0.1 (any free port), stopped by
     close() or at the end of a `with` block. `binary` defaults to
-    $TANDEM_WORKER_BIN, else the build tree's."""
+    $TANDEM_WORKER_BIN, else the build tree's, else PATH's (tandem._binaries)."""
 
     def __init__(self, binary=None, args=()):
-        binary = (binary or os.environ.get("TANDEM_WORKER_BIN")
-                  or _tandem._default_binaries()["worker"])
+        binary = binary or _binaries.binary("worker")
         self._p = subprocess.Popen([binary, "--listen=127.0.0.1:0", *args],
                                    stdout=subprocess.PIPE, text=True)
         self.address = None

@@ -221,6 +221,11 @@ class Coordinator {
 
   const std::string& task_id() const { return options_.task_id; }
   const std::string& models_dir() const { return options_.models_dir; }
+  // The options it runs with (fixed at Create; thread-safe).
+  const CoordinatorOptions& options() const { return options_; }
+  // Time left until the open round's upload deadline (negative once it has
+  // passed); nullopt while no round is opening or collecting. Thread-safe.
+  std::optional<absl::Duration> TimeToDeadline();
 
  private:
   enum class Phase { kIdle, kOpening, kCollecting, kFinalizing, kDone };

@@ -171,6 +171,12 @@ proto::CoordinatorStatusResponse Coordinator::Status() {
   return s;
 }
 
+std::optional<absl::Duration> Coordinator::TimeToDeadline() {
+  absl::MutexLock lock(&mu_);
+  if (phase_ != Phase::kOpening && phase_ != Phase::kCollecting) return std::nullopt;
+  return absl::Milliseconds(deadline_ms_ - NowMs());
+}
+
 proto::CoordinatorStatusResponse Coordinator::StatusLocked() {
   proto::CoordinatorStatusResponse s;
   s.set_task_id(options_.task_id);

@@ -17,6 +17,7 @@
 #include "base/status_macros.h"
 #include "crypto/sign/ed25519.h"
 #include "server/core/task_spec.h"
+#include "server/service/coordinator_dashboard.h"
 #include "server/service/coordinator_metrics.h"
 
 namespace tandem::server {
@@ -321,6 +322,9 @@ absl::StatusOr<std::unique_ptr<CoordinatorDaemon>> CoordinatorDaemon::Start(
                             MetricsServer::Start(absl::StrCat(host, ":", options.metrics_port)));
     d->metrics_->Register(MakeCoordinatorCollectable(d->tasks_.get()));
     d->metrics_->Register(rpc_metrics);
+    // The live dashboard beside /metrics: /, /tasks/<id> (aggregates only,
+    // as /metrics; server/service/coordinator_dashboard.h).
+    RegisterCoordinatorDashboard(d->tasks_.get(), d->metrics_.get());
   }
   TANDEM_RETURN_IF_ERROR(d->StartAdmin(options));
   // Every task's driver, the registry's API tasks re-created first.

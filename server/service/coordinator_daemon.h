@@ -62,8 +62,9 @@ struct CoordinatorDaemonOptions {
   // aggregators get its public key (`openssl pkey -in ticket.key -pubout`).
   std::string ticket_key_path;
   std::string state_dir;  // holds coordinator.db, devices.db, models/<task>/v<N>.safetensors
-  // Prometheus /metrics (plain HTTP, prometheus-cpp) on the host of
-  // listen_address: -1 = none, 0 = any free port.
+  // Prometheus /metrics (plain HTTP) on the host of listen_address, and on
+  // the same port the live dashboard: / (the tasks) and /tasks/<task_id>
+  // (server/service/coordinator_dashboard.h): -1 = none, 0 = any free port.
   int metrics_port = -1;
   absl::Duration tick = absl::Milliseconds(50);
   size_t chunk_bytes = size_t{1} << 20;

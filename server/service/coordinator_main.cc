@@ -62,7 +62,9 @@ ABSL_FLAG(std::string, tls_cert, "",
           "certificate towards the aggregators; required with TLS)");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert");
 ABSL_FLAG(std::string, tls_ca, "", "PEM roots verifying the aggregators");
-ABSL_FLAG(int, metrics_port, -1, "serve Prometheus /metrics on this port (0 = any, -1 = off)");
+ABSL_FLAG(int, metrics_port, -1,
+          "serve Prometheus /metrics on this port, with the live dashboard beside it: the "
+          "tasks at / and each task's rounds and plots at /tasks/<task_id> (0 = any, -1 = off)");
 ABSL_FLAG(std::string, worker, "",
           "host:port of a tandem-worker (mutual TLS, or plaintext on loopback) that receives each "
           "released model as 'federation.<task_id>' and evaluates it; empty = evaluate here");

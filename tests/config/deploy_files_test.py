@@ -1611,12 +1611,24 @@ r = subprocess.run([MAKE, "--force", CERTS], capture_output=True, text=True)
 check(r.returncode == 0 and open(os.path.join(CERTS, "leader.key"), "rb").read() !=
       before.get("leader.key"), "make-certs.sh --force makes new keys")
 
-# The image holds every binary the compose and k8s files run: what
-# deploy/docker-images.sh copies into it (its BINARIES), plus the replica
-# entry point.
+# The image holds every binary the compose and k8s files run: what the
+# Debian packages deploy/docker-images.sh installs into it (its PACKAGES)
+# hold, by cmake/TandemInstall.cmake's install(TARGETS ... COMPONENT c) of
+# each package's component, plus the replica entry point.
 with open(os.path.join(SRC, "deploy", "docker-images.sh")) as f:
-    m = re.search(r"^BINARIES=\(([^)]*)\)", f.read(), re.M)
-image_bins = set(m.group(1).split()) if m else set()
+    m = re.search(r"^PACKAGES=\(([^)]*)\)", f.read(), re.M)
+image_packages = set(m.group(1).split()) if m else set()
+with open(os.path.join(SRC, "cmake", "TandemInstall.cmake")) as f:
+    install_rules = f.read()
+package_of = {c.lower(): p for c, p in
+              re.findall(r"set\(CPACK_DEBIAN_(\w+)_PACKAGE_NAME ([\w-]+)\)", install_rules)}
+image_bins = set()
+for targets, component in re.findall(
+        r"install\(TARGETS ([^)]*?)\s+RUNTIME DESTINATION \S+ COMPONENT (\w+)\)", install_rules):
+    if package_of.get(component) in image_packages:
+        image_bins.update(targets.split())
+check({"tandem-aggregator", "tandem-coordinator", "tandem-worker", "tandem-client"} <= image_bins,
+      "the image's packages hold the daemons and the client: %s" % sorted(image_bins))
 check(os.path.isfile(os.path.join(SRC, "deploy", "docker", "tandem-replica")),
       "the replica entry point exists")
 used = {services[n]["command"][0] for n in TANDEM_SERVICES}
@@ -1624,7 +1636,7 @@ for d in docs_all:
     if d.get("kind") in ("StatefulSet", "Deployment", "Job"):
         used.update(container_command(c)[0]
                     for c in tandem_containers(d["spec"]["template"]["spec"]))
-check(used <= image_bins, "the image copies every binary the deploy files run: missing %s"
+check(used <= image_bins, "the image's packages install every binary the deploy files run: missing %s"
       % sorted(used - image_bins))
 
 print("%d passed, %d failed" % (passed, failed))

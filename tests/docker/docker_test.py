@@ -1,8 +1,10 @@
 #!/usr/bin/python3
 """The compose topology for real (ctest label `docker`): builds the images
-(deploy/docker-images.sh: debootstrap'd Debian 12 base, binaries of this
-build tree), brings deploy/docker-compose.yml up (helper, leader,
-coordinator, 12 client replicas, worker, Prometheus; host networking, TLS
+(deploy/docker-images.sh: debootstrap'd Debian 12 base, the Debian packages
+of this build tree installed with apt), runs the daemons from their
+packaged systemd units and configuration in a container of that image until
+a private round is released (tests/packaging/units_round.sh), brings
+deploy/docker-compose.yml up (helper, leader, coordinator, 12 client replicas, worker, Prometheus; host networking, TLS
 everywhere with certificates from deploy/make-certs.sh), waits for a
 federated round and prints the accuracy and epsilon the coordinator reports,
 SIGKILLs one aggregator container while clients upload the next round
@@ -17,7 +19,7 @@ else vfs) and stops only the dockerd it started. Exits 77 (ctest: skipped)
 with a message only when Docker cannot run here (no engine, no dockerd
 binary or not root, or dockerd does not come up).
 
-  docker_test.py --source SRC --bin PATH... --status PATH
+  docker_test.py --source SRC --debs DIR --status PATH
 Environment: TANDEM_DOCKER_VICTIM=leader|helper (default leader),
 TANDEM_DOCKER_KEEP=1 (leave the topology up for inspection).
 """
@@ -215,7 +217,8 @@ def history(st):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--source", required=True)
-    ap.add_argument("--bin", action="append", default=[], help="a tandem-* binary for the image")
+    ap.add_argument("--debs", required=True,
+                    help="the build tree's Debian packages (tests/packaging: cpack -G DEB)")
     ap.add_argument("--status", required=True, help="tandem-status of this build")
     args = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # ctest timeout: tear down
@@ -244,18 +247,28 @@ def main():
                           (busy, PORTS))
 
         start = time.time()
-        cmd = [os.path.join(args.source, "deploy", "docker-images.sh")]
-        for b in args.bin:
-            cmd += ["--bin", b]
+        cmd = [os.path.join(args.source, "deploy", "docker-images.sh"), "--debs", args.debs]
         r = run(cmd, timeout=1200, env=dict(os.environ, DOCKER=engine.docker))
         print(r.stdout, end="")
-        timed("images (deploy/docker-images.sh)", start)
+        timed("images from the Debian packages (deploy/docker-images.sh)", start)
         missing = run([engine.docker, "run", "--rm", "--network=host", "tandem:latest", "sh", "-c",
-                       "for b in /usr/local/bin/tandem-*; do ldd $b 2>&1 | grep 'not found' "
+                       "for b in /usr/bin/tandem-*; do ldd $b 2>&1 | grep 'not found' "
                        "| sed \"s|^|$b: |\"; done"], check=False).stdout
         if "not found" in missing:
             raise Failure("the image lacks runtime libraries:\n" + missing)
-        log("every binary in tandem:latest finds its libraries")
+        log("every binary the packages installed in tandem:latest finds its libraries")
+
+        # The daemons from their packaged systemd units and configuration.
+        start = time.time()
+        pkg = os.path.join(args.source, "tests", "packaging")
+        r = run([engine.docker, "run", "--rm", "--network=host", "--user=root",
+                 "-v", pkg + ":/packaging-test:ro", "tandem:latest",
+                 "/packaging-test/units_round.sh", "/packaging-test/fmnist-mlp.textproto"],
+                check=False, timeout=400)
+        print(r.stdout, end="")
+        if r.returncode != 0:
+            raise Failure("a round with the packaged units failed (exit %d)" % r.returncode)
+        timed("packaged units: daemons from their ExecStart lines, one private round", start)
 
         # The deploy files as a user has them, next to their own certs/.
         deploy = os.path.join(work, "deploy")

@@ -22,6 +22,10 @@
 extern "C" {
 #endif
 
+/* The SDK's version, "MAJOR.MINOR.PATCH" (a static string): what an app
+ * linked against the shared library (libtandem_client.so.0) really loaded. */
+const char* tandem_client_version(void);
+
 typedef struct tandem_report_encoder tandem_report_encoder;
 
 typedef struct {
