@@ -3,8 +3,9 @@
 (deploy/docker-images.sh: debootstrap'd Debian 12 base, the Debian packages
 of this build tree installed with apt), runs the daemons from their
 packaged systemd units and configuration in a container of that image until
-a private round is released (tests/packaging/units_round.sh), brings
-deploy/docker-compose.yml up (helper, leader, coordinator, 12 client replicas, worker, Prometheus; host networking, TLS
+a private round is released (tests/packaging/units_round.sh), installs the
+SDK and Python packages with apt in that image (import, encode, the
+packaged daemons on PATH), brings deploy/docker-compose.yml up (helper, leader, coordinator, 12 client replicas, worker, Prometheus; host networking, TLS
 everywhere with certificates from deploy/make-certs.sh), waits for a
 federated round and prints the accuracy and epsilon the coordinator reports,
 SIGKILLs one aggregator container while clients upload the next round
@@ -269,6 +270,33 @@ def main():
         if r.returncode != 0:
             raise Failure("a round with the packaged units failed (exit %d)" % r.returncode)
         timed("packaged units: daemons from their ExecStart lines, one private round", start)
+
+        # The SDK and Python packages, installed with apt into the same image
+        # (their Depends resolved from Debian's archive): the CMake package
+        # is there, and python3-tandem imports, encodes, and finds the
+        # packaged daemons on PATH (no build tree in the container).
+        start = time.time()
+        check = ("import numpy as np, tandem\n"
+                 "from tandem import _binaries\n"
+                 "assert _binaries.binary('aggregator') == '/usr/bin/tandem-aggregator', "
+                 "_binaries.binary('aggregator')\n"
+                 "r = tandem.ReportEncoder('t', 1, 128, 16, 4, 1).encode("
+                 "np.full(128, 0.01, np.float32))\n"
+                 "assert r.to_leader and r.to_helper\n"
+                 "print('docker-test: python3-tandem from apt:', tandem.__file__)\n")
+        r = run([engine.docker, "run", "--rm", "--network=host", "--user=root",
+                 "-v", os.path.abspath(args.debs) + ":/debs:ro", "tandem:latest", "sh", "-c",
+                 "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "
+                 "--no-install-recommends /debs/libtandem-client0_*.deb "
+                 "/debs/libtandem-client-dev_*.deb /debs/python3-tandem_*.deb >/dev/null && "
+                 "test -f /usr/lib/cmake/tandem/tandemConfig.cmake && "
+                 "test -f /usr/lib/libtandem_client.so.0 && python3 -c \"$0\"", check],
+                check=False, timeout=400)
+        print(r.stdout, end="")
+        if r.returncode != 0:
+            raise Failure("installing libtandem-client-dev and python3-tandem with apt failed "
+                          "(exit %d)" % r.returncode)
+        timed("apt-get install of the SDK and Python packages", start)
 
         # The deploy files as a user has them, next to their own certs/.
         deploy = os.path.join(work, "deploy")
