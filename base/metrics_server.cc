@@ -25,23 +25,6 @@ constexpr char kSecurityHeaders[] =
     "Content-Security-Policy: default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
     "frame-ancestors 'none'; base-uri 'none'; form-action 'none'\r\n";
 
-const char* Reason(int status) {
-  switch (status) {
-    case 200:
-      return "OK";
-    case 400:
-      return "Bad Request";
-    case 404:
-      return "Not Found";
-    case 405:
-      return "Method Not Allowed";
-    case 503:
-      return "Service Unavailable";
-    default:
-      return status >= 500 ? "Internal Server Error" : "Error";
-  }
-}
-
 HttpReply PlainText(int status, std::string body) {
   return HttpReply{status, "text/plain; charset=utf-8", std::move(body)};
 }
@@ -188,10 +171,10 @@ int MetricsServer::Handle(mg_connection* conn, void* self) {
   } else {
     reply = server->Route(info->local_uri, info->query_string != nullptr ? info->query_string : "");
   }
-  const std::string header = absl::StrCat("HTTP/1.1 ", reply.status, " ", Reason(reply.status),
-                                          "\r\nContent-Type: ", reply.content_type,
-                                          "\r\nContent-Length: ", reply.body.size(), "\r\n",
-                                          kSecurityHeaders, extra, "Connection: close\r\n\r\n");
+  const std::string header = absl::StrCat(
+      "HTTP/1.1 ", reply.status, " ", mg_get_response_code_text(conn, reply.status),
+      "\r\nContent-Type: ", reply.content_type, "\r\nContent-Length: ", reply.body.size(), "\r\n",
+      kSecurityHeaders, extra, "Connection: close\r\n\r\n");
   mg_write(conn, header.data(), header.size());
   if (!head && !reply.body.empty()) mg_write(conn, reply.body.data(), reply.body.size());
   return reply.status;

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
+#include "base/html.h"
 
 namespace tandem::server {
 namespace {
@@ -269,33 +270,6 @@ HttpReply IndexReply(TaskHost* tasks) {
 }
 
 }  // namespace
-
-std::string HtmlEscape(absl::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&#39;";
-        break;
-      default:
-        out.push_back(c);
-    }
-  }
-  return out;
-}
 
 TaskDashboard DashboardFromStatus(const proto::CoordinatorStatusResponse& s) {
   TaskDashboard d;

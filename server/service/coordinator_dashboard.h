@@ -84,9 +84,6 @@ struct TaskDashboard {
 // (budget, quorum, target) and the deadline are left for the caller.
 TaskDashboard DashboardFromStatus(const proto::CoordinatorStatusResponse& status);
 
-// `s` with & < > " ' replaced by entities.
-std::string HtmlEscape(absl::string_view s);
-
 // The index: one row per task (their rounds are not used), linked to
 // /tasks/<id>.
 std::string RenderIndexPage(const std::vector<TaskDashboard>& tasks);

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "base/html.h"
 #include "server/core/upload_baselines.h"
 
 namespace tandem::sim {
@@ -19,21 +20,6 @@ namespace {
 const char* kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b",
                          "#e377c2", "#17becf"};
 constexpr int kNumColors = 8;
-
-// Text for HTML element content and attribute values.
-std::string Escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
 
 // An axis tick: 3 significant digits, whole numbers from 1000 up (no
 // exponent notation on the page).
@@ -72,9 +58,9 @@ std::string Plot(const std::string& title, const std::string& caption, const std
   const double w = 520, h = 260, left = 60, bottom = 34, top = 26;
   const auto px = [&](double x) { return left + (w - left) * (x - x0) / (x1 - x0); };
   const auto py = [&](double y) { return h - bottom - (h - bottom - top) * y / y1; };
-  std::string svg = absl::StrFormat(
-      "<figure>\n<svg width=\"%d\" height=\"%d\" role=\"img\" aria-label=\"%s\">",
-      static_cast<int>(w + 260), static_cast<int>(h), Escape(title));
+  std::string svg =
+      absl::StrFormat("<figure>\n<svg width=\"%d\" height=\"%d\" role=\"img\" aria-label=\"%s\">",
+                      static_cast<int>(w + 260), static_cast<int>(h), HtmlEscape(title));
   absl::StrAppendFormat(&svg,
                         "<line x1=\"%g\" y1=\"%g\" x2=\"%g\" y2=\"%g\" stroke=\"#444\"/>"
                         "<line x1=\"%g\" y1=\"%g\" x2=\"%g\" y2=\"%g\" stroke=\"#444\"/>",
@@ -99,9 +85,9 @@ std::string Plot(const std::string& title, const std::string& caption, const std
   }
   absl::StrAppendFormat(&svg,
                         "<text x=\"%g\" y=\"%g\" font-size=\"11\" text-anchor=\"middle\">%s</text>",
-                        (left + w) / 2, h - 4, Escape(x_label));
+                        (left + w) / 2, h - 4, HtmlEscape(x_label));
   absl::StrAppendFormat(&svg, "<text x=\"%g\" y=\"%g\" font-size=\"11\">%s</text>", left + 6,
-                        top - 6, Escape(y_label));
+                        top - 6, HtmlEscape(y_label));
   for (size_t i = 0; i < series.size(); ++i) {
     const Series& s = series[i];
     const std::string dash = s.dashed ? " stroke-dasharray=\"6,4\"" : "";
@@ -126,10 +112,10 @@ std::string Plot(const std::string& title, const std::string& caption, const std
       }
     }
     absl::StrAppendFormat(&svg, "<text x=\"%g\" y=\"%g\" font-size=\"12\" fill=\"%s\">%s</text>",
-                          w + 10, top + 16 * (i + 1), s.color, Escape(s.label));
+                          w + 10, top + 16 * (i + 1), s.color, HtmlEscape(s.label));
   }
   absl::StrAppendFormat(&svg, "</svg>\n<figcaption><b>%s.</b> %s</figcaption>\n</figure>\n",
-                        Escape(title), Escape(caption));
+                        HtmlEscape(title), HtmlEscape(caption));
   return svg;
 }
 
@@ -224,7 +210,7 @@ std::string PrivacyUtility(const std::vector<RoundRecord>& records, const Report
 }
 
 std::string Row(const std::string& name, const std::string& value) {
-  return absl::StrCat("<tr><th>", Escape(name), "</th><td>", Escape(value), "</td></tr>\n");
+  return absl::StrCat("<tr><th>", HtmlEscape(name), "</th><td>", HtmlEscape(value), "</td></tr>\n");
 }
 
 std::string ParametersTable(const ReportParameters& p) {
@@ -290,7 +276,7 @@ std::string SummaryTable(const std::vector<RoundRecord>& records, const ReportPa
         &t,
         "<tr><td class=\"name\">%s</td><td>%s</td><td>%d</td><td>%.4f</td><td>%s</td>"
         "<td>%.2f</td><td>%.0f</td><td>%s</td><td>%s</td><td>%s</td></tr>\n",
-        Escape(name),
+        HtmlEscape(name),
         !priv ? "clear"
         : rv  ? absl::StrFormat("%g", rv->noise_multiplier)
               : "?",
@@ -326,7 +312,7 @@ std::string RoundsTable(const std::vector<RoundRecord>& records) {
                           "<td>%.4f</td><td>%.1f</td><td>%.1f</td><td>%.1f</td><td>%.3f</td>"
                           "<td>%.2f</td>"
                           "</tr>\n",
-                          Escape(r.variant), r.round, r.participants, r.accepted_reports,
+                          HtmlEscape(r.variant), r.round, r.participants, r.accepted_reports,
                           r.test_accuracy, r.bytes_up / 1024.0, r.clear_bytes_up / 1024.0,
                           r.dense_bytes_up / 1024.0, r.epsilon, r.seconds);
   }
@@ -342,14 +328,16 @@ double Epsilon(const RoundRecord& r) { return r.epsilon; }
 
 std::string RenderHtml(const std::string& title, const std::vector<RoundRecord>& records,
                        const ReportParameters& p) {
-  std::string html = absl::StrCat(
-      "<!doctype html>\n<html lang=\"en\">\n<head><meta charset=\"utf-8\"><title>", Escape(title),
-      "</title>\n<style>body{font-family:sans-serif;margin:2em;max-width:60em}"
-      "table{border-collapse:collapse;margin:0.5em 0}"
-      "td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}"
-      "td.name,table.params th,table.params td{text-align:left}figcaption{max-width:48em;font-size:0.9em}"
-      "p.note{font-size:0.9em;max-width:48em}</style>\n</head>\n<body>\n<h1>",
-      Escape(title), "</h1>\n");
+  std::string html =
+      absl::StrCat("<!doctype html>\n<html lang=\"en\">\n<head><meta charset=\"utf-8\"><title>",
+                   HtmlEscape(title),
+                   "</title>\n<style>body{font-family:sans-serif;margin:2em;max-width:60em}"
+                   "table{border-collapse:collapse;margin:0.5em 0}"
+                   "td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}"
+                   "td.name,table.params th,table.params "
+                   "td{text-align:left}figcaption{max-width:48em;font-size:0.9em}"
+                   "p.note{font-size:0.9em;max-width:48em}</style>\n</head>\n<body>\n<h1>",
+                   HtmlEscape(title), "</h1>\n");
   if (p.dimension > 0) html += ParametersTable(p);
   if (!records.empty()) html += SummaryTable(records, p);
   html += "<h2>Plots</h2>\n";
