@@ -193,12 +193,16 @@ TEST_F(FederationTest, PrivateRoundsMatchPlainFedAvgAndBadRequestsAreRefused) {
 }
 
 TEST_F(FederationTest, AVanishedClientDoesNotStallTheRound) {
-  // Waits for 4 uploads at most 6 s, releases with at least 3.
+  // Waits for 4 uploads at most 10 s, releases with at least 3.
   ASSERT_NO_FATAL_FAILURE(StartCoordinator(
-      {"--rounds=2", "--target_reports=4", "--min_reports=3", "--round_timeout_s=6"}));
+      {"--rounds=2", "--target_reports=4", "--min_reports=3", "--round_timeout_s=10"}));
   for (int k = 0; k < 3; ++k) ASSERT_NO_FATAL_FAILURE(StartClient(k, 4));
-  // The fourth client checks in, gets its assignment and dies.
-  WaitFor([](const auto& s) { return s.phase() == "collecting"; }, absl::Seconds(20));
+  // The fourth client checks in, gets its assignment and dies. It joins the
+  // round the three live clients are in: one it joined before they had
+  // started (a loaded machine) could miss its quorum and be abandoned, and
+  // the ghost would then be in no released round.
+  WaitFor([](const auto& s) { return s.phase() == "collecting" && s.assigned() >= 3; },
+          absl::Seconds(30));
   {
     grpc::ClientContext ctx;
     proto::CheckInRequest in;  // an enrolled device (a token of the operator's)
@@ -221,7 +225,7 @@ TEST_F(FederationTest, AVanishedClientDoesNotStallTheRound) {
   ASSERT_GE(s.completed_rounds(), 2u) << s.DebugString();
   EXPECT_GE(s.history(0).assigned(), 4u);  // the ghost was assigned...
   EXPECT_GE(s.history(0).accepted_reports(), 3u);  // ...and the round went on without it
-  EXPECT_LE(s.history(0).seconds(), 15.0);
+  EXPECT_LE(s.history(0).seconds(), 20.0);
 }
 
 TEST_F(FederationTest, CoordinatorKilledMidTaskResumesFromItsCheckpoint) {
