@@ -87,6 +87,8 @@ class NormProofCore {
                                             const ShareBinding& share,
                                             absl::string_view binding) const;
   absl::StatusOr<std::vector<uint64_t>> Weights(absl::string_view joint_rand_seed) const;
+  // Weights into `weights` (resized; its storage reused).
+  absl::Status WeightsInto(absl::string_view joint_rand_seed, std::vector<uint64_t>* weights) const;
   absl::Status ExpandHelperShares(absl::string_view seed, std::vector<uint64_t>* witness,
                                   std::vector<uint64_t>* proof) const;
 
