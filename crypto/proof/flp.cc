@@ -41,12 +41,19 @@ void ColumnSums(const uint64_t* const* coeff, size_t rows, const uint64_t* __res
 }
 
 // acc[x] += a[x] b[x] e[x] for x < n: relaxed a, b, e (any 64-bit values)
-// and acc; four at a time in AVX2 lanes when the build has them, with the
-// same formulas (crypto/proof/goldilocks_lanes.h).
+// and acc; eight at a time in AVX-512 lanes or four in AVX2 lanes when the
+// build has them, with the same formulas (crypto/proof/goldilocks_lanes.h).
 void AccumulateMul3(const uint64_t* a, const uint64_t* b, const uint64_t* e, size_t n,
                     uint64_t* acc) {
   size_t x = 0;
-#if defined(__AVX2__)
+#if defined(__AVX512F__)
+  namespace x8 = lanes::x8;
+  for (; x + 8 <= n; x += 8) {
+    const x8::Lanes prod = x8::Reduce64(
+        x8::MulRelaxed(x8::MulRelaxed(x8::Load(a + x), x8::Load(b + x)), x8::Load(e + x)));
+    x8::Store(acc + x, x8::AddRelaxed(x8::Load(acc + x), prod));
+  }
+#elif defined(__AVX2__)
   // Four products in lanes and four in scalar registers per step (the core
   // runs both kinds of units side by side).
   for (; x + 8 <= n; x += 8) {

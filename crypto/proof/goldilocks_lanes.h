@@ -2,7 +2,8 @@
 // (crypto/field/goldilocks.h), for the transforms of crypto/proof/ntt.h and
 // the prover of crypto/proof/flp.h: one element at a time (portable), and
 // four at a time in the 64-bit lanes of an AVX2 register when the build
-// targets AVX2 (__AVX2__; -march=native on a machine that has it).
+// targets AVX2 (__AVX2__; -march=native on a machine that has it), eight in
+// an AVX-512 register when it targets AVX-512F (namespace x8).
 //
 // Relaxed values are any uint64_t congruent to the element (x or x + p
 // when x < 2^64 - p). The lane functions compute, lane by lane, exactly the
@@ -24,8 +25,13 @@
 
 #include "crypto/field/goldilocks.h"
 
-#if defined(__AVX2__)
+#if defined(__AVX2__) || defined(__AVX512F__)
+// GCC 12's AVX-512 shift intrinsics start from _mm512_undefined_epi32(),
+// which GCC 12 reports under -Wmaybe-uninitialized at -O1 (a false positive).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
+#pragma GCC diagnostic pop
 #endif
 
 namespace tandem::crypto::proof::lanes {
@@ -112,6 +118,53 @@ inline Lanes MulRelaxed(Lanes a, Lanes b) {
 #else
 inline constexpr bool kHaveLanes = false;
 #endif
+
+// Eight at a time in the lanes of an AVX-512 register when the build
+// targets AVX-512F (__AVX512F__): the same formulas as the AVX2 lanes, with
+// AVX-512's unsigned comparisons into mask registers and masked adds and
+// subtracts in place of the sign-flip comparisons and and-masks.
+namespace x8 {
+#if defined(__AVX512F__)
+inline constexpr bool kHaveLanes = true;
+using Lanes = __m512i;  // eight uint64_t
+
+inline Lanes Load(const uint64_t* p) { return _mm512_loadu_si512(p); }
+inline void Store(uint64_t* p, Lanes v) { _mm512_storeu_si512(p, v); }
+inline Lanes Splat(uint64_t x) { return _mm512_set1_epi64(static_cast<long long>(x)); }
+
+inline Lanes Reduce64(Lanes x) {
+  const Lanes p = Splat(gl::kP);
+  return _mm512_mask_sub_epi64(x, _mm512_cmpge_epu64_mask(x, p), x, p);
+}
+inline Lanes AddRelaxed(Lanes a, Lanes b) {
+  const Lanes s = _mm512_add_epi64(a, b);
+  return _mm512_mask_add_epi64(s, _mm512_cmplt_epu64_mask(s, b), s, Splat(gl::kEpsilon));
+}
+inline Lanes SubRelaxed(Lanes a, Lanes b) {
+  const Lanes d = _mm512_sub_epi64(a, b);
+  return _mm512_mask_sub_epi64(d, _mm512_cmplt_epu64_mask(a, b), d, Splat(gl::kEpsilon));
+}
+inline Lanes MulRelaxed(Lanes a, Lanes b) {
+  const Lanes eps = Splat(gl::kEpsilon);
+  const Lanes a_hi = _mm512_srli_epi64(a, 32), b_hi = _mm512_srli_epi64(b, 32);
+  const Lanes ll = _mm512_mul_epu32(a, b), lh = _mm512_mul_epu32(a, b_hi);
+  const Lanes hl = _mm512_mul_epu32(a_hi, b), hh = _mm512_mul_epu32(a_hi, b_hi);
+  const Lanes t = _mm512_add_epi64(hl, _mm512_srli_epi64(ll, 32));
+  const Lanes u = _mm512_add_epi64(lh, _mm512_and_si512(t, eps));
+  const Lanes lo = _mm512_mask_blend_epi32(0xaaaa, ll, _mm512_slli_epi64(u, 32));
+  const Lanes hi =
+      _mm512_add_epi64(_mm512_add_epi64(hh, _mm512_srli_epi64(t, 32)), _mm512_srli_epi64(u, 32));
+  const Lanes h_hi = _mm512_srli_epi64(hi, 32), h_lo = _mm512_and_si512(hi, eps);
+  Lanes t0 = _mm512_sub_epi64(lo, h_hi);
+  t0 = _mm512_mask_sub_epi64(t0, _mm512_cmplt_epu64_mask(lo, h_hi), t0, eps);
+  const Lanes t1 = _mm512_sub_epi64(_mm512_slli_epi64(h_lo, 32), h_lo);  // h_lo (2^32 - 1)
+  const Lanes t2 = _mm512_add_epi64(t0, t1);
+  return _mm512_mask_add_epi64(t2, _mm512_cmplt_epu64_mask(t2, t1), t2, eps);
+}
+#else
+inline constexpr bool kHaveLanes = false;
+#endif
+}  // namespace x8
 
 }  // namespace tandem::crypto::proof::lanes
 

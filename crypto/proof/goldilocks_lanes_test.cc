@@ -77,5 +77,31 @@ TEST(GoldilocksLanes, LanesEqualScalarBitForBit) {
 #endif
 }
 
+TEST(GoldilocksLanes, EightLanesEqualScalarBitForBit) {
+  if (!lanes::x8::kHaveLanes) GTEST_SKIP() << "built without AVX-512F";
+#if defined(__AVX512F__)
+  const std::vector<uint64_t> any = Operands(false), canonical = Operands(true);
+  for (size_t i = 0; i < any.size(); ++i) {
+    for (size_t j = 0; j + 8 <= canonical.size(); ++j) {
+      uint64_t a[8], b[8], rel[8], out[8];
+      for (int k = 0; k < 8; ++k) {
+        a[k] = any[(i + k) % any.size()];
+        b[k] = canonical[j + k];
+        rel[k] = any[(i + j + k) % any.size()];
+      }
+      const x8::Lanes va = x8::Load(a), vb = x8::Load(b), vrel = x8::Load(rel);
+      x8::Store(out, x8::MulRelaxed(va, vrel));
+      for (int k = 0; k < 8; ++k) ASSERT_EQ(out[k], MulRelaxed(a[k], rel[k]));
+      x8::Store(out, x8::AddRelaxed(va, vb));
+      for (int k = 0; k < 8; ++k) ASSERT_EQ(out[k], AddRelaxed(a[k], b[k]));
+      x8::Store(out, x8::SubRelaxed(va, vb));
+      for (int k = 0; k < 8; ++k) ASSERT_EQ(out[k], SubRelaxed(a[k], b[k]));
+      x8::Store(out, x8::Reduce64(va));
+      for (int k = 0; k < 8; ++k) ASSERT_EQ(out[k], gl::Reduce64(a[k]));
+    }
+  }
+#endif
+}
+
 }  // namespace
 }  // namespace tandem::crypto::proof::lanes

@@ -3,6 +3,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "crypto/proof/goldilocks_lanes.h"
+#include "crypto/proof/ntt_x8.h"
 
 namespace tandem::crypto::proof {
 namespace {
@@ -312,6 +313,10 @@ void NttDomain::CoefficientsToValuesPortable(absl::Span<uint64_t> data) const {
 }
 
 void NttDomain::ValuesToCoefficients(absl::Span<uint64_t> data) const {
+  if (n_ >= 16 && internal::HaveNttX8()) {
+    internal::DifX8(data.data(), n_, inv_roots_.data());
+    return;
+  }
 #if defined(__AVX2__)
   if (n_ >= 8) {
     DifLanes(data.data(), n_, inv_roots_.data());
@@ -322,6 +327,10 @@ void NttDomain::ValuesToCoefficients(absl::Span<uint64_t> data) const {
 }
 
 void NttDomain::CoefficientsToValues(absl::Span<uint64_t> data) const {
+  if (n_ >= 16 && internal::HaveNttX8()) {
+    internal::DitX8(data.data(), nullptr, data.data(), n_, roots_.data());
+    return;
+  }
 #if defined(__AVX2__)
   if (n_ >= 8) {
     DitLanes(data.data(), nullptr, data.data(), n_, roots_.data());
@@ -334,6 +343,10 @@ void NttDomain::CoefficientsToValues(absl::Span<uint64_t> data) const {
 void NttDomain::CoefficientsToCosetValues(absl::Span<const uint64_t> coeffs, int s,
                                           absl::Span<uint64_t> out) const {
   const uint64_t* scale = scale_[s].data();
+  if (n_ >= 16 && internal::HaveNttX8()) {
+    internal::DitX8(coeffs.data(), scale, out.data(), n_, roots_.data());
+    return;
+  }
 #if defined(__AVX2__)
   if (n_ >= 8) {
     DitLanes(coeffs.data(), scale, out.data(), n_, roots_.data());

@@ -118,9 +118,10 @@ TEST(NttDomain, RelaxedInputsGiveTheSameTransform) {
   for (size_t i = 0; i < 16; ++i) EXPECT_EQ(gl::Reduce64(a[i]), gl::Reduce64(b[i]));
 }
 
-// The AVX2 transforms (used when the build has AVX2 and n >= 8) against
-// the portable ones, bit for bit, relaxed outputs included, on relaxed
-// inputs with edge values; without AVX2 both are the portable code.
+// The AVX-512 transforms (used when the build has AVX-512F and n >= 16)
+// and the AVX2 ones (AVX2, n >= 8) against the portable ones, bit for bit,
+// relaxed outputs included, on relaxed inputs with edge values; without
+// either, both sides are the portable code.
 TEST(NttDomain, TransformsEqualThePortableOnesBitForBit) {
   auto rng = DeterministicRandom::FromSeed(55);
   const uint64_t edges[] = {0,
