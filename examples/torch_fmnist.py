@@ -11,8 +11,12 @@ with a norm-bound proof under a coordinator-signed ticket, and uploads one
 share to each real tandem-aggregator daemon (TLS, roles). Each aggregator
 adds its own discrete Gaussian noise (sigma = z * C) before releasing its
 share; the decoded noisy mean updates the global model (FedAvg). Prints one
-line per round (accuracy, upload bytes, epsilon at delta 1e-5) and writes
-metrics.csv, metrics.json and report.html into --report_dir.
+line per round (accuracy, upload bytes, epsilon at delta 1e-5), one line of
+what a client sent against clear FedAvg and against Prio3-style dense
+two-server sharing, and writes metrics.csv, metrics.json and report.html
+into --report_dir. --no-norm_proofs is the cheap private path (dense 32-bit
+shares, about the bytes of clear FedAvg); the proofs, which stop a malicious
+client from pushing the sum past its clipping bound, cost the rest.
 
 Needs Debian's python3-torch and dataset-fashion-mnist
 (deploy/install-deps.sh); tandem itself needs only NumPy.
@@ -57,6 +61,10 @@ def main(argv=None):
     ap.add_argument("--encoding", default="auto", choices=["auto", "preamble", "dense"],
                     help="report encoding: auto picks, per round, the smaller upload of "
                          "PREAMBLE's block-sparse keys and dense additive shares")
+    ap.add_argument("--norm_proofs", action=argparse.BooleanOptionalAction, default=True,
+                    help="every report proves its norm bound to both aggregators (the "
+                         "defence against malicious clients); --no-norm_proofs is the cheap "
+                         "private path: dense 32-bit shares, about the bytes of clear FedAvg")
     ap.add_argument("--alpha", type=float, default=0.5, help="Dirichlet label skew")
     ap.add_argument("--train_items", type=int, default=20000)
     ap.add_argument("--test_items", type=int, default=2000)
@@ -124,7 +132,7 @@ def main(argv=None):
     private = tandem.sim.run(
         train, initial, name="torch-cnn-private-dp", noise_multiplier=args.noise_multiplier,
         block_size=args.block_size, log_blocks_per_group=args.log_blocks_per_group,
-        norm_proofs=True, encoding=args.encoding, **common).records
+        norm_proofs=args.norm_proofs, encoding=args.encoding, **common).records
     records += private
     os.makedirs(args.report_dir, exist_ok=True)
     tandem.sim.write_report(args.report_dir, records,

@@ -51,10 +51,10 @@ absl::StatusOr<ReportBuilder> ReportBuilder::Create(const ReportParameters& p) {
   }
   TANDEM_ASSIGN_OR_RETURN(crypto::SparseDpf dpf,
                           crypto::SparseDpf::Create(p.dimension, static_cast<int>(p.block_size),
-                                                    static_cast<int>(p.num_groups), 64));
+                                                    static_cast<int>(p.num_groups), p.value_bits));
   TANDEM_ASSIGN_OR_RETURN(
       crypto::FixedPointCodec codec,
-      crypto::FixedPointCodec::Create(p.frac_bits, p.clip_l2_norm, p.max_summands, 64));
+      crypto::FixedPointCodec::Create(p.frac_bits, p.clip_l2_norm, p.max_summands, p.value_bits));
   if (p.block_selection != proto::BLOCK_SELECTION_RANDOM &&
       p.block_selection != proto::BLOCK_SELECTION_TOP_NORM) {
     return absl::InvalidArgumentError(
@@ -65,7 +65,7 @@ absl::StatusOr<ReportBuilder> ReportBuilder::Create(const ReportParameters& p) {
     proto::BlockDpfParameters group;
     group.set_log_num_blocks(p.log_num_blocks);
     group.set_block_size(p.block_size);
-    group.set_value_bits(64);
+    group.set_value_bits(static_cast<uint32_t>(p.value_bits));
     TANDEM_ASSIGN_OR_RETURN(
         proof, crypto::proof::NormProofSystem::Create(group, p.num_groups, *p.norm_bound));
   }

@@ -64,7 +64,7 @@ struct ReportParameters {
   // additively (crypto/dense/dense_sharing.h) at `value_bits`; the block
   // parameters and the selection are not used.
   proto::ReportEncoding encoding = proto::REPORT_ENCODING_PREAMBLE;
-  int value_bits = 64;  // dense rounds (PREAMBLE reports are always 64-bit)
+  int value_bits = 64;  // the ring Z_2^w of the shares: 32 or 64 (group_parameters)
 };
 
 // The report parameters of a round as the coordinator announces it

@@ -69,8 +69,6 @@ absl::Status ValidateSparseKeySet(const proto::SparseKeySet& keys,
     return absl::InvalidArgumentError(absl::StrCat("key set has ", keys.keys_size(),
                                                    " keys, expected ", shape.num_groups));
   }
-  const uint64_t value_mask =
-      shape.value_bits == 64 ? ~uint64_t{0} : (uint64_t{1} << shape.value_bits) - 1;
   const uint32_t party = keys.keys(0).party();
   for (int g = 0; g < keys.keys_size(); ++g) {
     const proto::BlockDpfKey& key = keys.keys(g);
@@ -95,19 +93,21 @@ absl::Status ValidateSparseKeySet(const proto::SparseKeySet& keys,
                                     " bytes, expected 16"), g);
       }
     }
-    if (key.value_correction_size() != static_cast<int>(shape.block_size)) {
+    if (shape.value_bits == 32) {
+      // Packed 4-byte words (proto/dpf.proto): every value fits by form.
+      if (key.value_correction_size() != 0 ||
+          key.value_correction_packed().size() != 4 * uint64_t{shape.block_size}) {
+        return Invalid(absl::StrCat("a 32-bit key carries its ", shape.block_size,
+                                    " value corrections packed in ", 4 * uint64_t{shape.block_size},
+                                    " bytes, got ", key.value_correction_packed().size(),
+                                    " bytes and ", key.value_correction_size(), " fixed64"),
+                       g);
+      }
+    } else if (!key.value_correction_packed().empty() ||
+               key.value_correction_size() != static_cast<int>(shape.block_size)) {
       return Invalid(absl::StrCat(key.value_correction_size(), " value corrections, expected ",
-                                  shape.block_size), g);
-    }
-    // One OR over the block (vectorised; B = 1024 values per key), not a
-    // branch per value; no pass at all for 64-bit values (every value fits,
-    // and the 8 KB need not be read).
-    uint64_t excess = 0;
-    if (shape.value_bits < 64) {
-      for (uint64_t v : key.value_correction()) excess |= v & ~value_mask;
-    }
-    if (excess != 0) {
-      return Invalid(absl::StrCat("value correction exceeds ", shape.value_bits, " bits"), g);
+                                  shape.block_size, " (unpacked at ", shape.value_bits, " bits)"),
+                     g);
     }
     if (key.proof_correction().size() != 16 * kProofBlocks) {
       return Invalid(absl::StrCat("proof correction has ", key.proof_correction().size(),

@@ -68,11 +68,39 @@ TEST_F(KeyValidatorTest, RejectsEachMalformedField) {
   mutate([](proto::SparseKeySet& k) { k.mutable_keys(2)->mutable_correction_words()->RemoveLast(); });
   mutate([](proto::SparseKeySet& k) { k.mutable_keys(2)->add_correction_words()->set_seed(std::string(16, 0)); });
   mutate([](proto::SparseKeySet& k) { k.mutable_keys(1)->mutable_correction_words(0)->set_seed("x"); });
+  // 32-bit keys carry their corrections packed (4 bytes each): a word short
+  // or long, an extra fixed64 beside them, or the unpacked form instead.
+  mutate([](proto::SparseKeySet& k) {
+    k.mutable_keys(1)->mutable_value_correction_packed()->pop_back();
+  });
+  mutate([](proto::SparseKeySet& k) {
+    k.mutable_keys(1)->mutable_value_correction_packed()->append(4, 0);
+  });
   mutate([](proto::SparseKeySet& k) { k.mutable_keys(1)->add_value_correction(0); });
-  mutate([](proto::SparseKeySet& k) { k.mutable_keys(1)->mutable_value_correction()->RemoveLast(); });
-  mutate([](proto::SparseKeySet& k) { k.mutable_keys(1)->set_value_correction(0, uint64_t{1} << 32); });
+  mutate([](proto::SparseKeySet& k) {
+    proto::BlockDpfKey& key = *k.mutable_keys(1);
+    for (size_t j = 0; j < key.value_correction_packed().size(); j += 4) {
+      key.add_value_correction(static_cast<uint8_t>(key.value_correction_packed()[j]));
+    }
+    key.clear_value_correction_packed();
+  });
   mutate([](proto::SparseKeySet& k) { k.mutable_keys(0)->set_proof_correction(std::string(32, 0)); });
   mutate([](proto::SparseKeySet& k) { k.mutable_keys(0)->clear_proof_correction(); });
+}
+
+// At 64 bits the corrections are fixed64 values: the packed form is refused.
+TEST(KeyValidatorWideTest, SixtyFourBitKeysRefuseThePackedForm) {
+  const SparseDpf dpf = SparseDpf::Create(3 * 8 * 4, 4, 3, 64).value();
+  auto rng = DeterministicRandom::FromSeed(78);
+  const std::vector<uint64_t> values(12, uint64_t{1} << 40);
+  proto::SparseKeySet keys =
+      dpf.GenerateKeys(std::vector<uint32_t>{1, 7, 0}, values, rng.get()).value().first;
+  EXPECT_TRUE(keys.keys(0).value_correction_packed().empty());
+  EXPECT_EQ(keys.keys(0).value_correction_size(), 4);
+  EXPECT_THAT(ValidateSparseKeySet(keys, dpf.Shape(0)), IsOk());
+  keys.mutable_keys(2)->set_value_correction_packed(std::string(16, 0));
+  EXPECT_THAT(ValidateSparseKeySet(keys, dpf.Shape(0)),
+              StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 TEST_F(KeyValidatorTest, RejectsTruncatedOversizedAndUnknownFields) {

@@ -14,14 +14,24 @@ namespace {
 
 constexpr absl::string_view kDigestDomain = "tandem.vdpf.digest.v1";
 
-void KeyToProto(const BlockDpfKey& key, proto::BlockDpfKey* out) {
+// Value corrections travel packed at 4 bytes at value_bits 32 (proto/dpf.proto).
+void KeyToProto(const BlockDpfKey& key, int value_bits, proto::BlockDpfKey* out) {
   out->set_party(static_cast<uint32_t>(key.party));
   out->set_seed(reinterpret_cast<const char*>(&key.seed), 16);
   for (const Block& cw : key.correction_words) {
     out->add_correction_words()->set_seed(reinterpret_cast<const char*>(&cw), 16);
   }
-  out->mutable_value_correction()->Assign(key.value_correction.begin(),
-                                          key.value_correction.end());
+  if (value_bits == 32) {
+    std::string* packed = out->mutable_value_correction_packed();
+    packed->resize(4 * key.value_correction.size());
+    for (size_t j = 0; j < key.value_correction.size(); ++j) {
+      const uint32_t v = static_cast<uint32_t>(key.value_correction[j]);  // < 2^32
+      std::memcpy(packed->data() + 4 * j, &v, 4);                         // LE target
+    }
+  } else {
+    out->mutable_value_correction()->Assign(key.value_correction.begin(),
+                                            key.value_correction.end());
+  }
   out->set_proof_correction(reinterpret_cast<const char*>(key.proof_correction.data()),
                             16 * kProofBlocks);
 }
@@ -34,7 +44,17 @@ void KeyFromProto(const proto::BlockDpfKey& in, BlockDpfKey* out) {
   for (int i = 0; i < in.correction_words_size(); ++i) {
     out->correction_words[i] = BlockFromBytes(in.correction_words(i).seed().data());
   }
-  out->value_correction.assign(in.value_correction().begin(), in.value_correction().end());
+  if (!in.value_correction_packed().empty()) {
+    const std::string& packed = in.value_correction_packed();
+    out->value_correction.resize(packed.size() / 4);
+    for (size_t j = 0; j < out->value_correction.size(); ++j) {
+      uint32_t v;
+      std::memcpy(&v, packed.data() + 4 * j, 4);  // LE target
+      out->value_correction[j] = v;
+    }
+  } else {
+    out->value_correction.assign(in.value_correction().begin(), in.value_correction().end());
+  }
   std::memcpy(out->proof_correction.data(), in.proof_correction().data(), 16 * kProofBlocks);
 }
 
@@ -111,8 +131,8 @@ absl::StatusOr<std::pair<proto::SparseKeySet, proto::SparseKeySet>> SparseDpf::G
     TANDEM_ASSIGN_OR_RETURN(auto keys,
                             block_dpf_.GenerateKeys(block_index_per_group[g],
                                                     block_values.subspan(g * b, b), rng));
-    KeyToProto(keys.first, out.first.add_keys());
-    KeyToProto(keys.second, out.second.add_keys());
+    KeyToProto(keys.first, value_bits(), out.first.add_keys());
+    KeyToProto(keys.second, value_bits(), out.second.add_keys());
   }
   return out;
 }

@@ -237,6 +237,30 @@ TEST_F(SparseDpfAdversarialTest, MismatchedPublicPartsAreCaught) {
   }
 }
 
+// 32-bit keys carry their value corrections packed (4 bytes each): they
+// reconstruct the vector, and a packed correction only the leader sees
+// changed is caught like an unpacked one.
+TEST(SparseDpfPackedTest, ThirtyTwoBitKeysArePackedAndTamperingIsCaught) {
+  const SparseDpf dpf = SparseDpf::Create(4 * 16 * 8, 8, 4, 32).value();
+  auto rng = DeterministicRandom::FromSeed(91);
+  std::vector<uint64_t> values(4 * 8);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = 0xfffffff0u + i % 16;  // near 2^32
+  const std::vector<uint32_t> blocks = {3, 0, 15, 9};
+  TANDEM_ASSERT_OK_AND_ASSIGN(KeyPair keys, dpf.GenerateKeys(blocks, values, rng.get()));
+  EXPECT_EQ(keys.first.keys(0).value_correction_size(), 0);
+  EXPECT_EQ(keys.first.keys(0).value_correction_packed().size(), 4u * 8);
+  const std::vector<uint64_t> sum = Reconstruct(dpf, keys);
+  for (int g = 0; g < 4; ++g) {
+    for (int j = 0; j < 8; ++j) {
+      EXPECT_EQ(sum[g * 16 * 8 + blocks[g] * 8 + j], values[g * 8 + j]) << g << " " << j;
+    }
+  }
+  EXPECT_TRUE(DigestsAgree(dpf, keys));
+  KeyPair bad = keys;
+  XorByte(bad.first.mutable_keys(1)->mutable_value_correction_packed(), 5, 0x01);
+  EXPECT_FALSE(DigestsAgree(dpf, bad));
+}
+
 TEST_F(SparseDpfAdversarialTest, TamperedProofCorrectionOnBothServersIsCaught) {
   KeyPair bad = keys_;
   for (proto::SparseKeySet* s : {&bad.first, &bad.second}) {

@@ -68,11 +68,12 @@ def test_private_federation_learns_and_reports(digits, aggregators, tmp_path):
         assert r["variant"] == "py-private" and r["participants"] == 5
         assert r["accepted_reports"] == 5 and r["bytes_up"] > 0 and r["bytes_down"] > 0
         # The baselines of D = 650 values per client: clear FedAvg 4 D bytes,
-        # dense two-server sharing 8 D bytes to the leader + a 16-byte seed.
+        # dense two-server sharing D values at the round's width to the
+        # leader + a 16-byte seed: 32 bits, as 5 clients' sum fits in them.
         assert r["clear_bytes_up"] == 5 * 4 * 650
-        assert r["dense_bytes_up"] == 5 * (8 * 650 + 16)
+        assert r["dense_bytes_up"] == 5 * (4 * 650 + 16)
     line = tandem.sim.bytes_line(records)
-    assert "x clear FedAvg (2600 B)" in line and "x dense two-server sharing (5216 B)" in line
+    assert "x clear FedAvg (2600 B)" in line and "x dense two-server sharing (2616 B)" in line
     eps = [r["epsilon"] for r in records]
     assert 0 < eps[0] < eps[1] < eps[2]
     assert records[-1]["test_accuracy"] > 0.5      # noisy, yet well above chance (0.1)

@@ -498,7 +498,8 @@ absl::Status Coordinator::Finalize() {
   const uint64_t dim = sum.config().model_dimension;
   summary.set_dimension(dim);
   summary.set_clear_bytes_up(summary.uploads_done() * ClearFedAvgBytes(dim));
-  summary.set_dense_bytes_up(summary.uploads_done() * DenseSharingBytes(dim));
+  summary.set_dense_bytes_up(summary.uploads_done() *
+                             DenseSharingBytes(dim, sum.config().value_bits));
   summary.set_encoding(std::string(ReportEncodingName(sum.encoding())));
   absl::StatusOr<DecodedAggregate> agg = sum.Finalize(*leader_, *helper_, round);
   if (!agg.ok()) {

@@ -64,8 +64,9 @@ absl::StatusOr<UploadBytes> ComputeUploadBytes(const proto::RoundParameters& pre
   const proto::BlockDpfParameters& g = preamble.group_parameters();
   // One BlockDpfKey: party (party 1 only: 2 bytes), seed, d correction
   // words, B packed value corrections, the 64-byte proof correction.
-  const uint64_t key = Framed(16) + g.log_num_blocks() * Framed(Framed(16)) +
-                       Framed(8 * uint64_t{g.block_size()}) + Framed(64);
+  const uint64_t corrections = uint64_t{g.block_size()} * g.value_bits() / 8;  // packed at 32
+  const uint64_t key =
+      Framed(16) + g.log_num_blocks() * Framed(Framed(16)) + Framed(corrections) + Framed(64);
   const uint64_t header = Framed(6) + 2;  // group_parameters and num_groups
   out.preamble = 2 * header + preamble.num_groups() * (Framed(key) + Framed(key + 2));
   if (preamble.has_norm_bound()) {
@@ -88,7 +89,39 @@ absl::StatusOr<UploadBytes> ComputeUploadBytes(const proto::RoundParameters& pre
   return out;
 }
 
-absl::StatusOr<SecureSum> SecureSum::Create(const SecureSumConfig& config) {
+absl::StatusOr<uint32_t> ValueBitsFor(const SecureSumConfig& config) {
+  if (config.value_bits != 0 && config.value_bits != 32 && config.value_bits != 64) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("value_bits must be 0 (auto), 32 or 64, got ", config.value_bits));
+  }
+  if (config.value_bits == 64) return 64u;
+  // PREAMBLE (and dense additive sharing) share values in Z_(2^w); the paper
+  // fixes no w. The narrowest that cannot wrap halves the upload: the
+  // decoded sum is max_reports coordinates of at most C 2^f + 1 plus two
+  // servers' noise of sd sigma each (sd sqrt(2) sigma together), sigma =
+  // z Delta with Delta <= C 2^f + sqrt(D) (the norm bound's rounding slack,
+  // crypto/proof L2SquaredBoundForClip). Beyond 20 sd a Gaussian lies with
+  // probability below 1e-88, per coordinate and round.
+  const double unit = config.clip_l2_norm * std::ldexp(1.0, config.frac_bits);
+  const double delta = unit + std::sqrt(static_cast<double>(config.model_dimension));
+  const double need = static_cast<double>(config.max_reports) * (unit + 1.0) +
+                      20.0 * std::sqrt(2.0) * config.noise_multiplier * delta;
+  const double room = std::ldexp(1.0, 31);
+  if (need < room) return 32u;
+  if (config.value_bits == 32) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("value_bits 32 cannot hold this round's sum: max_reports ", config.max_reports,
+                     " x (C 2^f + 1) plus the noise's tail needs ", need,
+                     " < 2^31; lower max_reports, the clip "
+                     "or frac_bits, or use 64"));
+  }
+  return 64u;
+}
+
+absl::StatusOr<SecureSum> SecureSum::Create(const SecureSumConfig& requested) {
+  TANDEM_ASSIGN_OR_RETURN(const uint32_t value_bits, ValueBitsFor(requested));
+  SecureSumConfig config = requested;
+  config.value_bits = value_bits;
   if (config.model_dimension == 0 || config.block_size == 0 || config.log_blocks_per_group > 24) {
     return absl::InvalidArgumentError(
         "model_dimension and block_size must be > 0, log_blocks_per_group <= 24");
@@ -104,9 +137,10 @@ absl::StatusOr<SecureSum> SecureSum::Create(const SecureSumConfig& config) {
   const uint64_t group_dim = (uint64_t{1} << d) * config.block_size;
   const uint64_t k = (config.model_dimension + group_dim - 1) / group_dim;
   if (k > 4096) return absl::InvalidArgumentError("more than 4096 groups: raise block_size or d");
-  TANDEM_ASSIGN_OR_RETURN(crypto::FixedPointCodec codec,
-                          crypto::FixedPointCodec::Create(config.frac_bits, config.clip_l2_norm,
-                                                          config.max_reports, 64));
+  TANDEM_ASSIGN_OR_RETURN(
+      crypto::FixedPointCodec codec,
+      crypto::FixedPointCodec::Create(config.frac_bits, config.clip_l2_norm, config.max_reports,
+                                      static_cast<int>(value_bits)));
   SecureSum sum(config, k * group_dim, static_cast<uint32_t>(k), d, std::move(codec));
   TANDEM_ASSIGN_OR_RETURN(sum.upload_bytes_,
                           ComputeUploadBytes(sum.RoundParameters(1), config.model_dimension));
@@ -141,7 +175,7 @@ proto::RoundParameters SecureSum::RoundParameters(uint64_t round_id,
   p.set_dimension(dimension_);
   p.mutable_group_parameters()->set_log_num_blocks(log_num_blocks_);
   p.mutable_group_parameters()->set_block_size(config_.block_size);
-  p.mutable_group_parameters()->set_value_bits(64);
+  p.mutable_group_parameters()->set_value_bits(config_.value_bits);
   p.set_num_groups(num_groups_);
   p.set_max_reports(config_.max_reports);
   p.set_deadline_unix_ms(deadline_unix_ms);
@@ -154,7 +188,7 @@ proto::RoundParameters SecureSum::RoundParameters(uint64_t round_id,
   const bool dense = encoding_ == proto::REPORT_ENCODING_DENSE;
   if (dense) {  // the whole vector in one sharing: no groups
     p.clear_group_parameters();
-    p.mutable_group_parameters()->set_value_bits(64);
+    p.mutable_group_parameters()->set_value_bits(config_.value_bits);
     p.set_num_groups(0);
     p.set_block_selection(proto::BLOCK_SELECTION_RANDOM);
   }

@@ -70,6 +70,11 @@ struct SecureSumConfig {
   // noise multiplier 1.0, min batch 10, norm proofs on).
   double noise_multiplier = 0.0;
   uint32_t max_reports = 1000;  // per round; also the fixed-point headroom
+  // Width w of the shared values (Z_(2^w)): 32 or 64, or 0 for the narrower
+  // one in which the round's decoded sum cannot wrap (ValueBitsFor below).
+  // 32 halves every share a client sends, in either encoding. Create
+  // resolves 0, so config().value_bits is always the width the rounds use.
+  uint32_t value_bits = 0;
   // RoundParameters.dp.min_batch_size: Finalize is refused with fewer
   // accepted reports (the aggregators also refuse a round asking for less
   // than their policy's minimum).
@@ -99,6 +104,15 @@ absl::StatusOr<EncodingChoice> EncodingChoiceFromName(absl::string_view name);
 absl::string_view EncodingChoiceName(EncodingChoice choice);
 // "preamble" or "dense": the name of a round's encoding in summaries.
 absl::string_view ReportEncodingName(proto::ReportEncoding encoding);
+
+// The value width of `config`: config.value_bits when it is 32 or 64 and
+// the sum fits, 32 for 0 when it fits in 32 bits, else 64. The sum fits in
+// w bits when max_reports coordinates of at most C 2^f + 1 (a clipped
+// report, fixed-point rounding included) plus both aggregators' noise
+// within 20 of its standard deviations stay below 2^(w-1). INVALID_ARGUMENT
+// for another width, or for 32 when the sum does not fit (the message says
+// by how much).
+absl::StatusOr<uint32_t> ValueBitsFor(const SecureSumConfig& config);
 
 // The upload of one report in the PREAMBLE round `preamble` and in a dense
 // round of the same task over `model_dimension` values. INVALID_ARGUMENT for

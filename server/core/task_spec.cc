@@ -137,6 +137,10 @@ absl::Status PrivacyAndEncodingOptions(const proto::TaskSpec& s, CoordinatorOpti
     return Field("encoding.block_size", "must be in [1, 2^20]");
   }
   if (sum.log_blocks_per_group > 24) return Field("encoding.log_blocks_per_group", "must be <= 24");
+  sum.value_bits = e.has_value_bits() ? e.value_bits() : 0;
+  if (sum.value_bits != 0 && sum.value_bits != 32 && sum.value_bits != 64) {
+    return Field("encoding.value_bits", "must be 32 or 64");
+  }
   const std::string sel = e.has_block_selection() ? e.block_selection() : "random";
   if (sel == "topk") {
     sum.block_selection = proto::BLOCK_SELECTION_TOP_NORM;

@@ -23,8 +23,9 @@
 namespace tandem::server {
 
 inline constexpr uint64_t kDenseHelperSeedBytes = 16;
-// The width of PREAMBLE's ring Z_2^w in every round tandem opens
-// (server/core/secure_sum.cc), the width a dense round would share at.
+// The widest value width of a round's ring Z_2^w (server/core/secure_sum.cc
+// ValueBitsFor takes 32 where the round's sum fits, else this): the width
+// of a baseline where the round's own is unknown (older records).
 inline constexpr uint32_t kRoundValueBits = 64;
 
 inline constexpr uint64_t ClearFedAvgBytes(uint64_t dimension) { return 4 * dimension; }

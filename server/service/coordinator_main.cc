@@ -123,6 +123,8 @@ ABSL_FLAG(int, num_recycled, 0, "FedLUAR: weight tensors recycled per round (0 =
 ABSL_FLAG(uint64_t, fedluar_seed, 1, "FedLUAR draw seed");
 ABSL_FLAG(uint32_t, block_size, 64, "PREAMBLE block size B");
 ABSL_FLAG(uint32_t, log_blocks_per_group, 1, "PREAMBLE d (a client sends 1 of 2^d blocks)");
+ABSL_FLAG(uint32_t, value_bits, 0,
+          "width of the shared values, 32 or 64 (0: 32 where the round's sum and noise fit)");
 ABSL_FLAG(std::string, block_selection, "random",
           "which block of each group clients send: random (unbiased, the sum is scaled by "
           "2^d) or topk (the largest-norm block, clients keep the rest as error feedback)");
@@ -182,6 +184,7 @@ constexpr const char* kTaskFlags[] = {"task_id",
                                       "fedluar_seed",
                                       "block_size",
                                       "log_blocks_per_group",
+                                      "value_bits",
                                       "block_selection",
                                       "encoding",
                                       "clip",
@@ -264,6 +267,7 @@ absl::StatusOr<std::unique_ptr<tandem::server::CoordinatorDaemon>> Run() {
   c.task.epsilon_budget = absl::GetFlag(FLAGS_epsilon_budget);
   c.task.secure_sum.block_size = absl::GetFlag(FLAGS_block_size);
   c.task.secure_sum.log_blocks_per_group = absl::GetFlag(FLAGS_log_blocks_per_group);
+  c.task.secure_sum.value_bits = absl::GetFlag(FLAGS_value_bits);
   if (const std::string sel = absl::GetFlag(FLAGS_block_selection); sel == "topk") {
     c.task.secure_sum.block_selection = tandem::proto::BLOCK_SELECTION_TOP_NORM;
   } else if (sel != "random") {

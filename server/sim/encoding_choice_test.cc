@@ -46,22 +46,53 @@ uint64_t BuiltBytes(const SecureSum& sum) {
 TEST(EncodingChoiceTest, ByteCountsAreWhatClientsBuild) {
   for (bool proofs : {false, true}) {
     for (uint32_t d : {0u, 1u, 3u}) {
-      SCOPED_TRACE(::testing::Message() << "proofs=" << proofs << " d=" << d);
-      TANDEM_ASSERT_OK_AND_ASSIGN(
-          SecureSum pre, SecureSum::Create(Config(3000, d, proofs, EncodingChoice::kPreamble)));
-      TANDEM_ASSERT_OK_AND_ASSIGN(
-          SecureSum dense, SecureSum::Create(Config(3000, d, proofs, EncodingChoice::kDense)));
-      EXPECT_EQ(pre.encoding(), proto::REPORT_ENCODING_PREAMBLE);
-      EXPECT_EQ(dense.encoding(), proto::REPORT_ENCODING_DENSE);
-      EXPECT_EQ(dense.padded_dimension(), 3000u);  // no padding
-      // Within 0.5 % (the proof's few varint lengths are estimated).
-      const double pre_built = static_cast<double>(BuiltBytes(pre));
-      const double dense_built = static_cast<double>(BuiltBytes(dense));
-      EXPECT_NEAR(static_cast<double>(pre.upload_bytes().preamble), pre_built, 0.005 * pre_built);
-      EXPECT_NEAR(static_cast<double>(dense.upload_bytes().dense), dense_built,
-                  0.005 * dense_built);
+      for (uint32_t w : {32u, 64u}) {
+        SCOPED_TRACE(::testing::Message() << "proofs=" << proofs << " d=" << d << " w=" << w);
+        SecureSumConfig pre_config = Config(3000, d, proofs, EncodingChoice::kPreamble);
+        SecureSumConfig dense_config = Config(3000, d, proofs, EncodingChoice::kDense);
+        pre_config.value_bits = dense_config.value_bits = w;
+        TANDEM_ASSERT_OK_AND_ASSIGN(SecureSum pre, SecureSum::Create(pre_config));
+        TANDEM_ASSERT_OK_AND_ASSIGN(SecureSum dense, SecureSum::Create(dense_config));
+        EXPECT_EQ(pre.RoundParameters(1).group_parameters().value_bits(), w);
+        EXPECT_EQ(dense.RoundParameters(1).group_parameters().value_bits(), w);
+        EXPECT_EQ(pre.encoding(), proto::REPORT_ENCODING_PREAMBLE);
+        EXPECT_EQ(dense.encoding(), proto::REPORT_ENCODING_DENSE);
+        EXPECT_EQ(dense.padded_dimension(), 3000u);  // no padding
+        // Within 0.5 % (the proof's few varint lengths are estimated).
+        const double pre_built = static_cast<double>(BuiltBytes(pre));
+        const double dense_built = static_cast<double>(BuiltBytes(dense));
+        EXPECT_NEAR(static_cast<double>(pre.upload_bytes().preamble), pre_built, 0.005 * pre_built);
+        EXPECT_NEAR(static_cast<double>(dense.upload_bytes().dense), dense_built,
+                    0.005 * dense_built);
+      }
     }
   }
+}
+
+// 32-bit values where the round's sum fits (every share half as long), 64
+// where it does not; an explicit 32 that cannot hold the sum is refused.
+TEST(EncodingChoiceTest, ValuesAreThirtyTwoBitsWhereTheSumFits) {
+  SecureSumConfig c = Config(3000, 1, true, EncodingChoice::kDense);
+  c.max_reports = 1000;  // C = 2, f = 16: 1000 x 131,073 + noise < 2^31
+  c.noise_multiplier = 1.0;
+  TANDEM_ASSERT_OK_AND_ASSIGN(SecureSum narrow, SecureSum::Create(c));
+  EXPECT_EQ(narrow.config().value_bits, 32u);
+  c.value_bits = 64;
+  TANDEM_ASSERT_OK_AND_ASSIGN(SecureSum wide, SecureSum::Create(c));
+  // The leader's D values at 4 instead of 8 bytes (the proof is the same).
+  EXPECT_EQ(wide.upload_bytes().dense - narrow.upload_bytes().dense, 4u * 3000 + 1);
+  c.value_bits = 0;
+  c.max_reports = 40000;  // 40,000 x 131,073 > 2^31
+  TANDEM_ASSERT_OK_AND_ASSIGN(SecureSum many, SecureSum::Create(c));
+  EXPECT_EQ(many.config().value_bits, 64u);
+  c.value_bits = 32;
+  EXPECT_THAT(SecureSum::Create(c).status().message(), ::testing::HasSubstr("cannot hold"));
+  // The noise counts too: 1,000 reports fit, a multiplier of 1,000 does not.
+  c.max_reports = 1000;
+  c.noise_multiplier = 1000;
+  EXPECT_FALSE(SecureSum::Create(c).ok());
+  c.value_bits = 16;
+  EXPECT_THAT(SecureSum::Create(c).status().message(), ::testing::HasSubstr("32 or 64"));
 }
 
 TEST(EncodingChoiceTest, AutoPicksTheSmallerUpload) {

@@ -75,6 +75,7 @@ absl::StatusOr<server::FederatedTaskOptions> SimTaskOptions(const FederationOpti
       o.task_id.empty() ? absl::StrCat("sim-", o.name, "-", nonce % 1000000007) : o.task_id;
   to.secure_sum.block_size = o.block_size;
   to.secure_sum.log_blocks_per_group = o.log_blocks_per_group;
+  to.secure_sum.value_bits = o.value_bits;
   if (o.private_aggregation) {
     TANDEM_ASSIGN_OR_RETURN(to.secure_sum.log_blocks_per_group,
                             LogBlocksPerGroup(o, model_dimension));

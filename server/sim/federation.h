@@ -52,6 +52,9 @@ struct FederationOptions {
   // PREAMBLE / DP
   uint32_t block_size = 256;
   uint32_t log_blocks_per_group = 1;  // a client sends 1 of 2^d blocks per group
+  // Width of the shared values: 32 or 64, 0 = 32 where the sum fits
+  // (server::SecureSumConfig::value_bits).
+  uint32_t value_bits = 0;
   // The fraction of its blocks a client sends, in (0, 1]; 0 = 1 / 2^d with
   // d = log_blocks_per_group. Otherwise it sets d (LogBlocksPerGroup below).
   double blocks_fraction = 0;

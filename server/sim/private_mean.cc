@@ -211,7 +211,7 @@ absl::StatusOr<std::vector<float>> RoundMean(const FederationOptions& o,
     for (size_t i = 0; i < u.size(); ++i) mean[i] += u[i] / updates.size();
     rec->bytes_up += u.size() * sizeof(float);
     rec->clear_bytes_up += server::ClearFedAvgBytes(u.size());
-    rec->dense_bytes_up += server::DenseSharingBytes(u.size());
+    rec->dense_bytes_up += server::DenseSharingBytes(u.size(), sum.config().value_bits);
   }
   rec->accepted_reports = updates.size();
   rec->aggregate_seconds += absl::ToDoubleSeconds(absl::Now() - start);

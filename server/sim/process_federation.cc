@@ -48,6 +48,7 @@ proto::TaskSpec TaskSpecOf(const FederationOptions& o, const ProcessOptions& p,
   proto::TaskEncodingSpec& e = *s.mutable_encoding();
   e.set_block_size(o.block_size);
   e.set_log_blocks_per_group(log_blocks_per_group);
+  if (o.value_bits != 0) e.set_value_bits(o.value_bits);
   e.set_block_selection(o.block_selection == proto::BLOCK_SELECTION_TOP_NORM ? "topk" : "random");
   e.set_encoding(std::string(server::EncodingChoiceName(o.encoding)));
   proto::TaskPrivacySpec& v = *s.mutable_privacy();

@@ -294,10 +294,11 @@ std::string SummaryTable(const std::vector<RoundRecord>& records, const ReportPa
       "norm proof, ticket, signatures). Ratios compare the same clients' updates (of D = %d "
       "values, or fewer in a FedLUAR round) sent as clear FedAvg (D float32 values to one "
       "server, 32 bits per coordinate) and as Prio3-style dense two-server sharing (the leader "
-      "receives D values at the round's %d-bit width, the helper a %d-byte seed that expands to "
+      "receives D values at the round's value width (32 bits where its sum fits, else 64), "
+      "the helper a %d-byte seed that expands to "
       "its share; payload only, no proof or ticket counted): below 1 the private upload is "
       "smaller (n/a: D unknown).</p>\n",
-      p.dimension, server::kRoundValueBits, server::kDenseHelperSeedBytes);
+      p.dimension, server::kDenseHelperSeedBytes);
   return t;
 }
 

@@ -102,7 +102,8 @@ TEST(Report, SummaryHasAccuracyEpsilonTimeAndBytes) {
   const std::string html = RenderHtml("t", Records(), Parameters());
   EXPECT_THAT(html, HasSubstr("<th>vs clear FedAvg</th><th>vs dense sharing</th>"));
   EXPECT_THAT(html, HasSubstr("of D = 1000 values"));
-  EXPECT_THAT(html, HasSubstr("at the round's 64-bit width, the helper a 16-byte seed"));
+  EXPECT_THAT(html, HasSubstr("at the round's value width (32 bits where its sum fits, else 64), "
+                              "the helper a 16-byte seed"));
   // Clear: 4000 B per client to its one server, 32 bits per coordinate,
   // 4000 / 8016 of dense sharing; mean 1 s per round.
   EXPECT_THAT(html, HasSubstr("<tr><td class=\"name\">fedavg-clear</td><td>clear</td><td>2</td>"

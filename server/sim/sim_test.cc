@@ -39,14 +39,15 @@ struct DigitsAndPair {
 
 // A round's baselines (server/core/upload_baselines.h) for FedAvg's full
 // update of the federation's model: 4 D bytes per participant in clear,
-// 8 D + 16 as dense sharing at 64 bits.
+// 4 D + 16 as dense sharing at 32 bits (tens of clients' sum and the noise
+// fit in 32 bits: server::ValueBitsFor).
 void ExpectBaselines(const FederationOptions& o, const ml::Dataset& train, const RoundRecord& r) {
   auto model = MakeSimModel(o.model, train.features.cols(), o.hidden, train.num_classes);
   ASSERT_THAT(model, IsOk());
   const uint64_t d = (*model)->num_params();
   const uint64_t n = r.participants;
   EXPECT_EQ(r.clear_bytes_up, n * 4 * d) << r.round;
-  EXPECT_EQ(r.dense_bytes_up, n * (8 * d + 16)) << r.round;
+  EXPECT_EQ(r.dense_bytes_up, n * (4 * d + 16)) << r.round;
   EXPECT_GT(r.bytes_up, 0u) << r.round;
 }
 

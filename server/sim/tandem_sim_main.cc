@@ -63,6 +63,8 @@ ABSL_FLAG(int, num_recycled, 1, "FedLUAR: weight tensors recycled per round");
 ABSL_FLAG(int, block_size, 256, "PREAMBLE block size B");
 ABSL_FLAG(int, log_blocks_per_group, 1,
           "PREAMBLE d: one of 2^d blocks per group is sent (upload ~ 1/2^d)");
+ABSL_FLAG(int, value_bits, 0,
+          "width of the shared values, 32 or 64 (0: 32 where the round's sum and noise fit)");
 ABSL_FLAG(double, blocks_fraction, 0,
           "fraction of its blocks a client sends, in (0, 1]; sets d to the nearest power of two "
           "(0 = use --log_blocks_per_group)");
@@ -232,6 +234,7 @@ int main(int argc, char** argv) {
   base.block_size = static_cast<uint32_t>(absl::GetFlag(FLAGS_block_size));
   base.log_blocks_per_group = static_cast<uint32_t>(absl::GetFlag(FLAGS_log_blocks_per_group));
   base.blocks_fraction = absl::GetFlag(FLAGS_blocks_fraction);
+  base.value_bits = static_cast<uint32_t>(absl::GetFlag(FLAGS_value_bits));
   if (const std::string sel = absl::GetFlag(FLAGS_block_selection); sel == "top_norm") {
     base.block_selection = tandem::proto::BLOCK_SELECTION_TOP_NORM;
   } else if (sel != "random") {
