@@ -103,7 +103,8 @@ absl::StatusOr<TestReport> Build(const proto::RoundParameters& params,
       crypto::SparseDpf dpf,
       crypto::SparseDpf::Create(params.dimension(),
                                 static_cast<int>(params.group_parameters().block_size()),
-                                static_cast<int>(params.num_groups()), 64));
+                                static_cast<int>(params.num_groups()),
+                                params.group_parameters().value_bits() == 32 ? 32 : 64));
   const int k = dpf.num_groups();
   const int b = dpf.block_size();
   if (values.size() != static_cast<size_t>(k) * b) {

@@ -151,6 +151,51 @@ TEST_F(AggregatorDaemonsTest, MalformedRequestsGetInvalidArgumentAndChangeNothin
   ExpectSum(good->dense, 1);
 }
 
+// A 32-bit round takes PREAMBLE keys whose value corrections are packed at
+// 4 bytes: a client that sends them as fixed64 words (the 64-bit form, twice
+// the bytes) or both forms at once is refused by either daemon and the sum
+// holds only the good report, mod 2^32.
+TEST_F(AggregatorDaemonsTest, ThirtyTwoBitRoundsTakeOnlyPackedKeys) {
+  params_.mutable_group_parameters()->set_value_bits(32);
+  StartDaemons();
+  TANDEM_ASSERT_OK(Open(leader_ep_));
+  TANDEM_ASSERT_OK(Open(helper_ep_));
+  auto good = MakeReport(params_, 1);
+  ASSERT_THAT(good, IsOk());
+  ASSERT_EQ(good->to_leader.key_share().keys(0).value_correction_packed().size(), 4u * 16);
+  TANDEM_ASSERT_OK(Upload(leader_ep_, good->to_leader));
+  TANDEM_ASSERT_OK(Upload(helper_ep_, good->to_helper));
+
+  auto bad = MakeReport(params_, 2);
+  ASSERT_THAT(bad, IsOk());
+  for (auto [req, ep] : {std::pair{bad->to_leader, &leader_ep_}, {bad->to_helper, &helper_ep_}}) {
+    proto::UploadRequest wide = req;  // every key's corrections as fixed64 words
+    for (proto::BlockDpfKey& key : *wide.mutable_key_share()->mutable_keys()) {
+      const std::string packed = key.value_correction_packed();
+      for (size_t j = 0; j < packed.size(); j += 4) {
+        uint32_t v;
+        std::memcpy(&v, packed.data() + j, 4);
+        key.add_value_correction(v);
+      }
+      key.clear_value_correction_packed();
+    }
+    EXPECT_THAT(Upload(*ep, wide), StatusIs(absl::StatusCode::kInvalidArgument));
+    proto::UploadRequest both = req;  // the packed words and one fixed64 more
+    both.mutable_key_share()->mutable_keys(1)->add_value_correction(0);
+    EXPECT_THAT(Upload(*ep, both), StatusIs(absl::StatusCode::kInvalidArgument));
+  }
+  auto a = Finalize(leader_ep_);
+  ASSERT_THAT(a, IsOk());
+  auto b = Finalize(helper_ep_);
+  ASSERT_THAT(b, IsOk());
+  EXPECT_EQ(a->accepted_reports(), 1u);
+  EXPECT_EQ(b->accepted_reports(), 1u);
+  auto sum = SumShares(*a, *b);
+  ASSERT_THAT(sum, IsOk());
+  for (uint64_t& v : *sum) v &= 0xffffffffu;
+  EXPECT_EQ(*sum, good->dense);
+}
+
 TEST_F(AggregatorDaemonsTest, SigkillMidRoundLosesNoAcceptedReport) { SigkillMidRound(); }
 
 // The same with shares in segment files (AggregatorConfig.segment_share_files).
