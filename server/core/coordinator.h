@@ -199,6 +199,9 @@ class Coordinator {
   absl::Status UploadDone(const proto::UploadDoneRequest& request);
   void AddBytesDown(uint64_t bytes);
   proto::CoordinatorStatusResponse Status();
+  // Status() without the round history (the dashboard's list of tasks):
+  // no copy of every RoundSummary.
+  proto::CoordinatorStatusResponse StatusSummary();
   // What the daemon's /metrics exports (server/service/coordinator_metrics.h):
   // one consistent snapshot, taken under the lock, never blocking on RPCs.
   CoordinatorMetrics Metrics();

@@ -171,6 +171,11 @@ proto::CoordinatorStatusResponse Coordinator::Status() {
   return s;
 }
 
+proto::CoordinatorStatusResponse Coordinator::StatusSummary() {
+  absl::MutexLock lock(&mu_);
+  return StatusLocked();
+}
+
 std::optional<absl::Duration> Coordinator::TimeToDeadline() {
   absl::MutexLock lock(&mu_);
   if (phase_ != Phase::kOpening && phase_ != Phase::kCollecting) return std::nullopt;

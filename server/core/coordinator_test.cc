@@ -20,6 +20,7 @@
 #include "base/testing/status_matchers.h"
 #include "crypto/sign/upload_ticket.h"
 #include "gmock/gmock.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "server/core/coordinator_test_fixture.h"
 #include "server/testing/scripted_aggregator.h"
@@ -79,6 +80,11 @@ TEST_F(CoordinatorTest, RoundReleasesAtTheDeadlineWithTheUploadsItHas) {
   EXPECT_EQ(s.history(0).uploads_done(), 2u);
   EXPECT_EQ(s.history(0).accepted_reports(), 2u);
   EXPECT_EQ(s.history(0).bytes_up(), 2000u);
+  // The summary is the same status without the history.
+  proto::CoordinatorStatusResponse summary = c->StatusSummary();
+  EXPECT_EQ(summary.history_size(), 0);
+  summary.mutable_history()->CopyFrom(s.history());
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(summary, s));
   EXPECT_THAT(c->ModelBlob("t1", 0).status(), StatusIs(absl::StatusCode::kNotFound));
   TANDEM_EXPECT_OK(c->ModelBlob("t1", 1).status());
   // The straggler's late report is refused; a second round follows.

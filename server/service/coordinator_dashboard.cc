@@ -248,9 +248,9 @@ std::string RoundsTable(const TaskDashboard& t) {
   return out;
 }
 
-// The dashboard of `c`, read now.
-TaskDashboard DashboardOf(Coordinator& c) {
-  TaskDashboard d = DashboardFromStatus(c.Status());
+// The dashboard of `c`, read now; its rounds only `with_rounds`.
+TaskDashboard DashboardOf(Coordinator& c, bool with_rounds) {
+  TaskDashboard d = DashboardFromStatus(with_rounds ? c.Status() : c.StatusSummary());
   const CoordinatorOptions& o = c.options();
   d.epsilon_budget = o.task.epsilon_budget;
   d.min_reports = o.min_reports;
@@ -262,9 +262,7 @@ TaskDashboard DashboardOf(Coordinator& c) {
 HttpReply IndexReply(TaskHost* tasks) {
   std::vector<TaskDashboard> rows;
   for (const std::shared_ptr<Coordinator>& c : tasks->Coordinators()) {
-    TaskDashboard d = DashboardOf(*c);
-    d.rounds.clear();  // the index shows none
-    rows.push_back(std::move(d));
+    rows.push_back(DashboardOf(*c, /*with_rounds=*/false));  // the index shows none
   }
   return HttpReply{200, kHtml, RenderIndexPage(rows)};
 }
@@ -367,7 +365,8 @@ void RegisterCoordinatorDashboard(TaskHost* tasks, MetricsServer* server) {
     absl::ConsumePrefix(&id, "/");
     // Exactly a live task's id (no prefix, case or trailing-slash match).
     for (const std::shared_ptr<Coordinator>& c : tasks->Coordinators()) {
-      if (c->task_id() == id) return HttpReply{200, kHtml, RenderTaskPage(DashboardOf(*c))};
+      if (c->task_id() == id)
+        return HttpReply{200, kHtml, RenderTaskPage(DashboardOf(*c, /*with_rounds=*/true))};
     }
     return HttpReply{404, kHtml, RenderNotFoundPage(path)};
   });
