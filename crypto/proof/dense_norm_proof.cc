@@ -5,21 +5,6 @@
 #include "crypto/proof/field_vector.h"
 
 namespace tandem::crypto::proof {
-namespace {
-
-// The client's values, reused by the calling thread from proof to proof
-// (as in norm_proof.cc: at D = 2^17 they are 5 MB, whose zero fills and
-// page faults cost as much as the rest of the proof). Resized and fully
-// written before they are read. Thread-safe: one set per thread.
-struct ClientBuffers {
-  std::vector<uint64_t> derived, u0, u1, share;
-};
-ClientBuffers& ThreadClientBuffers() {
-  thread_local ClientBuffers buffers;
-  return buffers;
-}
-
-}  // namespace
 
 ShareBinding DenseBinding(const proto::DenseShare& share) {
   return {share.party() == 0 ? absl::string_view(share.values()) : absl::string_view(share.seed()),
@@ -54,7 +39,7 @@ absl::Status DenseNormProof::ClientValues(const proto::DenseShare& leader,
   const int w = circuit().value_bits();
   const uint64_t mask = w == 64 ? ~uint64_t{0} : (uint64_t{1} << w) - 1;
   derived->assign(2 * n, 0);
-  std::vector<uint64_t>& share = ThreadClientBuffers().share;
+  std::vector<uint64_t>& share = ThreadClientValueBuffers().share;
   share.resize(2 * n);
   for (int party = 0; party < 2; ++party) {
     std::vector<uint64_t>& u = party == 0 ? *u0 : *u1;
@@ -70,7 +55,7 @@ absl::Status DenseNormProof::ClientValues(const proto::DenseShare& leader,
 absl::StatusOr<std::pair<proto::NormProofShare, proto::NormProofShare>> DenseNormProof::Prove(
     absl::string_view report_id, const proto::DenseShare& leader, const proto::DenseShare& helper,
     SecureRandom* rng) const {
-  ClientBuffers& buf = ThreadClientBuffers();
+  ClientValueBuffers& buf = ThreadClientValueBuffers();
   TANDEM_RETURN_IF_ERROR(ClientValues(leader, helper, &buf.derived, &buf.u0, &buf.u1));
   TANDEM_ASSIGN_OR_RETURN(std::vector<uint64_t> witness, circuit().Witness(buf.u0, buf.u1));
   return core_.Prove(report_id, buf.derived, witness, DenseBinding(leader), DenseBinding(helper),

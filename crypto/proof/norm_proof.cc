@@ -28,19 +28,6 @@ absl::string_view Bytes(const ProofDigest& d) {
   return absl::string_view(reinterpret_cast<const char*>(d.data()), d.size());
 }
 
-// The client's values, reused by the calling thread from proof to proof
-// (as the prover's buffers, norm_proof_core.cc: allocating ~0.8 MB of them
-// per proof cost zero fills and page faults). Each is resized and fully
-// written before it is read. Thread-safe: one set per thread.
-struct ClientBuffers {
-  std::vector<uint64_t> derived, u0, u1, share, witness;
-  SparseDpfScratch scratch;
-};
-ClientBuffers& ThreadClientBuffers() {
-  thread_local ClientBuffers buffers;
-  return buffers;
-}
-
 }  // namespace
 
 absl::StatusOr<NormProofSystem> NormProofSystem::Create(const proto::BlockDpfParameters& group,
@@ -80,16 +67,17 @@ absl::Status NormProofSystem::ClientValues(const proto::SparseKeySet& leader_key
   const size_t n = circuit().num_values();
   const uint64_t mask =
       circuit().value_bits() == 64 ? ~uint64_t{0} : (uint64_t{1} << circuit().value_bits()) - 1;
-  ClientBuffers& buf = ThreadClientBuffers();
+  // This thread's DPF scratch, kept from proof to proof like the buffers.
+  thread_local SparseDpfScratch scratch;
   derived->assign(2 * n, 0);
-  std::vector<uint64_t>& share = buf.share;
+  std::vector<uint64_t>& share = ThreadClientValueBuffers().share;
   share.resize(2 * n);
   for (int party = 0; party < 2; ++party) {
     std::vector<uint64_t>& u = party == 0 ? *u0 : *u1;
     u.resize(n);
     TANDEM_ASSIGN_OR_RETURN(const ProofDigest digest,
                             dpf_.EvaluateBlockSums(party == 0 ? leader_keys : helper_keys,
-                                                   absl::MakeSpan(u), &buf.scratch));
+                                                   absl::MakeSpan(u), &scratch));
     if (digests != nullptr) (*digests)[party] = digest;
     TANDEM_RETURN_IF_ERROR(circuit().DeriveFromBlockSums(party, u, absl::MakeSpan(share)));
     for (size_t j = 0; j < 2 * n; ++j) (*derived)[j] = gl::Add((*derived)[j], share[j]);
@@ -102,7 +90,7 @@ absl::Status NormProofSystem::ClientValues(const proto::SparseKeySet& leader_key
 absl::StatusOr<std::pair<proto::NormProofShare, proto::NormProofShare>> NormProofSystem::Prove(
     absl::string_view report_id, const proto::SparseKeySet& leader_keys,
     const proto::SparseKeySet& helper_keys, SecureRandom* rng) const {
-  ClientBuffers& buf = ThreadClientBuffers();
+  ClientValueBuffers& buf = ThreadClientValueBuffers();
   std::array<ProofDigest, 2> digests;
   TANDEM_RETURN_IF_ERROR(
       ClientValues(leader_keys, helper_keys, &buf.derived, &buf.u0, &buf.u1, &digests));

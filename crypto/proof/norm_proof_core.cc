@@ -49,6 +49,11 @@ ProverBuffers& ThreadProverBuffers() {
 
 }  // namespace
 
+ClientValueBuffers& ThreadClientValueBuffers() {
+  thread_local ClientValueBuffers buffers;
+  return buffers;
+}
+
 absl::StatusOr<std::pair<proto::NormProofShare, proto::NormProofShare>> NormProofCore::Prove(
     absl::string_view report_id, absl::Span<const uint64_t> derived,
     absl::Span<const uint64_t> witness, const ShareBinding& leader_binding,

@@ -96,6 +96,18 @@ class NormProofCore {
   absl::string_view part_domain_;
 };
 
+// The client's values of a proof (the derived field shares, both parties'
+// ring values u0 and u1, one party's derived share), reused by the calling
+// thread from proof to proof by NormProofSystem and DenseNormProof alike:
+// at D = 2^17 they are ~5 MB, whose per-proof zero fills and page faults
+// cost as much as the rest of the proof (perf, 2026-12-06). Callers resize
+// each vector and write every element before reading it; a proof never
+// nests another on the same thread. Thread-safe: one set per thread.
+struct ClientValueBuffers {
+  std::vector<uint64_t> derived, u0, u1, share;
+};
+ClientValueBuffers& ThreadClientValueBuffers();
+
 }  // namespace tandem::crypto::proof
 
 #endif  // TANDEM_CRYPTO_PROOF_NORM_PROOF_CORE_H_
