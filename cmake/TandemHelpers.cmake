@@ -95,11 +95,26 @@ function(tandem_cc_test)
     target_compile_options(${T_NAME} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-pthread>)
     target_precompile_headers(${T_NAME} REUSE_FROM tandem_test_pch)
   endif()
+  # gtest_discover_tests passes PROPERTIES on as a flat list, so a second
+  # label would read as a property name (and TIMEOUT be lost): the first
+  # label goes with the discovered tests, and the whole list is set by an
+  # include that runs after their discovery, on the list of their names it
+  # leaves in ${T_NAME}_TESTS.
+  list(GET T_LABELS 0 _first_label)
   gtest_discover_tests(${T_NAME}
     DISCOVERY_MODE PRE_TEST
     DISCOVERY_TIMEOUT 60
     WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}
-    PROPERTIES LABELS "${T_LABELS}" TIMEOUT ${T_TIMEOUT} ${T_PROPERTIES})
+    PROPERTIES LABELS ${_first_label} TIMEOUT ${T_TIMEOUT} ${T_PROPERTIES})
+  list(LENGTH T_LABELS _num_labels)
+  if(_num_labels GREATER 1)
+    set(_labels_file "${CMAKE_CURRENT_BINARY_DIR}/${T_NAME}_labels.cmake")
+    file(WRITE "${_labels_file}"
+      "if(DEFINED ${T_NAME}_TESTS)\n"
+      "  set_tests_properties(\${${T_NAME}_TESTS} PROPERTIES LABELS \"${T_LABELS}\")\n"
+      "endif()\n")
+    set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES "${_labels_file}")
+  endif()
 endfunction()
 
 # tandem_cc_benchmark(NAME name SRCS a.cc... DEPS lib...)
