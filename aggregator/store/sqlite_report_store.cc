@@ -100,6 +100,14 @@ absl::StatusOr<std::unique_ptr<SqliteReportStore>> SqliteReportStore::Open(
   TANDEM_ASSIGN_OR_RETURN(auto db, sqlite::Database::Open(path, options));
   std::unique_ptr<SqliteReportStore> store(new SqliteReportStore(std::move(db)));
   TANDEM_RETURN_IF_ERROR(store->Migrate());
+  if (options.wal) {
+    sqlite::DatabaseOptions reader = options;
+    reader.create_if_missing = false;
+    TANDEM_ASSIGN_OR_RETURN(auto db, sqlite::Database::Open(path, reader));
+    TANDEM_RETURN_IF_ERROR(db->Exec("PRAGMA query_only = ON"));
+    absl::MutexLock lock(&store->reader_mu_);
+    store->reader_ = std::move(db);
+  }
   return store;
 }
 
@@ -307,13 +315,14 @@ absl::StatusOr<std::vector<ReportRecord>> SqliteReportStore::ListReportStates(in
   return ListReportsImpl(round_id, filter, /*with_share=*/false);
 }
 
-absl::StatusOr<absl::flat_hash_map<std::string, ReportRecord>> SqliteReportStore::GetReportStates(
-    absl::Span<const std::string> report_ids) {
-  for (const std::string& id : report_ids) TANDEM_RETURN_IF_ERROR(ValidateReportId(id));
-  absl::MutexLock lock(&mu_);
+namespace {
+
+// The rows of `report_ids` that exist, read through `db` (no share).
+absl::StatusOr<absl::flat_hash_map<std::string, ReportRecord>> ReadStates(
+    sqlite::Database& db, absl::Span<const std::string> report_ids) {
   TANDEM_ASSIGN_OR_RETURN(CachedStatement st,
-                          db_->PrepareCached(absl::StrCat("SELECT ", kStateColumns,
-                                                          " FROM reports WHERE report_id = ?1")));
+                          db.PrepareCached(absl::StrCat("SELECT ", kStateColumns,
+                                                        " FROM reports WHERE report_id = ?1")));
   absl::flat_hash_map<std::string, ReportRecord> out;
   for (const std::string& id : report_ids) {
     TANDEM_RETURN_IF_ERROR(st->Reset());
@@ -324,6 +333,19 @@ absl::StatusOr<absl::flat_hash_map<std::string, ReportRecord>> SqliteReportStore
     out.insert_or_assign(id, std::move(r));
   }
   return out;
+}
+
+}  // namespace
+
+absl::StatusOr<absl::flat_hash_map<std::string, ReportRecord>> SqliteReportStore::GetReportStates(
+    absl::Span<const std::string> report_ids) {
+  for (const std::string& id : report_ids) TANDEM_RETURN_IF_ERROR(ValidateReportId(id));
+  {
+    absl::MutexLock lock(&reader_mu_);
+    if (reader_ != nullptr) return ReadStates(*reader_, report_ids);
+  }
+  absl::MutexLock lock(&mu_);
+  return ReadStates(*db_, report_ids);
 }
 
 absl::StatusOr<std::vector<ReportRecord>> SqliteReportStore::ListReportsImpl(int64_t round_id,

@@ -12,7 +12,10 @@
 // out-of-range values), the file's schema version is checked on Open
 // (FAILED_PRECONDITION for a newer version than this code knows).
 //
-// Thread safety: thread-safe; one connection guarded by a mutex. Other
+// Thread safety: thread-safe; one connection guarded by a mutex, and in WAL
+// mode a second, query-only connection (its own mutex) for GetReportStates,
+// so that an upload's duplicate check reads the last committed state
+// instead of waiting for a group commit in progress (its fsync). Other
 // processes may open the same file (writers serialize on the busy timeout).
 #ifndef TANDEM_AGGREGATOR_STORE_SQLITE_REPORT_STORE_H_
 #define TANDEM_AGGREGATOR_STORE_SQLITE_REPORT_STORE_H_
@@ -85,6 +88,9 @@ class SqliteReportStore : public ReportStore {
 
   absl::Mutex mu_;
   std::unique_ptr<sqlite::Database> db_ ABSL_GUARDED_BY(mu_);
+  // Null without WAL (GetReportStates then reads through db_).
+  absl::Mutex reader_mu_;
+  std::unique_ptr<sqlite::Database> reader_ ABSL_GUARDED_BY(reader_mu_);
 };
 
 }  // namespace tandem::aggregator

@@ -3,12 +3,15 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "base/sqlite/database.h"
 #include "base/testing/status_matchers.h"
 #include "gmock/gmock.h"
@@ -143,6 +146,37 @@ TEST_F(SqliteReportStoreTest, TwoConnectionsShareState) {
   EXPECT_THAT(b->MarkAccepted("r"), IsOk());
   TANDEM_ASSERT_OK_AND_ASSIGN(const ReportRecord r, a->GetReport("r"));
   EXPECT_EQ(r.state, ReportState::kAccepted);
+}
+
+// An upload's duplicate check (GetReportStates) reads the committed state
+// through its own connection: it does not wait behind a writer that holds
+// the store's lock, here one stuck on another process's write lock (as an
+// upload waits behind a group commit's fsync).
+TEST_F(SqliteReportStoreTest, StateReadsDoNotWaitForAWriterInProgress) {
+  sqlite::DatabaseOptions options;
+  options.busy_timeout_ms = 30000;  // the blocked writer waits this long at most
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto store, SqliteReportStore::Open(path_, options));
+  ASSERT_THAT(store->OpenRound(1, "p"), IsOk());
+  ASSERT_THAT(store->PutPending(1, "committed", "s"), IsOk());
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto other, sqlite::Database::Open(path_, {}));
+  ASSERT_THAT(other->Exec("BEGIN IMMEDIATE"), IsOk());  // the file's write lock
+  std::atomic<bool> writer_done{false};
+  std::thread writer([&] {
+    EXPECT_THAT(store->PutPending(1, "blocked", "s"), IsOk());  // waits for `other`
+    writer_done = true;
+  });
+  absl::SleepFor(absl::Milliseconds(300));  // the writer is inside PutPending by now
+  TANDEM_ASSERT_OK_AND_ASSIGN(
+      const auto states, store->GetReportStates(std::vector<std::string>{"committed", "blocked"}));
+  EXPECT_FALSE(writer_done.load()) << "the state read waited for the writer";
+  EXPECT_EQ(states.size(), 1u);
+  EXPECT_TRUE(states.contains("committed"));
+  ASSERT_THAT(other->Exec("COMMIT"), IsOk());
+  writer.join();
+  EXPECT_TRUE(writer_done.load());
+  TANDEM_ASSERT_OK_AND_ASSIGN(const auto after,
+                              store->GetReportStates(std::vector<std::string>{"blocked"}));
+  EXPECT_TRUE(after.contains("blocked"));
 }
 
 }  // namespace

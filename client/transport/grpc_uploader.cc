@@ -33,6 +33,14 @@ absl::Status GrpcUploader::UploadOne(proto::AggregatorUpload::Stub& stub,
   return absl::Status(last.code(), absl::StrCat(server, ": ", last.message()));
 }
 
+absl::Status GrpcUploader::UploadToLeader(const proto::UploadRequest& request) {
+  return UploadOne(*leader_, request, "leader");
+}
+
+absl::Status GrpcUploader::UploadToHelper(const proto::UploadRequest& request) {
+  return UploadOne(*helper_, request, "helper");
+}
+
 absl::Status GrpcUploader::Upload(const proto::UploadRequest& to_leader,
                                   const proto::UploadRequest& to_helper) {
   absl::Status a = UploadOne(*leader_, to_leader, "leader");

@@ -28,8 +28,14 @@ class GrpcUploader : public Uploader {
   // `clock` is not owned and must outlive the uploader.
   GrpcUploader(std::shared_ptr<grpc::Channel> leader, std::shared_ptr<grpc::Channel> helper,
                Clock* clock, RetryPolicy policy = {});
+  // The leader's request, then the helper's (none when the leader refuses).
   absl::Status Upload(const proto::UploadRequest& to_leader,
                       const proto::UploadRequest& to_helper) override;
+  // One server's request alone, with the same retries (errors prefixed with
+  // the server's role). For callers that send both shares at once from
+  // separate threads; thread-safe (gRPC stubs are).
+  absl::Status UploadToLeader(const proto::UploadRequest& request);
+  absl::Status UploadToHelper(const proto::UploadRequest& request);
 
  private:
   absl::Status UploadOne(proto::AggregatorUpload::Stub& stub, const proto::UploadRequest& req,

@@ -2,12 +2,14 @@
 
 #include <grpcpp/grpcpp.h>
 
-#include <atomic>
+#include <deque>
 #include <fstream>
 #include <optional>
 #include <thread>
 
+#include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "base/clock.h"
 #include "base/grpc_policy.h"
@@ -27,9 +29,10 @@
 namespace tandem::sim {
 namespace {
 
-// Uploads in flight at once: each waits on the daemons' verification, so
-// more than the cores (the daemons' work is in their own processes).
-constexpr int kUploaders = 8;
+// Shares in flight at once. An upload mostly waits (on the aggregator's
+// fsync'd group commit, which takes every share queued meanwhile), so many
+// more than the cores; 8 left the daemons' cores idle between commits.
+constexpr int kUploaders = 32;
 
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path);
@@ -91,37 +94,48 @@ absl::StatusOr<EncodedReport> EncodeOne(const client::ReportBuilder& builder,
 
 }  // namespace
 
-absl::StatusOr<std::vector<EncodedReport>> EncodeReports(
+absl::Status EncodeReportsEach(
     const client::ReportBuilder& builder, const std::string& task_id, uint64_t round,
     const std::vector<std::vector<float>>& updates, const crypto::Ed25519SigningKey* ticket_key,
-    absl::Time expiry, uint64_t crypto_seed, int max_threads) {
+    absl::Time expiry, uint64_t crypto_seed, int max_threads,
+    absl::FunctionRef<void(size_t, absl::StatusOr<EncodedReport>)> ready) {
   if (max_threads < 1) return absl::InvalidArgumentError("max_threads must be >= 1");
-  const size_t n = updates.size();
-  std::vector<std::optional<EncodedReport>> out(n);
-  std::vector<absl::Status> errors(n);
   tbb::task_arena arena(max_threads);
   arena.execute([&] {
     tbb::parallel_for(
-        tbb::blocked_range<size_t>(0, n, 1), [&](const tbb::blocked_range<size_t>& r) {
+        tbb::blocked_range<size_t>(0, updates.size(), 1), [&](const tbb::blocked_range<size_t>& r) {
           for (size_t i = r.begin(); i != r.end(); ++i) {
-            // Report i's randomness depends on (seed, round, i) only, so any
-            // thread count builds the same bytes.
+            // Report i's randomness depends on (seed, round, i)
+            // only, so any thread count builds the same bytes.
             std::unique_ptr<DeterministicRandom> seeded;
             SecureRandom* rng = OpenSslRandom::Default();  // thread-safe
             if (crypto_seed != 0) {
               seeded = DeterministicRandom::FromSeed(StreamSeed(crypto_seed, round, i));
               rng = seeded.get();
             }
-            absl::StatusOr<EncodedReport> e =
-                EncodeOne(builder, task_id, round, updates[i], ticket_key, expiry, rng);
-            if (e.ok()) {
-              out[i] = *std::move(e);
-            } else {
-              errors[i] = e.status();
-            }
+            ready(i, EncodeOne(builder, task_id, round, updates[i], ticket_key, expiry, rng));
           }
         });
   });
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<EncodedReport>> EncodeReports(
+    const client::ReportBuilder& builder, const std::string& task_id, uint64_t round,
+    const std::vector<std::vector<float>>& updates, const crypto::Ed25519SigningKey* ticket_key,
+    absl::Time expiry, uint64_t crypto_seed, int max_threads) {
+  const size_t n = updates.size();
+  std::vector<std::optional<EncodedReport>> out(n);
+  std::vector<absl::Status> errors(n);
+  TANDEM_RETURN_IF_ERROR(EncodeReportsEach(
+      builder, task_id, round, updates, ticket_key, expiry, crypto_seed, max_threads,
+      [&](size_t i, absl::StatusOr<EncodedReport> e) {  // slot i is this call's alone
+        if (e.ok()) {
+          out[i] = *std::move(e);
+        } else {
+          errors[i] = e.status();
+        }
+      }));
   std::vector<EncodedReport> reports;
   reports.reserve(n);
   for (size_t i = 0; i < n; ++i) {
@@ -157,42 +171,75 @@ absl::StatusOr<std::vector<float>> PrivateMean(const FederationOptions& o,
   const proto::RoundParameters params = sum.RoundParameters(round);
   TANDEM_ASSIGN_OR_RETURN(client::ReportBuilder builder,
                           client::ReportBuilder::Create(client::ReportParametersFromRound(params)));
-  const absl::Time t0 = absl::Now();
-  TANDEM_ASSIGN_OR_RETURN(
-      std::vector<EncodedReport> reports,
-      EncodeReports(
-          builder, sum.config().task_id, round, updates,
-          ticket_key.has_value() ? &*ticket_key : nullptr, absl::Now() + absl::Minutes(30),
-          o.crypto_seed,
-          o.client_threads > 0 ? o.client_threads : tbb::this_task_arena::max_concurrency()));
-  const absl::Time t1 = absl::Now();
-  rec->encode_seconds += absl::ToDoubleSeconds(t1 - t0);
-  const uint32_t value_bits = params.group_parameters().value_bits();
-  rec->encoding = std::string(server::ReportEncodingName(params.encoding()));
-  for (size_t i = 0; i < reports.size(); ++i) {
-    rec->bytes_up += reports[i].leader.ByteSizeLong() + reports[i].helper.ByteSizeLong();
-    rec->clear_bytes_up += server::ClearFedAvgBytes(updates[i].size());
-    rec->dense_bytes_up += server::DenseSharingBytes(updates[i].size(), value_bits);
-  }
-
-  // Uploads, kUploaders at a time; the aggregate does not depend on their
-  // order (each server adds its shares).
+  // Encoding (every core, oneTBB) and uploads (kUploaders threads, mostly
+  // waiting on the daemons) overlap: a report goes up as soon as it is
+  // built, as devices' reports arrive while others still train. The
+  // aggregate does not depend on the order (each server adds its shares).
   client::GrpcUploader uploader(Channel(ep.leader, ep.certs_dir, "leader.tandem", false),
                                 Channel(ep.helper, ep.certs_dir, "helper.tandem", false),
                                 RealClock::Default());
-  std::vector<absl::Status> upload_errors(reports.size());
-  std::atomic<size_t> next{0};
+  const size_t n = updates.size();
+  std::vector<std::optional<EncodedReport>> reports(n);
+  std::vector<absl::Status> encode_errors(n);
+  // Each report's two shares go up independently (a device may send them
+  // at once): job 2i is report i's leader share, 2i + 1 its helper share.
+  std::vector<absl::Status> upload_errors(2 * n);
+  absl::Mutex mu;
+  std::deque<size_t> jobs;     // guarded by mu: shares ready to upload
+  bool encoding_done = false;  // guarded by mu
+  const auto has_work = [&] { return !jobs.empty() || encoding_done; };
   const auto upload = [&] {
-    for (size_t i; (i = next.fetch_add(1)) < reports.size();) {
-      upload_errors[i] = uploader.Upload(reports[i].leader, reports[i].helper);
+    while (true) {
+      size_t job;
+      {
+        absl::MutexLock lock(&mu);
+        mu.Await(absl::Condition(&has_work));
+        if (jobs.empty()) return;
+        job = jobs.front();
+        jobs.pop_front();
+      }
+      const EncodedReport& r = *reports[job / 2];
+      upload_errors[job] =
+          job % 2 == 0 ? uploader.UploadToLeader(r.leader) : uploader.UploadToHelper(r.helper);
     }
   };
   std::vector<std::thread> threads;
-  for (size_t t = 0; t < std::min<size_t>(kUploaders, reports.size()); ++t) {
-    threads.emplace_back(upload);
+  for (size_t t = 0; t < std::min<size_t>(kUploaders, 2 * n); ++t) threads.emplace_back(upload);
+  const absl::Time t0 = absl::Now();
+  absl::Status encoded = EncodeReportsEach(
+      builder, sum.config().task_id, round, updates,
+      ticket_key.has_value() ? &*ticket_key : nullptr, absl::Now() + absl::Minutes(30),
+      o.crypto_seed,
+      o.client_threads > 0 ? o.client_threads : tbb::this_task_arena::max_concurrency(),
+      [&](size_t i, absl::StatusOr<EncodedReport> e) {
+        if (!e.ok()) {
+          encode_errors[i] = e.status();
+          return;
+        }
+        reports[i] = *std::move(e);  // slot i is written here once, read after the push
+        absl::MutexLock lock(&mu);
+        jobs.push_back(2 * i);
+        jobs.push_back(2 * i + 1);
+      });
+  {
+    absl::MutexLock lock(&mu);
+    encoding_done = true;
   }
+  // What encoding took (the uploads ran beside it); the aggregation phase
+  // is what the uploads and the finalization add after it.
+  const absl::Time t1 = absl::Now();
+  rec->encode_seconds += absl::ToDoubleSeconds(t1 - t0);
   for (std::thread& t : threads) t.join();
+  TANDEM_RETURN_IF_ERROR(encoded);
+  for (const absl::Status& s : encode_errors) TANDEM_RETURN_IF_ERROR(s);  // the first client's
   for (const absl::Status& s : upload_errors) TANDEM_RETURN_IF_ERROR(s);
+  const uint32_t value_bits = params.group_parameters().value_bits();
+  rec->encoding = std::string(server::ReportEncodingName(params.encoding()));
+  for (size_t i = 0; i < n; ++i) {
+    rec->bytes_up += reports[i]->leader.ByteSizeLong() + reports[i]->helper.ByteSizeLong();
+    rec->clear_bytes_up += server::ClearFedAvgBytes(updates[i].size());
+    rec->dense_bytes_up += server::DenseSharingBytes(updates[i].size(), value_bits);
+  }
   TANDEM_ASSIGN_OR_RETURN(server::DecodedAggregate agg, sum.Finalize(leader, helper, round));
   rec->aggregate_seconds += absl::ToDoubleSeconds(absl::Now() - t1);
   rec->accepted_reports = agg.reports;

@@ -6,8 +6,9 @@
 // adds the round's upload bytes (and the baselines of server/core/
 // upload_baselines.h: clear FedAvg, dense two-server sharing) and the
 // accepted reports to `record`.
-// The round's reports are encoded on every core (EncodeReports) and
-// uploaded several at a time. Thread-compatible: one call per round; errors
+// The round's reports are encoded on every core (EncodeReportsEach) and
+// each uploaded as soon as it is built, several at a time, so that the
+// daemons' work overlaps the encoding. Thread-compatible: one call per round; errors
 // of the aggregators propagate.
 #ifndef TANDEM_SERVER_SIM_PRIVATE_MEAN_H_
 #define TANDEM_SERVER_SIM_PRIVATE_MEAN_H_
@@ -15,6 +16,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "client/internal/report_builder.h"
@@ -41,6 +43,16 @@ struct EncodedReport {
 // alone, so every thread count returns the same bytes; 0 = OpenSSL.
 // INVALID_ARGUMENT for max_threads < 1; the first failing update's error
 // (builder errors: clipping of non-finite values, sizes).
+// EncodeReports one report at a time: `ready(i, report i or its error)` is
+// called on the encoding thread that built it, once per update, in no set
+// order and from several threads at once (it must be thread-safe).
+// INVALID_ARGUMENT for max_threads < 1.
+absl::Status EncodeReportsEach(
+    const client::ReportBuilder& builder, const std::string& task_id, uint64_t round,
+    const std::vector<std::vector<float>>& updates, const crypto::Ed25519SigningKey* ticket_key,
+    absl::Time expiry, uint64_t crypto_seed, int max_threads,
+    absl::FunctionRef<void(size_t, absl::StatusOr<EncodedReport>)> ready);
+
 absl::StatusOr<std::vector<EncodedReport>> EncodeReports(
     const client::ReportBuilder& builder, const std::string& task_id, uint64_t round,
     const std::vector<std::vector<float>>& updates, const crypto::Ed25519SigningKey* ticket_key,

@@ -103,6 +103,10 @@ ABSL_FLAG(bool, norm_proofs, true,
 ABSL_FLAG(int32_t, client_threads, 0,
           "clients trained and reports encoded at once with --mode=inprocess (0: every "
           "core); the run is the same for any count");
+ABSL_FLAG(std::string, aggregator_store, "segments",
+          "share storage of the aggregators started here: segments (append-only segment "
+          "files indexed by SQLite, the daemons' --segment_share_files) or sqlite (shares "
+          "in the SQLite file, the daemons' default); both fsync every acknowledged upload");
 ABSL_FLAG(uint32_t, min_batch_size, 1,
           "no aggregate of fewer reports is released (the daemons' own default is 10)");
 
@@ -322,6 +326,14 @@ int main(int argc, char** argv) {
     tandem::testing::AggregatorPairOptions po;
     po.certs_dir = certs;
     po.ticket_public_key = certs + "/ticket.pub";
+    const std::string store = absl::GetFlag(FLAGS_aggregator_store);
+    if (store == "segments") {
+      po.extra_args.push_back("--segment_share_files");
+    } else if (store != "sqlite") {
+      std::fprintf(stderr, "--aggregator_store must be segments or sqlite, not '%s'\n",
+                   store.c_str());
+      return 1;
+    }
     po.policy = SimPolicy(*std::min_element(noises.begin(), noises.end()));
     std::printf("aggregator policy: %s\n", po.policy.c_str());
     pair = tandem::testing::StartAggregatorPair(bin, state, po);
