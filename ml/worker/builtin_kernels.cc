@@ -86,6 +86,17 @@ std::vector<KernelSpec> Specs() {
   const std::vector<ParamSpec> snap = {Int("window", 32, 1, kMaxInt), Int("kernel", 7, 1, 255),
                                        Flag("gqa_max"), Flag("pool_avg")};
 
+  // The wire's own cost: RunStream / Run throughput with no math, and a
+  // liveness probe that checks a tensor makes the round trip intact.
+  s.push_back({"tensor.copy",
+               "y = x: the float32 input returned unchanged (transfer check)",
+               false,
+               {{"x", kF32, 1}},
+               {},
+               {{"y", kF32, 1}},
+               [](const KernelCall& c) -> absl::StatusOr<Outputs> {
+                 return MoveOutputs(EncodeFloat("y", c.f32(0)));
+               }});
   s.push_back({"attention.dense", "softmax(q k^T / sqrt d) v, GQA, optional causal mask", false,
                {{"q", kF32, 3}, {"k", kF32, 3}, {"v", kF32, 3}}, {Flag("causal")},
                {{"o", kF32, 3}},
@@ -96,7 +107,7 @@ std::vector<KernelSpec> Specs() {
                  TANDEM_ASSIGN_OR_RETURN(Tensor o, kernels::DenseAttention(
                                                        c.f32(0), c.f32(1), c.f32(2),
                                                        c.int_param("causal") != 0));
-                 return Outputs{EncodeFloat("o", o)};
+                 return MoveOutputs(EncodeFloat("o", o));
                }});
 
   s.push_back({"dusa.forward",
@@ -120,7 +131,7 @@ std::vector<KernelSpec> Specs() {
                                                  : kernels::DusaStage::kInterBlock,
                                       c.backend);
                  if (!o.ok()) return o.status();
-                 return Outputs{EncodeFloat("o", *o)};
+                 return MoveOutputs(EncodeFloat("o", *o));
                }});
 
   s.push_back({"cat.mix", "CAT (arXiv 2504.06704): y_i = sum_j softmax(z)_{(j-i) mod N} v_j",
@@ -136,7 +147,7 @@ std::vector<KernelSpec> Specs() {
                      Tensor y, kernels::CatMix(c.f32(0), c.f32(1),
                                                c.int_param("gather") ? kernels::CatMethod::kGather
                                                                      : kernels::CatMethod::kFft));
-                 return Outputs{EncodeFloat("y", y)};
+                 return MoveOutputs(EncodeFloat("y", y));
                }});
 
   s.push_back({"cat.forward", "CAT layer: CatMix(x W_A, x W_V) W_O", false,
@@ -153,7 +164,7 @@ std::vector<KernelSpec> Specs() {
                      kernels::CatForward(c.f32(0), c.f32(1), c.f32(2), c.f32(3),
                                          c.int_param("gather") ? kernels::CatMethod::kGather
                                                                : kernels::CatMethod::kFft));
-                 return Outputs{EncodeFloat("y", y)};
+                 return MoveOutputs(EncodeFloat("y", y));
                }});
 
   s.push_back({"adakv.scores", "SnapKV observation-window scores, pooled (H_kv, N - w)", false,
@@ -162,7 +173,7 @@ std::vector<KernelSpec> Specs() {
                  TANDEM_RETURN_IF_ERROR(SnapBudget(c));
                  TANDEM_ASSIGN_OR_RETURN(Tensor sc,
                                          kernels::SnapKvScores(c.f32(0), c.f32(1), SnapFrom(c)));
-                 return Outputs{EncodeFloat("scores", sc)};
+                 return MoveOutputs(EncodeFloat("scores", sc));
                }});
 
   std::vector<ParamSpec> compress = snap;
@@ -185,9 +196,9 @@ std::vector<KernelSpec> Specs() {
                  for (const auto& h : kv.kept) flat.insert(flat.end(), h.begin(), h.end());
                  const int64_t heads = static_cast<int64_t>(kv.cu_seqlens.size());
                  const int64_t total = static_cast<int64_t>(flat.size());
-                 return Outputs{EncodeFloat("keys", kv.keys), EncodeFloat("values", kv.values),
-                                EncodeInt64("cu_seqlens", {heads}, kv.cu_seqlens),
-                                EncodeInt64("kept", {total}, flat)};
+                 return MoveOutputs(EncodeFloat("keys", kv.keys), EncodeFloat("values", kv.values),
+                                    EncodeInt64("cu_seqlens", {heads}, kv.cu_seqlens),
+                                    EncodeInt64("kept", {total}, flat));
                }});
 
   std::vector<InputSpec> hash_in = {{"x", kF32, 2}};
@@ -204,9 +215,9 @@ std::vector<KernelSpec> Specs() {
                                          HashWeightsFrom(c, 1, &storage));
                  TANDEM_ASSIGN_OR_RETURN(Tensor h, kernels::SpotlightHash(c.f32(0), *w));
                  TANDEM_ASSIGN_OR_RETURN(kernels::PackedCodes codes, kernels::PackSignBits(h));
-                 return Outputs{EncodeFloat("h", h),
-                                EncodeBytes("codes", {codes.rows, codes.words * 4},
-                                            CodeBytes(codes))};
+                 return MoveOutputs(
+                     EncodeFloat("h", h),
+                     EncodeBytes("codes", {codes.rows, codes.words * 4}, CodeBytes(codes)));
                }});
 
   s.push_back({"spotlight.topk",
@@ -227,8 +238,8 @@ std::vector<KernelSpec> Specs() {
                                          kernels::HammingScores(q, k, c.backend));
                  TANDEM_ASSIGN_OR_RETURN(std::vector<int64_t> top,
                                          kernels::HammingTopK(q, k, kk, c.backend));
-                 return Outputs{EncodeInt64("indices", {kk}, top),
-                                EncodeInt32("scores", {k.rows}, scores)};
+                 return MoveOutputs(EncodeInt64("indices", {kk}, top),
+                                    EncodeInt32("scores", {k.rows}, scores));
                }});
 
   std::vector<InputSpec> loss_in = {{"q", kF32, 2}, {"k", kF32, 2}};
@@ -248,9 +259,10 @@ std::vector<KernelSpec> Specs() {
                      kernels::SpotlightRankingLoss(c.f32(0), c.f32(1), *w, SpotlightLossFrom(c)));
                  TANDEM_ASSIGN_OR_RETURN(Tensor loss,
                                          Tensor::FromData({}, {static_cast<float>(r.loss)}));
-                 return Outputs{EncodeFloat("loss", loss), EncodeFloat("d_w1", r.grads.w1),
-                                EncodeFloat("d_b1", r.grads.b1), EncodeFloat("d_w2", r.grads.w2),
-                                EncodeFloat("d_b2", r.grads.b2)};
+                 return MoveOutputs(EncodeFloat("loss", loss), EncodeFloat("d_w1", r.grads.w1),
+                                    EncodeFloat("d_b1", r.grads.b1),
+                                    EncodeFloat("d_w2", r.grads.w2),
+                                    EncodeFloat("d_b2", r.grads.b2));
                }});
 
   s.push_back({"ren.forward",
@@ -289,7 +301,7 @@ std::vector<KernelSpec> Specs() {
                      kernels::RenOutput r,
                      kernels::RenForward(f, c.f32(1), c.param("image_size"),
                                          loaded ? *loaded : seeded));
-                 return Outputs{EncodeFloat("tokens", r.tokens), EncodeFloat("maps", r.maps)};
+                 return MoveOutputs(EncodeFloat("tokens", r.tokens), EncodeFloat("maps", r.maps));
                }});
 
   s.push_back({"ren.merge", "merge region tokens with cosine >= threshold (greedy, averaged)",
@@ -300,7 +312,7 @@ std::vector<KernelSpec> Specs() {
                                                kMaxWork, "merge work"));
                  TANDEM_ASSIGN_OR_RETURN(Tensor m,
                                          kernels::MergeRegionTokens(c.f32(0), c.param("threshold")));
-                 return Outputs{EncodeFloat("merged", m)};
+                 return MoveOutputs(EncodeFloat("merged", m));
                }});
   for (KernelSpec& k : s) {
     if (k.name == "ren.forward") k.model_kinds = {"ren"};

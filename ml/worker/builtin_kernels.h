@@ -6,6 +6,7 @@
 //   adakv.scores / adakv.compress   SnapKV scoring + Ada-KV allocation/compaction
 //   spotlight.hash / spotlight.topk (CUDA) / spotlight.ranking_loss
 //   ren.forward / ren.merge         REN region tokens from point prompts
+//   tensor.copy            y = x (float32, rank 1): the transfer's own cost
 // and the families of training_kernels.h, distill_kernels.h,
 // search_kernels.h, eco_kernels.h and model_kernels.h (training steps on
 // loaded models: spotlight.train_step, trajmamba.mask_train_step).

@@ -54,7 +54,7 @@ std::vector<KernelSpec> Specs() {
                  TANDEM_ASSIGN_OR_RETURN(const ds::LorentzModel m, ds::LorentzModel::Create(c.param("k")));
                  TANDEM_ASSIGN_OR_RETURN(const ds::Matrix64 f, ds::Matrix64::FromTensor(c.f32(0)));
                  TANDEM_ASSIGN_OR_RETURN(Tensor x, RowsToTensor(m.Exp0Rows(f)));
-                 return Outputs{EncodeFloat("points", x)};
+                 return MoveOutputs(EncodeFloat("points", x));
                }});
 
   s.push_back({"hdd.logmap0", "HDD: Lorentz points (n, D+1) -> tangent features at the origin (n, D)",
@@ -71,7 +71,7 @@ std::vector<KernelSpec> Specs() {
                    f.data.insert(f.data.end(), row.begin(), row.end());
                  }
                  TANDEM_ASSIGN_OR_RETURN(Tensor out, RowsToTensor(f));
-                 return Outputs{EncodeFloat("features", out)};
+                 return MoveOutputs(EncodeFloat("features", out));
                }});
 
   s.push_back({"hdd.loss",
@@ -83,9 +83,9 @@ std::vector<KernelSpec> Specs() {
                                                kMaxScratch, "HDD float64 points"));
                  TANDEM_ASSIGN_OR_RETURN(ds::HddLossResult r,
                                          ds::HddCentroidLoss(c.f32(0), c.f32(1), HddFrom(c)));
-                 return Outputs{EncodeFloat("loss", Scalar(r.loss)),
-                                EncodeFloat("distance", Scalar(r.distance)),
-                                EncodeFloat("d_synthetic", r.grad_synthetic)};
+                 return MoveOutputs(EncodeFloat("loss", Scalar(r.loss)),
+                                    EncodeFloat("distance", Scalar(r.distance)),
+                                    EncodeFloat("d_synthetic", r.grad_synthetic));
                }});
 
   std::vector<ParamSpec> step = HddParams();
@@ -115,8 +115,9 @@ std::vector<KernelSpec> Specs() {
                  o.embed_seed = static_cast<uint64_t>(c.int_param("embed_seed"));
                  TANDEM_ASSIGN_OR_RETURN(ds::HddDistillResult r,
                                          ds::HddDistillStep(c.f32(0), c.f32(1), c.f32(2), o));
-                 return Outputs{EncodeFloat("loss", Scalar(r.loss)), EncodeFloat("synthetic", r.synthetic),
-                                EncodeFloat("velocity", r.velocity)};
+                 return MoveOutputs(EncodeFloat("loss", Scalar(r.loss)),
+                                    EncodeFloat("synthetic", r.synthetic),
+                                    EncodeFloat("velocity", r.velocity));
                }});
 
   const std::vector<ParamSpec> gld = {Int("top_k", 8, 1, 4096), Real("temperature", 1.0, 1e-3, 1e3)};
@@ -136,8 +137,8 @@ std::vector<KernelSpec> Specs() {
                                                        g.adjacency.begin(), g.adjacency.end())));
                  TANDEM_ASSIGN_OR_RETURN(Tensor d, Tensor::FromData({n}, std::vector<float>(
                                                        g.strengths.begin(), g.strengths.end())));
-                 return Outputs{EncodeInt64("nodes", {n}, g.nodes), EncodeFloat("adjacency", a),
-                                EncodeFloat("strengths", d)};
+                 return MoveOutputs(EncodeInt64("nodes", {n}, g.nodes), EncodeFloat("adjacency", a),
+                                    EncodeFloat("strengths", d));
                }});
 
   s.push_back({"gld.loss",
@@ -150,7 +151,8 @@ std::vector<KernelSpec> Specs() {
                  TANDEM_RETURN_IF_ERROR(Budget(2 * Dim(c.f32(0), 0) * Dim(c.f32(0), 1) * (std::min(k, 64.0) + 4),
                                                kMaxWork, "GLD work"));
                  TANDEM_ASSIGN_OR_RETURN(ds::GldLossResult r, ds::GldLoss(c.f32(0), c.f32(1), GldFrom(c)));
-                 return Outputs{EncodeFloat("loss", Scalar(r.loss)), EncodeFloat("d_student", r.grad_student)};
+                 return MoveOutputs(EncodeFloat("loss", Scalar(r.loss)),
+                                    EncodeFloat("d_student", r.grad_student));
                }});
 
   s.push_back({"sdpgo.feature_weights",
@@ -158,7 +160,7 @@ std::vector<KernelSpec> Specs() {
                false, {{"feature_grad", kF32, 2}}, {Real("lambda", 0, 0, 1e6)}, {{"weights", kF32, 2}},
                [](const KernelCall& c) -> absl::StatusOr<Outputs> {
                  TANDEM_ASSIGN_OR_RETURN(Tensor w, ds::GradientFeatureWeights(c.f32(0), c.param("lambda")));
-                 return Outputs{EncodeFloat("weights", w)};
+                 return MoveOutputs(EncodeFloat("weights", w));
                }});
 
   s.push_back({"sdpgo.step",
@@ -185,10 +187,11 @@ std::vector<KernelSpec> Specs() {
                  TANDEM_ASSIGN_OR_RETURN(Tensor terms, Tensor::FromData({3}, {static_cast<float>(r.ce),
                                                                              static_cast<float>(r.kl),
                                                                              static_cast<float>(r.feature)}));
-                 return Outputs{EncodeFloat("loss", Scalar(r.loss)), EncodeFloat("terms", terms),
-                                EncodeFloat("d_logits", r.grad_logits),
-                                EncodeFloat("d_features", r.grad_features),
-                                EncodeFloat("weights", r.weights), EncodeFloat("q_next", r.q_next)};
+                 return MoveOutputs(
+                     EncodeFloat("loss", Scalar(r.loss)), EncodeFloat("terms", terms),
+                     EncodeFloat("d_logits", r.grad_logits),
+                     EncodeFloat("d_features", r.grad_features), EncodeFloat("weights", r.weights),
+                     EncodeFloat("q_next", r.q_next));
                }});
 
   s.push_back({"sled.energy_loss",
@@ -202,7 +205,8 @@ std::vector<KernelSpec> Specs() {
                                                kMaxWork, "SLED pair work"));
                  TANDEM_ASSIGN_OR_RETURN(ds::EnergyLossResult r,
                                          ds::EnergyDistanceLoss(sm, c.f32(1), c.f32(2), {.beta = c.param("beta")}));
-                 return Outputs{EncodeFloat("loss", Scalar(r.loss)), EncodeFloat("d_samples", r.grad_samples)};
+                 return MoveOutputs(EncodeFloat("loss", Scalar(r.loss)),
+                                    EncodeFloat("d_samples", r.grad_samples));
                }});
   for (KernelSpec& k : s) {
     if (k.name == "hdd.distill_step") {

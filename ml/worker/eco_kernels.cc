@@ -166,7 +166,7 @@ absl::StatusOr<Outputs> RunExtract(const KernelCall& c) {
   const float fraction = static_cast<float>(static_cast<double>(g.num_params()) /
                                             static_cast<double>(carrier.model->num_params()));
   TANDEM_ASSIGN_OR_RETURN(Tensor frac, Tensor::FromData({}, {fraction}));
-  return Outputs{EncodeMasks(g.masks), std::move(gene), EncodeFloat("fraction", frac)};
+  return MoveOutputs(EncodeMasks(g.masks), std::move(gene), EncodeFloat("fraction", frac));
 }
 
 absl::StatusOr<Outputs> RunInsert(const KernelCall& c) {
@@ -177,7 +177,7 @@ absl::StatusOr<Outputs> RunInsert(const KernelCall& c) {
   TANDEM_RETURN_IF_ERROR(eco::InsertLearngene(g, carrier.layout, carrier.model.get()));
   const int64_t n = carrier.model->num_params();
   TANDEM_ASSIGN_OR_RETURN(Tensor w, Tensor::FromData({n}, carrier.model->Flatten()));
-  return Outputs{EncodeFloat("weights", w)};
+  return MoveOutputs(EncodeFloat("weights", w));
 }
 
 absl::StatusOr<Outputs> RunGenerateStep(const KernelCall& c) {
@@ -192,7 +192,7 @@ absl::StatusOr<Outputs> RunGenerateStep(const KernelCall& c) {
       eco::Learngene child,
       eco::MutateLearngene(g, carrier.layout, *carrier.model, c.param("rate"), gen));
   TANDEM_ASSIGN_OR_RETURN(proto::Tensor gene, EncodeGene(child));
-  return Outputs{EncodeMasks(child.masks), std::move(gene)};
+  return MoveOutputs(EncodeMasks(child.masks), std::move(gene));
 }
 
 // With a loaded "cnn" model (the federation's MakeCnn, e.g. from a

@@ -144,6 +144,22 @@ std::vector<proto::KernelInfo> KernelRegistry::Describe() const {
 
 absl::StatusOr<KernelCall> KernelRegistry::Validate(const proto::KernelRequest& request,
                                                     ModelStore* models) const {
+  return ValidateImpl(request, nullptr, models);
+}
+
+absl::StatusOr<KernelCall> KernelRegistry::Validate(const proto::KernelRequest& request,
+                                                    std::vector<TensorBytes> streamed,
+                                                    ModelStore* models) const {
+  if (streamed.size() != static_cast<size_t>(request.inputs_size())) {
+    return absl::InvalidArgumentError(absl::StrCat("request declares ", request.inputs_size(),
+                                                   " inputs, ", streamed.size(), " streamed"));
+  }
+  return ValidateImpl(request, &streamed, models);
+}
+
+absl::StatusOr<KernelCall> KernelRegistry::ValidateImpl(const proto::KernelRequest& request,
+                                                        std::vector<TensorBytes>* streamed,
+                                                        ModelStore* models) const {
   const KernelSpec* spec = Find(request.kernel());
   if (spec == nullptr) {
     return absl::UnimplementedError(absl::StrCat("unknown kernel '", request.kernel(), "'"));
@@ -173,7 +189,8 @@ absl::StatusOr<KernelCall> KernelRegistry::Validate(const proto::KernelRequest& 
       call.inputs.push_back(WireTensor{s.name, s.dtype, {}, {}, {}});
       continue;
     }
-    const proto::Tensor& t = request.inputs(next++);
+    const int index = next++;
+    const proto::Tensor& t = request.inputs(index);
     const std::string what = absl::StrCat(spec->name, " input ", i, " (", s.name, ")");
     const bool float_ok = s.dtype == proto::DTYPE_FLOAT32 && t.dtype() == proto::DTYPE_FLOAT64;
     if (t.dtype() != s.dtype && !float_ok) {
@@ -184,7 +201,11 @@ absl::StatusOr<KernelCall> KernelRegistry::Validate(const proto::KernelRequest& 
       return absl::InvalidArgumentError(
           absl::StrCat(what, ": rank ", t.shape_size(), ", expected ", s.rank));
     }
-    TANDEM_ASSIGN_OR_RETURN(WireTensor w, DecodeTensor(t, limits_.max_tensor_elements, what));
+    TANDEM_ASSIGN_OR_RETURN(
+        WireTensor w, streamed == nullptr
+                          ? DecodeTensor(t, limits_.max_tensor_elements, what)
+                          : DecodeTensor(t, std::move((*streamed)[static_cast<size_t>(index)]),
+                                         limits_.max_tensor_elements, what));
     call.inputs.push_back(std::move(w));
   }
   for (const auto& [name, value] : request.params()) {

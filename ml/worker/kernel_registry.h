@@ -27,6 +27,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -76,6 +77,17 @@ struct KernelCall {
   int64_t int_param(const std::string& name) const { return static_cast<int64_t>(params.at(name)); }
 };
 
+// A runner's outputs, moved in. (A braced std::vector<proto::Tensor>{...}
+// copies every tensor from its initializer list: one more pass over each
+// output's data, into freshly faulted memory.)
+template <typename... Tensors>
+std::vector<proto::Tensor> MoveOutputs(Tensors&&... tensors) {
+  std::vector<proto::Tensor> out;
+  out.reserve(sizeof...(tensors));
+  (out.push_back(std::forward<Tensors>(tensors)), ...);
+  return out;
+}
+
 struct KernelSpec {
   std::string name;
   std::string description;
@@ -110,6 +122,12 @@ class KernelRegistry {
   // KernelRequest.model; the lease is taken last.
   absl::StatusOr<KernelCall> Validate(const proto::KernelRequest& request,
                                       ModelStore* models = nullptr) const;
+  // The same for a streamed request (RunStream): `request` without tensor
+  // data, streamed[i] the data of request.inputs(i), moved into the call
+  // (float32 without a copy). INVALID_ARGUMENT when the counts differ.
+  absl::StatusOr<KernelCall> Validate(const proto::KernelRequest& request,
+                                      std::vector<TensorBytes> streamed,
+                                      ModelStore* models = nullptr) const;
   // The kernel's runner on a validated call, then, with a model: outputs
   // marked from_model are dropped from the result (and, for a "tensors"
   // model, written into it by name; INVALID_ARGUMENT and no change when a
@@ -124,6 +142,11 @@ class KernelRegistry {
 
  private:
   RegistryLimits limits_;
+  // Both Validate forms; `streamed` may be null (data in the request).
+  absl::StatusOr<KernelCall> ValidateImpl(const proto::KernelRequest& request,
+                                          std::vector<TensorBytes>* streamed,
+                                          ModelStore* models) const;
+
   absl::flat_hash_map<std::string, KernelSpec> kernels_;
 };
 

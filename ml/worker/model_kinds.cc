@@ -10,6 +10,8 @@
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
 #include "ml/model/model_zoo.h"
+#include "ml/worker/huge_pages.h"
+#include "ml/worker/tensor_codec.h"
 
 namespace tandem::ml::worker {
 namespace {
@@ -223,6 +225,7 @@ absl::StatusOr<Shell> MakeShell(absl::string_view kind, const ModelConfig& c,
 
 absl::Status CheckFinite(const NamedTensor& t) {
   const absl::Span<const float> d = t.value.data();
+  if (AllFinite(d)) return absl::OkStatus();
   for (size_t i = 0; i < d.size(); ++i) {
     if (!std::isfinite(d[i])) {
       return absl::InvalidArgumentError(
@@ -327,30 +330,43 @@ absl::StatusOr<ModelWeights> BuildModelWeights(absl::string_view kind, const Mod
   return std::move(shell.weights);
 }
 
-TensorSet ModelTensors(const ModelWeights& weights) {
-  if (const auto* set = std::get_if<TensorSet>(&weights)) return *set;
+void ForEachModelTensor(const ModelWeights& weights,
+                        absl::FunctionRef<void(const std::string&, const Tensor&)> fn) {
+  if (const auto* set = std::get_if<TensorSet>(&weights)) {
+    for (const NamedTensor& t : *set) fn(t.name, t.value);
+    return;
+  }
   // The visitors hand out mutable slots (BuildModelWeights fills them);
-  // `collect` only copies from them.
+  // `visit` only reads from them.
   ModelWeights& w = const_cast<ModelWeights&>(weights);
-  TensorSet out;
-  const Visitor collect = [&](const std::string& name, Tensor* t, std::vector<int64_t>) {
-    out.push_back({name, *t});
+  const Visitor visit = [&](const std::string& name, Tensor* t, std::vector<int64_t>) {
+    fn(name, *t);
   };
   if (auto* r = std::get_if<kernels::RenWeights>(&w)) {
-    VisitRen(*r, collect);
+    VisitRen(*r, visit);
   } else if (auto* t = std::get_if<s::TrajMambaWeights>(&w)) {
-    VisitTrajMamba(*t, collect);
+    VisitTrajMamba(*t, visit);
   } else if (auto* m = std::get_if<s::MaskGeneratorWeights>(&w)) {
-    VisitMask(*m, m->w1.dim(0), m->w1.dim(1), collect);
+    VisitMask(*m, m->w1.dim(0), m->w1.dim(1), visit);
   } else if (auto* h = std::get_if<kernels::SpotlightHashWeights>(&w)) {
-    VisitHash(*h, h->dim(), collect);
+    VisitHash(*h, h->dim(), visit);
   }
+}
+
+TensorSet ModelTensors(const ModelWeights& weights) {
+  TensorSet out;
+  ForEachModelTensor(weights, [&](const std::string& name, const Tensor& t) {
+    // A copy of a large model tensor would otherwise fault in 4 KiB pages.
+    std::vector<float> values = AdvisedFloats(static_cast<size_t>(t.size()));
+    std::copy(t.data().begin(), t.data().end(), values.begin());
+    out.push_back({name, *Tensor::FromData(t.shape(), std::move(values))});
+  });
   return out;
 }
 
 int64_t ModelWeightBytes(const ModelWeights& weights) {
   int64_t n = 0;
-  for (const NamedTensor& t : ModelTensors(weights)) n += t.value.size();
+  ForEachModelTensor(weights, [&](const std::string&, const Tensor& t) { n += t.size(); });
   return n * static_cast<int64_t>(sizeof(float));
 }
 

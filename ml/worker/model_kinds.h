@@ -29,6 +29,7 @@
 #include <variant>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "ml/kernels/ren.h"
@@ -78,6 +79,9 @@ absl::StatusOr<ModelWeights> BuildModelWeights(absl::string_view kind, const Mod
 
 // The held tensors in wire order (copies).
 TensorSet ModelTensors(const ModelWeights& weights);
+// Calls fn(name, tensor) for each held tensor in wire order, without a copy.
+void ForEachModelTensor(const ModelWeights& weights,
+                        absl::FunctionRef<void(const std::string&, const kernels::Tensor&)> fn);
 
 // Bytes of float32 data held by the weights.
 int64_t ModelWeightBytes(const ModelWeights& weights);

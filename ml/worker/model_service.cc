@@ -47,7 +47,7 @@ void FillInfo(const ModelSummary& s, proto::ModelInfo* info) {
 
 // Bytes the header's tensors will take once stored as float32; INVALID_ARGUMENT
 // for a negative dimension, a non-float dtype, or an overflowing shape.
-absl::StatusOr<int64_t> DeclaredBytes(const proto::ModelHeader& h) {
+absl::StatusOr<int64_t> StoredBytes(const proto::ModelHeader& h) {
   double total = 0;
   for (const proto::Tensor& t : h.tensors()) {
     if (t.dtype() != proto::DTYPE_FLOAT32 && t.dtype() != proto::DTYPE_FLOAT64) {
@@ -98,7 +98,8 @@ absl::StatusOr<std::string> ResolveModelPath(const std::string& dir, const std::
 
 }  // namespace
 
-absl::StatusOr<TensorSet> WorkerService::ModelTensorsOf(const proto::ModelHeader& h) const {
+absl::StatusOr<TensorSet> WorkerService::ModelTensorsOf(const proto::ModelHeader& h,
+                                                        std::vector<TensorBytes> data) const {
   TensorSet out;
   if (!h.checkpoint_path().empty()) {
     if (h.tensors_size() > 0) {
@@ -117,11 +118,15 @@ absl::StatusOr<TensorSet> WorkerService::ModelTensorsOf(const proto::ModelHeader
     TANDEM_RETURN_IF_ERROR(LoadCheckpoint(path, model.get()));
     return ZooModelTensors(*model);
   }
+  if (data.size() != static_cast<size_t>(h.tensors_size())) {
+    return absl::InvalidArgumentError("model tensors and their data differ in number");
+  }
   for (int i = 0; i < h.tensors_size(); ++i) {
     const proto::Tensor& t = h.tensors(i);
-    TANDEM_ASSIGN_OR_RETURN(WireTensor w,
-                            DecodeTensor(t, models_->max_elements(),
-                                         absl::StrCat("model tensor ", i, " (", t.name(), ")")));
+    TANDEM_ASSIGN_OR_RETURN(
+        WireTensor w,
+        DecodeTensor(t, std::move(data[static_cast<size_t>(i)]), models_->max_elements(),
+                     absl::StrCat("model tensor ", i, " (", t.name(), ")")));
     out.push_back({t.name(), std::move(w.f32)});
   }
   return out;
@@ -135,30 +140,25 @@ grpc::Status WorkerService::LoadModel(grpc::ServerContext* context,
   if (grpc::Status s = TakeSlot(); !s.ok()) return s;
   SlotGuard slot(&in_flight_);
   ByteReservation bytes(&inflight_bytes_, options_.max_inflight_bytes);
-  ModelAssembler assembler(static_cast<size_t>(options_.max_stream_bytes));
-  proto::WorkerModelChunk chunk;
-  bool checked = false;
-  while (reader->Read(&chunk)) {
-    if (absl::Status s = bytes.Add(static_cast<int64_t>(chunk.ByteSizeLong())); !s.ok()) {
-      return ToGrpcStatus(s);
-    }
-    if (absl::Status s = assembler.Add(std::move(chunk)); !s.ok()) return ToGrpcStatus(s);
-    chunk.Clear();
-    if (!checked) {
-      // Refuse an over-budget model on its header, before its data arrives.
-      checked = true;
-      const proto::ModelHeader& h = *assembler.header();
-      absl::StatusOr<int64_t> bytes = DeclaredBytes(h);
-      if (!bytes.ok()) return ToGrpcStatus(bytes.status());
-      if (absl::Status s = models_->CheckFits(*bytes, h.replace() ? h.name() : ""); !s.ok()) {
-        TANDEM_VLOG(1) << "LoadModel " << h.name() << ": " << s;
-        return ToGrpcStatus(s);
-      }
-    }
+  ModelAssembler assembler(static_cast<size_t>(options_.max_stream_bytes), /*float_storage=*/true);
+  // On the header, before its data arrives or any buffer is allocated:
+  // the in-flight budget, then the model budget.
+  assembler.OnHeader([&](const proto::ModelHeader& h, size_t declared) -> absl::Status {
+    TANDEM_RETURN_IF_ERROR(bytes.Add(static_cast<int64_t>(declared)));
+    TANDEM_ASSIGN_OR_RETURN(const int64_t stored, StoredBytes(h));
+    absl::Status fits = models_->CheckFits(stored, h.replace() ? h.name() : "");
+    if (!fits.ok()) TANDEM_VLOG(1) << "LoadModel " << h.name() << ": " << fits;
+    return fits;
+  });
+  if (absl::Status s = ReadAllChunks<proto::WorkerModelChunk>(*reader, assembler, bytes); !s.ok()) {
+    return ToGrpcStatus(s);
   }
-  absl::StatusOr<proto::ModelHeader> header = assembler.Finish();
-  if (!header.ok()) return ToGrpcStatus(absl::InvalidArgumentError(header.status().message()));
-  absl::StatusOr<TensorSet> tensors = ModelTensorsOf(*header);
+  absl::StatusOr<Streamed<proto::ModelHeader>> streamed = assembler.FinishStreamed();
+  if (!streamed.ok()) {
+    return ToGrpcStatus(absl::InvalidArgumentError(streamed.status().message()));
+  }
+  const proto::ModelHeader* header = &streamed->header;
+  absl::StatusOr<TensorSet> tensors = ModelTensorsOf(*header, std::move(streamed->data));
   if (!tensors.ok()) return ToGrpcStatus(tensors.status());
   absl::StatusOr<ModelSummary> loaded =
       models_->Load(header->name(), header->version(), header->kind(), ConfigOf(*header),
@@ -186,12 +186,20 @@ grpc::Status WorkerService::ReadModel(grpc::ServerContext* context,
   header.set_version(snap->summary.version);
   header.set_kind(snap->summary.kind);
   for (const auto& [k, v] : snap->summary.config) (*header.mutable_config())[k] = v;
-  for (const NamedTensor& t : snap->tensors) *header.add_tensors() = EncodeFloat(t.name, t.value);
-  snap->tensors.clear();
-  for (const proto::WorkerModelChunk& c :
-       SplitModel(header, static_cast<size_t>(options_.max_message_bytes / 2))) {
-    if (!writer->Write(c)) return grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
+  // The data leaves in chunks sliced from the snapshot, not re-encoded.
+  std::vector<absl::string_view> data;
+  for (const NamedTensor& t : snap->tensors) {
+    proto::Tensor* p = header.add_tensors();
+    p->set_name(t.name);
+    p->set_dtype(proto::DTYPE_FLOAT32);
+    for (int64_t d : t.value.shape()) p->add_shape(d);
+    data.emplace_back(reinterpret_cast<const char*>(t.value.ptr()),
+                      static_cast<size_t>(t.value.size()) * sizeof(float));
   }
+  const bool sent =
+      WriteModelChunks(header, data, StreamChunkBytes(),
+                       [writer](const proto::WorkerModelChunk& c) { return writer->Write(c); });
+  if (!sent) return grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
   return grpc::Status::OK;
 }
 

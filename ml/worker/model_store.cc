@@ -114,7 +114,9 @@ absl::StatusOr<ModelSummary> ModelStore::Load(const std::string& name, uint64_t 
   TANDEM_ASSIGN_OR_RETURN(ModelWeights weights,
                           BuildModelWeights(kind, config, std::move(tensors), max_elements()));
   if (kind == "tensors") {
-    for (const NamedTensor& t : ModelTensors(weights)) layout.push_back({t.name, t.value.shape()});
+    ForEachModelTensor(weights, [&](const std::string& n, const kernels::Tensor& t) {
+      layout.push_back({n, t.shape()});
+    });
   }
   const int64_t bytes = ModelWeightBytes(weights);
   LoadedModel model{name, kind, config, std::move(weights), {}};

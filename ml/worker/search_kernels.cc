@@ -88,7 +88,7 @@ std::vector<KernelSpec> Specs() {
                      s::ScanOutput o,
                      s::SelectiveScan(x, c.f32(1), c.f32(2), c.f32(3), c.f32(4), c.f32(5),
                                       c.f32(6), {.chunk = c.int_param("chunk"), .backend = c.backend}));
-                 return Outputs{EncodeFloat("y", o.y), EncodeFloat("state", o.state)};
+                 return MoveOutputs(EncodeFloat("y", o.y), EncodeFloat("state", o.state));
                }});
 
   const std::vector<ParamSpec> model = {
@@ -123,7 +123,8 @@ std::vector<KernelSpec> Specs() {
                  s::TrajBatch batch{c.f32(0), c.f32(1), c.f32(2), RawValues<int64_t>(c.inputs[3])};
                  TANDEM_ASSIGN_OR_RETURN(s::TrajEncoding e,
                                          s::TrajMambaEncode(loaded ? *loaded : seeded, batch));
-                 return Outputs{EncodeFloat("embeddings", e.embeddings), EncodeFloat("points", e.points)};
+                 return MoveOutputs(EncodeFloat("embeddings", e.embeddings),
+                                    EncodeFloat("points", e.points));
                }});
 
   v.push_back({"trajmamba.mask",
@@ -154,7 +155,7 @@ std::vector<KernelSpec> Specs() {
                  TANDEM_ASSIGN_OR_RETURN(std::vector<int64_t> keep,
                                          s::SelectKeyPoints(scores, c.param("keep_ratio")));
                  const int64_t n = static_cast<int64_t>(keep.size());
-                 return Outputs{EncodeFloat("scores", scores), EncodeInt64("keep", {n}, keep)};
+                 return MoveOutputs(EncodeFloat("scores", scores), EncodeInt64("keep", {n}, keep));
                }});
 
   v.push_back({"frappe.allocation",
@@ -179,8 +180,8 @@ std::vector<KernelSpec> Specs() {
                  TANDEM_ASSIGN_OR_RETURN(Tensor w, Tensor::FromData({m.dim(0)}, std::vector<float>(
                                                                      r.w.begin(), r.w.end())));
                  const int64_t np = static_cast<int64_t>(f.pareto().size());
-                 return Outputs{EncodeFloat("w", w), EncodeFloat("value", Scalar(r.value)),
-                                EncodeInt64("pareto", {np}, f.pareto())};
+                 return MoveOutputs(EncodeFloat("w", w), EncodeFloat("value", Scalar(r.value)),
+                                    EncodeInt64("pareto", {np}, f.pareto()));
                }});
 
   v.push_back({"frappe.simulate",
@@ -216,7 +217,7 @@ std::vector<KernelSpec> Specs() {
                                             static_cast<float>(r.frappe_error_rate),
                                             static_cast<float>(r.uniform_error_rate),
                                             static_cast<float>(r.lower_bound)}));
-                 return Outputs{EncodeFloat("stats", stats)};
+                 return MoveOutputs(EncodeFloat("stats", stats));
                }});
 
   v.push_back({"partpacker.pack",
@@ -243,11 +244,11 @@ std::vector<KernelSpec> Specs() {
                                                           static_cast<float>(p.contractions),
                                                           static_cast<float>(p.conflicts),
                                                           rep.ok() ? 1.0f : 0.0f}));
-                 return Outputs{EncodeInt32("part_volume", {v.parts}, pv),
-                                EncodeInt64("group", {v.parts}, p.group),
-                                EncodeInt32("volume0", in.shape, p.volume[0].labels),
-                                EncodeInt32("volume1", in.shape, p.volume[1].labels),
-                                EncodeFloat("stats", stats)};
+                 return MoveOutputs(EncodeInt32("part_volume", {v.parts}, pv),
+                                    EncodeInt64("group", {v.parts}, p.group),
+                                    EncodeInt32("volume0", in.shape, p.volume[0].labels),
+                                    EncodeInt32("volume1", in.shape, p.volume[1].labels),
+                                    EncodeFloat("stats", stats));
                }});
   for (KernelSpec& k : v) {
     if (k.name == "trajmamba.encode") k.model_kinds = {"trajmamba.encoder"};

@@ -115,7 +115,7 @@ std::vector<KernelSpec> Specs() {
                  const int64_t n = static_cast<int64_t>(curve.steps.size());
                  std::vector<float> risk(curve.risk.begin(), curve.risk.end());
                  TANDEM_ASSIGN_OR_RETURN(Tensor r, Tensor::FromData({n}, std::move(risk)));
-                 return Outputs{EncodeInt64("steps", {n}, curve.steps), EncodeFloat("risk", r)};
+                 return MoveOutputs(EncodeInt64("steps", {n}, curve.steps), EncodeFloat("risk", r));
                }});
 
   std::vector<ParamSpec> fwd = {Int("layers", 12, 1, kMaxInt), Int("projections", 3, 1, 16),
@@ -140,7 +140,8 @@ std::vector<KernelSpec> Specs() {
                    loc.push_back(v);
                  }
                  const int64_t k1 = coeffs.dim(1);
-                 return Outputs{EncodeFloat("delta", dw), EncodeInt64("locations", {k1, 2}, loc)};
+                 return MoveOutputs(EncodeFloat("delta", dw),
+                                    EncodeInt64("locations", {k1, 2}, loc));
                }});
 
   std::vector<ParamSpec> adj = {Int("kappa1", 1000, 1, kMaxInt), Int("kappa2", 1, 1, kMaxInt)};
@@ -155,7 +156,7 @@ std::vector<KernelSpec> Specs() {
                      auto cs, MakeCrossSpectra(c, g.dim(0), g.dim(1), g.dim(2), g.dim(3),
                                                c.int_param("kappa1"), c.int_param("kappa2")));
                  TANDEM_ASSIGN_OR_RETURN(Tensor gc, cs->Adjoint(g));
-                 return Outputs{EncodeFloat("grad_coefficients", gc)};
+                 return MoveOutputs(EncodeFloat("grad_coefficients", gc));
                }});
 
   s.push_back({"prune.reweighted_gradient",
@@ -190,7 +191,7 @@ std::vector<KernelSpec> Specs() {
                  std::vector<float> w(g.weights.begin(), g.weights.end());
                  TANDEM_ASSIGN_OR_RETURN(Tensor gt, Tensor::FromData({n}, std::move(g.grad)));
                  TANDEM_ASSIGN_OR_RETURN(Tensor wt, Tensor::FromData({k}, std::move(w)));
-                 return Outputs{EncodeFloat("grad", gt), EncodeFloat("weights", wt)};
+                 return MoveOutputs(EncodeFloat("grad", gt), EncodeFloat("weights", wt));
                }});
 
   s.push_back({"prune.project",
@@ -206,8 +207,8 @@ std::vector<KernelSpec> Specs() {
                                                            1.0 - c.param("min_score")));
                  TANDEM_ASSIGN_OR_RETURN(std::vector<uint8_t> mask, tr::TopKMask(y, keep));
                  TANDEM_ASSIGN_OR_RETURN(Tensor yt, Tensor::FromData({x.size()}, std::move(y)));
-                 return Outputs{EncodeFloat("scores", yt),
-                                EncodeBytes("mask", {x.size()}, Bytes(mask))};
+                 return MoveOutputs(EncodeFloat("scores", yt),
+                                    EncodeBytes("mask", {x.size()}, Bytes(mask)));
                }});
 
   s.push_back({"prune.layer_mask",
@@ -245,8 +246,8 @@ std::vector<KernelSpec> Specs() {
                  const std::vector<uint8_t> mask = pruner->Mask();
                  TANDEM_ASSIGN_OR_RETURN(double loss, layer->Loss(mask));
                  TANDEM_ASSIGN_OR_RETURN(Tensor sc, Tensor::FromData(w.shape(), pruner->scores()));
-                 return Outputs{EncodeBytes("mask", w.shape(), Bytes(mask)),
-                                EncodeFloat("scores", sc), EncodeFloat("loss", Scalar(loss))};
+                 return MoveOutputs(EncodeBytes("mask", w.shape(), Bytes(mask)),
+                                    EncodeFloat("scores", sc), EncodeFloat("loss", Scalar(loss)));
                }});
   for (KernelSpec& k : s) {
     // The adapter's coefficients may live in a "tensors" model (tensor

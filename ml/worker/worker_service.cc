@@ -2,6 +2,8 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "base/grpc_metrics.h"
@@ -122,13 +124,20 @@ grpc::Status WorkerService::Run(grpc::ServerContext* context, const proto::Kerne
   if (grpc::Status s = AdmitTraining(*context, *request); !s.ok()) return s;
   if (grpc::Status s = TakeSlot(); !s.ok()) return s;
   SlotGuard guard(&in_flight_);
-  return RunInSlot(*request, response);
+  return RunInSlot(*request, nullptr, response);
+}
+
+size_t WorkerService::StreamChunkBytes() const {
+  return std::min(kStreamChunkBytes, static_cast<size_t>(options_.max_message_bytes / 2));
 }
 
 grpc::Status WorkerService::RunInSlot(const proto::KernelRequest& req,
+                                      std::vector<TensorBytes>* streamed,
                                       proto::KernelResponse* response) {
   const proto::KernelRequest* request = &req;
-  absl::StatusOr<KernelCall> call = registry_->Validate(*request, models_);
+  absl::StatusOr<KernelCall> call =
+      streamed == nullptr ? registry_->Validate(*request, models_)
+                          : registry_->Validate(*request, std::move(*streamed), models_);
   if (!call.ok()) {
     TANDEM_VLOG(1) << "rejected " << request->kernel() << ": " << call.status().code();
     return ToGrpcStatus(call.status());
@@ -165,26 +174,28 @@ grpc::Status WorkerService::RunStream(
   if (grpc::Status s = TakeSlot(); !s.ok()) return s;
   SlotGuard guard(&in_flight_);
   ByteReservation bytes(&inflight_bytes_, options_.max_inflight_bytes);
-  RequestAssembler assembler(static_cast<size_t>(options_.max_stream_bytes));
-  proto::KernelRequestChunk chunk;
-  while (stream->Read(&chunk)) {
-    if (absl::Status s = bytes.Add(static_cast<int64_t>(chunk.ByteSizeLong())); !s.ok()) {
-      return ToGrpcStatus(s);
-    }
-    absl::Status s = assembler.Add(std::move(chunk));
-    if (!s.ok()) return ToGrpcStatus(s);
-    chunk.Clear();
+  // Inputs are validated chunk by chunk and land in place; the declared
+  // bytes are reserved on the header, before any buffer is allocated.
+  RequestAssembler assembler(static_cast<size_t>(options_.max_stream_bytes),
+                             /*float_storage=*/true);
+  assembler.OnHeader([&bytes](const proto::KernelRequest&, size_t declared) {
+    return bytes.Add(static_cast<int64_t>(declared));
+  });
+  if (absl::Status s = ReadAllChunks<proto::KernelRequestChunk>(*stream, assembler, bytes);
+      !s.ok()) {
+    return ToGrpcStatus(s);
   }
-  absl::StatusOr<proto::KernelRequest> request = assembler.Finish();
+  absl::StatusOr<Streamed<proto::KernelRequest>> request = assembler.FinishStreamed();
   if (!request.ok()) return ToGrpcStatus(absl::InvalidArgumentError(request.status().message()));
-  if (grpc::Status s = AdmitTraining(*context, *request); !s.ok()) return s;
+  if (grpc::Status s = AdmitTraining(*context, request->header); !s.ok()) return s;
   proto::KernelResponse response;
-  grpc::Status s = RunInSlot(*request, &response);
+  grpc::Status s = RunInSlot(request->header, &request->data, &response);
   if (!s.ok()) return s;
-  for (proto::KernelResponseChunk& c :
-       SplitResponse(response, static_cast<size_t>(options_.max_message_bytes / 2))) {
-    if (!stream->Write(c)) return grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
-  }
+  request->data.clear();
+  const bool sent = WriteResponseChunks(
+      response, StreamChunkBytes(),
+      [stream](const proto::KernelResponseChunk& c) { return stream->Write(c); });
+  if (!sent) return grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
   return grpc::Status::OK;
 }
 

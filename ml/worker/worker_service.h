@@ -25,9 +25,17 @@
 // model in place. Plaintext is served only on a loopback address
 // (StartWorker refuses any other). Every streaming RPC (RunStream,
 // LoadModel, ReadModel) takes a concurrency slot before it reads anything,
-// and the bytes all streams hold at once are bounded by max_inflight_bytes
-// (RESOURCE_EXHAUSTED beyond), so a caller cannot make the worker buffer
-// max_stream_bytes per stream before a slot is checked.
+// and the tensor bytes all streams declare at once (header chunks included)
+// are bounded by max_inflight_bytes, reserved when a header arrives and
+// before its buffers are allocated (RESOURCE_EXHAUSTED beyond), so a caller
+// cannot make the worker buffer max_stream_bytes per stream before a slot
+// and the budget are checked.
+//
+// Streams (ml/worker/tensor_stream.h) move tensors at memory speed: each
+// input lands in one buffer of its declared size, which the kernel then
+// reads without a copy (float32), and responses and models leave in chunks
+// of kStreamChunkBytes (at most max_message_bytes / 2) sliced from the
+// result.
 //
 // Thread safety: all methods may be called concurrently (gRPC sync server
 // threads). The registry, clock and model store are not owned and must
@@ -129,7 +137,7 @@ class WorkerService final : public proto::Worker::Service {
   grpc::Status Run(grpc::ServerContext* context, const proto::KernelRequest* request,
                    proto::KernelResponse* response) override;
   // Chunked Run (ml/worker/tensor_stream.h); the response is sent in chunks
-  // of at most max_message_bytes / 2 of tensor data.
+  // of kStreamChunkBytes, at most max_message_bytes / 2, of tensor data.
   grpc::Status RunStream(
       grpc::ServerContext* context,
       grpc::ServerReaderWriter<proto::KernelResponseChunk, proto::KernelRequestChunk>* stream)
@@ -164,11 +172,17 @@ class WorkerService final : public proto::Worker::Service {
   // A concurrency slot (release with a SlotGuard on in_flight_) or
   // RESOURCE_EXHAUSTED.
   grpc::Status TakeSlot();
-  // Run's work once admitted and holding a slot.
-  grpc::Status RunInSlot(const proto::KernelRequest& request, proto::KernelResponse* response);
+  // Run's work once admitted and holding a slot. `streamed`: the inputs'
+  // data of a RunStream request (moved from), null for Run.
+  grpc::Status RunInSlot(const proto::KernelRequest& request, std::vector<TensorBytes>* streamed,
+                         proto::KernelResponse* response);
+  // Data bytes per chunk of a streamed response or model.
+  size_t StreamChunkBytes() const;
 
-  // The tensors of a LoadModel header, or of its checkpoint_path.
-  absl::StatusOr<TensorSet> ModelTensorsOf(const proto::ModelHeader& header) const;
+  // The tensors of a LoadModel header (data[i]: tensor i's bytes), or of
+  // its checkpoint_path.
+  absl::StatusOr<TensorSet> ModelTensorsOf(const proto::ModelHeader& header,
+                                           std::vector<TensorBytes> data) const;
 
   const KernelRegistry* registry_;
   const Clock* clock_;

@@ -3,7 +3,9 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <atomic>
 #include <thread>
+#include <utility>
 
 #include "absl/synchronization/notification.h"
 #include "base/testing/status_matchers.h"
@@ -133,6 +135,83 @@ TEST_F(WorkerServiceTest, RunStreamRejectsAMalformedSequence) {
   while (stream->Read(&ignored)) {
   }
   EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+// The chunks, then WritesDone; the call's status (responses dropped).
+grpc::Status SendChunks(proto::Worker::Stub* stub,
+                        const std::vector<proto::KernelRequestChunk>& chunks) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+  auto stream = stub->RunStream(&ctx);
+  for (const auto& c : chunks) {
+    if (!stream->Write(c)) break;  // the worker answered early
+  }
+  stream->WritesDone();
+  proto::KernelResponseChunk ignored;
+  while (stream->Read(&ignored)) {
+  }
+  return stream->Finish();
+}
+
+TEST_F(WorkerServiceTest, RunStreamCopyIsExactAndMalformedChunksNeverReachAKernel) {
+  std::atomic<int> runs{0};
+  ASSERT_TRUE(
+      registry_
+          .Register({"test.count",
+                     "counts its calls",
+                     false,
+                     {{"x", proto::DTYPE_FLOAT32, 1}},
+                     {},
+                     {{"y", proto::DTYPE_FLOAT32, 1}},
+                     [&runs](const KernelCall& c) -> absl::StatusOr<std::vector<proto::Tensor>> {
+                       ++runs;
+                       return std::vector<proto::Tensor>{EncodeFloat("y", c.f32(0))};
+                     }})
+          .ok());
+  Start({.max_message_bytes = 64 << 10, .max_stream_bytes = 1 << 20});
+  // tensor.copy: 256 KiB each way, four messages' worth, bit for bit.
+  proto::KernelRequest copy;
+  copy.set_kernel("tensor.copy");
+  *copy.add_inputs() = EncodeFloat("x", kernels::testing::RandomTensor({65536}, 9));
+  {
+    grpc::ClientContext ctx;
+    auto stream = stub_->RunStream(&ctx);
+    ASSERT_TRUE(WriteRequestChunks(
+        copy, 24 << 10, [&](const proto::KernelRequestChunk& c) { return stream->Write(c); }));
+    ASSERT_TRUE(stream->WritesDone());
+    ResponseAssembler assembler(1 << 20);
+    proto::KernelResponseChunk chunk;
+    while (stream->Read(&chunk)) TANDEM_ASSERT_OK(assembler.Add(chunk));
+    ASSERT_TRUE(stream->Finish().ok());
+    TANDEM_ASSERT_OK_AND_ASSIGN(proto::KernelResponse resp, assembler.Finish());
+    ASSERT_EQ(resp.outputs_size(), 1);
+    EXPECT_EQ(resp.outputs(0).shape(0), 65536);
+    EXPECT_TRUE(resp.outputs(0).data() == copy.inputs(0).data());
+  }
+  proto::KernelRequest req = copy;
+  req.set_kernel("test.count");
+  const std::vector<proto::KernelRequestChunk> good = SplitRequest(req, 16 << 10);
+  std::vector<std::pair<std::string, std::vector<proto::KernelRequestChunk>>> bad;
+  bad.push_back({"data past the declared", good});
+  bad.back().second.push_back(good.back());
+  bad.push_back({"ended inside input 0", good});
+  bad.back().second.pop_back();
+  bad.push_back({"names input 1", good});
+  bad.back().second[1].set_input_index(1);
+  bad.push_back({"unsupported dtype", good});
+  bad.back().second[0].mutable_header()->mutable_inputs(0)->set_dtype(proto::DTYPE_UNSPECIFIED);
+  bad.push_back({"size limit", good});  // 4 MiB declared, 1 MiB allowed
+  bad.back().second[0].mutable_header()->mutable_inputs(0)->set_shape(0, 1 << 20);
+  bad.push_back({"only the first chunk", good});
+  bad.back().second.push_back(good.front());
+  for (const auto& [what, chunks] : bad) {
+    const grpc::Status s = SendChunks(stub_.get(), chunks);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << what;
+    EXPECT_THAT(s.error_message(), HasSubstr(what));
+  }
+  EXPECT_EQ(runs.load(), 0);
+  EXPECT_TRUE(SendChunks(stub_.get(), good).ok());
+  EXPECT_EQ(runs.load(), 1);
 }
 
 TEST_F(WorkerServiceTest, ErrorCodesReachTheClient) {

@@ -89,7 +89,7 @@ absl::StatusOr<Outputs> Evaluate(const KernelCall& c) {
   TANDEM_ASSIGN_OR_RETURN(
       Tensor stats, Tensor::FromData({3}, {static_cast<float>(e.loss), static_cast<float>(correct),
                                            static_cast<float>(n)}));
-  return Outputs{EncodeFloat("stats", stats)};
+  return MoveOutputs(EncodeFloat("stats", stats));
 }
 
 absl::StatusOr<Outputs> Predict(const KernelCall& c) {
@@ -99,7 +99,7 @@ absl::StatusOr<Outputs> Predict(const KernelCall& c) {
   std::vector<float> out(logits.data(), logits.data() + logits.size());
   TANDEM_ASSIGN_OR_RETURN(Tensor t, Tensor::FromData({logits.rows(), logits.cols()},
                                                       std::move(out)));
-  return Outputs{EncodeFloat("logits", t)};
+  return MoveOutputs(EncodeFloat("logits", t));
 }
 
 }  // namespace

@@ -441,9 +441,10 @@ class PyWorkerClient {
     grpc::ClientContext ctx;
     SetDeadline(&ctx);
     auto stream = stub_->RunStream(&ctx);
-    for (const proto::KernelRequestChunk& c : ml::worker::SplitRequest(req, kChunkBytes)) {
-      if (!stream->Write(c)) break;
-    }
+    // One chunk at a time from the request's buffers (a failed write: the
+    // worker answered early, Finish says why).
+    ml::worker::WriteRequestChunks(
+        req, kChunkBytes, [&](const proto::KernelRequestChunk& c) { return stream->Write(c); });
     stream->WritesDone();
     ml::worker::ResponseAssembler assembler(kMaxStreamBytes);
     proto::KernelResponseChunk chunk;

@@ -85,6 +85,7 @@ std::vector<proto::Tensor> Bandit() {
 
 std::vector<KernelCase> Attention() {
   std::vector<KernelCase> v;
+  v.push_back(Case("tensor.copy", {F("x", {37}, 90)}, {}));
   v.push_back(Case("attention.dense",
                    {F("q", {4, 16, 8}, 1), F("k", {2, 16, 8}, 2), F("v", {2, 16, 8}, 3)},
                    {{"causal", 1}}));

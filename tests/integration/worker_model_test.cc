@@ -15,6 +15,7 @@
 #include <limits>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -344,6 +345,49 @@ TEST_F(WorkerModelTest, BadModelsAreRefusedAndTheWorkerKeepsServing) {
     EXPECT_EQ(Load(h, &info).error_code(), Code::PERMISSION_DENIED) << path;
   }
   EXPECT_EQ(List().used_bytes(), used);
+  ExpectStillServing();
+}
+
+// Issue 38 item 5: the header declares every tensor's size, and chunks
+// that disagree with it are refused before any model is built.
+TEST_F(WorkerModelTest, MalformedChunkSequencesLoadNothing) {
+  const int64_t used = List().used_bytes();
+  const proto::ModelHeader h = Header("chunks", "tensors", {}, {{"w", RandomTensor({64, 32}, 4)}});
+  const std::vector<proto::WorkerModelChunk> good = ml::worker::SplitModel(h, kChunkBytes);
+  ASSERT_GT(good.size(), 2u);
+  std::vector<std::pair<std::string, std::vector<proto::WorkerModelChunk>>> bad;
+  bad.push_back({"data past the declared", good});
+  bad.back().second.push_back(good.back());
+  bad.push_back({"ended inside model tensor 0", good});
+  bad.back().second.pop_back();
+  bad.push_back({"names model tensor 3", good});
+  bad.back().second[1].set_tensor_index(3);
+  bad.push_back({"rank 9 > 8", good});
+  for (int i = 0; i < 7; ++i)
+    bad.back().second[0].mutable_header()->mutable_tensors(0)->add_shape(1);
+  bad.push_back({"must be float32 or float64", good});
+  bad.back().second[0].mutable_header()->mutable_tensors(0)->set_dtype(proto::DTYPE_INT32);
+  for (const auto& [what, chunks] : bad) {
+    grpc::ClientContext ctx;
+    Deadline(&ctx);
+    proto::ModelInfo info;
+    auto writer = stub_->LoadModel(&ctx, &info);
+    for (const auto& c : chunks) {
+      if (!writer->Write(c)) break;  // the worker answered early
+    }
+    writer->WritesDone();
+    const grpc::Status s = writer->Finish();
+    EXPECT_EQ(s.error_code(), Code::INVALID_ARGUMENT) << what;
+    EXPECT_NE(s.error_message().find(what), std::string::npos) << s.error_message();
+  }
+  EXPECT_EQ(List().used_bytes(), used);
+  proto::ModelInfo info;
+  ASSERT_TRUE(Load(h, &info).ok());
+  proto::ModelHeader back;
+  ASSERT_TRUE(Read("chunks", &back).ok());
+  EXPECT_EQ(back.tensors(0).data(), h.tensors(0).data());
+  proto::UnloadModelResponse u;
+  EXPECT_TRUE(Unload("chunks", &u).ok());
   ExpectStillServing();
 }
 

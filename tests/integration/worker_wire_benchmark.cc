@@ -9,6 +9,16 @@
 //                          response next to the kernel's elapsed_us.
 //   BM_Memcpy64MiB         in-process memcpy of 64 MiB, the reference for the
 //                          loopback bandwidth.
+//   BM_LoadModel64MiB, BM_ReadModel64MiB
+//                          a 64 MiB "tensors" model up (chunks of the given
+//                          size) and down (the worker's 1 MiB chunks).
+//   BM_RunStreamCopy64MiB  tensor.copy (y = x) of 64 MiB through RunStream:
+//                          up_Bps / down_Bps each way next to server_us.
+//   BM_PeerUpload64MiB, BM_PeerDownload64MiB
+//                          the peer: the same bytes in chunks over a plain
+//                          gRPC stream to a do-nothing service in this
+//                          process (issue 38 item 5).
+// This process tunes malloc as tandem-worker does (TuneAllocatorForLargeBuffers).
 //   BM_RunSmallShared      requests/s of the small call, 1/4/16 client
 //                          threads sharing ONE channel and stub.
 //   BM_RunSmallPerThread   the same with one channel per client thread
@@ -24,6 +34,7 @@
 // function-local static initialisation.
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
@@ -32,9 +43,12 @@
 #include <string>
 #include <vector>
 
+#include "base/large_buffers.h"
 #include "benchmark/benchmark.h"
+#include "ml/worker/tensor_stream.h"
 #include "proto/worker.grpc.pb.h"
 #include "tests/integration/worker_process.h"
+#include "tests/integration/worker_wire_peer.h"
 #include "tests/testing/certificates.h"
 #include "tests/testing/daemon_process.h"
 
@@ -42,6 +56,10 @@ namespace tandem {
 namespace {
 
 using ::tandem::testing::WorkerProcess;
+
+// The client end tuned as tandem-worker tunes itself (base/large_buffers.h),
+// before main: the worker, its clients here and the peer all run alike.
+const bool kMallocTuned = TuneAllocatorForLargeBuffers();
 
 constexpr int kMessageMb = 80;          // 64 MiB tensor + headroom
 constexpr int64_t kLargeSide = 4096;    // 4096 * 4096 * 4 B = 64 MiB
@@ -203,6 +221,221 @@ void BM_Memcpy64MiB(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(n));
 }
 BENCHMARK(BM_Memcpy64MiB)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+// ---- Transfer throughput (issue 38 item 5) ----
+
+constexpr size_t kLargeBytes = static_cast<size_t>(kLargeSide * kLargeSide) * sizeof(float);
+
+proto::ModelHeader LargeModel(const std::string& name) {
+  proto::ModelHeader h;
+  h.set_name(name);
+  h.set_kind("tensors");
+  h.set_replace(true);
+  proto::Tensor* t = h.add_tensors();
+  t->set_name("w");
+  t->set_dtype(proto::DTYPE_FLOAT32);
+  t->add_shape(kLargeSide);
+  t->add_shape(kLargeSide);
+  std::vector<float> v(static_cast<size_t>(kLargeSide * kLargeSide));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>((i % 97) + 1) * 0.01f;
+  t->set_data(v.data(), v.size() * sizeof(float));
+  return h;
+}
+
+grpc::Status LoadLarge(proto::Worker::Stub* stub, const proto::ModelHeader& model, size_t chunk) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  proto::ModelInfo info;
+  auto writer = stub->LoadModel(&ctx, &info);
+  ml::worker::WriteModelChunks(model, chunk,
+                               [&](const proto::WorkerModelChunk& c) { return writer->Write(c); });
+  writer->WritesDone();
+  return writer->Finish();
+}
+
+void SetThroughput(benchmark::State& state, const char* name, double bytes, double seconds) {
+  // Binary prefixes, as bytes_per_second: "1G/s" is 1 GiB/s.
+  state.counters[name] = benchmark::Counter(bytes / seconds, benchmark::Counter::kDefaults,
+                                            benchmark::Counter::kIs1024);
+}
+
+// LoadModel of one 64 MiB float32 tensor ("tensors" kind), replaced each time.
+void BM_LoadModel64MiB(benchmark::State& state) {
+  if (!Ready(state)) return;
+  static const proto::ModelHeader model = LargeModel("wire.bench");
+  const size_t chunk = static_cast<size_t>(state.range(0));
+  for (auto _ : state) {
+    grpc::Status s = LoadLarge(GetWire().shared.get(), model, chunk);
+    if (!s.ok()) {
+      state.SkipWithError(s.error_message().c_str());
+      return;
+    }
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * kLargeBytes));
+}
+BENCHMARK(BM_LoadModel64MiB)
+    ->Arg(1 << 20)
+    ->Arg(4 << 20)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
+// ReadModel of the 64 MiB model BM_LoadModel64MiB loads (loaded here first).
+void BM_ReadModel64MiB(benchmark::State& state) {
+  if (!Ready(state)) return;
+  static const proto::ModelHeader model = LargeModel("wire.bench");
+  proto::Worker::Stub* stub = GetWire().shared.get();
+  if (grpc::Status s = LoadLarge(stub, model, 1 << 20); !s.ok()) {
+    state.SkipWithError(s.error_message().c_str());
+    return;
+  }
+  for (auto _ : state) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    proto::ReadModelRequest req;
+    req.mutable_model()->set_name("wire.bench");
+    auto reader = stub->ReadModel(&ctx, req);
+    ml::worker::ModelAssembler assembler(kMessageMb << 20);
+    proto::WorkerModelChunk c;  // reused: its buffer is parsed into again
+    absl::Status added = absl::OkStatus();
+    while (reader->Read(&c) && added.ok()) added = assembler.Add(c);
+    grpc::Status s = reader->Finish();
+    absl::StatusOr<proto::ModelHeader> got = assembler.Finish();
+    if (!s.ok() || !added.ok() || !got.ok() || got->tensors(0).data().size() != kLargeBytes) {
+      state.SkipWithError("ReadModel failed");
+      return;
+    }
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * kLargeBytes));
+}
+BENCHMARK(BM_ReadModel64MiB)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+// RunStream of a 64 MiB input: counters up_Bps (request bytes / time to the
+// first response chunk, less the kernel's elapsed_us) and down_Bps
+// (response bytes / time from the first response chunk to the last).
+void StreamLoop(benchmark::State& state, const proto::KernelRequest& req, size_t chunk) {
+  proto::Worker::Stub* stub = GetWire().shared.get();
+  double up_s = 0, down_s = 0, up_bytes = 0, down_bytes = 0, server_us = 0;
+  for (auto _ : state) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    const auto t0 = std::chrono::steady_clock::now();
+    auto stream = stub->RunStream(&ctx);
+    ml::worker::WriteRequestChunks(
+        req, chunk, [&](const proto::KernelRequestChunk& c) { return stream->Write(c); });
+    stream->WritesDone();
+    ml::worker::ResponseAssembler assembler(size_t{1} << 30);
+    proto::KernelResponseChunk c;
+    absl::Status added = absl::OkStatus();
+    std::chrono::steady_clock::time_point t1;
+    bool first = true;
+    while (stream->Read(&c) && added.ok()) {
+      if (first) t1 = std::chrono::steady_clock::now();
+      first = false;
+      added = assembler.Add(c);
+    }
+    const auto t2 = std::chrono::steady_clock::now();
+    grpc::Status s = stream->Finish();
+    absl::StatusOr<proto::KernelResponse> resp = assembler.Finish();
+    if (!s.ok() || !added.ok() || !resp.ok()) {
+      state.SkipWithError(s.ok() ? "malformed response stream" : s.error_message().c_str());
+      return;
+    }
+    up_s += std::chrono::duration<double>(t1 - t0).count() - resp->elapsed_us() * 1e-6;
+    server_us += static_cast<double>(resp->elapsed_us());
+    down_s += std::chrono::duration<double>(t2 - t1).count();
+    up_bytes += static_cast<double>(req.inputs(0).data().size());
+    for (const proto::Tensor& t : resp->outputs()) down_bytes += t.data().size();
+  }
+  SetThroughput(state, "up_Bps", up_bytes, up_s);
+  SetThroughput(state, "down_Bps", down_bytes, down_s);
+  state.counters["server_us"] = benchmark::Counter(server_us, benchmark::Counter::kAvgIterations);
+  state.SetBytesProcessed(static_cast<int64_t>(up_bytes + down_bytes));
+}
+
+// tensor.copy (y = x) of 64 MiB through RunStream: the transfer alone, in
+// chunks of the given size (the worker answers in 1 MiB chunks).
+void BM_RunStreamCopy64MiB(benchmark::State& state) {
+  if (!Ready(state)) return;
+  static const proto::KernelRequest req = [] {
+    proto::KernelRequest r = FeatureWeightsRequest(kLargeSide * kLargeSide, 1);
+    r.set_kernel("tensor.copy");
+    r.mutable_inputs(0)->set_name("x");
+    r.mutable_inputs(0)->mutable_shape()->RemoveLast();
+    return r;
+  }();
+  StreamLoop(state, req, static_cast<size_t>(state.range(0)));
+}
+BENCHMARK(BM_RunStreamCopy64MiB)
+    ->Arg(1 << 20)
+    ->Arg(4 << 20)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
+// The peer (tests/integration/worker_wire_peer.h), started once, lazily,
+// and leaked (a static reached at exit by no one).
+testing::WirePeer* GetPeer() {
+  static testing::WirePeer* peer =
+      testing::WirePeer::Start(kLargeBytes, kMessageMb << 20).release();
+  return peer;
+}
+
+void BM_PeerUpload64MiB(benchmark::State& state) {
+  if (GetPeer() == nullptr) {
+    state.SkipWithError("the peer did not start");
+    return;
+  }
+  const size_t chunk = static_cast<size_t>(state.range(0));
+  const std::string payload(kLargeBytes, '\x5a');
+  for (auto _ : state) {
+    grpc::ClientContext ctx;
+    proto::ModelInfo info;
+    auto writer = GetPeer()->stub()->LoadModel(&ctx, &info);
+    proto::WorkerModelChunk c;
+    for (size_t off = 0; off < payload.size(); off += chunk) {
+      c.set_data(payload.data() + off, std::min(chunk, payload.size() - off));
+      if (!writer->Write(c)) break;
+    }
+    writer->WritesDone();
+    if (grpc::Status s = writer->Finish(); !s.ok() || info.bytes() != int64_t{kLargeBytes}) {
+      state.SkipWithError("peer upload failed");
+      return;
+    }
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * kLargeBytes));
+}
+BENCHMARK(BM_PeerUpload64MiB)
+    ->Arg(256 << 10)
+    ->Arg(1 << 20)
+    ->Arg(4 << 20)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
+void BM_PeerDownload64MiB(benchmark::State& state) {
+  if (GetPeer() == nullptr) {
+    state.SkipWithError("the peer did not start");
+    return;
+  }
+  for (auto _ : state) {
+    grpc::ClientContext ctx;
+    proto::ReadModelRequest req;
+    req.mutable_model()->set_version(static_cast<uint64_t>(state.range(0)));
+    auto reader = GetPeer()->stub()->ReadModel(&ctx, req);
+    proto::WorkerModelChunk c;
+    size_t n = 0;
+    while (reader->Read(&c)) n += c.data().size();
+    if (grpc::Status s = reader->Finish(); !s.ok() || n != kLargeBytes) {
+      state.SkipWithError("peer download failed");
+      return;
+    }
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * kLargeBytes));
+}
+BENCHMARK(BM_PeerDownload64MiB)
+    ->Arg(256 << 10)
+    ->Arg(1 << 20)
+    ->Arg(4 << 20)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 
 // The worker as deployed: mutual TLS and the caller gate on every call.
 bool TlsReady(benchmark::State& state) {
