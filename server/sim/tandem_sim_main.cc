@@ -17,6 +17,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -107,6 +108,10 @@ ABSL_FLAG(std::string, aggregator_store, "segments",
           "share storage of the aggregators started here: segments (append-only segment "
           "files indexed by SQLite, the daemons' --segment_share_files) or sqlite (shares "
           "in the SQLite file, the daemons' default); both fsync every acknowledged upload");
+ABSL_FLAG(bool, aggregator_relaxed_durability, false,
+          "the aggregators started here commit without fsync (their relaxed_durability: "
+          "every acknowledged upload survives a SIGKILL of the daemon, not a power loss; "
+          "their state folder is deleted at exit anyway)");
 ABSL_FLAG(uint32_t, min_batch_size, 1,
           "no aggregate of fewer reports is released (the daemons' own default is 10)");
 
@@ -333,6 +338,11 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "--aggregator_store must be segments or sqlite, not '%s'\n",
                    store.c_str());
       return 1;
+    }
+    if (absl::GetFlag(FLAGS_aggregator_relaxed_durability)) {
+      const std::string config = state + "/aggregator.textproto";
+      std::ofstream(config) << "relaxed_durability: true\n";
+      po.extra_args.push_back("--config=" + config);
     }
     po.policy = SimPolicy(*std::min_element(noises.begin(), noises.end()));
     std::printf("aggregator policy: %s\n", po.policy.c_str());
