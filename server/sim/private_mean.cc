@@ -61,19 +61,27 @@ std::shared_ptr<grpc::Channel> NewChannel(const std::string& target, const std::
   return grpc::CreateCustomChannel(target, grpc::SslCredentials(o), args);
 }
 
-// NewChannel, made once per (target, certificates, name, role) for the
-// process: every round of a run reuses its connections (a fresh channel a
-// round cost four TLS handshakes, 20-60 ms of each round's aggregation).
-// Thread-safe; the cache lives for the process (a run talks to a handful of
-// endpoints).
+// The channels of PrivateMean, one per (target, certificates, name, role):
+// every round of a run reuses its connections (a fresh channel a round cost
+// four TLS handshakes, 20-60 ms of each round's aggregation). Leaked, so
+// that it outlives every caller; thread-safe.
+struct ChannelCache {
+  absl::Mutex mu;
+  absl::flat_hash_map<std::string, std::shared_ptr<grpc::Channel>> channels ABSL_GUARDED_BY(mu);
+};
+
+ChannelCache& Channels() {
+  static ChannelCache* const cache = new ChannelCache;
+  return *cache;
+}
+
 std::shared_ptr<grpc::Channel> Channel(const std::string& target, const std::string& certs_dir,
                                        const std::string& server_name, bool as_coordinator) {
-  static absl::Mutex* const mu = new absl::Mutex;
-  static auto* const cache = new absl::flat_hash_map<std::string, std::shared_ptr<grpc::Channel>>();
+  ChannelCache& cache = Channels();
   const std::string key =
       absl::StrCat(target, "|", certs_dir, "|", server_name, "|", as_coordinator ? 1 : 0);
-  absl::MutexLock lock(mu);
-  std::shared_ptr<grpc::Channel>& channel = (*cache)[key];
+  absl::MutexLock lock(&cache.mu);
+  std::shared_ptr<grpc::Channel>& channel = cache.channels[key];
   if (channel == nullptr) channel = NewChannel(target, certs_dir, server_name, as_coordinator);
   return channel;
 }
@@ -161,6 +169,12 @@ absl::StatusOr<std::vector<EncodedReport>> EncodeReports(
     reports.push_back(*std::move(out[i]));
   }
   return reports;
+}
+
+void CloseAggregatorChannels() {
+  ChannelCache& cache = Channels();
+  absl::MutexLock lock(&cache.mu);
+  cache.channels.clear();
 }
 
 // server/sim/private_mean.h (shared with model_federation.cc).

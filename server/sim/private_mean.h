@@ -58,6 +58,12 @@ absl::StatusOr<std::vector<EncodedReport>> EncodeReports(
     const std::vector<std::vector<float>>& updates, const crypto::Ed25519SigningKey* ticket_key,
     absl::Time expiry, uint64_t crypto_seed, int max_threads);
 
+// PrivateMean keeps its channels to the aggregators open for the rounds
+// that follow; this closes them (call it before stopping the daemons, whose
+// graceful shutdown would otherwise wait on the open connections). Later
+// calls of PrivateMean open new ones. Thread-safe.
+void CloseAggregatorChannels();
+
 absl::StatusOr<std::vector<float>> PrivateMean(const FederationOptions& options,
                                                const server::SecureSum& sum, uint64_t round,
                                                const std::vector<std::vector<float>>& updates,

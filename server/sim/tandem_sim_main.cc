@@ -29,6 +29,7 @@
 #include "base/logging.h"
 #include "ml/data/dataset.h"
 #include "server/sim/federation.h"
+#include "server/sim/private_mean.h"
 #include "server/sim/process_federation.h"
 #include "server/sim/report.h"
 #include "server/sim/sim_models.h"
@@ -494,6 +495,7 @@ int main(int argc, char** argv) {
   getrusage(RUSAGE_SELF, &usage);
   std::printf("peak RSS of tandem-sim: %.1f MiB (the aggregator daemons not included)\n",
               usage.ru_maxrss / 1024.0);
+  tandem::sim::CloseAggregatorChannels();  // else the daemons' shutdown waits on them
   if (pair.ok()) {
     (void)pair->leader->Terminate();
     (void)pair->helper->Terminate();
