@@ -89,10 +89,8 @@ absl::StatusOr<std::unique_ptr<SegmentReportStore>> SegmentReportStore::Open(
       new SegmentReportStore(std::move(db), std::move(files), std::move(accumulators), lock_fd));
   TANDEM_RETURN_IF_ERROR(store->Migrate());
   {
-    sqlite::DatabaseOptions reader = options.sqlite;
-    reader.create_if_missing = false;
-    TANDEM_ASSIGN_OR_RETURN(auto db, sqlite::Database::Open(dir + "/index.sqlite", reader));
-    TANDEM_RETURN_IF_ERROR(db->Exec("PRAGMA query_only = ON"));
+    TANDEM_ASSIGN_OR_RETURN(auto db,
+                            sqlite::Database::OpenQueryOnly(dir + "/index.sqlite", options.sqlite));
     absl::MutexLock lock(&store->reader_mu_);
     store->reader_ = std::move(db);
   }

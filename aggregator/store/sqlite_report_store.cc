@@ -101,10 +101,7 @@ absl::StatusOr<std::unique_ptr<SqliteReportStore>> SqliteReportStore::Open(
   std::unique_ptr<SqliteReportStore> store(new SqliteReportStore(std::move(db)));
   TANDEM_RETURN_IF_ERROR(store->Migrate());
   if (options.wal) {
-    sqlite::DatabaseOptions reader = options;
-    reader.create_if_missing = false;
-    TANDEM_ASSIGN_OR_RETURN(auto db, sqlite::Database::Open(path, reader));
-    TANDEM_RETURN_IF_ERROR(db->Exec("PRAGMA query_only = ON"));
+    TANDEM_ASSIGN_OR_RETURN(auto db, sqlite::Database::OpenQueryOnly(path, options));
     absl::MutexLock lock(&store->reader_mu_);
     store->reader_ = std::move(db);
   }

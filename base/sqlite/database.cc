@@ -195,6 +195,14 @@ absl::StatusOr<std::unique_ptr<Database>> Database::Open(const std::string& path
   return db;
 }
 
+absl::StatusOr<std::unique_ptr<Database>> Database::OpenQueryOnly(const std::string& path,
+                                                                  DatabaseOptions options) {
+  options.create_if_missing = false;
+  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<Database> db, Open(path, options));
+  TANDEM_RETURN_IF_ERROR(db->Exec("PRAGMA query_only = ON"));
+  return db;
+}
+
 Database::~Database() {
   cache_.clear();  // Finalizes the cached statements first.
   sqlite3_close_v2(db_);

@@ -130,6 +130,12 @@ class Database {
   // DATA_LOSS when the file is not a database, or another mapped error.
   static absl::StatusOr<std::unique_ptr<Database>> Open(
       const std::string& path, const DatabaseOptions& options);
+  // A second, query-only connection to the existing file at `path` (never
+  // created), with `options` otherwise: in WAL mode it reads the last
+  // committed state while another connection writes. Open's errors (NOT_FOUND
+  // for a missing file); a write through it fails (SQLITE_READONLY).
+  static absl::StatusOr<std::unique_ptr<Database>> OpenQueryOnly(const std::string& path,
+                                                                 DatabaseOptions options);
 
   Database(const Database&) = delete;
   Database& operator=(const Database&) = delete;

@@ -51,6 +51,20 @@ TEST_F(DatabaseTest, OpenAppliesWalAndFullSync) {
   EXPECT_EQ(busy.ColumnInt64(0), 5000);
 }
 
+TEST_F(DatabaseTest, QueryOnlyConnectionReadsCommittedRowsAndCannotWrite) {
+  EXPECT_THAT(Database::OpenQueryOnly(Path("missing.db"), {}).status(),
+              StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_FALSE(std::filesystem::exists(Path("missing.db")));
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto writer, Database::Open(Path("a.db"), {}));
+  ASSERT_THAT(writer->Exec("CREATE TABLE t (x INTEGER)"), IsOk());
+  ASSERT_THAT(writer->Exec("INSERT INTO t VALUES (7)"), IsOk());
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto reader, Database::OpenQueryOnly(Path("a.db"), {}));
+  TANDEM_ASSERT_OK_AND_ASSIGN(Statement get, reader->Prepare("SELECT x FROM t"));
+  ASSERT_THAT(get.Step(), IsOkAndHolds(true));
+  EXPECT_EQ(get.ColumnInt64(0), 7);
+  EXPECT_FALSE(reader->Exec("INSERT INTO t VALUES (8)").ok());
+}
+
 TEST_F(DatabaseTest, OpenRejectsBadArguments) {
   EXPECT_THAT(Database::Open("", {}), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("empty")));
   DatabaseOptions o;

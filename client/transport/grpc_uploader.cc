@@ -43,9 +43,8 @@ absl::Status GrpcUploader::UploadToHelper(const proto::UploadRequest& request) {
 
 absl::Status GrpcUploader::Upload(const proto::UploadRequest& to_leader,
                                   const proto::UploadRequest& to_helper) {
-  absl::Status a = UploadOne(*leader_, to_leader, "leader");
-  if (!a.ok()) return a;
-  return UploadOne(*helper_, to_helper, "helper");
+  if (absl::Status a = UploadToLeader(to_leader); !a.ok()) return a;
+  return UploadToHelper(to_helper);
 }
 
 }  // namespace tandem::client

@@ -131,8 +131,8 @@ absl::Status EncodeReportsEach(
     tbb::parallel_for(
         tbb::blocked_range<size_t>(0, updates.size(), 1), [&](const tbb::blocked_range<size_t>& r) {
           for (size_t i = r.begin(); i != r.end(); ++i) {
-            // Report i's randomness depends on (seed, round, i)
-            // only, so any thread count builds the same bytes.
+            // Report i's randomness depends on (seed, round, i) only, so any
+            // thread count builds the same bytes.
             std::unique_ptr<DeterministicRandom> seeded;
             SecureRandom* rng = OpenSslRandom::Default();  // thread-safe
             if (crypto_seed != 0) {
