@@ -310,10 +310,10 @@ absl::StatusOr<proto::UploadResponse> Aggregator::Upload(const proto::UploadRequ
   // The state alone (no share read; on the segment store a reader that does
   // not wait for a group commit in progress). The store checks again in the
   // group commit, so a concurrent duplicate is still caught there.
-  const std::string ids[] = {request.report_id()};
-  TANDEM_ASSIGN_OR_RETURN(const auto existing, task->store->GetReportStates(ids));
-  if (auto it = existing.find(request.report_id()); it != existing.end()) {
-    if (it->second.round_id == round_id && it->second.share_digest == digest) {
+  TANDEM_ASSIGN_OR_RETURN(const std::optional<ReportRecord> existing,
+                          StoredState(*task, request.report_id()));
+  if (existing.has_value()) {
+    if (existing->round_id == round_id && existing->share_digest == digest) {
       proto::UploadResponse response;  // identical retry
       response.set_accepted_for_verification(true);
       return response;
@@ -341,6 +341,43 @@ absl::StatusOr<proto::UploadResponse> Aggregator::Upload(const proto::UploadRequ
   proto::UploadResponse response;
   response.set_accepted_for_verification(true);
   return response;
+}
+
+absl::StatusOr<std::optional<ReportRecord>> Aggregator::StoredState(Task& task,
+                                                                    const std::string& report_id) {
+  Task::QueuedCheck mine;
+  mine.report_id = report_id;
+  absl::MutexLock lock(&task.check_mu);
+  task.check_queue.push_back(&mine);
+  while (!mine.done) {
+    if (task.check_reading) {
+      task.check_cv.Wait(&task.check_mu);
+      continue;
+    }
+    task.check_reading = true;
+    std::vector<Task::QueuedCheck*> batch = std::move(task.check_queue);
+    task.check_queue.clear();
+    std::vector<std::string> ids;
+    ids.reserve(batch.size());
+    for (const Task::QueuedCheck* c : batch) ids.push_back(c->report_id);
+    task.check_mu.Unlock();
+    absl::StatusOr<absl::flat_hash_map<std::string, ReportRecord>> states =
+        task.store->GetReportStates(ids);
+    task.check_mu.Lock();
+    for (Task::QueuedCheck* c : batch) {
+      if (!states.ok()) {
+        c->state = states.status();
+      } else if (auto it = states->find(c->report_id); it != states->end()) {
+        c->state = it->second;
+      } else {
+        c->state = std::nullopt;
+      }
+      c->done = true;
+    }
+    task.check_reading = false;
+    task.check_cv.SignalAll();
+  }
+  return std::move(mine.state);
 }
 
 absl::Status Aggregator::StoreUpload(Task& task, int64_t round_id, PendingReport report,

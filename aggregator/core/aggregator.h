@@ -63,6 +63,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -234,6 +235,11 @@ class Aggregator {
   // (share_cache.h).
   absl::Status StoreUpload(Task& task, int64_t round_id, PendingReport report,
                            std::shared_ptr<const ParsedShare> parsed);
+  // The stored state of `report_id` (nullopt when the store has none),
+  // read together with the other uploads' checks queued meanwhile. Errors
+  // of ReportStore::GetReportStates.
+  static absl::StatusOr<std::optional<ReportRecord>> StoredState(Task& task,
+                                                                 const std::string& report_id);
   // The ticket's digest (empty without ticket key), UNAUTHENTICATED when it
   // is missing, forged, for another task/round/report or expired.
   // `ticket` receives the verified ticket (unset without ticket key).

@@ -10,6 +10,7 @@
 #include "aggregator/core/deterministic.h"
 #include "aggregator/core/expansion.h"
 #include "base/status_macros.h"
+#include "crypto/sign/device_auth.h"
 
 namespace tandem::aggregator {
 
@@ -40,33 +41,17 @@ ParsedShare::ParsedShare(size_t arena_bytes)
 
 ParsedShare::~ParsedShare() = default;
 
-namespace {
-
-// StoredReportShare{`stored`'s share, proof, ticket_digest}, serialized
-// deterministically (crypto::UploadContentDigest hashes the same bytes).
-std::string EncodeStored(proto::StoredReportShare stored, const proto::NormProofShare* proof,
-                         absl::string_view ticket_digest) {
-  if (proof != nullptr) *stored.mutable_norm_proof() = *proof;
-  stored.set_ticket_digest(std::string(ticket_digest));
-  return SerializeDeterministic(stored);
-}
-
-}  // namespace
-
 std::string EncodeStoredShare(const proto::SparseKeySet& keys, const proto::NormProofShare* proof,
                               absl::string_view ticket_digest) {
   if (proof == nullptr && ticket_digest.empty()) return SerializeDeterministic(keys);
-  proto::StoredReportShare stored;
-  *stored.mutable_key_share() = keys;
-  return EncodeStored(std::move(stored), proof, ticket_digest);
+  // The bytes crypto::UploadContentDigest hashes (one function writes both).
+  return crypto::StoredReportShareBytes(&keys, proof, ticket_digest, nullptr);
 }
 
 std::string EncodeStoredDenseShare(const proto::DenseShare& share,
                                    const proto::NormProofShare* proof,
                                    absl::string_view ticket_digest) {
-  proto::StoredReportShare stored;
-  *stored.mutable_dense_share() = share;
-  return EncodeStored(std::move(stored), proof, ticket_digest);
+  return crypto::StoredReportShareBytes(nullptr, proof, ticket_digest, &share);
 }
 
 absl::StatusOr<ParsedShare> ParseStoredShare(absl::string_view blob,

@@ -72,6 +72,19 @@ struct Aggregator::Task {
   std::vector<QueuedUpload*> upload_queue ABSL_GUARDED_BY(upload_mu);
   bool upload_flushing ABSL_GUARDED_BY(upload_mu) = false;
 
+  // Uploads' duplicate pre-checks, coalesced the same way: whichever
+  // waiting upload finds no read in progress looks up every queued id in
+  // one GetReportStates call (one store snapshot) instead of one each.
+  struct QueuedCheck {
+    std::string report_id;
+    absl::StatusOr<std::optional<ReportRecord>> state;  // nullopt: unknown id
+    bool done = false;
+  };
+  absl::Mutex check_mu;
+  absl::CondVar check_cv;
+  std::vector<QueuedCheck*> check_queue ABSL_GUARDED_BY(check_mu);
+  bool check_reading ABSL_GUARDED_BY(check_mu) = false;
+
   std::vector<uint64_t> accumulator ABSL_GUARDED_BY(process_mu);
   // Reports in `accumulator` (accepted by both servers this round).
   int64_t counted ABSL_GUARDED_BY(process_mu) = 0;

@@ -168,6 +168,11 @@ absl::StatusOr<std::vector<absl::Status>> SegmentReportStore::PutPendingBatch(
   {
     absl::MutexLock lock(&mu_);
     absl::Cleanup discard = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { DiscardLocked(); };
+    // The checks in one read transaction: one WAL snapshot and one pair of
+    // lock calls for the batch instead of one per report, and the pages the
+    // lookups share are read once.
+    TANDEM_ASSIGN_OR_RETURN(Transaction checks,
+                            Transaction::Begin(db_.get(), sqlite::TransactionMode::kDeferred));
     TANDEM_RETURN_IF_ERROR(RequireOpenLocked(round_id));
     absl::flat_hash_map<std::string, std::string> batch_digests;  // new ids of this batch
     out.reserve(reports.size());
@@ -178,6 +183,7 @@ absl::StatusOr<std::vector<absl::Status>> SegmentReportStore::PutPendingBatch(
       if (!s.ok() && !absl::IsAlreadyExists(s) && !absl::IsInvalidArgument(s)) return s;
       out.push_back(std::move(s));
     }
+    TANDEM_RETURN_IF_ERROR(checks.Commit());
     TANDEM_ASSIGN_OR_RETURN(write, files_->BeginFlush());
     std::move(discard).Cancel();
   }
@@ -302,6 +308,9 @@ absl::StatusOr<absl::flat_hash_map<std::string, ReportRecord>> SegmentReportStor
     absl::Span<const std::string> report_ids) {
   for (const std::string& id : report_ids) TANDEM_RETURN_IF_ERROR(ValidateReportId(id));
   absl::MutexLock lock(&reader_mu_);
+  // One snapshot for all the ids (and one pair of WAL lock calls).
+  TANDEM_ASSIGN_OR_RETURN(Transaction read,
+                          Transaction::Begin(reader_.get(), sqlite::TransactionMode::kDeferred));
   TANDEM_ASSIGN_OR_RETURN(CachedStatement st,
                           reader_->PrepareCached(absl::StrCat(
                               "SELECT ", kReportColumns, " FROM reports WHERE report_id = ?1")));
@@ -315,6 +324,7 @@ absl::StatusOr<absl::flat_hash_map<std::string, ReportRecord>> SegmentReportStor
     TANDEM_ASSIGN_OR_RETURN(ReportRecord r, DecodeReportRow(*st, &loc));
     out.insert_or_assign(id, std::move(r));
   }
+  TANDEM_RETURN_IF_ERROR(read.Commit());
   return out;
 }
 

@@ -156,6 +156,19 @@ TEST(Crc32cTest, KnownAnswerOnBothPaths) {
   EXPECT_EQ(Crc32c(""), 0u);
   const std::string long_input = Share(3, 1001);
   EXPECT_EQ(Crc32c(long_input), Crc32cPortable(long_input));
+  // The three-stream path (12 KiB steps) and its tails, at every length
+  // around the step boundaries.
+  std::string big(3 * 12288 + 77, '\0');  // not periodic: the streams differ
+  uint64_t x = 88172645463325252ull;
+  for (char& ch : big) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    ch = static_cast<char>(x);
+  }
+  for (size_t n :
+       {size_t{12287}, size_t{12288}, size_t{12289}, size_t{24576 + 5}, size_t{3 * 12288 + 77}}) {
+    const absl::string_view in(big.data(), n);
+    EXPECT_EQ(Crc32c(in), Crc32cPortable(in)) << n;
+  }
 }
 
 TEST_F(SegmentReportStoreTest, LocationOfAnotherReportsRecordIsDataLoss) {

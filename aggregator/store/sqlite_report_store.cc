@@ -317,6 +317,10 @@ namespace {
 // The rows of `report_ids` that exist, read through `db` (no share).
 absl::StatusOr<absl::flat_hash_map<std::string, ReportRecord>> ReadStates(
     sqlite::Database& db, absl::Span<const std::string> report_ids) {
+  // One snapshot (and one pair of WAL lock calls) for all the ids. Callers
+  // hold the connection's mutex and have no transaction open on it.
+  TANDEM_ASSIGN_OR_RETURN(sqlite::Transaction read,
+                          sqlite::Transaction::Begin(&db, sqlite::TransactionMode::kDeferred));
   TANDEM_ASSIGN_OR_RETURN(CachedStatement st,
                           db.PrepareCached(absl::StrCat("SELECT ", kStateColumns,
                                                         " FROM reports WHERE report_id = ?1")));
@@ -329,6 +333,7 @@ absl::StatusOr<absl::flat_hash_map<std::string, ReportRecord>> ReadStates(
     TANDEM_ASSIGN_OR_RETURN(ReportRecord r, ReadReport(*st, /*with_share=*/false));
     out.insert_or_assign(id, std::move(r));
   }
+  TANDEM_RETURN_IF_ERROR(read.Commit());
   return out;
 }
 

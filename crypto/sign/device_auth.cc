@@ -2,6 +2,7 @@
 
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <google/protobuf/wire_format_lite.h>
 #include <openssl/sha.h>
 
 #include <cstdint>
@@ -163,34 +164,68 @@ absl::StatusOr<Ed25519VerifyingKey> VerifyCheckIn(const proto::CheckInRequest& r
 
 namespace {
 
-// SHA-256 of StoredReportShare{`stored`'s share, proof, ticket_digest}.
-std::string StoredContentDigest(proto::StoredReportShare stored, const proto::NormProofShare* proof,
-                                absl::string_view ticket_digest) {
-  if (proof != nullptr) *stored.mutable_norm_proof() = *proof;
-  stored.set_ticket_digest(std::string(ticket_digest));
-  absl::StatusOr<std::string> bytes = Deterministic(stored);
-  return Sha256(bytes.ok() ? *bytes : std::string());
+// A length-delimited field's tag, length and body size on the wire.
+size_t DelimitedSize(size_t body) {
+  return 1 + google::protobuf::io::CodedOutputStream::VarintSize64(body) + body;
 }
 
 }  // namespace
 
+// Deterministic serialization writes the set fields in field-number order
+// (key_share = 1, norm_proof = 2, ticket_digest = 3, dense_share = 4; a
+// message field is written when set, even empty; proto3 bytes only when
+// non-empty), each submessage as tag, length and its own deterministic
+// bytes: exactly what this writes. Field numbers below 16: one-byte tags.
+std::string StoredReportShareBytes(const proto::SparseKeySet* keys,
+                                   const proto::NormProofShare* proof,
+                                   absl::string_view ticket_digest,
+                                   const proto::DenseShare* dense) {
+  using google::protobuf::internal::WireFormatLite;
+  const size_t keys_size = keys != nullptr ? keys->ByteSizeLong() : 0;  // caches sizes
+  const size_t proof_size = proof != nullptr ? proof->ByteSizeLong() : 0;
+  const size_t dense_size = dense != nullptr ? dense->ByteSizeLong() : 0;
+  const size_t total = (keys != nullptr ? DelimitedSize(keys_size) : 0) +
+                       (proof != nullptr ? DelimitedSize(proof_size) : 0) +
+                       (!ticket_digest.empty() ? DelimitedSize(ticket_digest.size()) : 0) +
+                       (dense != nullptr ? DelimitedSize(dense_size) : 0);
+  std::string out(total, '\0');
+  google::protobuf::io::ArrayOutputStream stream(out.data(), static_cast<int>(total));
+  google::protobuf::io::CodedOutputStream coded(&stream);
+  coded.SetSerializationDeterministic(true);
+  const auto header = [&](int field, size_t size) {
+    coded.WriteTag(WireFormatLite::MakeTag(field, WireFormatLite::WIRETYPE_LENGTH_DELIMITED));
+    coded.WriteVarint64(size);
+  };
+  if (keys != nullptr) {
+    header(proto::StoredReportShare::kKeyShareFieldNumber, keys_size);
+    keys->SerializeWithCachedSizes(&coded);
+  }
+  if (proof != nullptr) {
+    header(proto::StoredReportShare::kNormProofFieldNumber, proof_size);
+    proof->SerializeWithCachedSizes(&coded);
+  }
+  if (!ticket_digest.empty()) {
+    header(proto::StoredReportShare::kTicketDigestFieldNumber, ticket_digest.size());
+    coded.WriteRaw(ticket_digest.data(), static_cast<int>(ticket_digest.size()));
+  }
+  if (dense != nullptr) {
+    header(proto::StoredReportShare::kDenseShareFieldNumber, dense_size);
+    dense->SerializeWithCachedSizes(&coded);
+  }
+  return out;
+}
+
 std::string UploadContentDigest(const proto::SparseKeySet& keys, const proto::NormProofShare* proof,
                                 absl::string_view ticket_digest) {
-  proto::StoredReportShare stored;
-  *stored.mutable_key_share() = keys;
-  return StoredContentDigest(std::move(stored), proof, ticket_digest);
+  return Sha256(StoredReportShareBytes(&keys, proof, ticket_digest, nullptr));
 }
 
 std::string UploadContentDigestOf(const proto::UploadRequest& upload,
                                   absl::string_view ticket_digest) {
-  proto::StoredReportShare stored;
-  if (upload.has_dense_share()) {
-    *stored.mutable_dense_share() = upload.dense_share();
-  } else {
-    *stored.mutable_key_share() = upload.key_share();
-  }
-  return StoredContentDigest(
-      std::move(stored), upload.has_norm_proof() ? &upload.norm_proof() : nullptr, ticket_digest);
+  const proto::NormProofShare* proof = upload.has_norm_proof() ? &upload.norm_proof() : nullptr;
+  return Sha256(upload.has_dense_share()
+                    ? StoredReportShareBytes(nullptr, proof, ticket_digest, &upload.dense_share())
+                    : StoredReportShareBytes(&upload.key_share(), proof, ticket_digest, nullptr));
 }
 
 std::string UploadSigningInput(UploadRole role, absl::string_view ticket_digest,

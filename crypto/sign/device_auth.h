@@ -93,6 +93,16 @@ absl::StatusOr<Ed25519VerifyingKey> VerifyCheckIn(const proto::CheckInRequest& r
                                                   const Ed25519VerifyingKey* known_key,
                                                   int64_t now_unix_ms, int64_t max_skew_ms);
 
+// The deterministic serialization of StoredReportShare{key_share = *keys
+// (null: unset), norm_proof = *proof (null: unset), ticket_digest,
+// dense_share = *dense (null: unset)}, written field by field from the
+// caller's messages: the same bytes as building that message and
+// serializing it, without copying the ~100 KB-1 MB submessages into it
+// first. Thread-safe (reads its arguments only).
+std::string StoredReportShareBytes(const proto::SparseKeySet* keys,
+                                   const proto::NormProofShare* proof,
+                                   absl::string_view ticket_digest, const proto::DenseShare* dense);
+
 // SHA-256 of the deterministic serialization of StoredReportShare{keys,
 // proof (null: unset), ticket_digest}; see the file comment.
 std::string UploadContentDigest(const proto::SparseKeySet& keys, const proto::NormProofShare* proof,

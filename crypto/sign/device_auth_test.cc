@@ -10,7 +10,10 @@
 #include "base/testing/status_matchers.h"
 #include "crypto/sign/upload_ticket.h"
 #include "gmock/gmock.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "gtest/gtest.h"
+#include "proto/aggregator.pb.h"
 
 namespace tandem::crypto {
 namespace {
@@ -242,6 +245,66 @@ TEST_F(EnrollmentTokenTest, ForgedExpiredAndMalformedTokensAreRefused) {
   EXPECT_THAT(DecodeEnrollmentToken("tdmenroll1.!!!"),
               StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(DecodeEnrollmentToken("hello"), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+// StoredReportShareBytes writes field by field what building the
+// StoredReportShare and serializing it deterministically writes: every
+// combination of set and unset parts, empty and filled, random contents
+// (the content digest devices sign and the blob servers store depend on it).
+TEST(StoredReportShareBytesTest, EqualsTheBuiltMessageSerialized) {
+  std::unique_ptr<DeterministicRandom> rng = DeterministicRandom::FromSeed(77);
+  const auto bytes = [&](size_t n) {
+    std::string s(n, '\0');
+    rng->Fill(absl::MakeSpan(reinterpret_cast<uint8_t*>(s.data()), n));
+    return s;
+  };
+  const auto u64 = [&]() {
+    uint64_t v = 0;
+    (void)rng->Fill(absl::MakeSpan(reinterpret_cast<uint8_t*>(&v), sizeof(v)));
+    return v;
+  };
+  for (int trial = 0; trial < 64; ++trial) {
+    const bool with_keys = trial & 1, with_proof = trial & 2, with_ticket = trial & 4,
+               with_dense = trial & 8, empty_parts = trial & 16;
+    proto::SparseKeySet keys;
+    proto::NormProofShare proof;
+    proto::DenseShare dense;
+    if (!empty_parts) {
+      keys.set_num_groups(3 + trial);
+      keys.mutable_group_parameters()->set_block_size(16);
+      for (int g = 0; g < 3; ++g) {
+        proto::BlockDpfKey* k = keys.add_keys();
+        k->set_party(trial % 2);
+        k->set_seed(bytes(16));
+        k->add_correction_words()->set_seed(bytes(16));
+        for (int i = 0; i < 40 + trial; ++i) k->add_value_correction(u64());
+        k->set_value_correction_packed(bytes(200 + 7 * trial));
+        k->set_proof_correction(bytes(64));
+      }
+      for (int i = 0; i < 300; ++i) proof.add_witness(u64());
+      proof.add_proof(u64());
+      proof.set_seed(bytes(16));
+      dense.set_party(1);
+      dense.set_values(bytes(20000 + trial));  // a multi-byte length varint
+    }
+    const std::string ticket = with_ticket ? bytes(32) : std::string();
+    proto::StoredReportShare built;
+    if (with_keys) *built.mutable_key_share() = keys;
+    if (with_proof) *built.mutable_norm_proof() = proof;
+    built.set_ticket_digest(ticket);
+    if (with_dense) *built.mutable_dense_share() = dense;
+    std::string want(built.ByteSizeLong(), '\0');
+    {
+      google::protobuf::io::ArrayOutputStream stream(want.data(), static_cast<int>(want.size()));
+      google::protobuf::io::CodedOutputStream coded(&stream);
+      coded.SetSerializationDeterministic(true);
+      built.SerializeWithCachedSizes(&coded);
+    }
+    EXPECT_EQ(StoredReportShareBytes(with_keys ? &keys : nullptr, with_proof ? &proof : nullptr,
+                                     ticket, with_dense ? &dense : nullptr),
+              want)
+        << "trial " << trial;
+  }
 }
 
 }  // namespace
