@@ -319,6 +319,15 @@ std::vector<KernelSpec> Specs() {
     if (k.name == "spotlight.hash" || k.name == "spotlight.ranking_loss") {
       k.model_kinds = {"spotlight.hash"};
     }
+    // Read from a KV cache (KernelRequest.kv_cache) when the request names
+    // one: the cached key codes, keys and values.
+    for (InputSpec& in : k.inputs) {
+      if (k.name == "spotlight.topk" && in.name == "key_codes") in.from_cache = "codes";
+      const bool kv =
+          k.name == "attention.dense" || k.name == "adakv.scores" || k.name == "adakv.compress";
+      if (kv && in.name == "k") in.from_cache = "keys";
+      if (kv && in.name == "v") in.from_cache = "values";
+    }
   }
   return s;
 }

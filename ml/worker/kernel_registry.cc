@@ -88,6 +88,43 @@ absl::Status WriteToTensors(const std::vector<std::pair<std::string, proto::Tens
   return absl::OkStatus();
 }
 
+bool AcceptsCache(const KernelSpec& spec) {
+  return std::any_of(spec.inputs.begin(), spec.inputs.end(),
+                     [](const InputSpec& s) { return !s.from_cache.empty(); });
+}
+
+// Inputs marked from_cache, read from the cache the request names: one
+// token count for all of them (appends may go on meanwhile).
+absl::Status FillFromCache(const KernelSpec& spec, const proto::KvCacheRef& ref,
+                           const KvCacheStore& caches, absl::string_view owner, KernelCall* call) {
+  const std::string key = KvCacheStore::Key(owner, ref.name());
+  int64_t tokens = ref.tokens();
+  if (tokens == 0) {
+    TANDEM_ASSIGN_OR_RETURN(KvCacheSummary info, caches.Find(key));
+    tokens = info.tokens;
+    if (tokens == 0) {
+      return absl::FailedPreconditionError(absl::StrCat("KV cache '", ref.name(), "' is empty"));
+    }
+  }
+  for (size_t i = 0; i < spec.inputs.size(); ++i) {
+    const InputSpec& s = spec.inputs[i];
+    if (s.from_cache.empty()) continue;
+    WireTensor& w = call->inputs[i];
+    if (s.from_cache == "codes") {
+      TANDEM_ASSIGN_OR_RETURN(w.raw, caches.ReadCodes(key, ref.head(), tokens));
+      w.dtype = proto::DTYPE_UINT8;
+      w.shape = {tokens, static_cast<int64_t>(w.raw.size()) / tokens};
+      continue;
+    }
+    TANDEM_ASSIGN_OR_RETURN(
+        w.f32,
+        caches.ReadFloats(key, s.from_cache == "keys" ? KvPart::kKeys : KvPart::kValues, tokens));
+    w.dtype = proto::DTYPE_FLOAT32;
+    w.shape = w.f32.shape();
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status KernelRegistry::Register(KernelSpec spec) {
@@ -128,7 +165,9 @@ std::vector<proto::KernelInfo> KernelRegistry::Describe() const {
       sig->set_rank(s.rank);
       sig->set_from_model(s.from_model);
       if (s.from_model) sig->set_model_tensor(s.model_name());
+      sig->set_from_cache(s.from_cache);
     };
+    info.set_accepts_kv_cache(AcceptsCache(spec));
     for (const std::string& k : spec.model_kinds) info.add_model_kinds(k);
     info.set_model_required(spec.model_required);
     info.set_trains_model(spec.trains_model);
@@ -143,23 +182,27 @@ std::vector<proto::KernelInfo> KernelRegistry::Describe() const {
 }
 
 absl::StatusOr<KernelCall> KernelRegistry::Validate(const proto::KernelRequest& request,
-                                                    ModelStore* models) const {
-  return ValidateImpl(request, nullptr, models);
+                                                    ModelStore* models, const KvCacheStore* caches,
+                                                    absl::string_view cache_owner) const {
+  return ValidateImpl(request, nullptr, models, caches, cache_owner);
 }
 
 absl::StatusOr<KernelCall> KernelRegistry::Validate(const proto::KernelRequest& request,
                                                     std::vector<TensorBytes> streamed,
-                                                    ModelStore* models) const {
+                                                    ModelStore* models, const KvCacheStore* caches,
+                                                    absl::string_view cache_owner) const {
   if (streamed.size() != static_cast<size_t>(request.inputs_size())) {
     return absl::InvalidArgumentError(absl::StrCat("request declares ", request.inputs_size(),
                                                    " inputs, ", streamed.size(), " streamed"));
   }
-  return ValidateImpl(request, &streamed, models);
+  return ValidateImpl(request, &streamed, models, caches, cache_owner);
 }
 
 absl::StatusOr<KernelCall> KernelRegistry::ValidateImpl(const proto::KernelRequest& request,
                                                         std::vector<TensorBytes>* streamed,
-                                                        ModelStore* models) const {
+                                                        ModelStore* models,
+                                                        const KvCacheStore* caches,
+                                                        absl::string_view cache_owner) const {
   const KernelSpec* spec = Find(request.kernel());
   if (spec == nullptr) {
     return absl::UnimplementedError(absl::StrCat("unknown kernel '", request.kernel(), "'"));
@@ -174,18 +217,28 @@ absl::StatusOr<KernelCall> KernelRegistry::ValidateImpl(const proto::KernelReque
     return absl::InvalidArgumentError(
         absl::StrCat(spec->name, " needs a loaded model (KernelRequest.model)"));
   }
-  // With a model, the inputs it supplies are not sent.
+  const bool with_cache = !request.kv_cache().name().empty();
+  if (with_cache && !AcceptsCache(*spec)) {
+    return absl::InvalidArgumentError(absl::StrCat(spec->name, " takes no KV cache"));
+  }
+  if (with_cache && caches == nullptr) {
+    return absl::FailedPreconditionError("this worker holds no KV caches");
+  }
+  // With a model or cache, the inputs it supplies are not sent.
+  auto supplied = [&](const InputSpec& s) {
+    return (with_model && s.from_model) || (with_cache && !s.from_cache.empty());
+  };
   size_t expected = 0;
-  for (const InputSpec& s : spec->inputs) expected += with_model && s.from_model ? 0 : 1;
+  for (const InputSpec& s : spec->inputs) expected += supplied(s) ? 0 : 1;
   if (request.inputs_size() != static_cast<int>(expected)) {
-    return absl::InvalidArgumentError(absl::StrCat(spec->name, " takes ", expected, " inputs",
-                                                   with_model ? " with a model" : "", ", got ",
-                                                   request.inputs_size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat(spec->name, " takes ", expected, " inputs", with_model ? " with a model" : "",
+                     with_cache ? " with a KV cache" : "", ", got ", request.inputs_size()));
   }
   int next = 0;
   for (size_t i = 0; i < spec->inputs.size(); ++i) {
     const InputSpec& s = spec->inputs[i];
-    if (with_model && s.from_model) {
+    if (supplied(s)) {
       call.inputs.push_back(WireTensor{s.name, s.dtype, {}, {}, {}});
       continue;
     }
@@ -225,6 +278,8 @@ absl::StatusOr<KernelCall> KernelRegistry::ValidateImpl(const proto::KernelReque
     auto it = request.params().find(p.name);
     call.params[p.name] = it == request.params().end() ? p.default_value : it->second;
   }
+  if (with_cache)
+    TANDEM_RETURN_IF_ERROR(FillFromCache(*spec, request.kv_cache(), *caches, cache_owner, &call));
   if (with_model) {
     if (models == nullptr) {
       return absl::FailedPreconditionError("this worker holds no models");
@@ -277,9 +332,10 @@ absl::StatusOr<std::vector<proto::Tensor>> KernelRegistry::RunCall(const KernelS
   return kept;
 }
 
-absl::StatusOr<std::vector<proto::Tensor>> KernelRegistry::Run(const proto::KernelRequest& request,
-                                                               ModelStore* models) const {
-  absl::StatusOr<KernelCall> call = Validate(request, models);
+absl::StatusOr<std::vector<proto::Tensor>> KernelRegistry::Run(
+    const proto::KernelRequest& request, ModelStore* models, const KvCacheStore* caches,
+    absl::string_view cache_owner) const {
+  absl::StatusOr<KernelCall> call = Validate(request, models, caches, cache_owner);
   if (!call.ok()) return call.status();
   return RunCall(*Find(request.kernel()), *call);
 }

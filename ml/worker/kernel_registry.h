@@ -16,6 +16,16 @@
 // of kind "tensors" the registry does both by tensor name, for "mlp" / "cnn"
 // through the flat parameter vector named "weights"; typed kinds are handled
 // by the kernel's runner through KernelCall::model.
+// KV caches (ml/worker/kv_cache_store.h): a request may name a cache
+// (KernelRequest.kv_cache); inputs marked from_cache are then left out of
+// the request and read from the cache ("keys", "values": (heads, N,
+// head_dim); "codes": the (N, code_bytes) uint8 codes of kv_cache.head),
+// N = kv_cache.tokens or every token held. Codes: a cache named for a
+// kernel without from_cache inputs -> INVALID_ARGUMENT; no cache store ->
+// FAILED_PRECONDITION; then the store's (NOT_FOUND, FAILED_PRECONDITION,
+// INVALID_ARGUMENT). On the CPU backend the kernel gets a copy of the
+// prefix, the runners stay those of request tensors; a CUDA cache would
+// hand the kernels its device pages instead.
 // Lifecycle: built once at startup (Register), then read-only.
 // Thread safety: const methods may be called concurrently once registration
 // is finished; Register is not thread-safe.
@@ -34,6 +44,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "ml/kernels/backend.h"
+#include "ml/worker/kv_cache_store.h"
 #include "ml/worker/model_store.h"
 #include "ml/worker/tensor_codec.h"
 #include "proto/worker.pb.h"
@@ -51,6 +62,9 @@ struct InputSpec {
   // (e.g. output q_next replaces the model's q_hist).
   std::string model_tensor = {};
   const std::string& model_name() const { return model_tensor.empty() ? name : model_tensor; }
+  // Read from the KV cache the request names, when it names one: "keys",
+  // "values" or "codes" (see the file comment); empty = never.
+  std::string from_cache = {};
 };
 
 struct ParamSpec {
@@ -120,14 +134,21 @@ class KernelRegistry {
   // See the header comment for the codes. `models` (not owned, may be
   // null: then a request naming a model gets FAILED_PRECONDITION) resolves
   // KernelRequest.model; the lease is taken last.
+  // `caches` (not owned, may be null) resolves KernelRequest.kv_cache
+  // among the caches of `cache_owner` (KvCacheStore::Key: the caller's
+  // identity; another owner's cache is NOT_FOUND).
   absl::StatusOr<KernelCall> Validate(const proto::KernelRequest& request,
-                                      ModelStore* models = nullptr) const;
+                                      ModelStore* models = nullptr,
+                                      const KvCacheStore* caches = nullptr,
+                                      absl::string_view cache_owner = "") const;
   // The same for a streamed request (RunStream): `request` without tensor
   // data, streamed[i] the data of request.inputs(i), moved into the call
   // (float32 without a copy). INVALID_ARGUMENT when the counts differ.
   absl::StatusOr<KernelCall> Validate(const proto::KernelRequest& request,
                                       std::vector<TensorBytes> streamed,
-                                      ModelStore* models = nullptr) const;
+                                      ModelStore* models = nullptr,
+                                      const KvCacheStore* caches = nullptr,
+                                      absl::string_view cache_owner = "") const;
   // The kernel's runner on a validated call, then, with a model: outputs
   // marked from_model are dropped from the result (and, for a "tensors"
   // model, written into it by name; INVALID_ARGUMENT and no change when a
@@ -138,14 +159,17 @@ class KernelRegistry {
   // for a request, without the transport (the in-process reference of the
   // tests). Validate's codes, then the kernel's.
   absl::StatusOr<std::vector<proto::Tensor>> Run(const proto::KernelRequest& request,
-                                                 ModelStore* models = nullptr) const;
+                                                 ModelStore* models = nullptr,
+                                                 const KvCacheStore* caches = nullptr,
+                                                 absl::string_view cache_owner = "") const;
 
  private:
   RegistryLimits limits_;
   // Both Validate forms; `streamed` may be null (data in the request).
   absl::StatusOr<KernelCall> ValidateImpl(const proto::KernelRequest& request,
-                                          std::vector<TensorBytes>* streamed,
-                                          ModelStore* models) const;
+                                          std::vector<TensorBytes>* streamed, ModelStore* models,
+                                          const KvCacheStore* caches,
+                                          absl::string_view cache_owner) const;
 
   absl::flat_hash_map<std::string, KernelSpec> kernels_;
 };

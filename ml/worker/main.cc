@@ -1,7 +1,7 @@
 // tandem-worker: serves the paper kernels (ml/kernels) over gRPC.
 //
 //   tandem-worker --listen=127.0.0.1:0 --max_concurrency=4 [--metrics_listen=127.0.0.1:9103]
-//                 [--max_model_mb=4096] [--model_dir=/srv/tandem/models]
+//                 [--max_model_mb=4096] [--model_dir=/srv/tandem/models] [--max_gpu_mb=2048]
 //   tandem-worker --listen=0.0.0.0:7100 --tls_cert=worker.pem --tls_key=worker.key
 //                 --tls_ca=worker-roots.pem --callers=coordinator.tandem
 //                 --model_writers=coordinator.tandem
@@ -12,6 +12,9 @@
 // writers): PERMISSION_DENIED for any other certificate of the CA.
 // Models (LoadModel ...) are held in this process's memory up to
 // --max_model_mb in total; checkpoints are read only from --model_dir.
+// KV caches (CreateKvCache ...) are held up to --max_gpu_mb in total: in
+// host memory on this build (backend "cpu"); a CUDA allocator would put
+// them in device memory under the same flag.
 // Prints "tandem-worker listening on HOST:PORT (backend: ...)" on stdout once
 // serving (PORT is the bound one, useful with port 0), then runs until
 // SIGTERM or SIGINT and shuts down gracefully.
@@ -35,6 +38,8 @@
 #include "ml/kernels/backend.h"
 #include "ml/worker/builtin_kernels.h"
 #include "ml/worker/kernel_registry.h"
+#include "ml/worker/kv_allocator.h"
+#include "ml/worker/kv_cache_store.h"
 #include "ml/worker/model_store.h"
 #include "ml/worker/worker_service.h"
 
@@ -45,6 +50,9 @@ ABSL_FLAG(int, max_tensor_melements, 64, "per-input tensor cap in millions of el
 ABSL_FLAG(int, verbosity, 0, "TANDEM_VLOG level");
 ABSL_FLAG(int64_t, max_model_mb, 4096,
           "memory budget of all loaded models (weights + optimizer state) in MiB");
+ABSL_FLAG(int64_t, max_gpu_mb, 2048,
+          "memory budget of all KV caches (CreateKvCache, AppendKvCache) in MiB; on a "
+          "machine without a device the caches live in host memory under the same budget");
 ABSL_FLAG(std::string, model_dir, "",
           "directory LoadModel may read checkpoints from (empty = checkpoints refused)");
 ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain of this worker (TLS on)");
@@ -89,6 +97,18 @@ int main(int argc, char** argv) {
     return 2;
   }
   tandem::ml::worker::ModelStore models(model_mb << 20);
+  const int64_t cache_mb = absl::GetFlag(FLAGS_max_gpu_mb);
+  if (cache_mb < 0 || cache_mb > (int64_t{1} << 30)) {
+    std::cerr << "--max_gpu_mb must be in [0, 2^30]\n";
+    return 2;
+  }
+  // Host pages until the CUDA allocator exists (ml/worker/kv_allocator.h).
+  auto caches = tandem::ml::worker::KvCacheStore::Create(
+      {.max_bytes = cache_mb << 20}, std::make_unique<tandem::ml::worker::HostKvAllocator>());
+  if (!caches.ok()) {
+    std::cerr << "tandem-worker: " << caches.status() << "\n";
+    return 1;
+  }
   tandem::ml::worker::WorkerOptions options;
   options.model_dir = absl::GetFlag(FLAGS_model_dir);
   options.max_concurrency = absl::GetFlag(FLAGS_max_concurrency);
@@ -121,9 +141,8 @@ int main(int argc, char** argv) {
     metrics->Register(rpc_metrics);
     std::cout << "metrics on " << metrics->port() << std::endl;
   }
-  auto worker = tandem::ml::worker::StartWorker(listen, &registry,
-                                                tandem::RealClock::Default(), options, rpc_metrics,
-                                                &models);
+  auto worker = tandem::ml::worker::StartWorker(listen, &registry, tandem::RealClock::Default(),
+                                                options, rpc_metrics, &models, caches->get());
   if (!worker.ok()) {
     std::cerr << "tandem-worker: " << worker.status() << "\n";
     return absl::IsInvalidArgument(worker.status()) ? 2 : 1;

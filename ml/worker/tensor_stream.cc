@@ -43,6 +43,15 @@ struct Layout<proto::ModelHeader> {
   static constexpr const char* kWhat = "model tensor";
 };
 
+template <>
+struct Layout<proto::KvCacheAppend> {
+  static const Tensors& Of(const proto::KvCacheAppend& m) { return m.tensors(); }
+  static Tensors* MutableOf(proto::KvCacheAppend* m) { return m->mutable_tensors(); }
+  static uint32_t Index(const proto::KvCacheAppendChunk& c) { return c.tensor_index(); }
+  static void SetIndex(proto::KvCacheAppendChunk* c, uint32_t i) { c->set_tensor_index(i); }
+  static constexpr const char* kWhat = "KV cache tensor";
+};
+
 // Copies name, shape and dtype of every tensor in `from` into `to`.
 void CopyLayouts(const Tensors& from, Tensors* to) {
   to->Reserve(from.size());
@@ -101,6 +110,7 @@ proto::KernelRequest WithoutData(const proto::KernelRequest& request) {
   *h.mutable_params() = request.params();
   h.set_backend(request.backend());
   if (request.has_model()) *h.mutable_model() = request.model();
+  if (request.has_kv_cache()) *h.mutable_kv_cache() = request.kv_cache();
   return h;
 }
 
@@ -123,6 +133,25 @@ proto::ModelHeader WithoutData(const proto::ModelHeader& model) {
   h.set_checkpoint_path(model.checkpoint_path());
   h.set_replace(model.replace());
   return h;
+}
+
+proto::KvCacheAppend WithoutData(const proto::KvCacheAppend& append) {
+  proto::KvCacheAppend h;
+  h.set_name(append.name());
+  CopyLayouts(append.tensors(), h.mutable_tensors());
+  return h;
+}
+
+bool WriteKvAppendChunks(const proto::KvCacheAppend& header,
+                         absl::Span<const absl::string_view> data, size_t chunk_bytes,
+                         absl::FunctionRef<bool(const proto::KvCacheAppendChunk&)> write) {
+  return WriteChunks<proto::KvCacheAppend, proto::KvCacheAppendChunk>(WithoutData(header), data,
+                                                                      chunk_bytes, write);
+}
+
+std::vector<proto::KvCacheAppendChunk> SplitKvAppend(const proto::KvCacheAppend& append,
+                                                     size_t chunk_bytes) {
+  return SplitWhole<proto::KvCacheAppend, proto::KvCacheAppendChunk>(append, chunk_bytes);
 }
 
 bool WriteRequestChunks(const proto::KernelRequest& request, size_t chunk_bytes,
@@ -250,5 +279,6 @@ absl::StatusOr<Message> ChunkAssembler<Message, Chunk>::Finish() {
 template class ChunkAssembler<proto::KernelRequest, proto::KernelRequestChunk>;
 template class ChunkAssembler<proto::KernelResponse, proto::KernelResponseChunk>;
 template class ChunkAssembler<proto::ModelHeader, proto::WorkerModelChunk>;
+template class ChunkAssembler<proto::KvCacheAppend, proto::KvCacheAppendChunk>;
 
 }  // namespace tandem::ml::worker

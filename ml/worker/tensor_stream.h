@@ -45,6 +45,7 @@ inline constexpr size_t kStreamChunkBytes = size_t{1} << 20;
 proto::KernelRequest WithoutData(const proto::KernelRequest& request);
 proto::KernelResponse WithoutData(const proto::KernelResponse& response);
 proto::ModelHeader WithoutData(const proto::ModelHeader& model);
+proto::KvCacheAppend WithoutData(const proto::KvCacheAppend& append);
 
 // Streaming split: calls write() with the header chunk (no data), then with
 // chunks of at most chunk_bytes (>= 1) of each tensor's data in order,
@@ -63,6 +64,12 @@ bool WriteModelChunks(const proto::ModelHeader& header, absl::Span<const absl::s
                       size_t chunk_bytes,
                       absl::FunctionRef<bool(const proto::WorkerModelChunk&)> write);
 
+// AppendKvCache: `header` (its tensors' data ignored), then data[i] as the
+// data of header.tensors(i). REQUIRES data.size() == header.tensors_size().
+bool WriteKvAppendChunks(const proto::KvCacheAppend& header,
+                         absl::Span<const absl::string_view> data, size_t chunk_bytes,
+                         absl::FunctionRef<bool(const proto::KvCacheAppendChunk&)> write);
+
 // The chunks as a vector (tests and small messages; copies every byte).
 std::vector<proto::KernelRequestChunk> SplitRequest(const proto::KernelRequest& request,
                                                     size_t chunk_bytes);
@@ -70,6 +77,8 @@ std::vector<proto::KernelResponseChunk> SplitResponse(const proto::KernelRespons
                                                       size_t chunk_bytes);
 std::vector<proto::WorkerModelChunk> SplitModel(const proto::ModelHeader& model,
                                                 size_t chunk_bytes);
+std::vector<proto::KvCacheAppendChunk> SplitKvAppend(const proto::KvCacheAppend& append,
+                                                     size_t chunk_bytes);
 
 // A message reassembled from chunks, its data apart: `header` without
 // tensor data, data[i] the bytes of header's tensor i (complete).
@@ -124,10 +133,12 @@ class ChunkAssembler {
 using RequestAssembler = ChunkAssembler<proto::KernelRequest, proto::KernelRequestChunk>;
 using ResponseAssembler = ChunkAssembler<proto::KernelResponse, proto::KernelResponseChunk>;
 using ModelAssembler = ChunkAssembler<proto::ModelHeader, proto::WorkerModelChunk>;
+using KvAppendAssembler = ChunkAssembler<proto::KvCacheAppend, proto::KvCacheAppendChunk>;
 
 extern template class ChunkAssembler<proto::KernelRequest, proto::KernelRequestChunk>;
 extern template class ChunkAssembler<proto::KernelResponse, proto::KernelResponseChunk>;
 extern template class ChunkAssembler<proto::ModelHeader, proto::WorkerModelChunk>;
+extern template class ChunkAssembler<proto::KvCacheAppend, proto::KvCacheAppendChunk>;
 
 // Reads every chunk of a gRPC stream `reader` (Read(Chunk*) -> bool) into
 // `assembler`, charging the header chunk's encoded size to `budget`

@@ -238,7 +238,8 @@ TEST(TensorStream, WritersStopAtAFailedWriteAndMatchTheSplit) {
 // WithoutData copies fields one by one: a field added to these messages
 // must be added there too (then update the counts here).
 TEST(TensorStream, WithoutDataKnowsEveryField) {
-  EXPECT_EQ(proto::KernelRequest::descriptor()->field_count(), 5);
+  EXPECT_EQ(proto::KernelRequest::descriptor()->field_count(), 6);
+  EXPECT_EQ(proto::KvCacheAppend::descriptor()->field_count(), 2);
   EXPECT_EQ(proto::KernelResponse::descriptor()->field_count(), 4);
   EXPECT_EQ(proto::ModelHeader::descriptor()->field_count(), 7);
   EXPECT_EQ(proto::Tensor::descriptor()->field_count(), 4);
@@ -254,6 +255,9 @@ TEST(TensorStream, WithoutDataKnowsEveryField) {
   proto::KernelRequest req = Request();
   req.set_backend("cpu");
   req.mutable_model()->set_name("m");
+  req.mutable_kv_cache()->set_name("c");
+  req.mutable_kv_cache()->set_head(1);
+  req.mutable_kv_cache()->set_tokens(9);
   proto::KernelRequest want_req = req;
   for (auto& t : *want_req.mutable_inputs()) t.clear_data();
   EXPECT_EQ(WithoutData(req).SerializeAsString(), want_req.SerializeAsString());
@@ -268,6 +272,12 @@ TEST(TensorStream, WithoutDataKnowsEveryField) {
   proto::ModelHeader want_h = h;
   want_h.mutable_tensors(0)->clear_data();
   EXPECT_EQ(WithoutData(h).SerializeAsString(), want_h.SerializeAsString());
+  proto::KvCacheAppend append;
+  append.set_name("c");
+  *append.add_tensors() = EncodeFloat("keys", kernels::testing::RandomTensor({1, 2, 2}, 2));
+  proto::KvCacheAppend want_append = append;
+  want_append.mutable_tensors(0)->clear_data();
+  EXPECT_EQ(WithoutData(append).SerializeAsString(), want_append.SerializeAsString());
 }
 
 }  // namespace

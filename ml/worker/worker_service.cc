@@ -37,11 +37,12 @@ absl::Status ByteReservation::Add(int64_t bytes) {
 }
 
 WorkerService::WorkerService(const KernelRegistry* registry, const Clock* clock,
-                             WorkerOptions options, ModelStore* models)
+                             WorkerOptions options, ModelStore* models, KvCacheStore* caches)
     : registry_(registry),
       clock_(clock),
       options_(std::move(options)),
       models_(models),
+      caches_(caches),
       callers_gate_("worker", Union(options_.callers, options_.model_writers),
                     !options_.tls.insecure_plaintext, &refusals_),
       writers_gate_("models", options_.model_writers, !options_.tls.insecure_plaintext,
@@ -75,7 +76,8 @@ grpc::Status WorkerService::TakeSlot() {
 absl::StatusOr<std::unique_ptr<WorkerService>> WorkerService::Create(const KernelRegistry* registry,
                                                                      const Clock* clock,
                                                                      WorkerOptions options,
-                                                                     ModelStore* models) {
+                                                                     ModelStore* models,
+                                                                     KvCacheStore* caches) {
   if (registry == nullptr || clock == nullptr) {
     return absl::InvalidArgumentError("registry and clock are required");
   }
@@ -98,7 +100,7 @@ absl::StatusOr<std::unique_ptr<WorkerService>> WorkerService::Create(const Kerne
         "a TLS worker needs the identities allowed to call it (--callers, --model_writers)");
   }
   return std::unique_ptr<WorkerService>(
-      new WorkerService(registry, clock, std::move(options), models));
+      new WorkerService(registry, clock, std::move(options), models, caches));
 }
 
 grpc::Status WorkerService::Health(grpc::ServerContext* context, const proto::HealthRequest*,
@@ -124,7 +126,7 @@ grpc::Status WorkerService::Run(grpc::ServerContext* context, const proto::Kerne
   if (grpc::Status s = AdmitTraining(*context, *request); !s.ok()) return s;
   if (grpc::Status s = TakeSlot(); !s.ok()) return s;
   SlotGuard guard(&in_flight_);
-  return RunInSlot(*request, nullptr, response);
+  return RunInSlot(*request, nullptr, response, CacheOwner(*context));
 }
 
 size_t WorkerService::StreamChunkBytes() const {
@@ -133,11 +135,13 @@ size_t WorkerService::StreamChunkBytes() const {
 
 grpc::Status WorkerService::RunInSlot(const proto::KernelRequest& req,
                                       std::vector<TensorBytes>* streamed,
-                                      proto::KernelResponse* response) {
+                                      proto::KernelResponse* response,
+                                      absl::string_view cache_owner) {
   const proto::KernelRequest* request = &req;
   absl::StatusOr<KernelCall> call =
-      streamed == nullptr ? registry_->Validate(*request, models_)
-                          : registry_->Validate(*request, std::move(*streamed), models_);
+      streamed == nullptr
+          ? registry_->Validate(*request, models_, caches_, cache_owner)
+          : registry_->Validate(*request, std::move(*streamed), models_, caches_, cache_owner);
   if (!call.ok()) {
     TANDEM_VLOG(1) << "rejected " << request->kernel() << ": " << call.status().code();
     return ToGrpcStatus(call.status());
@@ -189,7 +193,7 @@ grpc::Status WorkerService::RunStream(
   if (!request.ok()) return ToGrpcStatus(absl::InvalidArgumentError(request.status().message()));
   if (grpc::Status s = AdmitTraining(*context, request->header); !s.ok()) return s;
   proto::KernelResponse response;
-  grpc::Status s = RunInSlot(request->header, &request->data, &response);
+  grpc::Status s = RunInSlot(request->header, &request->data, &response, CacheOwner(*context));
   if (!s.ok()) return s;
   request->data.clear();
   const bool sent = WriteResponseChunks(
@@ -206,8 +210,9 @@ RunningWorker::~RunningWorker() {
 
 absl::StatusOr<std::unique_ptr<RunningWorker>> StartWorker(
     const std::string& listen, const KernelRegistry* registry, const Clock* clock,
-    WorkerOptions options, std::shared_ptr<prometheus::Registry> rpc_metrics, ModelStore* models) {
-  auto service = WorkerService::Create(registry, clock, options, models);
+    WorkerOptions options, std::shared_ptr<prometheus::Registry> rpc_metrics, ModelStore* models,
+    KvCacheStore* caches) {
+  auto service = WorkerService::Create(registry, clock, options, models, caches);
   if (!service.ok()) return service.status();
   auto running = std::make_unique<RunningWorker>();
   running->service = *std::move(service);

@@ -16,6 +16,14 @@
 // KernelRequest.model through it. Without a store the model RPCs answer
 // FAILED_PRECONDITION.
 //
+// KV caches as resources (CreateKvCache, AppendKvCache, DropKvCache,
+// ListKvCaches; ml/worker/kv_cache_service.cc) live in a KvCacheStore
+// under --max_gpu_mb; Run resolves KernelRequest.kv_cache through it.
+// Without a store the cache RPCs answer FAILED_PRECONDITION. They pass the
+// caller gate only (a cache is serving state, not the federation's model);
+// AppendKvCache, a stream, takes a slot and the in-flight byte budget as
+// LoadModel does.
+//
 // Trust (issue 34 item 6; ARCHITECTURE.md trust model): with TLS the
 // listener requires client certificates (mutual TLS) and every RPC passes a
 // caller gate (identities in `callers` or `model_writers`, else
@@ -38,8 +46,8 @@
 // result.
 //
 // Thread safety: all methods may be called concurrently (gRPC sync server
-// threads). The registry, clock and model store are not owned and must
-// outlive the service.
+// threads). The registry, clock, model store and KV cache store are not
+// owned and must outlive the service.
 #ifndef TANDEM_ML_WORKER_WORKER_SERVICE_H_
 #define TANDEM_ML_WORKER_WORKER_SERVICE_H_
 
@@ -55,6 +63,7 @@
 #include "base/grpc_caller_gate.h"
 #include "base/grpc_credentials.h"
 #include "ml/worker/kernel_registry.h"
+#include "ml/worker/kv_cache_store.h"
 #include "ml/worker/model_store.h"
 #include "proto/worker.grpc.pb.h"
 
@@ -127,7 +136,8 @@ class WorkerService final : public proto::Worker::Service {
   static absl::StatusOr<std::unique_ptr<WorkerService>> Create(const KernelRegistry* registry,
                                                                const Clock* clock,
                                                                WorkerOptions options,
-                                                               ModelStore* models = nullptr);
+                                                               ModelStore* models = nullptr,
+                                                               KvCacheStore* caches = nullptr);
 
   grpc::Status Health(grpc::ServerContext* context, const proto::HealthRequest* request,
                       proto::HealthResponse* response) override;
@@ -154,6 +164,18 @@ class WorkerService final : public proto::Worker::Service {
   grpc::Status ListModels(grpc::ServerContext* context, const proto::ListModelsRequest* request,
                           proto::ListModelsResponse* response) override;
 
+  // KV cache RPCs (kv_cache_service.cc); codes as in proto/worker.proto.
+  grpc::Status CreateKvCache(grpc::ServerContext* context,
+                             const proto::CreateKvCacheRequest* request,
+                             proto::KvCacheInfo* response) override;
+  grpc::Status AppendKvCache(grpc::ServerContext* context,
+                             grpc::ServerReader<proto::KvCacheAppendChunk>* reader,
+                             proto::KvCacheInfo* response) override;
+  grpc::Status DropKvCache(grpc::ServerContext* context, const proto::DropKvCacheRequest* request,
+                           proto::DropKvCacheResponse* response) override;
+  grpc::Status ListKvCaches(grpc::ServerContext* context, const proto::ListKvCachesRequest* request,
+                            proto::ListKvCachesResponse* response) override;
+
   const WorkerOptions& options() const { return options_; }
   int in_flight() const { return in_flight_.load(); }
   // Refusals by "worker/identity", "models/identity" (the gates).
@@ -161,7 +183,7 @@ class WorkerService final : public proto::Worker::Service {
 
  private:
   WorkerService(const KernelRegistry* registry, const Clock* clock, WorkerOptions options,
-                ModelStore* models);
+                ModelStore* models, KvCacheStore* caches);
 
   // The caller gate (`writer`: the model-writer gate too): OK or
   // PERMISSION_DENIED (counted).
@@ -169,13 +191,20 @@ class WorkerService final : public proto::Worker::Service {
   // The model-writer gate when `request` trains a held model in place.
   grpc::Status AdmitTraining(const grpc::ServerContext& context,
                              const proto::KernelRequest& request) const;
+  // The identity a caller's KV caches are keyed by (KvCacheStore::Key):
+  // its first verified TLS identity (base/grpc_caller_gate.h
+  // PeerIdentities), empty on a plaintext worker, where every caller shares
+  // one namespace (there is no identity to separate them by).
+  static std::string CacheOwner(const grpc::ServerContext& context);
   // A concurrency slot (release with a SlotGuard on in_flight_) or
   // RESOURCE_EXHAUSTED.
   grpc::Status TakeSlot();
   // Run's work once admitted and holding a slot. `streamed`: the inputs'
   // data of a RunStream request (moved from), null for Run.
+  // `cache_owner`: the caller's identity, whose KV caches the request may
+  // name (CacheOwner).
   grpc::Status RunInSlot(const proto::KernelRequest& request, std::vector<TensorBytes>* streamed,
-                         proto::KernelResponse* response);
+                         proto::KernelResponse* response, absl::string_view cache_owner);
   // Data bytes per chunk of a streamed response or model.
   size_t StreamChunkBytes() const;
 
@@ -188,6 +217,7 @@ class WorkerService final : public proto::Worker::Service {
   const Clock* clock_;
   const WorkerOptions options_;
   ModelStore* const models_;
+  KvCacheStore* const caches_;
   std::atomic<int> in_flight_{0};
   std::atomic<int64_t> inflight_bytes_{0};
   RefusalCounters refusals_;
@@ -211,7 +241,7 @@ struct RunningWorker {
 absl::StatusOr<std::unique_ptr<RunningWorker>> StartWorker(
     const std::string& listen, const KernelRegistry* registry, const Clock* clock,
     WorkerOptions options, std::shared_ptr<prometheus::Registry> rpc_metrics = nullptr,
-    ModelStore* models = nullptr);
+    ModelStore* models = nullptr, KvCacheStore* caches = nullptr);
 
 }  // namespace tandem::ml::worker
 

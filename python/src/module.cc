@@ -3,9 +3,10 @@
 #include "python/src/common.h"
 
 namespace tandem::python {
-void RegisterClient(py::module_& m);  // client_bindings.cc
-void RegisterSim(py::module_& m);     // sim_bindings.cc
-void RegisterWorker(py::module_& m);  // worker_bindings.cc
+void RegisterClient(py::module_& m);    // client_bindings.cc
+void RegisterSim(py::module_& m);       // sim_bindings.cc
+void RegisterWorker(py::module_& m);    // worker_bindings.cc
+void RegisterWorkerKv(py::module_& m);  // worker_kv_bindings.cc
 }  // namespace tandem::python
 
 PYBIND11_MODULE(_tandem, m) {
@@ -13,4 +14,5 @@ PYBIND11_MODULE(_tandem, m) {
   tandem::python::RegisterClient(m);
   tandem::python::RegisterSim(m);
   tandem::python::RegisterWorker(m);
+  tandem::python::RegisterWorkerKv(m);
 }

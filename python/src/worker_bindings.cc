@@ -185,6 +185,7 @@ class PyWorkerClient {
         d["rank"] = t.rank();
         d["from_model"] = t.from_model();
         if (t.from_model()) d["model_tensor"] = t.model_tensor();
+        d["from_cache"] = t.from_cache();
         out.append(d);
       }
       return out;
@@ -201,18 +202,26 @@ class PyWorkerClient {
       d["model_kinds"] = std::vector<std::string>(k.model_kinds().begin(), k.model_kinds().end());
       d["model_required"] = k.model_required();
       d["trains_model"] = k.trains_model();
+      d["accepts_kv_cache"] = k.accepts_kv_cache();
       out.append(d);
     }
     return out;
   }
 
   // model_name "" = no model; model_version 0 = the one held now.
+  // cache_name "" = no KV cache (cache_head, cache_tokens: KvCacheRef).
   py::tuple Run(const std::string& kernel, py::handle inputs,
                 const std::map<std::string, double>& params, const std::string& backend,
-                const std::string& model_name, uint64_t model_version) {
+                const std::string& model_name, uint64_t model_version,
+                const std::string& cache_name, int cache_head, int64_t cache_tokens) {
     proto::KernelRequest req;
     req.set_kernel(kernel);
     req.set_backend(backend);
+    if (!cache_name.empty()) {
+      req.mutable_kv_cache()->set_name(cache_name);
+      req.mutable_kv_cache()->set_head(cache_head);
+      req.mutable_kv_cache()->set_tokens(cache_tokens);
+    }
     if (!model_name.empty()) {
       req.mutable_model()->set_name(model_name);
       req.mutable_model()->set_version(model_version);
@@ -473,7 +482,8 @@ void RegisterWorker(py::module_& m) {
       .def("health", &PyWorkerClient::Health)
       .def("capabilities", &PyWorkerClient::Capabilities)
       .def("run", &PyWorkerClient::Run, py::arg("kernel"), py::arg("inputs"), py::arg("params"),
-           py::arg("backend"), py::arg("model_name"), py::arg("model_version"))
+           py::arg("backend"), py::arg("model_name"), py::arg("model_version"),
+           py::arg("cache_name") = "", py::arg("cache_head") = 0, py::arg("cache_tokens") = 0)
       .def("load_model", &PyWorkerClient::LoadModel, py::arg("name"), py::arg("kind"),
            py::arg("tensors"), py::arg("config"), py::arg("version"), py::arg("replace"),
            py::arg("checkpoint_path"))

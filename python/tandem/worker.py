@@ -33,6 +33,27 @@ tandem.FailedPreconditionError, a wrong kind/config/name/shape
 tandem.InvalidArgumentError, over the worker's --max_model_mb
 tandem.ResourceExhaustedError, a checkpoint_path outside its --model_dir
 tandem.PermissionDeniedError.
+
+KV caches as resources, one per sequence (keys, values and the Spotlight
+codes of each token, held by the worker under its --max_gpu_mb: device
+memory on a CUDA worker, host memory otherwise), named in run():
+
+    c.create_kv_cache("seq", heads=1, head_dim=128, code_bits=128)
+    c.append_kv_cache("seq", keys, values, codes)   # (heads, n, d) x2, (heads, n, 16) uint8
+    r = c.run("spotlight.topk", [query_codes], {"k": 64}, kv_cache="seq")
+    r = c.run("attention.dense", [q], kv_cache="seq")          # k, v from the cache
+    c.list_kv_caches(); c.drop_kv_cache("seq")
+
+capabilities() marks the inputs a cache supplies ("from_cache": "keys",
+"values" or "codes") and the kernels that take one ("accepts_kv_cache").
+Codes are the client's: spotlight.hash's `codes` output of each head's keys.
+A cache belongs to the TLS identity that created it (tls_cert): other
+callers cannot see, run on, append to or drop it (NotFoundError).
+Errors: unknown cache tandem.NotFoundError, a name created twice without
+replace tandem.FailedPreconditionError, a wrong shape or dtype
+tandem.InvalidArgumentError (TypeError / ValueError for a wrong dtype or
+NaN before anything is sent), over --max_gpu_mb tandem.ResourceExhaustedError
+(nothing appended).
 """
 
 import collections
@@ -45,6 +66,17 @@ from . import _binaries, _tandem
 # model_version: the model's version after the call (None without a model).
 RunResult = collections.namedtuple("RunResult", ["outputs", "backend", "elapsed_us",
                                                  "model_version"], defaults=(None,))
+
+
+def _cache_ref(kv_cache):
+    """kv_cache: None, a name, or a dict {"name", "head", "tokens"} -> (name, head, tokens)."""
+    if kv_cache is None:
+        return "", 0, 0
+    if isinstance(kv_cache, str):
+        return kv_cache, 0, 0
+    if isinstance(kv_cache, dict) and isinstance(kv_cache.get("name"), str):
+        return kv_cache["name"], int(kv_cache.get("head", 0)), int(kv_cache.get("tokens", 0))
+    raise TypeError("kv_cache must be a name or a dict with name, head, tokens")
 
 
 def _model_ref(model):
@@ -67,15 +99,17 @@ class Client:
 
     def __init__(self, address, *, tls_root_ca=None, server_name=None, timeout_s=60.0,
                  tls_cert=None, tls_key=None):
-        self._c = _tandem._WorkerClient(address, os.fspath(tls_root_ca or ""),
-                                        server_name or "", float(timeout_s),
-                                        os.fspath(tls_cert or ""), os.fspath(tls_key or ""))
+        args = (address, os.fspath(tls_root_ca or ""), server_name or "", float(timeout_s),
+                os.fspath(tls_cert or ""), os.fspath(tls_key or ""))
+        self._c = _tandem._WorkerClient(*args)
+        self._kv = _tandem._WorkerKvClient(*args)
 
     def close(self):
         """Closes the channel (not while calls are in flight); later calls
         raise FailedPreconditionError. A worker's clean shutdown waits for
         open channels, so close clients first."""
         self._c.close()
+        self._kv.close()
 
     def __enter__(self):
         return self
@@ -92,17 +126,21 @@ class Client:
         params, description."""
         return self._c.capabilities()
 
-    def run(self, kernel, inputs, params=None, backend="", model=None):
+    def run(self, kernel, inputs, params=None, backend="", model=None, kv_cache=None):
         """Runs `kernel`; returns RunResult(outputs: list of arrays, backend,
         elapsed_us, model_version). backend "" = the worker's best, "cpu" or
         "cuda". `model`: a loaded model's name, or (name, version) to insist
         on that version (FailedPreconditionError otherwise); its weights
         replace the kernel's from_model inputs (leave them out), a training
         kernel updates it in place, and model_version is its version after
-        the call (None without a model)."""
+        the call (None without a model). `kv_cache`: a KV cache's name, or
+        {"name", "head", "tokens"} (head: whose codes spotlight.topk scores;
+        tokens: the first tokens only, 0 = all held); the kernel's
+        from_cache inputs come from it (leave them out)."""
         name, version = _model_ref(model)
+        cache, head, tokens = _cache_ref(kv_cache)
         outputs, used, elapsed, model_version = self._c.run(
-            kernel, inputs, dict(params or {}), backend, name, version)
+            kernel, inputs, dict(params or {}), backend, name, version, cache, head, tokens)
         return RunResult(outputs, used, elapsed, model_version)
 
     def load_model(self, name, kind, tensors=None, config=None, version=0, replace=False,
@@ -135,6 +173,30 @@ class Client:
         """Frees the model (version 0 = whichever is held); returns the bytes
         freed (weights plus optimizer state)."""
         return self._c.unload_model(name, int(version))
+
+    def create_kv_cache(self, name, heads, head_dim, code_bits=0, replace=False):
+        """An empty KV cache; returns its description {"name", "heads",
+        "head_dim", "code_bits", "tokens", "capacity_tokens", "bytes",
+        "backend"}. code_bits: bits of each token's Spotlight code per head
+        (a multiple of 32; 0 = no codes). replace=True empties a cache of
+        the same name (else FailedPreconditionError)."""
+        return self._kv.create(name, int(heads), int(head_dim), int(code_bits), bool(replace))
+
+    def append_kv_cache(self, name, keys, values, codes=None):
+        """Appends n tokens: keys and values (heads, n, head_dim) float32 or
+        float64 (stored as float32), codes (heads, n, code_bits // 8) uint8
+        when the cache holds codes. Streamed in 1 MiB chunks; returns the
+        cache's description after the append."""
+        return self._kv.append(name, keys, values, codes)
+
+    def drop_kv_cache(self, name):
+        """Frees the cache; returns the bytes freed."""
+        return self._kv.drop(name)
+
+    def list_kv_caches(self):
+        """{"caches": [descriptions, sorted by name], "used_bytes",
+        "max_bytes" (the worker's --max_gpu_mb budget), "backend"}."""
+        return self._kv.list()
 
     def list_models(self):
         """{"models": [descriptions as load_model returns, sorted by name],

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
@@ -216,6 +217,117 @@ TEST_F(WorkerTrustTest, OnlyNamedCallersReachItAndOnlyWritersChangeTheModel) {
   ASSERT_TRUE(ReadBack(reader.get(), &version, &after).ok());
   EXPECT_EQ(version, 2u);
   EXPECT_FALSE(after == before);
+  EXPECT_EQ(worker.Stop(), 0);
+}
+
+// KV caches are keyed by their creator's TLS identity: another admitted
+// caller cannot list, read (through a kernel), append to or drop them, gets
+// NOT_FOUND as for a name never created, and may create its own cache of
+// the same name; the creator's cache is unchanged by all of it.
+TEST_F(WorkerTrustTest, ACallersKvCachesAreInvisibleToOtherCallers) {
+  std::vector<std::string> flags = TlsFlags();
+  flags.push_back("--callers=operator.tandem");
+  flags.push_back("--model_writers=coordinator.tandem");
+  WorkerProcess worker;
+  ASSERT_TRUE(worker.Start(TANDEM_WORKER_BINARY, flags));
+  auto alice = As("operator", worker.port());
+  auto bob = As("coordinator", worker.port());
+  auto outsider = As("outsider", worker.port());
+  constexpr int kHeads = 1, kDim = 4, kCodeBytes = 16;
+  const auto create = [&](proto::Worker::Stub* stub, const std::string& name) {
+    grpc::ClientContext ctx;
+    Deadline(&ctx);
+    proto::CreateKvCacheRequest req;
+    req.mutable_spec()->set_name(name);
+    req.mutable_spec()->set_heads(kHeads);
+    req.mutable_spec()->set_head_dim(kDim);
+    req.mutable_spec()->set_code_bits(kCodeBytes * 8);
+    proto::KvCacheInfo info;
+    return stub->CreateKvCache(&ctx, req, &info);
+  };
+  const auto append = [&](proto::Worker::Stub* stub, const std::string& name, int64_t n,
+                          proto::KvCacheInfo* info) {
+    grpc::ClientContext ctx;
+    Deadline(&ctx);
+    auto writer = stub->AppendKvCache(&ctx, info);
+    proto::KvCacheAppend a;
+    a.set_name(name);
+    const ml::kernels::Tensor kv = *ml::kernels::Tensor::FromData(
+        {kHeads, n, kDim}, std::vector<float>(static_cast<size_t>(kHeads * n * kDim), 0.5f));
+    *a.add_tensors() = ml::worker::EncodeFloat("keys", kv);
+    *a.add_tensors() = ml::worker::EncodeFloat("values", kv);
+    *a.add_tensors() =
+        ml::worker::EncodeBytes("codes", {kHeads, n, kCodeBytes},
+                                std::string(static_cast<size_t>(kHeads * n * kCodeBytes), 'x'));
+    for (const auto& c : ml::worker::SplitKvAppend(a, 1024)) {
+      if (!writer->Write(c)) break;
+    }
+    writer->WritesDone();
+    return writer->Finish();
+  };
+  const auto list = [&](proto::Worker::Stub* stub, proto::ListKvCachesResponse* r) {
+    grpc::ClientContext ctx;
+    Deadline(&ctx);
+    return stub->ListKvCaches(&ctx, {}, r);
+  };
+  const auto topk = [&](proto::Worker::Stub* stub, const std::string& name) {
+    grpc::ClientContext ctx;
+    Deadline(&ctx);
+    proto::KernelRequest req;
+    req.set_kernel("spotlight.topk");
+    req.mutable_kv_cache()->set_name(name);
+    *req.add_inputs() =
+        ml::worker::EncodeBytes("query_codes", {1, kCodeBytes}, std::string(kCodeBytes, 'x'));
+    proto::KernelResponse r;
+    return stub->Run(&ctx, req, &r);
+  };
+  const auto drop = [&](proto::Worker::Stub* stub, const std::string& name) {
+    grpc::ClientContext ctx;
+    Deadline(&ctx);
+    proto::DropKvCacheRequest req;
+    req.set_name(name);
+    proto::DropKvCacheResponse r;
+    return stub->DropKvCache(&ctx, req, &r);
+  };
+
+  ASSERT_TRUE(create(alice.get(), "seq-1").ok());
+  proto::KvCacheInfo info;
+  ASSERT_TRUE(append(alice.get(), "seq-1", 8, &info).ok());
+  ASSERT_EQ(info.tokens(), 8);
+  ASSERT_TRUE(topk(alice.get(), "seq-1").ok());
+
+  // Bob is admitted, but alice's cache does not exist for him.
+  proto::ListKvCachesResponse bobs;
+  ASSERT_TRUE(list(bob.get(), &bobs).ok());
+  EXPECT_EQ(bobs.caches_size(), 0);
+  EXPECT_EQ(topk(bob.get(), "seq-1").error_code(), Code::NOT_FOUND);
+  proto::KvCacheInfo ignored;
+  EXPECT_EQ(append(bob.get(), "seq-1", 4, &ignored).error_code(), Code::NOT_FOUND);
+  EXPECT_EQ(drop(bob.get(), "seq-1").error_code(), Code::NOT_FOUND);
+  // Nor can a name spell alice's key.
+  EXPECT_EQ(drop(bob.get(), absl::StrCat(absl::BytesToHexString("operator.tandem"), "/seq-1"))
+                .error_code(),
+            Code::NOT_FOUND);
+  EXPECT_EQ(create(bob.get(), "a/b").error_code(), Code::INVALID_ARGUMENT);
+  // The same name is free for bob: his own cache, apart from alice's.
+  ASSERT_TRUE(create(bob.get(), "seq-1").ok());
+  ASSERT_TRUE(append(bob.get(), "seq-1", 2, &info).ok());
+  EXPECT_EQ(info.tokens(), 2);
+  // A certificate without a role reaches no cache RPC at all.
+  proto::ListKvCachesResponse none;
+  EXPECT_EQ(list(outsider.get(), &none).error_code(), Code::PERMISSION_DENIED);
+  EXPECT_EQ(create(outsider.get(), "seq-1").error_code(), Code::PERMISSION_DENIED);
+
+  // Alice's cache: hers alone, unchanged.
+  proto::ListKvCachesResponse alices;
+  ASSERT_TRUE(list(alice.get(), &alices).ok());
+  ASSERT_EQ(alices.caches_size(), 1);
+  EXPECT_EQ(alices.caches(0).spec().name(), "seq-1");
+  EXPECT_EQ(alices.caches(0).tokens(), 8);
+  EXPECT_TRUE(drop(alice.get(), "seq-1").ok());
+  ASSERT_TRUE(list(bob.get(), &bobs).ok());
+  ASSERT_EQ(bobs.caches_size(), 1);
+  EXPECT_EQ(bobs.caches(0).tokens(), 2);
   EXPECT_EQ(worker.Stop(), 0);
 }
 

@@ -1,0 +1,174 @@
+// Spotlight top-k over a KV cache of 512K tokens (1 KV head, 4 query heads,
+// 128-bit codes) through a tandem-worker on loopback (in process, gRPC over
+// 127.0.0.1, CPU backend):
+//   BM_TopKResidentCache   the codes held by the worker (KernelRequest.kv_cache)
+//   BM_TopKCodesInRequest  the 8 MiB of key codes sent with every request
+//   BM_TopKKernelOnly      the kernel alone in process (the floor)
+// Both worker variants return the same outputs (1024 indices and 512K
+// int32 scores, 2 MiB). Counters: kernel_us = the worker's elapsed_us.
+// The cache's keys and values (head_dim 32, zeros) are appended once, in
+// 64K-token streamed appends.
+#include <grpcpp/grpcpp.h>
+
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "base/clock.h"
+#include "base/large_buffers.h"
+#include "benchmark/benchmark.h"
+#include "ml/kernels/spotlight.h"
+#include "ml/worker/builtin_kernels.h"
+#include "ml/worker/kernel_registry.h"
+#include "ml/worker/kv_cache_store.h"
+#include "ml/worker/tensor_codec.h"
+#include "ml/worker/tensor_stream.h"
+#include "ml/worker/worker_service.h"
+
+namespace tandem::ml::worker {
+namespace {
+
+// Tuned as tandem-worker tunes itself (base/large_buffers.h), before main:
+// the cache reads' 8 MiB buffers are then reused, not page-faulted in again.
+const bool kMallocTuned = TuneAllocatorForLargeBuffers();
+
+constexpr int64_t kTokens = int64_t{1} << 19;  // 512K
+constexpr int64_t kAppendTokens = int64_t{1} << 16;
+constexpr int kCodeBytes = 16, kQueryHeads = 4, kHeadDim = 32;
+constexpr int64_t kTopK = 1024;
+
+std::string KeyCodes() {
+  std::string codes(static_cast<size_t>(kTokens * kCodeBytes), '\0');
+  uint64_t x = 0x9e3779b97f4a7c15ull;
+  for (char& c : codes) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    c = static_cast<char>(x);
+  }
+  return codes;
+}
+
+// One worker with one filled cache for the whole binary.
+struct Fixture {
+  KernelRegistry registry;
+  std::unique_ptr<KvCacheStore> caches;
+  std::unique_ptr<RunningWorker> worker;
+  std::unique_ptr<proto::Worker::Stub> stub;
+  std::string codes = KeyCodes();
+  proto::Tensor query;
+
+  Fixture() {
+    if (!RegisterBuiltinKernels(&registry).ok()) std::abort();
+    caches =
+        *KvCacheStore::Create({.max_bytes = int64_t{1} << 30}, std::make_unique<HostKvAllocator>());
+    WorkerOptions options;
+    worker = *StartWorker("127.0.0.1:0", &registry, RealClock::Default(), options, nullptr, nullptr,
+                          caches.get());
+    grpc::ChannelArguments args;
+    args.SetMaxReceiveMessageSize(64 << 20);
+    args.SetMaxSendMessageSize(64 << 20);
+    stub = proto::Worker::NewStub(grpc::CreateCustomChannel(
+        "127.0.0.1:" + std::to_string(worker->port), grpc::InsecureChannelCredentials(), args));
+    grpc::ClientContext ctx;
+    proto::CreateKvCacheRequest create;
+    create.mutable_spec()->set_name("seq");
+    create.mutable_spec()->set_heads(1);
+    create.mutable_spec()->set_head_dim(kHeadDim);
+    create.mutable_spec()->set_code_bits(kCodeBytes * 8);
+    proto::KvCacheInfo info;
+    if (!stub->CreateKvCache(&ctx, create, &info).ok()) std::abort();
+    const std::string zeros(static_cast<size_t>(kAppendTokens * kHeadDim * 4), '\0');
+    for (int64_t at = 0; at < kTokens; at += kAppendTokens) {
+      proto::KvCacheAppend header;
+      header.set_name("seq");
+      for (const char* name : {"keys", "values"}) {
+        proto::Tensor* t = header.add_tensors();
+        t->set_name(name);
+        t->set_dtype(proto::DTYPE_FLOAT32);
+        for (int64_t d : {int64_t{1}, kAppendTokens, int64_t{kHeadDim}}) t->add_shape(d);
+      }
+      proto::Tensor* c = header.add_tensors();
+      c->set_dtype(proto::DTYPE_UINT8);
+      for (int64_t d : {int64_t{1}, kAppendTokens, int64_t{kCodeBytes}}) c->add_shape(d);
+      const absl::string_view data[] = {
+          zeros, zeros,
+          absl::string_view(codes).substr(static_cast<size_t>(at * kCodeBytes),
+                                          static_cast<size_t>(kAppendTokens * kCodeBytes))};
+      grpc::ClientContext actx;
+      auto writer = stub->AppendKvCache(&actx, &info);
+      WriteKvAppendChunks(header, data, kStreamChunkBytes,
+                          [&](const proto::KvCacheAppendChunk& ch) { return writer->Write(ch); });
+      writer->WritesDone();
+      if (!writer->Finish().ok()) std::abort();
+    }
+    if (info.tokens() != kTokens) std::abort();
+    query = EncodeBytes("query_codes", {kQueryHeads, kCodeBytes},
+                        codes.substr(0, kQueryHeads * kCodeBytes));
+  }
+};
+
+Fixture& Shared() {
+  static Fixture* f = new Fixture;
+  return *f;
+}
+
+void RunTopK(benchmark::State& state, const proto::KernelRequest& req) {
+  Fixture& f = Shared();
+  double kernel_us = 0;
+  for (auto _ : state) {
+    grpc::ClientContext ctx;
+    proto::KernelResponse resp;
+    const grpc::Status s = f.stub->Run(&ctx, req, &resp);
+    if (!s.ok()) {
+      state.SkipWithError(s.error_message().c_str());
+      return;
+    }
+    kernel_us += static_cast<double>(resp.elapsed_us());
+    benchmark::DoNotOptimize(resp);
+  }
+  state.counters["kernel_us"] = benchmark::Counter(kernel_us, benchmark::Counter::kAvgIterations);
+}
+
+void BM_TopKResidentCache(benchmark::State& state) {
+  proto::KernelRequest req;
+  req.set_kernel("spotlight.topk");
+  req.set_backend("cpu");
+  *req.add_inputs() = Shared().query;
+  req.mutable_kv_cache()->set_name("seq");
+  (*req.mutable_params())["k"] = kTopK;
+  RunTopK(state, req);
+}
+BENCHMARK(BM_TopKResidentCache)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_TopKCodesInRequest(benchmark::State& state) {
+  proto::KernelRequest req;
+  req.set_kernel("spotlight.topk");
+  req.set_backend("cpu");
+  *req.add_inputs() = Shared().query;
+  *req.add_inputs() = EncodeBytes("key_codes", {kTokens, kCodeBytes}, Shared().codes);
+  (*req.mutable_params())["k"] = kTopK;
+  RunTopK(state, req);
+  state.SetBytesProcessed(state.iterations() * kTokens * kCodeBytes);
+}
+BENCHMARK(BM_TopKCodesInRequest)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_TopKKernelOnly(benchmark::State& state) {
+  kernels::PackedCodes q, k;
+  q.rows = kQueryHeads;
+  q.words = kCodeBytes / 4;
+  q.bits.resize(static_cast<size_t>(q.rows * q.words));
+  std::memcpy(q.bits.data(), Shared().codes.data(), q.bits.size() * 4);
+  k.rows = kTokens;
+  k.words = kCodeBytes / 4;
+  k.bits.resize(static_cast<size_t>(k.rows * k.words));
+  std::memcpy(k.bits.data(), Shared().codes.data(), k.bits.size() * 4);
+  for (auto _ : state) {
+    auto scores = kernels::HammingScores(q, k);
+    auto top = kernels::HammingTopK(q, k, kTopK);
+    benchmark::DoNotOptimize(scores);
+    benchmark::DoNotOptimize(top);
+  }
+}
+BENCHMARK(BM_TopKKernelOnly)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+}  // namespace
+}  // namespace tandem::ml::worker
