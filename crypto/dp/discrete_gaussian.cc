@@ -1,8 +1,16 @@
 #include "crypto/dp/discrete_gaussian.h"
 
+#include <openssl/crypto.h>
+#include <tbb/parallel_for.h>
+
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <memory>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
@@ -206,13 +214,51 @@ absl::Status DiscreteGaussianSampler::SampleInto(absl::Span<int64_t> out) {
   return absl::OkStatus();
 }
 
-absl::Status AddDiscreteGaussianNoise(const Rational& sigma2, absl::Span<uint64_t> share,
-                                      SecureRandom* random) {
+namespace {
+
+absl::Status AddNoiseSerial(const Rational& sigma2, absl::Span<uint64_t> share,
+                            SecureRandom* random) {
   TANDEM_ASSIGN_OR_RETURN(auto sampler, DiscreteGaussianSampler::Create(sigma2, random));
   for (uint64_t& x : share) {
     TANDEM_ASSIGN_OR_RETURN(const int64_t noise, sampler->Sample());
     x += static_cast<uint64_t>(noise);  // Two's complement: wraps modulo 2^64.
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status AddDiscreteGaussianNoise(const Rational& sigma2, absl::Span<uint64_t> share,
+                                      SecureRandom* random) {
+  if (share.size() <= kNoiseChunk) return AddNoiseSerial(sigma2, share, random);
+  TANDEM_RETURN_IF_ERROR(ValidateSigma2(sigma2));
+  if (random == nullptr) return absl::InvalidArgumentError("random must not be null");
+  // Chunk c's stream: AES-128-CTR under a key and initial counter drawn
+  // from `random` for it, in chunk order, before any chunk runs (a CTR
+  // keystream under a secret random key, as NIST SP 800-90A's CTR_DRBG
+  // output; deterministic for a deterministic `random`, whatever the
+  // thread count).
+  const size_t chunks = (share.size() + kNoiseChunk - 1) / kNoiseChunk;
+  std::vector<std::array<uint8_t, 32>> keys(chunks);
+  TANDEM_RETURN_IF_ERROR(
+      random->Fill(absl::MakeSpan(reinterpret_cast<uint8_t*>(keys.data()), 32 * chunks)));
+  std::vector<absl::Status> status(chunks);
+  tbb::parallel_for(size_t{0}, chunks, [&](size_t c) {
+    std::array<uint8_t, 16> key, counter;
+    std::memcpy(key.data(), keys[c].data(), 16);
+    std::memcpy(counter.data(), keys[c].data() + 16, 16);
+    absl::StatusOr<std::unique_ptr<DeterministicRandom>> stream =
+        DeterministicRandom::FromKeyAndCounter(key, counter);
+    if (!stream.ok()) {
+      status[c] = stream.status();
+      return;
+    }
+    const size_t begin = c * kNoiseChunk;
+    status[c] = AddNoiseSerial(
+        sigma2, share.subspan(begin, std::min(kNoiseChunk, share.size() - begin)), stream->get());
+  });
+  OPENSSL_cleanse(keys.data(), 32 * chunks);
+  for (const absl::Status& s : status) TANDEM_RETURN_IF_ERROR(s);
   return absl::OkStatus();
 }
 

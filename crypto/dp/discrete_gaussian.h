@@ -20,6 +20,7 @@
 #ifndef TANDEM_CRYPTO_DP_DISCRETE_GAUSSIAN_H_
 #define TANDEM_CRYPTO_DP_DISCRETE_GAUSSIAN_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 
@@ -84,6 +85,13 @@ class DiscreteGaussianSampler {
 // aggregate share, in place (two's complement wrap-around: a negative draw
 // subtracts modulo 2^64). Returns the Create() errors; on INTERNAL the share
 // is partially noised and must not be released.
+// Shares of at most kNoiseChunk coordinates draw from `random` itself, one
+// sampler in order. Longer ones are noised in chunks of kNoiseChunk on every
+// core (oneTBB), chunk c from its own AES-128-CTR stream whose key and
+// counter are drawn from `random` for it, in chunk order, first: the same
+// noise for the same `random` whatever the thread count (`random` is only
+// called from this thread).
+inline constexpr size_t kNoiseChunk = 8192;
 absl::Status AddDiscreteGaussianNoise(const Rational& sigma2, absl::Span<uint64_t> share,
                                       SecureRandom* random);
 

@@ -1,5 +1,8 @@
 #include "crypto/dp/discrete_gaussian.h"
 
+#include <tbb/task_arena.h>
+
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <map>
@@ -8,10 +11,10 @@
 #include "absl/strings/str_cat.h"
 #include "base/random.h"
 #include "base/testing/status_matchers.h"
-#include "gmock/gmock.h"
-#include "gtest/gtest.h"
 #include "crypto/dp/internal/buffered_random.h"
 #include "crypto/dp/internal/cks20.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
 
 namespace tandem::dp {
 namespace {
@@ -320,6 +323,51 @@ TEST(AddDiscreteGaussianNoise, TwoNoisedSharesDecodeToSignedSumPlusSmallNoise) {
   const int64_t decoded = static_cast<int64_t>(s0[0] + s1[0]);
   EXPECT_NE(decoded, -1234);  // Noise was added (P[both zero] ~ 0.0016; fixed seed).
   EXPECT_NEAR(decoded, -1234, 10 * std::sqrt(200.0));
+}
+
+// Shares longer than kNoiseChunk: chunks on every core, each from its own
+// stream keyed from `random`. The noise is the same for a seed whatever the
+// thread count, differs between chunks and seeds, and has the distribution's
+// moments over the whole share.
+TEST(AddDiscreteGaussianNoise, ChunkedNoiseIsThreadCountIndependentAndGaussian) {
+  const Rational s2{10000, 1};  // sigma = 100
+  const size_t n = 3 * kNoiseChunk + 123;
+  const auto noised = [&](int threads, uint64_t seed) {
+    std::vector<uint64_t> share(n, 0);
+    tbb::task_arena arena(threads);
+    absl::Status st;
+    arena.execute([&] {
+      auto rng = DeterministicRandom::FromSeed(seed);
+      st = AddDiscreteGaussianNoise(s2, absl::MakeSpan(share), rng.get());
+    });
+    EXPECT_THAT(st, IsOk());
+    return share;
+  };
+  const std::vector<uint64_t> one = noised(1, kSeed);
+  EXPECT_EQ(noised(2, kSeed), one);
+  EXPECT_EQ(noised(4, kSeed), one);
+  EXPECT_NE(noised(2, kSeed + 1), one);
+  // No two chunks repeat each other.
+  for (size_t c = 1; c < 4; ++c) {
+    const size_t len = std::min(kNoiseChunk, n - c * kNoiseChunk);
+    EXPECT_FALSE(std::equal(one.begin(), one.begin() + len, one.begin() + c * kNoiseChunk));
+  }
+  double sum = 0, sum2 = 0;
+  for (uint64_t x : one) {
+    const double v = static_cast<double>(static_cast<int64_t>(x));
+    sum += v;
+    sum2 += v * v;
+  }
+  const double mean = sum / n, var = sum2 / n - mean * mean;
+  // 24,699 draws: the mean's sd is 100 / 157 = 0.64, the variance's ~0.9 %.
+  EXPECT_NEAR(mean, 0.0, 4 * 0.64);
+  EXPECT_NEAR(var, 10000.0, 10000.0 * 0.045);
+  // A failing generator fails the call before any chunk runs.
+  FailingRandom bad;
+  std::vector<uint64_t> share(n, 0);
+  EXPECT_THAT(AddDiscreteGaussianNoise(s2, absl::MakeSpan(share), &bad),
+              StatusIs(absl::StatusCode::kInternal, HasSubstr("rng down")));
+  EXPECT_EQ(share, std::vector<uint64_t>(n, 0));
 }
 
 TEST(NoiseShareForRelease, RefusesSmallBatchesAndLeavesShareUntouched) {
