@@ -2,6 +2,7 @@
 
 #include <openssl/crypto.h>
 #include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
 
 #include <algorithm>
 #include <array>
@@ -71,9 +72,9 @@ absl::StatusOr<bool> BernoulliExpMinusBig(BigUint num, const BigUint& den, Buffe
 
 absl::Status ValidateSigma2(const Rational& s) {
   if (s.num == 0 || s.den == 0 || s.num >= kMaxRationalPart || s.den >= kMaxRationalPart) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "discrete gaussian: sigma^2 = ", s.num, "/", s.den,
-        " must have numerator and denominator in [1, 2^63)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("discrete gaussian: sigma^2 = ", s.num, "/", s.den,
+                     " must have numerator and denominator in [1, 2^63)"));
   }
   return absl::OkStatus();
 }
@@ -102,7 +103,7 @@ absl::StatusOr<Rational> VarianceFromDouble(double sigma2) {
         absl::StrCat("discrete gaussian: variance must be < 2^63, got ", sigma2));
   }
   int e = 0;
-  const double m = std::frexp(sigma2, &e);  // sigma2 = m 2^e, m in [0.5, 1)
+  const double m = std::frexp(sigma2, &e);                   // sigma2 = m 2^e, m in [0.5, 1)
   uint64_t mant = static_cast<uint64_t>(std::ldexp(m, 53));  // exact, < 2^53
   int exp2 = e - 53;                                         // sigma2 = mant 2^exp2
   while ((mant & 1) == 0 && exp2 < 0) {
@@ -116,7 +117,8 @@ absl::StatusOr<Rational> VarianceFromDouble(double sigma2) {
   const int excess = shift - 62;
   uint64_t num = 0;
   if (excess < 64) {
-    const u128 rounded = (static_cast<u128>(mant) + (static_cast<u128>(1) << (excess - 1))) >> excess;
+    const u128 rounded =
+        (static_cast<u128>(mant) + (static_cast<u128>(1) << (excess - 1))) >> excess;
     num = static_cast<uint64_t>(rounded);
   }
   if (num == 0) {
@@ -192,8 +194,8 @@ absl::StatusOr<int64_t> DiscreteGaussianSampler::Sample() {
   const BigUint t(t_);
   bool overflow = false;
   const BigUint dt = BigUint::Mul(d, t, &overflow);
-  const BigUint den =
-      BigUint::Mul(BigUint::Mul(BigUint::Mul(BigUint(2), n, &overflow), dt, &overflow), t, &overflow);
+  const BigUint den = BigUint::Mul(
+      BigUint::Mul(BigUint::Mul(BigUint(2), n, &overflow), dt, &overflow), t, &overflow);
   if (overflow) return absl::InternalError("discrete gaussian: denominator overflow");
   while (true) {
     TANDEM_ASSIGN_OR_RETURN(const int64_t y, internal::SampleDiscreteLaplace(t_, *random_));
@@ -243,19 +245,24 @@ absl::Status AddDiscreteGaussianNoise(const Rational& sigma2, absl::Span<uint64_
   TANDEM_RETURN_IF_ERROR(
       random->Fill(absl::MakeSpan(reinterpret_cast<uint8_t*>(keys.data()), 32 * chunks)));
   std::vector<absl::Status> status(chunks);
-  tbb::parallel_for(size_t{0}, chunks, [&](size_t c) {
-    std::array<uint8_t, 16> key, counter;
-    std::memcpy(key.data(), keys[c].data(), 16);
-    std::memcpy(counter.data(), keys[c].data() + 16, 16);
-    absl::StatusOr<std::unique_ptr<DeterministicRandom>> stream =
-        DeterministicRandom::FromKeyAndCounter(key, counter);
-    if (!stream.ok()) {
-      status[c] = stream.status();
-      return;
-    }
-    const size_t begin = c * kNoiseChunk;
-    status[c] = AddNoiseSerial(
-        sigma2, share.subspan(begin, std::min(kNoiseChunk, share.size() - begin)), stream->get());
+  // Isolated: callers hold their locks (an aggregator's task mutex during
+  // its release); while it waits, this thread runs only these chunks, never
+  // another caller's task that might want one of them.
+  tbb::this_task_arena::isolate([&] {
+    tbb::parallel_for(size_t{0}, chunks, [&](size_t c) {
+      std::array<uint8_t, 16> key, counter;
+      std::memcpy(key.data(), keys[c].data(), 16);
+      std::memcpy(counter.data(), keys[c].data() + 16, 16);
+      absl::StatusOr<std::unique_ptr<DeterministicRandom>> stream =
+          DeterministicRandom::FromKeyAndCounter(key, counter);
+      if (!stream.ok()) {
+        status[c] = stream.status();
+        return;
+      }
+      const size_t begin = c * kNoiseChunk;
+      status[c] = AddNoiseSerial(
+          sigma2, share.subspan(begin, std::min(kNoiseChunk, share.size() - begin)), stream->get());
+    });
   });
   OPENSSL_cleanse(keys.data(), 32 * chunks);
   for (const absl::Status& s : status) TANDEM_RETURN_IF_ERROR(s);
@@ -270,9 +277,9 @@ absl::Status NoiseShareForRelease(const ReleasePolicy& policy, int64_t batch_siz
   }
   TANDEM_RETURN_IF_ERROR(ValidateSigma2(policy.sigma2));
   if (batch_size < policy.min_batch_size) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("release refused: batch of ", batch_size,
-                     " reports is below the minimum of ", policy.min_batch_size));
+    return absl::FailedPreconditionError(absl::StrCat("release refused: batch of ", batch_size,
+                                                      " reports is below the minimum of ",
+                                                      policy.min_batch_size));
   }
   return AddDiscreteGaussianNoise(policy.sigma2, share, random);
 }
