@@ -109,7 +109,9 @@ absl::Status NoCache(const std::string& name) {
 absl::StatusOr<std::unique_ptr<KvCacheStore>> KvCacheStore::Create(
     KvCacheStoreOptions options, std::unique_ptr<KvAllocator> allocator) {
   if (allocator == nullptr) return absl::InvalidArgumentError("a KV cache store needs memory");
-  if (options.max_bytes < 0) return absl::InvalidArgumentError("max_bytes must be >= 0");
+  if (options.max_bytes < 0 || options.max_bytes_per_owner < 0) {
+    return absl::InvalidArgumentError("max_bytes and max_bytes_per_owner must be >= 0");
+  }
   if (options.min_page_tokens < 1 || options.max_page_tokens < options.min_page_tokens) {
     return absl::InvalidArgumentError("need 1 <= min_page_tokens <= max_page_tokens");
   }
@@ -131,7 +133,7 @@ absl::StatusOr<KvCacheSummary> KvCacheStore::CreateCache(const std::string& name
           "KV cache '", KvCacheStore::NameOf(name), "' exists; set replace to create it again"));
     }
     it->second->live = false;
-    used_ -= it->second->bytes;
+    ChargeLocked(name, -it->second->bytes);
     it->second = entry;
   } else {
     caches_.emplace(name, entry);
@@ -162,13 +164,30 @@ std::vector<int64_t> KvCacheStore::PlanPages(const Entry& e, int64_t tokens) con
   return out;
 }
 
-absl::Status KvCacheStore::FitsLocked(int64_t bytes) const {
+absl::Status KvCacheStore::FitsLocked(const std::string& key, int64_t bytes) const {
   if (bytes > options_.max_bytes - used_) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "out of memory: the KV cache needs ", bytes, " more bytes, ", used_, " of the worker's ",
         options_.max_bytes, " KV cache bytes (--max_gpu_mb) are in use"));
   }
+  if (options_.max_bytes_per_owner > 0) {
+    const auto it = used_by_owner_.find(std::string(OwnerPrefixOf(key)));
+    const int64_t mine = it == used_by_owner_.end() ? 0 : it->second;
+    if (bytes > options_.max_bytes_per_owner - mine) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "out of memory: the KV cache needs ", bytes, " more bytes, ", mine, " of this caller's ",
+          options_.max_bytes_per_owner, " KV cache bytes (--max_gpu_mb_per_caller) are in use"));
+    }
+  }
   return absl::OkStatus();
+}
+
+void KvCacheStore::ChargeLocked(const std::string& key, int64_t delta) {
+  used_ += delta;
+  const std::string owner(OwnerPrefixOf(key));
+  int64_t& mine = used_by_owner_[owner];
+  mine += delta;
+  if (mine == 0) used_by_owner_.erase(owner);
 }
 
 absl::Status KvCacheStore::CheckAppendFits(const std::string& name, int64_t tokens) const {
@@ -179,7 +198,7 @@ absl::Status KvCacheStore::CheckAppendFits(const std::string& name, int64_t toke
     for (int64_t cap : PlanPages(*e, tokens)) bytes += e->PageBytes(cap);
   }
   absl::MutexLock lock(&mu_);
-  return FitsLocked(bytes);
+  return FitsLocked(name, bytes);
 }
 
 absl::StatusOr<KvCacheSummary> KvCacheStore::Append(const std::string& name,
@@ -215,8 +234,8 @@ absl::StatusOr<KvCacheSummary> KvCacheStore::Append(const std::string& name,
   {
     absl::MutexLock lock(&mu_);
     if (!e->live) return NoCache(name);
-    TANDEM_RETURN_IF_ERROR(FitsLocked(added));
-    used_ += added;
+    TANDEM_RETURN_IF_ERROR(FitsLocked(name, added));
+    ChargeLocked(name, added);
     e->bytes += added;
   }
   std::vector<Page> fresh;
@@ -225,7 +244,7 @@ absl::StatusOr<KvCacheSummary> KvCacheStore::Append(const std::string& name,
       allocator_->Free(p.buffer, static_cast<size_t>(e->PageBytes(p.capacity)));
     absl::MutexLock lock(&mu_);
     e->bytes -= added;
-    if (e->live) used_ -= added;
+    if (e->live) ChargeLocked(name, -added);
     return why;
   };
   for (int64_t cap : plan) {
@@ -351,7 +370,7 @@ absl::StatusOr<int64_t> KvCacheStore::Drop(const std::string& name) {
   // The pages go with the last reference (an append or read in flight).
   it->second->live = false;
   const int64_t bytes = it->second->bytes;
-  used_ -= bytes;
+  ChargeLocked(name, -bytes);
   caches_.erase(it);
   return bytes;
 }

@@ -82,7 +82,11 @@ struct KvCacheSummary {
 enum class KvPart { kKeys, kValues };
 
 struct KvCacheStoreOptions {
-  int64_t max_bytes = 0;              // budget of all caches' pages, >= 0
+  int64_t max_bytes = 0;  // budget of all caches' pages, >= 0
+  // Budget of one owner's caches (KvCacheStore::Key), so that one caller
+  // cannot take the whole of max_bytes from the others; 0 = none but
+  // max_bytes. >= 0.
+  int64_t max_bytes_per_owner = 0;
   int64_t min_page_tokens = 64;       // >= 1
   int64_t max_page_tokens = 1 << 16;  // >= min_page_tokens
 };
@@ -154,7 +158,12 @@ class KvCacheStore {
   // REQUIRES: e's lock held (shared or alone).
   std::vector<int64_t> PlanPages(const Entry& e,
                                  int64_t tokens) const ABSL_NO_THREAD_SAFETY_ANALYSIS;
-  absl::Status FitsLocked(int64_t bytes) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // RESOURCE_EXHAUSTED unless `bytes` more for the cache keyed `key` fit
+  // both the store's and its owner's budget.
+  absl::Status FitsLocked(const std::string& key, int64_t bytes) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Adds `delta` bytes to the store's and `key`'s owner's use.
+  void ChargeLocked(const std::string& key, int64_t delta) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // REQUIRES: mu_ held, and e's lock for an exact token count.
   KvCacheSummary Summarize(const Entry& e) const ABSL_NO_THREAD_SAFETY_ANALYSIS;
   // The token count a read of `tokens` (0 = all) covers; FAILED_PRECONDITION
@@ -167,6 +176,8 @@ class KvCacheStore {
   mutable absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<Entry>> caches_ ABSL_GUARDED_BY(mu_);
   int64_t used_ ABSL_GUARDED_BY(mu_) = 0;
+  // Bytes per owner (OwnerPrefixOf of the keys; no entry at 0).
+  std::map<std::string, int64_t> used_by_owner_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace tandem::ml::worker

@@ -186,6 +186,41 @@ TEST(KvCacheStoreTest, BudgetRefusesAndChangesNothing) {
   EXPECT_EQ(store->used_bytes(), 0);
 }
 
+// One owner's caches stay within max_bytes_per_owner, whatever room the
+// store has: another owner still gets memory; dropping and replacing give
+// the owner's bytes back.
+TEST(KvCacheStoreTest, OneOwnerCannotTakeTheWholeBudget) {
+  const int64_t page = 16 * kShape.token_bytes();
+  auto store = *KvCacheStore::Create({.max_bytes = 4 * page,
+                                      .max_bytes_per_owner = 2 * page,
+                                      .min_page_tokens = 16,
+                                      .max_page_tokens = 16},
+                                     std::make_unique<HostKvAllocator>());
+  const std::string a1 = KvCacheStore::Key("alice", "s1"), a2 = KvCacheStore::Key("alice", "s2");
+  const std::string b1 = KvCacheStore::Key("bob", "s1");
+  for (const std::string& k : {a1, a2, b1}) ASSERT_TRUE(store->CreateCache(k, kShape, false).ok());
+  const Tokens t20 = MakeTokens(kShape, 20, 1), t4 = MakeTokens(kShape, 4, 2);
+  ASSERT_TRUE(store->Append(a1, t20.keys, t20.values, t20.codes).ok());  // two pages: her share
+  absl::Status s = store->Append(a2, t4.keys, t4.values, t4.codes).status();
+  EXPECT_TRUE(absl::IsResourceExhausted(s)) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("--max_gpu_mb_per_caller"));
+  EXPECT_TRUE(absl::IsResourceExhausted(store->CheckAppendFits(a2, 4)));
+  EXPECT_EQ(store->Find(a2)->tokens, 0);
+  // Bob has his own share of the store.
+  EXPECT_TRUE(store->Append(b1, t20.keys, t20.values, t20.codes).ok());
+  EXPECT_EQ(store->used_bytes(), 4 * page);
+  // Alice's bytes come back with a drop (and with a replace).
+  ASSERT_TRUE(store->Drop(a1).ok());
+  EXPECT_TRUE(store->Append(a2, t20.keys, t20.values, t20.codes).ok());
+  ASSERT_TRUE(store->CreateCache(a2, kShape, true).ok());
+  EXPECT_TRUE(store->Append(a2, t20.keys, t20.values, t20.codes).ok());
+  EXPECT_EQ(store->used_bytes(), 4 * page);
+  EXPECT_TRUE(
+      absl::IsInvalidArgument(KvCacheStore::Create({.max_bytes = 1, .max_bytes_per_owner = -1},
+                                                   std::make_unique<HostKvAllocator>())
+                                  .status()));
+}
+
 TEST(KvCacheStoreTest, ConcurrentAppendsKeepEveryToken) {
   constexpr KvCacheShape kOne = {.heads = 1, .head_dim = 4, .code_bits = 32};
   auto store = MakeStore(64 * kMiB, 8, 256);

@@ -2,6 +2,7 @@
 //
 //   tandem-worker --listen=127.0.0.1:0 --max_concurrency=4 [--metrics_listen=127.0.0.1:9103]
 //                 [--max_model_mb=4096] [--model_dir=/srv/tandem/models] [--max_gpu_mb=2048]
+//                 [--max_gpu_mb_per_caller=0]
 //   tandem-worker --listen=0.0.0.0:7100 --tls_cert=worker.pem --tls_key=worker.key
 //                 --tls_ca=worker-roots.pem --callers=coordinator.tandem
 //                 --model_writers=coordinator.tandem
@@ -53,6 +54,10 @@ ABSL_FLAG(int64_t, max_model_mb, 4096,
 ABSL_FLAG(int64_t, max_gpu_mb, 2048,
           "memory budget of all KV caches (CreateKvCache, AppendKvCache) in MiB; on a "
           "machine without a device the caches live in host memory under the same budget");
+ABSL_FLAG(int64_t, max_gpu_mb_per_caller, 0,
+          "memory budget of one caller's KV caches in MiB (each cache belongs to the TLS "
+          "identity that created it), so that no caller can take all of --max_gpu_mb; 0 = "
+          "--max_gpu_mb alone");
 ABSL_FLAG(std::string, model_dir, "",
           "directory LoadModel may read checkpoints from (empty = checkpoints refused)");
 ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain of this worker (TLS on)");
@@ -98,13 +103,16 @@ int main(int argc, char** argv) {
   }
   tandem::ml::worker::ModelStore models(model_mb << 20);
   const int64_t cache_mb = absl::GetFlag(FLAGS_max_gpu_mb);
-  if (cache_mb < 0 || cache_mb > (int64_t{1} << 30)) {
-    std::cerr << "--max_gpu_mb must be in [0, 2^30]\n";
+  const int64_t caller_mb = absl::GetFlag(FLAGS_max_gpu_mb_per_caller);
+  if (cache_mb < 0 || cache_mb > (int64_t{1} << 30) || caller_mb < 0 ||
+      caller_mb > (int64_t{1} << 30)) {
+    std::cerr << "--max_gpu_mb and --max_gpu_mb_per_caller must be in [0, 2^30]\n";
     return 2;
   }
   // Host pages until the CUDA allocator exists (ml/worker/kv_allocator.h).
   auto caches = tandem::ml::worker::KvCacheStore::Create(
-      {.max_bytes = cache_mb << 20}, std::make_unique<tandem::ml::worker::HostKvAllocator>());
+      {.max_bytes = cache_mb << 20, .max_bytes_per_owner = caller_mb << 20},
+      std::make_unique<tandem::ml::worker::HostKvAllocator>());
   if (!caches.ok()) {
     std::cerr << "tandem-worker: " << caches.status() << "\n";
     return 1;
@@ -149,8 +157,7 @@ int main(int argc, char** argv) {
   }
   const std::string host = listen.substr(0, listen.rfind(':'));
   std::cout << "tandem-worker listening on " << host << ":" << (*worker)->port
-            << " (backend: " << tandem::ml::kernels::ActiveBackendDescription() << ")"
-            << std::endl;
+            << " (backend: " << tandem::ml::kernels::ActiveBackendDescription() << ")" << std::endl;
 
   const int sig = signals.Wait([&] {
     const absl::Status s = tls_reloader.Reload();

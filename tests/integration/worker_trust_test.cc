@@ -228,6 +228,8 @@ TEST_F(WorkerTrustTest, ACallersKvCachesAreInvisibleToOtherCallers) {
   std::vector<std::string> flags = TlsFlags();
   flags.push_back("--callers=operator.tandem");
   flags.push_back("--model_writers=coordinator.tandem");
+  flags.push_back("--max_gpu_mb=2");
+  flags.push_back("--max_gpu_mb_per_caller=1");
   WorkerProcess worker;
   ASSERT_TRUE(worker.Start(TANDEM_WORKER_BINARY, flags));
   auto alice = As("operator", worker.port());
@@ -328,6 +330,21 @@ TEST_F(WorkerTrustTest, ACallersKvCachesAreInvisibleToOtherCallers) {
   ASSERT_TRUE(list(bob.get(), &bobs).ok());
   ASSERT_EQ(bobs.caches_size(), 1);
   EXPECT_EQ(bobs.caches(0).tokens(), 2);
+
+  // Memory: 1 MiB a caller of the worker's 2. Alice's second 12,000 tokens
+  // (48 B each, a new page as large as what the cache holds) would pass her
+  // share: refused, nothing appended; bob's share is untouched by hers.
+  ASSERT_TRUE(create(alice.get(), "big").ok());
+  ASSERT_TRUE(append(alice.get(), "big", 12000, &info).ok());
+  const grpc::Status over = append(alice.get(), "big", 12000, &ignored);
+  EXPECT_EQ(over.error_code(), Code::RESOURCE_EXHAUSTED);
+  EXPECT_NE(over.error_message().find("--max_gpu_mb_per_caller"), std::string::npos)
+      << over.error_message();
+  ASSERT_TRUE(list(alice.get(), &alices).ok());
+  ASSERT_EQ(alices.caches_size(), 1);
+  EXPECT_EQ(alices.caches(0).tokens(), 12000);
+  ASSERT_TRUE(append(bob.get(), "seq-1", 12000, &info).ok());
+  EXPECT_EQ(info.tokens(), 12002);
   EXPECT_EQ(worker.Stop(), 0);
 }
 
