@@ -12,14 +12,15 @@
 // anyway, so it is precomputed here).
 //   build/aggregator/core/aggregator_benchmark --benchmark_filter=Ingest
 #include <benchmark/benchmark.h>
+#include <tbb/parallel_for.h>
 
 #include <atomic>
 #include <vector>
 
-#include <tbb/parallel_for.h>
-
 #include "aggregator/core/expansion.h"
 #include "aggregator/testing/report_factory.h"
+#include "base/random.h"
+#include "crypto/dp/discrete_gaussian.h"
 #include "crypto/dpf/key_validator.h"
 #include "crypto/dpf/sparse_dpf.h"
 #include "crypto/sign/device_auth.h"
@@ -108,6 +109,24 @@ void BM_IngestTwoPass(benchmark::State& state) { Ingest(state, false, /*fused=*/
 BENCHMARK(BM_Ingest)->Arg(17)->Arg(20)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_IngestTicketed)->Arg(17)->Arg(20)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_IngestTwoPass)->Arg(17)->Arg(20)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// A release's noise as an aggregator draws it (dp::NoiseShareForRelease,
+// OpenSSL randomness, chunks on every core through RunOnEveryCore); arg:
+// log2 of the share's length. crypto_dp_benchmark BM_NoiseShare is the
+// same noise on one thread.
+void BM_ReleaseNoise(benchmark::State& state) {
+  std::vector<uint64_t> share(size_t{1} << state.range(0));
+  for (auto _ : state) {
+    if (!dp::NoiseShareForRelease({{uint64_t{1} << 32, 1}, 1}, 1, absl::MakeSpan(share),
+                                  OpenSslRandom::Default(), RunOnEveryCore)
+             .ok()) {
+      state.SkipWithError("noise failed");
+    }
+    benchmark::DoNotOptimize(share.data());
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(share.size()));
+}
+BENCHMARK(BM_ReleaseNoise)->Arg(15)->Arg(20)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 }  // namespace tandem::aggregator

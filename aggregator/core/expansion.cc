@@ -8,6 +8,11 @@
 #include <algorithm>
 
 namespace tandem::aggregator {
+
+void RunOnEveryCore(size_t n, absl::FunctionRef<void(size_t)> body) {
+  tbb::this_task_arena::isolate(
+      [&] { tbb::parallel_for(size_t{0}, n, [&](size_t i) { body(i); }); });
+}
 namespace {
 
 absl::Status FirstError(const std::vector<absl::Status>& statuses) {
@@ -79,16 +84,16 @@ absl::StatusOr<std::vector<crypto::ProofDigest>> ComputeDigests(
     absl::Span<uint64_t> accumulator) {
   std::vector<crypto::ProofDigest> digests(shares.size());
   if (!accumulator.empty()) {
-    absl::Status s = ForEachIntoAccumulator(
-        shares.size(), dpf.dimension(), dpf.value_bits(), accumulator,
-        [&](size_t i, absl::Span<uint64_t> target,
-            crypto::SparseDpfScratch* scratch) -> absl::Status {
-          absl::StatusOr<crypto::ProofDigest> d =
-              dpf.EvaluateAndAccumulate(*shares[i], target, scratch);
-          if (!d.ok()) return d.status();
-          digests[i] = *d;
-          return absl::OkStatus();
-        });
+    absl::Status s =
+        ForEachIntoAccumulator(shares.size(), dpf.dimension(), dpf.value_bits(), accumulator,
+                               [&](size_t i, absl::Span<uint64_t> target,
+                                   crypto::SparseDpfScratch* scratch) -> absl::Status {
+                                 absl::StatusOr<crypto::ProofDigest> d =
+                                     dpf.EvaluateAndAccumulate(*shares[i], target, scratch);
+                                 if (!d.ok()) return d.status();
+                                 digests[i] = *d;
+                                 return absl::OkStatus();
+                               });
     if (!s.ok()) return s;
     return digests;
   }

@@ -22,6 +22,12 @@
 
 namespace tandem::aggregator {
 
+// body(i) for every i in [0, n) on every core (oneTBB), isolated: the
+// calling thread, which may hold a task's mutex, runs only these while it
+// waits, never another caller's work that might want that mutex. The
+// ChunkRunner the aggregator gives dp::NoiseShareForRelease.
+void RunOnEveryCore(size_t n, absl::FunctionRef<void(size_t)> body);
+
 // Proof digest of every share, in order. With `accumulator` non-empty
 // (dpf.dimension() entries) the same single evaluation of each share also
 // adds it into the accumulator (SparseDpf::EvaluateAndAccumulate); without,
@@ -36,17 +42,17 @@ absl::StatusOr<std::vector<crypto::ProofDigest>> ComputeDigests(
 // digest. On error the accumulator holds a partial sum and must be
 // discarded. REQUIRES accumulator.size() == dpf.dimension()
 // (INVALID_ARGUMENT otherwise, nothing added).
-absl::Status AccumulateShares(
-    const crypto::SparseDpf& dpf, absl::Span<const proto::SparseKeySet* const> shares,
-    absl::Span<uint64_t> accumulator);
+absl::Status AccumulateShares(const crypto::SparseDpf& dpf,
+                              absl::Span<const proto::SparseKeySet* const> shares,
+                              absl::Span<uint64_t> accumulator);
 
 // accumulator -= sum of the shares' expansions (mod 2^value_bits): undoes
 // ComputeDigests/EvaluateNormChecks' additions for reports that are not
 // counted. Same errors and REQUIRES as AccumulateShares (on error the
 // accumulator is unchanged).
-absl::Status SubtractShares(
-    const crypto::SparseDpf& dpf, absl::Span<const proto::SparseKeySet* const> shares,
-    absl::Span<uint64_t> accumulator);
+absl::Status SubtractShares(const crypto::SparseDpf& dpf,
+                            absl::Span<const proto::SparseKeySet* const> shares,
+                            absl::Span<uint64_t> accumulator);
 
 // into += from (mod 2^value_bits), in parallel chunks. REQUIRES equal sizes
 // (INVALID_ARGUMENT otherwise, nothing added).
@@ -60,8 +66,8 @@ absl::Status AddAccumulator(absl::Span<uint64_t> into, absl::Span<const uint64_t
 // block of every function above, for callers that evaluate more per report
 // (norm_verification.h). First error returned; the accumulator then holds a
 // partial sum. REQUIRES accumulator.size() == dimension (INVALID_ARGUMENT).
-using IntoAccumulator = absl::FunctionRef<absl::Status(
-    size_t index, absl::Span<uint64_t> target, crypto::SparseDpfScratch* scratch)>;
+using IntoAccumulator = absl::FunctionRef<absl::Status(size_t index, absl::Span<uint64_t> target,
+                                                       crypto::SparseDpfScratch* scratch)>;
 absl::Status ForEachIntoAccumulator(size_t n, uint64_t dimension, int value_bits,
                                     absl::Span<uint64_t> accumulator, IntoAccumulator visit);
 

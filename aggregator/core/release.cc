@@ -50,8 +50,10 @@ absl::Status Aggregator::NoiseReleaseLocked(Task& task, const proto::RoundParame
   }
   if (params.noise_variance() > 0) {
     TANDEM_ASSIGN_OR_RETURN(dp::Rational sigma2, dp::VarianceFromDouble(params.noise_variance()));
-    TANDEM_RETURN_IF_ERROR(dp::NoiseShareForRelease({sigma2, min_batch}, counted,
-                                                    absl::MakeSpan(share), noise_random_));
+    // The noise's chunks on every core (RunOnEveryCore: isolated, as this
+    // thread holds the task's mutex).
+    TANDEM_RETURN_IF_ERROR(dp::NoiseShareForRelease(
+        {sigma2, min_batch}, counted, absl::MakeSpan(share), noise_random_, RunOnEveryCore));
   }
   return absl::OkStatus();
 }

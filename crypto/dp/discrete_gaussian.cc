@@ -1,8 +1,6 @@
 #include "crypto/dp/discrete_gaussian.h"
 
 #include <openssl/crypto.h>
-#include <tbb/parallel_for.h>
-#include <tbb/task_arena.h>
 
 #include <algorithm>
 #include <array>
@@ -218,6 +216,10 @@ absl::Status DiscreteGaussianSampler::SampleInto(absl::Span<int64_t> out) {
 
 namespace {
 
+void RunSerially(size_t n, absl::FunctionRef<void(size_t)> body) {
+  for (size_t i = 0; i < n; ++i) body(i);
+}
+
 absl::Status AddNoiseSerial(const Rational& sigma2, absl::Span<uint64_t> share,
                             SecureRandom* random) {
   TANDEM_ASSIGN_OR_RETURN(auto sampler, DiscreteGaussianSampler::Create(sigma2, random));
@@ -231,7 +233,7 @@ absl::Status AddNoiseSerial(const Rational& sigma2, absl::Span<uint64_t> share,
 }  // namespace
 
 absl::Status AddDiscreteGaussianNoise(const Rational& sigma2, absl::Span<uint64_t> share,
-                                      SecureRandom* random) {
+                                      SecureRandom* random, ChunkRunner run_chunks) {
   if (share.size() <= kNoiseChunk) return AddNoiseSerial(sigma2, share, random);
   TANDEM_RETURN_IF_ERROR(ValidateSigma2(sigma2));
   if (random == nullptr) return absl::InvalidArgumentError("random must not be null");
@@ -245,32 +247,38 @@ absl::Status AddDiscreteGaussianNoise(const Rational& sigma2, absl::Span<uint64_
   TANDEM_RETURN_IF_ERROR(
       random->Fill(absl::MakeSpan(reinterpret_cast<uint8_t*>(keys.data()), 32 * chunks)));
   std::vector<absl::Status> status(chunks);
-  // Isolated: callers hold their locks (an aggregator's task mutex during
-  // its release); while it waits, this thread runs only these chunks, never
-  // another caller's task that might want one of them.
-  tbb::this_task_arena::isolate([&] {
-    tbb::parallel_for(size_t{0}, chunks, [&](size_t c) {
-      std::array<uint8_t, 16> key, counter;
-      std::memcpy(key.data(), keys[c].data(), 16);
-      std::memcpy(counter.data(), keys[c].data() + 16, 16);
-      absl::StatusOr<std::unique_ptr<DeterministicRandom>> stream =
-          DeterministicRandom::FromKeyAndCounter(key, counter);
-      if (!stream.ok()) {
-        status[c] = stream.status();
-        return;
-      }
-      const size_t begin = c * kNoiseChunk;
-      status[c] = AddNoiseSerial(
-          sigma2, share.subspan(begin, std::min(kNoiseChunk, share.size() - begin)), stream->get());
-    });
+  run_chunks(chunks, [&](size_t c) {
+    std::array<uint8_t, 16> key, counter;
+    std::memcpy(key.data(), keys[c].data(), 16);
+    std::memcpy(counter.data(), keys[c].data() + 16, 16);
+    absl::StatusOr<std::unique_ptr<DeterministicRandom>> stream =
+        DeterministicRandom::FromKeyAndCounter(key, counter);
+    if (!stream.ok()) {
+      status[c] = stream.status();
+      return;
+    }
+    const size_t begin = c * kNoiseChunk;
+    status[c] = AddNoiseSerial(
+        sigma2, share.subspan(begin, std::min(kNoiseChunk, share.size() - begin)), stream->get());
   });
   OPENSSL_cleanse(keys.data(), 32 * chunks);
   for (const absl::Status& s : status) TANDEM_RETURN_IF_ERROR(s);
   return absl::OkStatus();
 }
 
+absl::Status AddDiscreteGaussianNoise(const Rational& sigma2, absl::Span<uint64_t> share,
+                                      SecureRandom* random) {
+  return AddDiscreteGaussianNoise(sigma2, share, random, RunSerially);
+}
+
 absl::Status NoiseShareForRelease(const ReleasePolicy& policy, int64_t batch_size,
                                   absl::Span<uint64_t> share, SecureRandom* random) {
+  return NoiseShareForRelease(policy, batch_size, share, random, RunSerially);
+}
+
+absl::Status NoiseShareForRelease(const ReleasePolicy& policy, int64_t batch_size,
+                                  absl::Span<uint64_t> share, SecureRandom* random,
+                                  ChunkRunner run_chunks) {
   if (policy.min_batch_size < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("release policy: min_batch_size must be >= 1, got ", policy.min_batch_size));
@@ -281,7 +289,7 @@ absl::Status NoiseShareForRelease(const ReleasePolicy& policy, int64_t batch_siz
                                                       " reports is below the minimum of ",
                                                       policy.min_batch_size));
   }
-  return AddDiscreteGaussianNoise(policy.sigma2, share, random);
+  return AddDiscreteGaussianNoise(policy.sigma2, share, random, run_chunks);
 }
 
 }  // namespace tandem::dp

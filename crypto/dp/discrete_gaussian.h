@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
@@ -60,8 +61,8 @@ class DiscreteGaussianSampler {
   ~DiscreteGaussianSampler();
   // Returns INVALID_ARGUMENT when sigma2 is outside [1, 2^63) / [1, 2^63) or
   // `random` is null.
-  static absl::StatusOr<std::unique_ptr<DiscreteGaussianSampler>> Create(
-      const Rational& sigma2, SecureRandom* random);
+  static absl::StatusOr<std::unique_ptr<DiscreteGaussianSampler>> Create(const Rational& sigma2,
+                                                                         SecureRandom* random);
 
   // One draw [CKS20, Algorithm 3]. Returns INTERNAL when the SecureRandom
   // fails or (with probability below 2^-1000) a draw leaves the int64 range.
@@ -86,12 +87,18 @@ class DiscreteGaussianSampler {
 // subtracts modulo 2^64). Returns the Create() errors; on INTERNAL the share
 // is partially noised and must not be released.
 // Shares of at most kNoiseChunk coordinates draw from `random` itself, one
-// sampler in order. Longer ones are noised in chunks of kNoiseChunk on every
-// core (oneTBB), chunk c from its own AES-128-CTR stream whose key and
-// counter are drawn from `random` for it, in chunk order, first: the same
-// noise for the same `random` whatever the thread count (`random` is only
-// called from this thread).
+// sampler in order. Longer ones are noised in chunks of kNoiseChunk, chunk c
+// from its own AES-128-CTR stream whose key and counter are drawn from
+// `random` for it, in chunk order, first (`random` is only called from this
+// thread); `run_chunks` runs the chunks, in any order and on any threads
+// (the caller's pool: an aggregator passes oneTBB's), for the same noise.
+// The form without it runs them one after the other on this thread.
 inline constexpr size_t kNoiseChunk = 8192;
+// run_chunks(n, body) calls body(i) once for every i in [0, n) and returns
+// when all have returned.
+using ChunkRunner = absl::FunctionRef<void(size_t n, absl::FunctionRef<void(size_t)> body)>;
+absl::Status AddDiscreteGaussianNoise(const Rational& sigma2, absl::Span<uint64_t> share,
+                                      SecureRandom* random, ChunkRunner run_chunks);
 absl::Status AddDiscreteGaussianNoise(const Rational& sigma2, absl::Span<uint64_t> share,
                                       SecureRandom* random);
 
@@ -107,6 +114,9 @@ struct ReleasePolicy {
 // FAILED_PRECONDITION when batch_size < policy.min_batch_size (the share is
 // left untouched and must not be released), INVALID_ARGUMENT for
 // min_batch_size < 1 or an invalid sigma2, INTERNAL from the generator.
+absl::Status NoiseShareForRelease(const ReleasePolicy& policy, int64_t batch_size,
+                                  absl::Span<uint64_t> share, SecureRandom* random,
+                                  ChunkRunner run_chunks);
 absl::Status NoiseShareForRelease(const ReleasePolicy& policy, int64_t batch_size,
                                   absl::Span<uint64_t> share, SecureRandom* random);
 

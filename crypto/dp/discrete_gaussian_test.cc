@@ -1,7 +1,5 @@
 #include "crypto/dp/discrete_gaussian.h"
 
-#include <tbb/task_arena.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -19,11 +17,11 @@
 namespace tandem::dp {
 namespace {
 
+using internal::SampleBernoulliExpMinus;
+using internal::SampleDiscreteLaplace;
 using ::tandem::testing::IsOk;
 using ::tandem::testing::StatusIs;
 using ::testing::HasSubstr;
-using internal::SampleBernoulliExpMinus;
-using internal::SampleDiscreteLaplace;
 
 constexpr uint64_t kSeed = 20200401;  // Fixed seed for every statistical test.
 
@@ -40,7 +38,8 @@ std::map<int64_t, double> ExactPmf(double s2, int64_t range, double laplace_t = 
   double z = 0;
   for (int64_t x = -range; x <= range; ++x) {
     const double dx = static_cast<double>(x);
-    const double w = laplace_t > 0 ? std::exp(-std::fabs(dx) / laplace_t) : std::exp(-dx * dx / (2 * s2));
+    const double w =
+        laplace_t > 0 ? std::exp(-std::fabs(dx) / laplace_t) : std::exp(-dx * dx / (2 * s2));
     pmf[x] = w;
     z += w;
   }
@@ -117,25 +116,35 @@ TEST(VarianceFromDouble, RoundsTinyValuesToTwoToTheMinus62) {
 }
 
 TEST(VarianceFromDouble, RejectsInvalidValues) {
-  for (double bad : std::vector<double>{0.0, -1.0, std::nan(""), HUGE_VAL, std::ldexp(1.0, 63), 1e-300}) {
-    EXPECT_THAT(VarianceFromDouble(bad), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("variance")))
+  for (double bad :
+       std::vector<double>{0.0, -1.0, std::nan(""), HUGE_VAL, std::ldexp(1.0, 63), 1e-300}) {
+    EXPECT_THAT(VarianceFromDouble(bad),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("variance")))
         << bad;
   }
 }
 
 TEST(DiscreteGaussianSampler, CreateValidates) {
   auto rng = DeterministicRandom::FromSeed(kSeed);
-  EXPECT_THAT(DiscreteGaussianSampler::Create({0, 1}, rng.get()), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("sigma^2")));
-  EXPECT_THAT(DiscreteGaussianSampler::Create({1, 0}, rng.get()), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("sigma^2")));
-  EXPECT_THAT(DiscreteGaussianSampler::Create({kMaxRationalPart, 1}, rng.get()), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("2^63")));
-  EXPECT_THAT(DiscreteGaussianSampler::Create({1, 1}, nullptr), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("null")));
+  EXPECT_THAT(DiscreteGaussianSampler::Create({0, 1}, rng.get()),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("sigma^2")));
+  EXPECT_THAT(DiscreteGaussianSampler::Create({1, 0}, rng.get()),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("sigma^2")));
+  EXPECT_THAT(DiscreteGaussianSampler::Create({kMaxRationalPart, 1}, rng.get()),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("2^63")));
+  EXPECT_THAT(DiscreteGaussianSampler::Create({1, 1}, nullptr),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("null")));
 }
 
 TEST(DiscreteGaussianSampler, LaplaceScaleIsFloorSigmaPlusOne) {
   auto rng = DeterministicRandom::FromSeed(kSeed);
-  const std::vector<std::pair<Rational, uint64_t>> cases = {
-      {{1, 1}, 2}, {{3, 4}, 1}, {{4, 1}, 3}, {{99, 1}, 10}, {{100, 1}, 11},
-      {{kMaxRationalPart - 1, 1}, 3037000500}, {{1, kMaxRationalPart - 1}, 1}};
+  const std::vector<std::pair<Rational, uint64_t>> cases = {{{1, 1}, 2},
+                                                            {{3, 4}, 1},
+                                                            {{4, 1}, 3},
+                                                            {{99, 1}, 10},
+                                                            {{100, 1}, 11},
+                                                            {{kMaxRationalPart - 1, 1}, 3037000500},
+                                                            {{1, kMaxRationalPart - 1}, 1}};
   for (const auto& [s2, t] : cases) {
     TANDEM_ASSERT_OK_AND_ASSIGN(auto s, DiscreteGaussianSampler::Create(s2, rng.get()));
     EXPECT_EQ(s->laplace_scale(), t) << s2.num << "/" << s2.den;
@@ -147,7 +156,12 @@ TEST(BernoulliExpMinus, MatchesExpMinusGammaForRationalGamma) {
   auto rng = DeterministicRandom::FromSeed(kSeed);
   internal::BufferedRandom r(rng.get());
   constexpr int kN = 100000;
-  const std::vector<Rational> gammas = {{1, 3}, {1, 2}, {1, 1}, {3, 2}, {7, 3}, {5, 1},
+  const std::vector<Rational> gammas = {{1, 3},
+                                        {1, 2},
+                                        {1, 1},
+                                        {3, 2},
+                                        {7, 3},
+                                        {5, 1},
                                         // 3/2 with 40-bit parts: same distribution.
                                         {3ull << 40, 2ull << 40}};
   for (const Rational& g : gammas) {
@@ -175,7 +189,8 @@ TEST(BernoulliExpMinus, EdgeCasesAreExact) {
     ones += b;
   }
   EXPECT_EQ(ones, 0);
-  EXPECT_THAT(SampleBernoulliExpMinus({1, 0}, r), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("denominator")));
+  EXPECT_THAT(SampleBernoulliExpMinus({1, 0}, r),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("denominator")));
 }
 
 TEST(DiscreteLaplace, ChiSquareAgainstExactPmf) {
@@ -192,8 +207,10 @@ TEST(DiscreteLaplace, ChiSquareAgainstExactPmf) {
   const auto pmf = ExactPmf(0, 200, kT);
   const auto [chi2, df] = ChiSquare(counts, pmf, kN);
   EXPECT_LT(chi2, ChiSquareCritical(df)) << "df " << df;
-  EXPECT_THAT(SampleDiscreteLaplace(0, r), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("scale")));
-  EXPECT_THAT(SampleDiscreteLaplace(uint64_t{1} << 32, r), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("scale")));
+  EXPECT_THAT(SampleDiscreteLaplace(0, r),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("scale")));
+  EXPECT_THAT(SampleDiscreteLaplace(uint64_t{1} << 32, r),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("scale")));
 }
 
 // Distribution tests for N_Z(0, sigma^2) at several rational variances.
@@ -325,28 +342,40 @@ TEST(AddDiscreteGaussianNoise, TwoNoisedSharesDecodeToSignedSumPlusSmallNoise) {
   EXPECT_NEAR(decoded, -1234, 10 * std::sqrt(200.0));
 }
 
-// Shares longer than kNoiseChunk: chunks on every core, each from its own
-// stream keyed from `random`. The noise is the same for a seed whatever the
-// thread count, differs between chunks and seeds, and has the distribution's
-// moments over the whole share.
-TEST(AddDiscreteGaussianNoise, ChunkedNoiseIsThreadCountIndependentAndGaussian) {
+// Shares longer than kNoiseChunk: chunks from their own streams keyed from
+// `random`, run by the caller's runner (the aggregator's runs them on every
+// core: each chunk touches its own coordinates and stream). The noise is the
+// same for a seed in whatever order the chunks run,
+// differs between chunks and seeds, and has the distribution's moments.
+TEST(AddDiscreteGaussianNoise, ChunkedNoiseIsRunnerIndependentAndGaussian) {
   const Rational s2{10000, 1};  // sigma = 100
   const size_t n = 3 * kNoiseChunk + 123;
-  const auto noised = [&](int threads, uint64_t seed) {
+  const auto in_order = [](size_t k, absl::FunctionRef<void(size_t)> body) {
+    for (size_t i = 0; i < k; ++i) body(i);
+  };
+  const auto reversed = [](size_t k, absl::FunctionRef<void(size_t)> body) {
+    for (size_t i = k; i > 0; --i) body(i - 1);
+  };
+  const auto evens_first = [](size_t k, absl::FunctionRef<void(size_t)> body) {
+    for (size_t i = 0; i < k; i += 2) body(i);
+    for (size_t i = 1; i < k; i += 2) body(i);
+  };
+  const auto noised = [&](ChunkRunner run, uint64_t seed) {
     std::vector<uint64_t> share(n, 0);
-    tbb::task_arena arena(threads);
-    absl::Status st;
-    arena.execute([&] {
-      auto rng = DeterministicRandom::FromSeed(seed);
-      st = AddDiscreteGaussianNoise(s2, absl::MakeSpan(share), rng.get());
-    });
-    EXPECT_THAT(st, IsOk());
+    auto rng = DeterministicRandom::FromSeed(seed);
+    EXPECT_THAT(AddDiscreteGaussianNoise(s2, absl::MakeSpan(share), rng.get(), run), IsOk());
     return share;
   };
-  const std::vector<uint64_t> one = noised(1, kSeed);
-  EXPECT_EQ(noised(2, kSeed), one);
-  EXPECT_EQ(noised(4, kSeed), one);
-  EXPECT_NE(noised(2, kSeed + 1), one);
+  const std::vector<uint64_t> one = noised(in_order, kSeed);
+  EXPECT_EQ(noised(reversed, kSeed), one);
+  EXPECT_EQ(noised(evens_first, kSeed), one);
+  {  // The form without a runner: the same chunks, in order.
+    std::vector<uint64_t> share(n, 0);
+    auto rng = DeterministicRandom::FromSeed(kSeed);
+    ASSERT_THAT(AddDiscreteGaussianNoise(s2, absl::MakeSpan(share), rng.get()), IsOk());
+    EXPECT_EQ(share, one);
+  }
+  EXPECT_NE(noised(in_order, kSeed + 1), one);
   // No two chunks repeat each other.
   for (size_t c = 1; c < 4; ++c) {
     const size_t len = std::min(kNoiseChunk, n - c * kNoiseChunk);
@@ -365,7 +394,7 @@ TEST(AddDiscreteGaussianNoise, ChunkedNoiseIsThreadCountIndependentAndGaussian) 
   // A failing generator fails the call before any chunk runs.
   FailingRandom bad;
   std::vector<uint64_t> share(n, 0);
-  EXPECT_THAT(AddDiscreteGaussianNoise(s2, absl::MakeSpan(share), &bad),
+  EXPECT_THAT(AddDiscreteGaussianNoise(s2, absl::MakeSpan(share), &bad, in_order),
               StatusIs(absl::StatusCode::kInternal, HasSubstr("rng down")));
   EXPECT_EQ(share, std::vector<uint64_t>(n, 0));
 }
