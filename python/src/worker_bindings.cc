@@ -18,7 +18,6 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -29,18 +28,17 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "base/grpc_credentials.h"
 #include "base/grpc_status.h"
 #include "ml/worker/tensor_stream.h"
 #include "proto/worker.grpc.pb.h"
 #include "python/src/common.h"
+#include "python/src/worker_channel.h"
 
 namespace tandem::python {
 namespace {
 
 constexpr size_t kStreamAbove = size_t{32} << 20;  // request bytes sent with RunStream
 constexpr size_t kChunkBytes = size_t{4} << 20;
-constexpr int kMaxMessageBytes = 64 << 20;  // the worker's default cap
 constexpr size_t kMaxStreamBytes = size_t{1} << 30;
 constexpr size_t kModelChunkBytes = size_t{1} << 20;  // LoadModel data per chunk
 
@@ -136,37 +134,15 @@ py::array DecodeOutput(const proto::Tensor& t) {
 
 class PyWorkerClient {
  public:
-  PyWorkerClient(const std::string& address, const std::string& tls_root_ca,
-                 const std::string& server_name, double timeout_s, const std::string& tls_cert,
-                 const std::string& tls_key)
-      : timeout_s_(timeout_s) {
-    if (!(timeout_s > 0)) throw py::value_error("timeout_s must be positive");
-    if (tls_cert.empty() != tls_key.empty()) {
-      throw py::value_error("tls_cert and tls_key go together");
-    }
-    if (!tls_cert.empty() && tls_root_ca.empty()) {
-      throw py::value_error("a client certificate needs tls_root_ca (TLS)");
-    }
-    TlsFiles tls;
-    tls.insecure_plaintext = tls_root_ca.empty();
-    tls.root_ca_path = tls_root_ca;
-    tls.cert_chain_path = tls_cert;  // mutual TLS: the worker's --callers name it
-    tls.private_key_path = tls_key;
-    auto creds = ValueOrThrow(MakeChannelCredentials(tls));
-    grpc::ChannelArguments args;
-    args.SetMaxReceiveMessageSize(kMaxMessageBytes);
-    args.SetMaxSendMessageSize(kMaxMessageBytes);
-    if (!server_name.empty()) args.SetSslTargetNameOverride(server_name);
-    stub_ = proto::Worker::NewStub(grpc::CreateCustomChannel(address, creds, args));
+  // Calls through `channel` (shared with the KV cache client; closed by
+  // WorkerChannel::Close).
+  explicit PyWorkerClient(std::shared_ptr<WorkerChannel> channel) : channel_(std::move(channel)) {
+    if (channel_ == nullptr) throw py::value_error("a worker client needs a channel");
   }
-
-  // Drops the channel (a worker shutting down waits for open channels).
-  // Not while calls are in flight.
-  void Close() { stub_.reset(); }
 
   py::dict Health() {
     proto::HealthResponse r;
-    Call([&](grpc::ClientContext* ctx) { return stub_->Health(ctx, {}, &r); });
+    Call([&](grpc::ClientContext* ctx) { return channel_->stub()->Health(ctx, {}, &r); });
     py::dict d;
     d["serving"] = r.serving();
     d["backend"] = r.backend();
@@ -175,7 +151,7 @@ class PyWorkerClient {
 
   py::list Capabilities() {
     proto::CapabilitiesResponse r;
-    Call([&](grpc::ClientContext* ctx) { return stub_->Capabilities(ctx, {}, &r); });
+    Call([&](grpc::ClientContext* ctx) { return channel_->stub()->Capabilities(ctx, {}, &r); });
     auto signature = [](const google::protobuf::RepeatedPtrField<proto::TensorSignature>& s) {
       py::list out;
       for (const proto::TensorSignature& t : s) {
@@ -244,7 +220,7 @@ class PyWorkerClient {
     proto::KernelResponse resp;
     CheckOpen();
     if (req.ByteSizeLong() <= kStreamAbove) {
-      Call([&](grpc::ClientContext* ctx) { return stub_->Run(ctx, req, &resp); });
+      Call([&](grpc::ClientContext* ctx) { return channel_->stub()->Run(ctx, req, &resp); });
     } else {
       absl::StatusOr<proto::KernelResponse> r;
       {
@@ -311,7 +287,7 @@ class PyWorkerClient {
       py::gil_scoped_release release;
       grpc::ClientContext ctx;
       SetDeadline(&ctx);
-      auto writer = stub_->LoadModel(&ctx, &info);
+      auto writer = channel_->stub()->LoadModel(&ctx, &info);
       // A failed write: the worker answered early (e.g. over budget); Finish says why.
       bool open = writer->Write(first);
       for (size_t i = 0; open && i < data.size(); ++i) {
@@ -340,7 +316,7 @@ class PyWorkerClient {
       py::gil_scoped_release release;
       grpc::ClientContext ctx;
       SetDeadline(&ctx);
-      auto reader = stub_->ReadModel(&ctx, req);
+      auto reader = channel_->stub()->ReadModel(&ctx, req);
       ml::worker::ModelAssembler assembler(kMaxStreamBytes);
       proto::WorkerModelChunk chunk;
       absl::Status add = absl::OkStatus();
@@ -379,13 +355,13 @@ class PyWorkerClient {
     req.mutable_model()->set_name(name);
     req.mutable_model()->set_version(version);
     proto::UnloadModelResponse r;
-    Call([&](grpc::ClientContext* ctx) { return stub_->UnloadModel(ctx, req, &r); });
+    Call([&](grpc::ClientContext* ctx) { return channel_->stub()->UnloadModel(ctx, req, &r); });
     return r.freed_bytes();
   }
 
   py::dict ListModels() {
     proto::ListModelsResponse r;
-    Call([&](grpc::ClientContext* ctx) { return stub_->ListModels(ctx, {}, &r); });
+    Call([&](grpc::ClientContext* ctx) { return channel_->stub()->ListModels(ctx, {}, &r); });
     py::list models;
     for (const proto::ModelInfo& m : r.models()) models.append(InfoDict(m));
     py::dict d;
@@ -426,30 +402,16 @@ class PyWorkerClient {
     return d;
   }
 
-  void SetDeadline(grpc::ClientContext* ctx) const {
-    ctx->set_deadline(std::chrono::system_clock::now() +
-                      std::chrono::microseconds(static_cast<int64_t>(timeout_s_ * 1e6)));
-  }
-  // Runs one unary RPC with the GIL released; raises its error.
-  void CheckOpen() const {
-    if (stub_ == nullptr) ThrowStatus(absl::FailedPreconditionError("the client is closed"));
-  }
+  void SetDeadline(grpc::ClientContext* ctx) const { channel_->SetDeadline(ctx); }
+  void CheckOpen() const { channel_->CheckOpen(); }
   template <typename Rpc>
   void Call(Rpc rpc) {
-    CheckOpen();
-    grpc::Status s;
-    {
-      py::gil_scoped_release release;
-      grpc::ClientContext ctx;
-      SetDeadline(&ctx);
-      s = rpc(&ctx);
-    }
-    OkOrThrow(FromGrpcStatus(s));
+    channel_->Call(rpc);
   }
   absl::StatusOr<proto::KernelResponse> RunStream(const proto::KernelRequest& req) {
     grpc::ClientContext ctx;
     SetDeadline(&ctx);
-    auto stream = stub_->RunStream(&ctx);
+    auto stream = channel_->stub()->RunStream(&ctx);
     // One chunk at a time from the request's buffers (a failed write: the
     // worker answered early, Finish says why).
     ml::worker::WriteRequestChunks(
@@ -467,18 +429,19 @@ class PyWorkerClient {
     return assembler.Finish();
   }
 
-  double timeout_s_;
-  std::unique_ptr<proto::Worker::Stub> stub_;
+  std::shared_ptr<WorkerChannel> channel_;
 };
 
 }  // namespace
 
 void RegisterWorker(py::module_& m) {
-  py::class_<PyWorkerClient>(m, "_WorkerClient")
+  py::class_<WorkerChannel, std::shared_ptr<WorkerChannel>>(m, "_WorkerChannel")
       .def(py::init<std::string, std::string, std::string, double, std::string, std::string>(),
            py::arg("address"), py::arg("tls_root_ca"), py::arg("server_name"), py::arg("timeout_s"),
            py::arg("tls_cert") = "", py::arg("tls_key") = "")
-      .def("close", &PyWorkerClient::Close)
+      .def("close", &WorkerChannel::Close);
+  py::class_<PyWorkerClient>(m, "_WorkerClient")
+      .def(py::init<std::shared_ptr<WorkerChannel>>(), py::arg("channel"))
       .def("health", &PyWorkerClient::Health)
       .def("capabilities", &PyWorkerClient::Capabilities)
       .def("run", &PyWorkerClient::Run, py::arg("kernel"), py::arg("inputs"), py::arg("params"),

@@ -1,8 +1,8 @@
 // The KV cache RPCs of tandem-worker (proto/worker.proto: CreateKvCache,
 // AppendKvCache, DropKvCache, ListKvCaches) for tandem.worker.Client
 // (python/tandem/worker.py), which holds one _WorkerKvClient beside its
-// _WorkerClient (same address and credentials). Kernels naming a cache go
-// through _WorkerClient.run (cache_name).
+// _WorkerClient, both on one _WorkerChannel (worker_channel.h). Kernels
+// naming a cache go through _WorkerClient.run (cache_name).
 //
 // Appends: keys and values float32/float64 arrays (heads, n, head_dim),
 // codes a uint8 array (heads, n, code_bits / 8) (TypeError for other
@@ -14,7 +14,6 @@
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
-#include <chrono>
 #include <cmath>
 #include <memory>
 #include <string>
@@ -22,11 +21,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "base/grpc_credentials.h"
 #include "base/grpc_status.h"
 #include "ml/worker/tensor_stream.h"
 #include "proto/worker.grpc.pb.h"
 #include "python/src/common.h"
+#include "python/src/worker_channel.h"
 
 namespace tandem::python {
 namespace {
@@ -71,23 +70,10 @@ py::array AppendArray(py::handle obj, const char* name, bool codes, proto::Tenso
 
 class PyWorkerKvClient {
  public:
-  PyWorkerKvClient(const std::string& address, const std::string& tls_root_ca,
-                   const std::string& server_name, double timeout_s, const std::string& tls_cert,
-                   const std::string& tls_key)
-      : timeout_s_(timeout_s) {
-    if (!(timeout_s > 0)) throw py::value_error("timeout_s must be positive");
-    TlsFiles tls;
-    tls.insecure_plaintext = tls_root_ca.empty();
-    tls.root_ca_path = tls_root_ca;
-    tls.cert_chain_path = tls_cert;
-    tls.private_key_path = tls_key;
-    auto creds = ValueOrThrow(MakeChannelCredentials(tls));
-    grpc::ChannelArguments args;
-    if (!server_name.empty()) args.SetSslTargetNameOverride(server_name);
-    stub_ = proto::Worker::NewStub(grpc::CreateCustomChannel(address, creds, args));
+  // Calls through `channel`, the one its _WorkerClient uses.
+  explicit PyWorkerKvClient(std::shared_ptr<WorkerChannel> channel) : channel_(std::move(channel)) {
+    if (channel_ == nullptr) throw py::value_error("a worker client needs a channel");
   }
-
-  void Close() { stub_.reset(); }
 
   py::dict Create(const std::string& name, int heads, int head_dim, int code_bits, bool replace) {
     proto::CreateKvCacheRequest req;
@@ -99,7 +85,8 @@ class PyWorkerKvClient {
     spec->set_dtype(proto::DTYPE_FLOAT32);
     spec->set_replace(replace);
     proto::KvCacheInfo info;
-    Call([&](grpc::ClientContext* ctx) { return stub_->CreateKvCache(ctx, req, &info); });
+    channel_->Call(
+        [&](grpc::ClientContext* ctx) { return channel_->stub()->CreateKvCache(ctx, req, &info); });
     return InfoDict(info);
   }
 
@@ -114,14 +101,14 @@ class PyWorkerKvClient {
     for (const py::array& a : arrays) {
       data.emplace_back(static_cast<const char*>(a.data()), static_cast<size_t>(a.nbytes()));
     }
-    CheckOpen();
+    channel_->CheckOpen();
     proto::KvCacheInfo info;
     grpc::Status s;
     {
       py::gil_scoped_release release;
       grpc::ClientContext ctx;
-      SetDeadline(&ctx);
-      auto writer = stub_->AppendKvCache(&ctx, &info);
+      channel_->SetDeadline(&ctx);
+      auto writer = channel_->stub()->AppendKvCache(&ctx, &info);
       // A failed write: the worker answered early (e.g. over budget); Finish says why.
       ml::worker::WriteKvAppendChunks(
           header, data, kChunkBytes,
@@ -137,13 +124,15 @@ class PyWorkerKvClient {
     proto::DropKvCacheRequest req;
     req.set_name(name);
     proto::DropKvCacheResponse r;
-    Call([&](grpc::ClientContext* ctx) { return stub_->DropKvCache(ctx, req, &r); });
+    channel_->Call(
+        [&](grpc::ClientContext* ctx) { return channel_->stub()->DropKvCache(ctx, req, &r); });
     return r.freed_bytes();
   }
 
   py::dict List() {
     proto::ListKvCachesResponse r;
-    Call([&](grpc::ClientContext* ctx) { return stub_->ListKvCaches(ctx, {}, &r); });
+    channel_->Call(
+        [&](grpc::ClientContext* ctx) { return channel_->stub()->ListKvCaches(ctx, {}, &r); });
     py::list caches;
     for (const proto::KvCacheInfo& i : r.caches()) caches.append(InfoDict(i));
     py::dict d;
@@ -155,39 +144,14 @@ class PyWorkerKvClient {
   }
 
  private:
-  void CheckOpen() const {
-    if (stub_ == nullptr) ThrowStatus(absl::FailedPreconditionError("the client is closed"));
-  }
-  void SetDeadline(grpc::ClientContext* ctx) const {
-    ctx->set_deadline(std::chrono::system_clock::now() +
-                      std::chrono::microseconds(static_cast<int64_t>(timeout_s_ * 1e6)));
-  }
-  // One unary RPC with the GIL released; raises its error.
-  template <typename Rpc>
-  void Call(Rpc rpc) {
-    CheckOpen();
-    grpc::Status s;
-    {
-      py::gil_scoped_release release;
-      grpc::ClientContext ctx;
-      SetDeadline(&ctx);
-      s = rpc(&ctx);
-    }
-    OkOrThrow(FromGrpcStatus(s));
-  }
-
-  double timeout_s_;
-  std::unique_ptr<proto::Worker::Stub> stub_;
+  std::shared_ptr<WorkerChannel> channel_;
 };
 
 }  // namespace
 
 void RegisterWorkerKv(py::module_& m) {
   py::class_<PyWorkerKvClient>(m, "_WorkerKvClient")
-      .def(py::init<std::string, std::string, std::string, double, std::string, std::string>(),
-           py::arg("address"), py::arg("tls_root_ca"), py::arg("server_name"), py::arg("timeout_s"),
-           py::arg("tls_cert") = "", py::arg("tls_key") = "")
-      .def("close", &PyWorkerKvClient::Close)
+      .def(py::init<std::shared_ptr<WorkerChannel>>(), py::arg("channel"))
       .def("create", &PyWorkerKvClient::Create, py::arg("name"), py::arg("heads"),
            py::arg("head_dim"), py::arg("code_bits"), py::arg("replace"))
       .def("append", &PyWorkerKvClient::Append, py::arg("name"), py::arg("keys"), py::arg("values"),

@@ -99,17 +99,18 @@ class Client:
 
     def __init__(self, address, *, tls_root_ca=None, server_name=None, timeout_s=60.0,
                  tls_cert=None, tls_key=None):
-        args = (address, os.fspath(tls_root_ca or ""), server_name or "", float(timeout_s),
-                os.fspath(tls_cert or ""), os.fspath(tls_key or ""))
-        self._c = _tandem._WorkerClient(*args)
-        self._kv = _tandem._WorkerKvClient(*args)
+        # One channel for both binding objects: one TLS session, one identity.
+        self._channel = _tandem._WorkerChannel(
+            address, os.fspath(tls_root_ca or ""), server_name or "", float(timeout_s),
+            os.fspath(tls_cert or ""), os.fspath(tls_key or ""))
+        self._c = _tandem._WorkerClient(self._channel)
+        self._kv = _tandem._WorkerKvClient(self._channel)
 
     def close(self):
         """Closes the channel (not while calls are in flight); later calls
         raise FailedPreconditionError. A worker's clean shutdown waits for
         open channels, so close clients first."""
-        self._c.close()
-        self._kv.close()
+        self._channel.close()
 
     def __enter__(self):
         return self
