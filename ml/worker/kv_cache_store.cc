@@ -7,6 +7,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "ml/worker/resource_name.h"
 #include "ml/worker/tensor_codec.h"
 
 namespace tandem::ml::worker {
@@ -56,20 +57,7 @@ struct KvCacheStore::Entry {
 
 namespace {
 
-absl::Status CheckName(absl::string_view name) {
-  if (name.empty() || name.size() > 128) {
-    return absl::InvalidArgumentError("KV cache name must have 1 to 128 characters");
-  }
-  for (char c : name) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                    c == '.' || c == '_' || c == '-';
-    if (!ok) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("KV cache name '", name, "' may only hold [A-Za-z0-9._-]"));
-    }
-  }
-  return absl::OkStatus();
-}
+absl::Status CheckName(absl::string_view name) { return CheckResourceName("KV cache", name); }
 
 // A key: a name, or a hex-encoded owner, '/', a name (KvCacheStore::Key).
 absl::Status CheckKey(const std::string& key) {

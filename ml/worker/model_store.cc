@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "ml/worker/resource_name.h"
 
 namespace tandem::ml::worker {
 
@@ -35,20 +36,7 @@ struct ModelLease::Entry {
 
 namespace {
 
-absl::Status CheckName(const std::string& name) {
-  if (name.empty() || name.size() > 128) {
-    return absl::InvalidArgumentError("model name must have 1 to 128 characters");
-  }
-  for (char c : name) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                    c == '.' || c == '_' || c == '-';
-    if (!ok) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("model name '", name, "' may only hold [A-Za-z0-9._-]"));
-    }
-  }
-  return absl::OkStatus();
-}
+absl::Status CheckName(const std::string& name) { return CheckResourceName("model", name); }
 
 absl::Status NotLoaded(const std::string& name) {
   return absl::NotFoundError(absl::StrCat("model '", name, "' is not loaded"));
