@@ -42,7 +42,9 @@ absl::StatusOr<kernels::PackedCodes> CodesFrom(const WireTensor& w, const char* 
   c.rows = w.shape[0];
   c.words = w.shape[1] / 4;
   c.bits.resize(static_cast<size_t>(c.rows * c.words));
-  std::memcpy(c.bits.data(), w.raw.data(), w.raw.size());
+  if (w.raw.size() != 0) {  // an empty input may come with null pointers
+    std::memcpy(c.bits.data(), w.raw.data(), w.raw.size());
+  }
   return c;
 }
 
@@ -76,6 +78,72 @@ kernels::SnapKvOptions SnapFrom(const KernelCall& c) {
   o.gqa = c.int_param("gqa_max") ? kernels::GqaReduce::kMax : kernels::GqaReduce::kMean;
   o.pool = c.int_param("pool_avg") ? kernels::PoolKind::kAvg : kernels::PoolKind::kMax;
   return o;
+}
+
+// adakv.decode: q (H, d); k, v (H_kv, N, d); kept and cu_seqlens as
+// adakv.compress returns them (cu_seqlens: the H_kv + 1 offsets 0 = c_0 <
+// c_1 < ... < c_H_kv = len(kept), head h's positions kept[c_h, c_h+1)).
+// Every check before the gather; then CompactKvCache and
+// CompactDecodeAttention.
+absl::StatusOr<Outputs> AdaKvDecode(const KernelCall& c) {
+  const Tensor &q = c.f32(0), &k = c.f32(1), &v = c.f32(2);
+  if (k.rank() != 3 || v.shape() != k.shape() || k.dim(0) < 1 || k.dim(2) < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "k ", k.ShapeString(), " and v ", v.ShapeString(), " must both be (H_kv >= 1, N, d >= 1)"));
+  }
+  const int64_t hkv = k.dim(0), n = k.dim(1), d = k.dim(2), h = q.dim(0);
+  if (q.dim(1) != d) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("q is (H, d) with d = ", q.dim(1), ", k and v have d = ", d));
+  }
+  if (h < 1 || h % hkv != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "q has H = ", h, " heads, not a positive multiple of H_kv = ", hkv, " KV heads"));
+  }
+  std::vector<int64_t> kept(c.inputs[3].raw.size() / sizeof(int64_t));
+  if (!kept.empty()) {  // an empty input may come with null pointers
+    std::memcpy(kept.data(), c.inputs[3].raw.data(), kept.size() * sizeof(int64_t));
+  }
+  std::vector<int64_t> cu(c.inputs[4].raw.size() / sizeof(int64_t));
+  if (!cu.empty()) {  // an empty input may come with null pointers
+    std::memcpy(cu.data(), c.inputs[4].raw.data(), cu.size() * sizeof(int64_t));
+  }
+  if (static_cast<int64_t>(cu.size()) != hkv + 1 || cu[0] != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cu_seqlens must be the H_kv + 1 = ", hkv + 1,
+                     " offsets adakv.compress returns, from 0; got ", cu.size(), " entries",
+                     cu.empty() ? "" : absl::StrCat(", starting at ", cu[0])));
+  }
+  for (int64_t hh = 0; hh < hkv; ++hh) {
+    if (cu[hh + 1] <= cu[hh]) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "cu_seqlens must increase: KV head ", hh, " would keep no entries (cu_seqlens[", hh,
+          "] = ", cu[hh], ", [", hh + 1, "] = ", cu[hh + 1], ")"));
+    }
+  }
+  const int64_t total = static_cast<int64_t>(kept.size());
+  if (cu[hkv] != total) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cu_seqlens ends at ", cu[hkv], ", kept has ", total, " positions"));
+  }
+  const double td = static_cast<double>(total) * static_cast<double>(d);
+  TANDEM_RETURN_IF_ERROR(Budget(2 * td, kMaxScratch, "gathered KV floats"));
+  TANDEM_RETURN_IF_ERROR(
+      Budget(4 * static_cast<double>(h / hkv) * td, kMaxWork, "compact decode FLOPs"));
+  std::vector<std::vector<int64_t>> lists(static_cast<size_t>(hkv));
+  for (int64_t hh = 0; hh < hkv; ++hh) {
+    for (int64_t i = cu[hh]; i < cu[hh + 1]; ++i) {
+      if (kept[i] < 0 || kept[i] >= n) {
+        return absl::InvalidArgumentError(absl::StrCat("kept[", i, "] = ", kept[i], " (KV head ",
+                                                       hh, ") is outside [0, N = ", n, ")"));
+      }
+    }
+    lists[hh].assign(kept.begin() + cu[hh], kept.begin() + cu[hh + 1]);
+  }
+  TANDEM_ASSIGN_OR_RETURN(kernels::CompactKv compact,
+                          kernels::CompactKvCache(k, v, std::move(lists)));
+  TANDEM_ASSIGN_OR_RETURN(Tensor out, kernels::CompactDecodeAttention(q, compact));
+  return MoveOutputs(EncodeFloat("out", out));
 }
 
 std::vector<KernelSpec> Specs() {
@@ -201,6 +269,21 @@ std::vector<KernelSpec> Specs() {
                                     EncodeInt64("kept", {total}, flat));
                }});
 
+  // The decode step over adakv.compress's kept positions: with a cache
+  // named, only q, kept and cu_seqlens travel; k and v stay in the worker.
+  s.push_back({"adakv.decode",
+               "one decode step over an Ada-KV compacted cache: kept positions and cu_seqlens "
+               "as adakv.compress returns them",
+               false,
+               {{"q", kF32, 2},
+                {"k", kF32, 3},
+                {"v", kF32, 3},
+                {"kept", proto::DTYPE_INT64, 1},
+                {"cu_seqlens", proto::DTYPE_INT64, 1}},
+               {},
+               {{"out", kF32, 2}},
+               AdaKvDecode});
+
   std::vector<InputSpec> hash_in = {{"x", kF32, 2}};
   hash_in.insert(hash_in.end(), hash_w.begin(), hash_w.end());
   s.push_back({"spotlight.hash",
@@ -323,8 +406,8 @@ std::vector<KernelSpec> Specs() {
     // one: the cached key codes, keys and values.
     for (InputSpec& in : k.inputs) {
       if (k.name == "spotlight.topk" && in.name == "key_codes") in.from_cache = "codes";
-      const bool kv =
-          k.name == "attention.dense" || k.name == "adakv.scores" || k.name == "adakv.compress";
+      const bool kv = k.name == "attention.dense" || k.name == "adakv.scores" ||
+                      k.name == "adakv.compress" || k.name == "adakv.decode";
       if (kv && in.name == "k") in.from_cache = "keys";
       if (kv && in.name == "v") in.from_cache = "values";
     }

@@ -4,6 +4,7 @@
 //   dusa.forward           DuSA two-stage sparse attention (CUDA)
 //   cat.mix / cat.forward  CAT circular-convolutional attention (FFT/gather)
 //   adakv.scores / adakv.compress   SnapKV scoring + Ada-KV allocation/compaction
+//   adakv.decode           one decode step over the compacted cache
 //   spotlight.hash / spotlight.topk (CUDA) / spotlight.ranking_loss
 //   ren.forward / ren.merge         REN region tokens from point prompts
 //   tensor.copy            y = x (float32, rank 1): the transfer's own cost

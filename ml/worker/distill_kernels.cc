@@ -177,7 +177,10 @@ std::vector<KernelSpec> Specs() {
                [](const KernelCall& c) -> absl::StatusOr<Outputs> {
                  const WireTensor& lw = c.inputs[1];
                  std::vector<int64_t> labels(static_cast<size_t>(lw.shape[0]));
-                 std::memcpy(labels.data(), lw.raw.data(), labels.size() * sizeof(int64_t));
+                 if (labels.size() * sizeof(int64_t) !=
+                     0) {  // an empty input may come with null pointers
+                   std::memcpy(labels.data(), lw.raw.data(), labels.size() * sizeof(int64_t));
+                 }
                  ds::SdpgoOptions o{.temperature = c.param("temperature"), .alpha = c.param("alpha"),
                                     .beta = c.param("beta"), .lambda = c.param("lambda"),
                                     .eta = c.param("eta")};

@@ -1,11 +1,14 @@
 // Kernels reading a KV cache through the registry (KernelRequest.kv_cache),
 // in process: the same answers as with the tensors sent in the request, and
-// the codes of a request naming a cache wrongly.
+// the codes of a request naming a cache wrongly. adakv.decode over the
+// output of adakv.compress equals kernels::CompactDecodeAttention.
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "ml/kernels/adakv.h"
 #include "ml/kernels/testing/random_tensor.h"
 #include "ml/worker/builtin_kernels.h"
 #include "ml/worker/kernel_registry.h"
@@ -151,12 +154,21 @@ TEST_F(KvCacheKernelsTest, RefusesWrongCacheRequests) {
 TEST_F(KvCacheKernelsTest, CapabilitiesAndStreamsCarryTheCache) {
   for (const proto::KernelInfo& k : registry_.Describe()) {
     const bool cached = k.name() == "spotlight.topk" || k.name() == "attention.dense" ||
-                        k.name() == "adakv.scores" || k.name() == "adakv.compress";
+                        k.name() == "adakv.scores" || k.name() == "adakv.compress" ||
+                        k.name() == "adakv.decode";
     EXPECT_EQ(k.accepts_kv_cache(), cached) << k.name();
     if (k.name() == "spotlight.topk") EXPECT_EQ(k.inputs(1).from_cache(), "codes");
     if (k.name() == "adakv.compress") {
       EXPECT_EQ(k.inputs(1).from_cache(), "keys");
       EXPECT_EQ(k.inputs(2).from_cache(), "values");
+    }
+    if (k.name() == "adakv.decode") {
+      ASSERT_EQ(k.inputs_size(), 5);
+      EXPECT_EQ(k.inputs(0).from_cache(), "");
+      EXPECT_EQ(k.inputs(1).from_cache(), "keys");
+      EXPECT_EQ(k.inputs(2).from_cache(), "values");
+      EXPECT_EQ(k.inputs(3).from_cache(), "");
+      EXPECT_EQ(k.inputs(4).from_cache(), "");
     }
   }
   // RunStream's header keeps the cache reference.
@@ -166,6 +178,144 @@ TEST_F(KvCacheKernelsTest, CapabilitiesAndStreamsCarryTheCache) {
   r.mutable_kv_cache()->set_head(1);
   EXPECT_EQ(WithoutData(r).kv_cache().head(), 1);
   EXPECT_EQ(WithoutData(r).kv_cache().name(), "seq");
+}
+
+std::vector<int64_t> Int64s(const proto::Tensor& t) {
+  std::vector<int64_t> v(t.data().size() / sizeof(int64_t));
+  std::memcpy(v.data(), t.data().data(), v.size() * sizeof(int64_t));
+  return v;
+}
+
+// adakv.decode of q over (kept, cu_seqlens), on the cache "seq" (k and v
+// left out) or, with k and v given, sent inline.
+proto::KernelRequest DecodeRequest(const Tensor& q, const std::vector<int64_t>& kept,
+                                   const std::vector<int64_t>& cu, const Tensor* k = nullptr,
+                                   const Tensor* v = nullptr) {
+  proto::KernelRequest r;
+  r.set_kernel("adakv.decode");
+  *r.add_inputs() = EncodeFloat("q", q);
+  if (k != nullptr) {
+    *r.add_inputs() = EncodeFloat("k", *k);
+    *r.add_inputs() = EncodeFloat("v", *v);
+  } else {
+    r.mutable_kv_cache()->set_name("seq");
+  }
+  *r.add_inputs() = EncodeInt64("kept", {static_cast<int64_t>(kept.size())}, kept);
+  *r.add_inputs() = EncodeInt64("cu_seqlens", {static_cast<int64_t>(cu.size())}, cu);
+  return r;
+}
+
+// The direct computation: CompactDecodeAttention(q, CompactKvCache(k, v,
+// kept split by cu_seqlens)).
+proto::Tensor ReferenceDecode(const Tensor& q, const Tensor& k, const Tensor& v,
+                              const std::vector<int64_t>& kept, const std::vector<int64_t>& cu) {
+  std::vector<std::vector<int64_t>> lists;
+  for (size_t h = 0; h + 1 < cu.size(); ++h) {
+    lists.emplace_back(kept.begin() + cu[h], kept.begin() + cu[h + 1]);
+  }
+  absl::StatusOr<kernels::CompactKv> compact = kernels::CompactKvCache(k, v, lists);
+  EXPECT_TRUE(compact.ok()) << compact.status();
+  absl::StatusOr<Tensor> out = kernels::CompactDecodeAttention(q, *compact);
+  EXPECT_TRUE(out.ok()) << out.status();
+  return EncodeFloat("out", *out);
+}
+
+TEST_F(KvCacheKernelsTest, AdaKvDecodeOverCompressOutputEqualsCompactDecodeAttention) {
+  // adakv.compress on the cache, budget 40 of 100 tokens (window 8).
+  proto::KernelRequest compress;
+  compress.set_kernel("adakv.compress");
+  *compress.add_inputs() = EncodeFloat("q", RandomTensor({4, 100, 16}, 3));
+  compress.mutable_kv_cache()->set_name("seq");
+  (*compress.mutable_params())["window"] = 8;
+  (*compress.mutable_params())["budget"] = 40;
+  auto compressed = registry_.Run(compress, nullptr, store_.get());
+  ASSERT_TRUE(compressed.ok()) << compressed.status();
+  ASSERT_EQ(compressed->size(), 4u);
+  const std::vector<int64_t> cu = Int64s((*compressed)[2]);
+  const std::vector<int64_t> kept = Int64s((*compressed)[3]);
+  ASSERT_EQ(cu.size(), 3u);      // H_kv + 1 offsets
+  ASSERT_LT(kept.size(), 200u);  // a real compaction, not every token
+  ASSERT_GT(kept.size(), 0u);
+
+  // G = 2 and G = 1 query heads per KV head.
+  for (int64_t heads : {4, 2}) {
+    SCOPED_TRACE(heads);
+    const Tensor q = RandomTensor({heads, 16}, 10 + heads);
+    auto cached = registry_.Run(DecodeRequest(q, kept, cu), nullptr, store_.get());
+    ASSERT_TRUE(cached.ok()) << cached.status();
+    ASSERT_EQ(cached->size(), 1u);
+    EXPECT_EQ((*cached)[0].name(), "out");
+    ASSERT_EQ((*cached)[0].shape_size(), 2);
+    EXPECT_EQ((*cached)[0].shape(0), heads);
+    EXPECT_EQ((*cached)[0].shape(1), 16);
+    EXPECT_EQ((*cached)[0].data(), ReferenceDecode(q, keys_, values_, kept, cu).data());
+    auto inline_kv = registry_.Run(DecodeRequest(q, kept, cu, &keys_, &values_));
+    ASSERT_TRUE(inline_kv.ok()) << inline_kv.status();
+    ExpectSameOutputs(*cached, *inline_kv);
+    // Another selection gives another answer: kept is really read.
+    std::vector<int64_t> shifted = kept;
+    for (int64_t& p : shifted) p = (p + 1) % 100;
+    auto other = registry_.Run(DecodeRequest(q, shifted, cu), nullptr, store_.get());
+    ASSERT_TRUE(other.ok()) << other.status();
+    EXPECT_NE((*other)[0].data(), (*cached)[0].data());
+  }
+  // Uneven hand-picked heads (3 and 5 entries, unsorted, a repeat) on a
+  // 50-token prefix of the cache.
+  const std::vector<int64_t> mine = {49, 0, 7, 3, 3, 48, 20, 11};
+  const std::vector<int64_t> mine_cu = {0, 3, 8};
+  const Tensor q = RandomTensor({2, 16}, 30);
+  proto::KernelRequest prefix = DecodeRequest(q, mine, mine_cu);
+  prefix.mutable_kv_cache()->set_tokens(50);
+  auto got = registry_.Run(prefix, nullptr, store_.get());
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ((*got)[0].data(), ReferenceDecode(q, keys_, values_, mine, mine_cu).data());
+  // Position 50 is past that prefix (N = 50).
+  prefix = DecodeRequest(q, {49, 0, 50, 3, 3, 48, 20, 11}, mine_cu);
+  prefix.mutable_kv_cache()->set_tokens(50);
+  auto past = registry_.Run(prefix, nullptr, store_.get());
+  EXPECT_TRUE(absl::IsInvalidArgument(past.status())) << past.status();
+  EXPECT_THAT(past.status().message(), ::testing::HasSubstr("outside [0, N = 50)"));
+}
+
+TEST_F(KvCacheKernelsTest, AdaKvDecodeRejectsInconsistentSelections) {
+  const Tensor q = RandomTensor({4, 16}, 40);
+  const std::vector<int64_t> kept = {1, 5, 9, 0, 99};
+  const std::vector<int64_t> cu = {0, 3, 5};
+  ASSERT_TRUE(registry_.Run(DecodeRequest(q, kept, cu), nullptr, store_.get()).ok());
+  struct Bad {
+    const char* reason;
+    proto::KernelRequest request;
+  };
+  const std::vector<Bad> bad = {
+      {"outside [0, N = 100)", DecodeRequest(q, {1, 5, 9, 0, 100}, cu)},
+      {"outside [0, N = 100)", DecodeRequest(q, {1, -1, 9, 0, 99}, cu)},
+      {"cu_seqlens ends at 5, kept has 4", DecodeRequest(q, {1, 5, 9, 0}, cu)},
+      {"cu_seqlens ends at 4, kept has 5", DecodeRequest(q, kept, {0, 3, 4})},
+      {"H_kv + 1 = 3 offsets", DecodeRequest(q, kept, {3, 5})},
+      {"H_kv + 1 = 3 offsets", DecodeRequest(q, kept, {0, 3, 5, 5})},
+      {"H_kv + 1 = 3 offsets", DecodeRequest(q, kept, {})},
+      {"starting at 1", DecodeRequest(q, kept, {1, 3, 5})},
+      {"KV head 1 would keep no entries", DecodeRequest(q, {1, 5, 9, 0, 99}, {0, 5, 5})},
+      {"KV head 0 would keep no entries", DecodeRequest(q, kept, {0, 0, 5})},
+      {"not a positive multiple of H_kv = 2", DecodeRequest(RandomTensor({3, 16}, 41), kept, cu)},
+      {"q is (H, d) with d = 8", DecodeRequest(RandomTensor({4, 8}, 42), kept, cu)},
+  };
+  for (const Bad& b : bad) {
+    SCOPED_TRACE(b.reason);
+    absl::StatusOr<std::vector<proto::Tensor>> r = registry_.Run(b.request, nullptr, store_.get());
+    EXPECT_TRUE(absl::IsInvalidArgument(r.status())) << r.status();
+    EXPECT_THAT(r.status().message(), ::testing::HasSubstr(b.reason));
+  }
+  // The same checks with k and v sent inline, and k, v of other shapes.
+  auto inline_bad = registry_.Run(DecodeRequest(q, {1, 5, 9, 0, 100}, cu, &keys_, &values_));
+  EXPECT_TRUE(absl::IsInvalidArgument(inline_bad.status())) << inline_bad.status();
+  const Tensor v_short = RandomTensor({2, 99, 16}, 43);
+  auto mismatch = registry_.Run(DecodeRequest(q, kept, cu, &keys_, &v_short));
+  EXPECT_TRUE(absl::IsInvalidArgument(mismatch.status())) << mismatch.status();
+  // Wrong dtype for kept (float32 positions): refused by the registry.
+  proto::KernelRequest as_float = DecodeRequest(q, kept, cu);
+  *as_float.mutable_inputs(1) = EncodeFloat("kept", RandomTensor({5}, 44));
+  EXPECT_TRUE(absl::IsInvalidArgument(registry_.Run(as_float, nullptr, store_.get()).status()));
 }
 
 }  // namespace

@@ -82,7 +82,8 @@ absl::StatusOr<kernels::Tensor> FloatsFrom(std::vector<int64_t> shape, proto::DT
                                            absl::string_view what) {
   std::vector<float> values = AdvisedFloats(static_cast<size_t>(n));
   if (dtype == proto::DTYPE_FLOAT32) {
-    std::memcpy(values.data(), data.data(), data.size());
+    // A zero-size tensor may come with null pointers: memcpy must not see them.
+    if (!data.empty()) std::memcpy(values.data(), data.data(), data.size());
   } else {
     for (int64_t i = 0; i < n; ++i) {
       double x;

@@ -102,6 +102,13 @@ std::vector<KernelCase> Attention() {
   v.push_back(Case("adakv.compress",
                    {F("q", {4, 40, 8}, 13), F("k", {2, 40, 8}, 14), F("v", {2, 40, 8}, 15)},
                    {{"window", 8}, {"kernel", 5}, {"budget", 16}, {"alpha", 0.2}}));
+  // One decode step over a compacted cache: KV head 0 keeps 5 positions,
+  // head 1 keeps 3 (kept and cu_seqlens as adakv.compress returns them).
+  v.push_back(Case("adakv.decode",
+                   {F("q", {4, 8}, 13), F("k", {2, 40, 8}, 14), F("v", {2, 40, 8}, 15),
+                    EncodeInt64("kept", {8}, {0, 3, 17, 38, 39, 5, 21, 39}),
+                    EncodeInt64("cu_seqlens", {3}, {0, 5, 8})},
+                   {}));
   v.push_back(Case("spotlight.hash", Concat({F("x", {40, 128}, 16)}, HashWeights()), {}));
   v.push_back(Case("spotlight.topk",
                    {RandomBytes("query_codes", 4, 16, 17), RandomBytes("key_codes", 60, 16, 18)},

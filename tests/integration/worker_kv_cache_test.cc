@@ -4,20 +4,26 @@
 // appends tokens in several streamed appends (each in many chunks), runs
 // spotlight.topk, attention.dense and adakv.compress naming the cache, and
 // checks every answer equals the same kernel run with the tensors sent in
-// the request. KvCacheAdversarialTest (label adversarial) sends what a
+// the request; then adakv.compress's kept + cu_seqlens fed back to
+// adakv.decode on the cache, against a CPU reference computed here from
+// the same keys and values. KvCacheAdversarialTest (label adversarial) sends what a
 // hostile or broken client would: appends to a dropped cache, past the
 // budget (RESOURCE_EXHAUSTED, nothing appended), with a wrong head_dim or
 // dtype (INVALID_ARGUMENT), kernels naming an unknown cache (NOT_FOUND),
 // while the worker keeps serving.
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "ml/kernels/adakv.h"
 #include "ml/kernels/testing/random_tensor.h"
 #include "ml/worker/tensor_codec.h"
 #include "ml/worker/tensor_stream.h"
@@ -31,6 +37,7 @@ using ml::kernels::Tensor;
 using ml::kernels::testing::RandomTensor;
 using ml::worker::EncodeBytes;
 using ml::worker::EncodeFloat;
+using ml::worker::EncodeInt64;
 using ::tandem::testing::WorkerProcess;
 using Code = grpc::StatusCode;
 
@@ -45,6 +52,16 @@ std::string Slice(const std::string& all, int64_t total, int64_t width, int64_t 
 }
 std::string Floats(const Tensor& t) {
   return std::string(reinterpret_cast<const char*>(t.ptr()), t.size() * sizeof(float));
+}
+std::vector<int64_t> Int64s(const proto::Tensor& t) {
+  std::vector<int64_t> v(t.data().size() / sizeof(int64_t));
+  std::memcpy(v.data(), t.data().data(), v.size() * sizeof(int64_t));
+  return v;
+}
+std::vector<float> FloatValues(const proto::Tensor& t) {
+  std::vector<float> v(t.data().size() / sizeof(float));
+  std::memcpy(v.data(), t.data().data(), v.size() * sizeof(float));
+  return v;
 }
 
 class KvCacheTest : public ::testing::Test {
@@ -233,12 +250,119 @@ TEST_F(KvCacheTest, KernelsOnTheCacheEqualTensorsSent) {
     ASSERT_TRUE(stub_->Capabilities(&ctx, {}, &caps).ok());
     int accepting = 0;
     for (const proto::KernelInfo& k : caps.kernels()) accepting += k.accepts_kv_cache();
-    EXPECT_EQ(accepting, 4);
+    EXPECT_EQ(accepting, 5);
   }
   int64_t freed = 0;
   ASSERT_TRUE(Drop("seq", &freed).ok());
   EXPECT_EQ(freed, info.bytes());
   EXPECT_EQ(List().used_bytes(), 0);
+  EXPECT_EQ(List().caches_size(), 0);
+}
+
+// The product flow: adakv.compress once on the cache, then each decode step
+// sends q + kept + cu_seqlens only. The answer equals softmax(q k^T /
+// sqrt d) v over each KV head's kept rows, computed here in double from the
+// keys and values appended, and kernels::CompactDecodeAttention.
+TEST_F(KvCacheTest, CompressThenDecodeOnTheCache) {
+  constexpr int64_t kTokens = 256, kQueryHeads = 4, kGroup = kQueryHeads / kHeads;
+  const Tensor keys = RandomTensor({kHeads, kTokens, kDim}, 11);
+  const Tensor values = RandomTensor({kHeads, kTokens, kDim}, 12);
+  ASSERT_TRUE(Create("decode", kDim).ok());
+  for (auto [from, n] : {std::pair<int64_t, int64_t>{0, 100}, {100, 156}}) {
+    std::vector<float> kf, vf;
+    for (int h = 0; h < kHeads; ++h) {
+      const int64_t at = (h * kTokens + from) * kDim;
+      kf.insert(kf.end(), keys.ptr() + at, keys.ptr() + at + n * kDim);
+      vf.insert(vf.end(), values.ptr() + at, values.ptr() + at + n * kDim);
+    }
+    grpc::Status s =
+        Append("decode", *Tensor::FromData({kHeads, n, kDim}, kf),
+               *Tensor::FromData({kHeads, n, kDim}, vf), std::string(kHeads * n * kCodeBytes, 'c'));
+    ASSERT_TRUE(s.ok()) << s.error_message();
+  }
+  proto::KernelRequest compress;
+  compress.set_kernel("adakv.compress");
+  *compress.add_inputs() = EncodeFloat("q", RandomTensor({kQueryHeads, kTokens, kDim}, 13));
+  compress.mutable_kv_cache()->set_name("decode");
+  (*compress.mutable_params())["window"] = 16;
+  (*compress.mutable_params())["budget"] = 48;
+  proto::KernelResponse compressed;
+  grpc::Status s = Run(compress, &compressed);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  ASSERT_EQ(compressed.outputs_size(), 4);
+  const proto::Tensor& cu_t = compressed.outputs(2);
+  const proto::Tensor& kept_t = compressed.outputs(3);
+  const std::vector<int64_t> cu = Int64s(cu_t), kept = Int64s(kept_t);
+  ASSERT_EQ(cu.size(), static_cast<size_t>(kHeads + 1));
+  ASSERT_EQ(cu.back(), static_cast<int64_t>(kept.size()));
+  ASSERT_LT(kept.size(), static_cast<size_t>(kHeads * kTokens));  // really compacted
+
+  std::vector<std::vector<int64_t>> lists;
+  for (int h = 0; h < kHeads; ++h)
+    lists.emplace_back(kept.begin() + cu[h], kept.begin() + cu[h + 1]);
+  for (uint64_t step = 0; step < 3; ++step) {
+    SCOPED_TRACE(step);
+    const Tensor q = RandomTensor({kQueryHeads, kDim}, 20 + step);
+    proto::KernelRequest decode;
+    decode.set_kernel("adakv.decode");
+    decode.set_backend("cpu");
+    *decode.add_inputs() = EncodeFloat("q", q);
+    *decode.add_inputs() = kept_t;
+    *decode.add_inputs() = cu_t;
+    decode.mutable_kv_cache()->set_name("decode");
+    proto::KernelResponse got;
+    s = Run(decode, &got);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    ASSERT_EQ(got.outputs_size(), 1);
+    ASSERT_EQ(got.outputs(0).shape_size(), 2);
+    EXPECT_EQ(got.outputs(0).shape(0), kQueryHeads);
+    EXPECT_EQ(got.outputs(0).shape(1), kDim);
+    const std::vector<float> out = FloatValues(got.outputs(0));
+    ASSERT_EQ(out.size(), static_cast<size_t>(kQueryHeads * kDim));
+    // Naive reference, double precision.
+    for (int64_t h = 0; h < kQueryHeads; ++h) {
+      const int64_t kv = h / kGroup;
+      std::vector<double> w;
+      double top = -INFINITY, sum = 0;
+      for (int64_t p : lists[kv]) {
+        double dot = 0;
+        for (int64_t j = 0; j < kDim; ++j) {
+          dot += static_cast<double>(q.ptr()[h * kDim + j]) *
+                 keys.ptr()[(kv * kTokens + p) * kDim + j];
+        }
+        w.push_back(dot / std::sqrt(static_cast<double>(kDim)));
+        top = std::max(top, w.back());
+      }
+      for (double& x : w) sum += (x = std::exp(x - top));
+      for (int64_t j = 0; j < kDim; ++j) {
+        double o = 0;
+        for (size_t i = 0; i < w.size(); ++i) {
+          o += w[i] / sum * values.ptr()[(kv * kTokens + lists[kv][i]) * kDim + j];
+        }
+        EXPECT_NEAR(out[h * kDim + j], o, 1e-5) << "head " << h << " dim " << j;
+      }
+    }
+    // The library path on the same host tensors.
+    auto compact = ml::kernels::CompactKvCache(keys, values, lists);
+    ASSERT_TRUE(compact.ok());
+    auto want = ml::kernels::CompactDecodeAttention(q, *compact);
+    ASSERT_TRUE(want.ok());
+    for (size_t i = 0; i < out.size(); ++i) EXPECT_NEAR(out[i], want->ptr()[i], 1e-6) << i;
+  }
+  // A position past the cache is refused, and the worker keeps serving.
+  proto::KernelRequest bad;
+  bad.set_kernel("adakv.decode");
+  *bad.add_inputs() = EncodeFloat("q", RandomTensor({kQueryHeads, kDim}, 30));
+  std::vector<int64_t> past = kept;
+  past.back() = kTokens;
+  *bad.add_inputs() = EncodeInt64("kept", {static_cast<int64_t>(past.size())}, past);
+  *bad.add_inputs() = cu_t;
+  bad.mutable_kv_cache()->set_name("decode");
+  proto::KernelResponse ignored;
+  s = Run(bad, &ignored);
+  EXPECT_EQ(s.error_code(), Code::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("outside [0, N = 256)"), std::string::npos) << s.error_message();
+  ASSERT_TRUE(Drop("decode").ok());
   EXPECT_EQ(List().caches_size(), 0);
 }
 
