@@ -87,11 +87,19 @@ kernels::SnapKvOptions SnapFrom(const KernelCall& c) {
 // CompactDecodeAttention.
 absl::StatusOr<Outputs> AdaKvDecode(const KernelCall& c) {
   const Tensor &q = c.f32(0), &k = c.f32(1), &v = c.f32(2);
-  if (k.rank() != 3 || v.shape() != k.shape() || k.dim(0) < 1 || k.dim(2) < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "k ", k.ShapeString(), " and v ", v.ShapeString(), " must both be (H_kv >= 1, N, d >= 1)"));
+  int64_t hkv, n, d;
+  if (c.cache != nullptr) {  // k and v stay in the cache: the kept rows are gathered below
+    TANDEM_ASSIGN_OR_RETURN(const KvCacheSummary info, c.cache->Find(c.cache_key));
+    hkv = info.shape.heads, n = c.cache_tokens, d = info.shape.head_dim;
+  } else {
+    if (k.rank() != 3 || v.shape() != k.shape() || k.dim(0) < 1 || k.dim(2) < 1) {
+      return absl::InvalidArgumentError(absl::StrCat("k ", k.ShapeString(), " and v ",
+                                                     v.ShapeString(),
+                                                     " must both be (H_kv >= 1, N, d >= 1)"));
+    }
+    hkv = k.dim(0), n = k.dim(1), d = k.dim(2);
   }
-  const int64_t hkv = k.dim(0), n = k.dim(1), d = k.dim(2), h = q.dim(0);
+  const int64_t h = q.dim(0);
   if (q.dim(1) != d) {
     return absl::InvalidArgumentError(
         absl::StrCat("q is (H, d) with d = ", q.dim(1), ", k and v have d = ", d));
@@ -140,8 +148,24 @@ absl::StatusOr<Outputs> AdaKvDecode(const KernelCall& c) {
     }
     lists[hh].assign(kept.begin() + cu[hh], kept.begin() + cu[hh + 1]);
   }
-  TANDEM_ASSIGN_OR_RETURN(kernels::CompactKv compact,
-                          kernels::CompactKvCache(k, v, std::move(lists)));
+  kernels::CompactKv compact;
+  if (c.cache != nullptr) {
+    // Only the kept rows leave the cache's pages (not every token of it).
+    TANDEM_ASSIGN_OR_RETURN(compact.keys, Tensor::Zeros({total, d}));
+    TANDEM_ASSIGN_OR_RETURN(compact.values, Tensor::Zeros({total, d}));
+    for (auto [part, t] :
+         {std::pair{KvPart::kKeys, &compact.keys}, std::pair{KvPart::kValues, &compact.values}}) {
+      TANDEM_RETURN_IF_ERROR(
+          c.cache
+              ->GatherRows(c.cache_key, part, c.cache_tokens, kept, cu,
+                           absl::MakeSpan(t->mutable_ptr(), static_cast<size_t>(total * d)))
+              .status());
+    }
+    compact.cu_seqlens = std::move(cu);
+    compact.kept = std::move(lists);
+  } else {
+    TANDEM_ASSIGN_OR_RETURN(compact, kernels::CompactKvCache(k, v, std::move(lists)));
+  }
   TANDEM_ASSIGN_OR_RETURN(Tensor out, kernels::CompactDecodeAttention(q, compact));
   return MoveOutputs(EncodeFloat("out", out));
 }
@@ -283,6 +307,7 @@ std::vector<KernelSpec> Specs() {
                {},
                {{"out", kF32, 2}},
                AdaKvDecode});
+  s.back().gathers_from_cache = true;
 
   std::vector<InputSpec> hash_in = {{"x", kF32, 2}};
   hash_in.insert(hash_in.end(), hash_w.begin(), hash_w.end());

@@ -106,9 +106,15 @@ absl::Status FillFromCache(const KernelSpec& spec, const proto::KvCacheRef& ref,
       return absl::FailedPreconditionError(absl::StrCat("KV cache '", ref.name(), "' is empty"));
     }
   }
+  if (spec.gathers_from_cache) {
+    call->cache = &caches;
+    call->cache_key = key;
+    call->cache_tokens = tokens;
+  }
   for (size_t i = 0; i < spec.inputs.size(); ++i) {
     const InputSpec& s = spec.inputs[i];
     if (s.from_cache.empty()) continue;
+    if (spec.gathers_from_cache && s.from_cache != "codes") continue;  // the runner gathers
     WireTensor& w = call->inputs[i];
     if (s.from_cache == "codes") {
       TANDEM_ASSIGN_OR_RETURN(w.raw, caches.ReadCodes(key, ref.head(), tokens));

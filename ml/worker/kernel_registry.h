@@ -85,6 +85,14 @@ struct KernelCall {
   // model, inputs marked from_model are empty placeholders unless the
   // model's kind is "tensors" (then they hold the model's tensors).
   std::shared_ptr<ModelLease> model;
+  // Set when the request names a KV cache and the spec gathers_from_cache:
+  // the store (not owned; outlives the call), the cache's key and the token
+  // count the call reads (fixed for the call: appends may go on). The
+  // from_cache float inputs are then empty; the runner gathers what it
+  // needs (KvCacheStore::GatherRows).
+  const KvCacheStore* cache = nullptr;
+  std::string cache_key;
+  int64_t cache_tokens = 0;
 
   const kernels::Tensor& f32(size_t i) const { return inputs[i].f32; }
   double param(const std::string& name) const { return params.at(name); }
@@ -114,6 +122,10 @@ struct KernelSpec {
   std::vector<std::string> model_kinds = {};  // kinds accepted in KernelRequest.model
   bool model_required = false;           // refuse requests without a model
   bool trains_model = false;             // exclusive lease; version + 1 per call
+  // With a cache named, leave the from_cache float inputs empty and hand
+  // the runner the cache (KernelCall::cache) instead of copying every token
+  // of it: for kernels that read a few rows (a decode step's kept tokens).
+  bool gathers_from_cache = false;
 };
 
 struct RegistryLimits {

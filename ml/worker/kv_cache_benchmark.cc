@@ -4,6 +4,13 @@
 //   BM_TopKResidentCache   the codes held by the worker (KernelRequest.kv_cache)
 //   BM_TopKCodesInRequest  the 8 MiB of key codes sent with every request
 //   BM_TopKKernelOnly      the kernel alone in process (the floor)
+// and one Ada-KV decode step (adakv.decode, 4 query heads over the 2,048
+// kept positions of the cache's KV head, every 256th token):
+//   BM_DecodeResidentCache q, kept and cu_seqlens sent; the worker gathers
+//                          the kept keys and values from the cache
+//   BM_DecodeCompactSent   the kept keys and values sent with every step
+//                          (512 KiB; no cache)
+//   BM_DecodeKernelOnly    CompactDecodeAttention alone in process
 // Both worker variants return the same outputs (1024 indices and 512K
 // int32 scores, 2 MiB). Counters: kernel_us = the worker's elapsed_us.
 // The cache's keys and values (head_dim 32, zeros) are appended once, in
@@ -17,6 +24,7 @@
 #include "base/clock.h"
 #include "base/large_buffers.h"
 #include "benchmark/benchmark.h"
+#include "ml/kernels/adakv.h"
 #include "ml/kernels/spotlight.h"
 #include "ml/worker/builtin_kernels.h"
 #include "ml/worker/kernel_registry.h"
@@ -36,6 +44,7 @@ constexpr int64_t kTokens = int64_t{1} << 19;  // 512K
 constexpr int64_t kAppendTokens = int64_t{1} << 16;
 constexpr int kCodeBytes = 16, kQueryHeads = 4, kHeadDim = 32;
 constexpr int64_t kTopK = 1024;
+constexpr int64_t kKept = 2048, kKeptStride = kTokens / kKept;
 
 std::string KeyCodes() {
   std::string codes(static_cast<size_t>(kTokens * kCodeBytes), '\0');
@@ -169,6 +178,62 @@ void BM_TopKKernelOnly(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_TopKKernelOnly)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// The decode benchmarks' inputs: q (4, 32), kept (every 256th token),
+// cu_seqlens {0, 2048}, and the kept rows of the cache (zeros, as appended).
+proto::Tensor DecodeQuery() {
+  std::vector<float> q(static_cast<size_t>(kQueryHeads * kHeadDim));
+  for (size_t i = 0; i < q.size(); ++i) q[i] = 0.01f * static_cast<float>(i % 17);
+  return EncodeFloat("q", *kernels::Tensor::FromData({kQueryHeads, kHeadDim}, std::move(q)));
+}
+std::vector<int64_t> KeptPositions() {
+  std::vector<int64_t> kept(kKept);
+  for (int64_t i = 0; i < kKept; ++i) kept[i] = i * kKeptStride;
+  return kept;
+}
+
+void BM_DecodeResidentCache(benchmark::State& state) {
+  proto::KernelRequest req;
+  req.set_kernel("adakv.decode");
+  req.set_backend("cpu");
+  *req.add_inputs() = DecodeQuery();
+  *req.add_inputs() = EncodeInt64("kept", {kKept}, KeptPositions());
+  *req.add_inputs() = EncodeInt64("cu_seqlens", {2}, {0, kKept});
+  req.mutable_kv_cache()->set_name("seq");
+  RunTopK(state, req);
+}
+BENCHMARK(BM_DecodeResidentCache)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_DecodeCompactSent(benchmark::State& state) {
+  proto::KernelRequest req;
+  req.set_kernel("adakv.decode");
+  req.set_backend("cpu");
+  *req.add_inputs() = DecodeQuery();
+  const kernels::Tensor rows = *kernels::Tensor::Zeros({1, kKept, kHeadDim});
+  *req.add_inputs() = EncodeFloat("k", rows);
+  *req.add_inputs() = EncodeFloat("v", rows);
+  std::vector<int64_t> all(kKept);
+  for (int64_t i = 0; i < kKept; ++i) all[i] = i;
+  *req.add_inputs() = EncodeInt64("kept", {kKept}, all);
+  *req.add_inputs() = EncodeInt64("cu_seqlens", {2}, {0, kKept});
+  RunTopK(state, req);
+  state.SetBytesProcessed(state.iterations() * 2 * kKept * kHeadDim * 4);
+}
+BENCHMARK(BM_DecodeCompactSent)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_DecodeKernelOnly(benchmark::State& state) {
+  const kernels::Tensor rows = *kernels::Tensor::Zeros({1, kKept, kHeadDim});
+  auto q = kernels::Tensor::Zeros({kQueryHeads, kHeadDim});
+  for (auto _ : state) {
+    std::vector<std::vector<int64_t>> kept(1);
+    kept[0].resize(kKept);
+    for (int64_t i = 0; i < kKept; ++i) kept[0][i] = i;
+    auto compact = kernels::CompactKvCache(rows, rows, std::move(kept));
+    auto out = kernels::CompactDecodeAttention(*q, *compact);
+    benchmark::DoNotOptimize(out);
+  }
+}
+BENCHMARK(BM_DecodeKernelOnly)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 }  // namespace tandem::ml::worker

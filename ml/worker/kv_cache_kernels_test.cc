@@ -121,6 +121,42 @@ TEST_F(KvCacheKernelsTest, AttentionAndAdaKvFromCacheEqualTensorsSent) {
   }
 }
 
+// A kernel that gathers (KernelSpec::gathers_from_cache) gets the cache,
+// its key and the token count instead of copies of every token; the others
+// still get the tensors.
+TEST_F(KvCacheKernelsTest, GatheringKernelsGetTheCacheNotItsTokens) {
+  for (bool gathers : {true, false}) {
+    KernelRegistry registry;
+    KernelSpec spec{
+        "probe", "", false, {{"q", proto::DTYPE_FLOAT32, 1}, {"k", proto::DTYPE_FLOAT32, 3}}};
+    spec.inputs[1].from_cache = "keys";
+    spec.gathers_from_cache = gathers;
+    spec.run = [&](const KernelCall& c) -> absl::StatusOr<std::vector<proto::Tensor>> {
+      EXPECT_EQ(c.cache != nullptr, gathers);
+      EXPECT_EQ(c.f32(1).size() == 0, gathers);  // no copy when gathering
+      if (gathers) {
+        EXPECT_EQ(c.cache_key, KvCacheStore::Key("", "seq"));
+        EXPECT_EQ(c.cache_tokens, 60);
+        std::vector<float> row(16);
+        const std::vector<int64_t> positions = {59}, cu = {0, 1, 1};
+        EXPECT_TRUE(c.cache
+                        ->GatherRows(c.cache_key, KvPart::kKeys, c.cache_tokens, positions, cu,
+                                     absl::MakeSpan(row))
+                        .ok());
+        EXPECT_EQ(row, std::vector<float>(keys_.ptr() + 59 * 16, keys_.ptr() + 60 * 16));
+      }
+      return std::vector<proto::Tensor>{};
+    };
+    ASSERT_TRUE(registry.Register(std::move(spec)).ok());
+    proto::KernelRequest req;
+    req.set_kernel("probe");
+    *req.add_inputs() = EncodeFloat("q", RandomTensor({3}, 5));
+    req.mutable_kv_cache()->set_name("seq");
+    req.mutable_kv_cache()->set_tokens(60);
+    ASSERT_TRUE(registry.Run(req, nullptr, store_.get()).ok()) << gathers;
+  }
+}
+
 TEST_F(KvCacheKernelsTest, RefusesWrongCacheRequests) {
   proto::KernelRequest r;
   r.set_kernel("spotlight.topk");

@@ -323,6 +323,55 @@ absl::StatusOr<kernels::Tensor> KvCacheStore::ReadFloats(const std::string& name
   return out;
 }
 
+absl::StatusOr<int64_t> KvCacheStore::GatherRows(const std::string& name, KvPart part,
+                                                 int64_t tokens,
+                                                 absl::Span<const int64_t> positions,
+                                                 absl::Span<const int64_t> cu,
+                                                 absl::Span<float> out) const {
+  TANDEM_ASSIGN_OR_RETURN(std::shared_ptr<Entry> e, Lookup(name));
+  const KvCacheShape& s = e->shape;
+  if (static_cast<int64_t>(cu.size()) != s.heads + 1 || cu.front() != 0 ||
+      cu.back() != static_cast<int64_t>(positions.size()) ||
+      !std::is_sorted(cu.begin(), cu.end())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("gather offsets must be heads + 1 = ", s.heads + 1,
+                     " non-decreasing entries from 0 to the ", positions.size(), " positions"));
+  }
+  if (out.size() != positions.size() * static_cast<size_t>(s.head_dim)) {
+    return absl::InvalidArgumentError("gather output has the wrong size");
+  }
+  absl::ReaderMutexLock lock(&e->mu);
+  TANDEM_ASSIGN_OR_RETURN(const int64_t n, PrefixLocked(*e, tokens));
+  // First token of each page, to find a position's page by bisection.
+  std::vector<int64_t> starts;
+  starts.reserve(e->pages.size());
+  int64_t at = 0;
+  for (const Page& p : e->pages) {
+    starts.push_back(at);
+    at += p.used;
+  }
+  const size_t row = static_cast<size_t>(s.head_dim) * sizeof(float);
+  for (int h = 0; h < s.heads; ++h) {
+    for (int64_t i = cu[h]; i < cu[h + 1]; ++i) {
+      const int64_t t = positions[i];
+      if (t < 0 || t >= n) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("position ", t, " (KV head ", h, ") is outside the ", n,
+                         " tokens read of KV cache '", KvCacheStore::NameOf(name), "'"));
+      }
+      const size_t pi =
+          static_cast<size_t>(std::upper_bound(starts.begin(), starts.end(), t) - starts.begin()) -
+          1;
+      const Page& p = e->pages[pi];
+      const int64_t off = t - starts[pi];
+      const size_t from =
+          part == KvPart::kKeys ? e->KeysAt(p.capacity, h, off) : e->ValuesAt(p.capacity, h, off);
+      TANDEM_RETURN_IF_ERROR(allocator_->CopyOut(p.buffer, from, out.data() + i * s.head_dim, row));
+    }
+  }
+  return n;
+}
+
 absl::StatusOr<std::string> KvCacheStore::ReadCodes(const std::string& name, int head,
                                                     int64_t tokens) const {
   TANDEM_ASSIGN_OR_RETURN(std::shared_ptr<Entry> e, Lookup(name));

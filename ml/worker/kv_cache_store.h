@@ -50,6 +50,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
 #include "ml/kernels/tensor.h"
 #include "ml/worker/kv_allocator.h"
 
@@ -133,6 +134,17 @@ class KvCacheStore {
   // more tokens than held.
   absl::StatusOr<kernels::Tensor> ReadFloats(const std::string& name, KvPart part,
                                              int64_t tokens) const;
+  // Rows of the first `tokens` tokens (0 = all held), copying those rows
+  // only (a decode step's gather, not the whole cache): for KV head h the
+  // keys (or values) at positions[cu[h] .. cu[h + 1]) (any order, repeats
+  // allowed), row after row into `out` (positions.size() x head_dim floats).
+  // cu: heads + 1 non-decreasing offsets from 0 to positions.size().
+  // INVALID_ARGUMENT for a cu of another shape, a position outside the
+  // prefix or an `out` of another size; FAILED_PRECONDITION as ReadFloats.
+  // Returns the token count the positions were checked against.
+  absl::StatusOr<int64_t> GatherRows(const std::string& name, KvPart part, int64_t tokens,
+                                     absl::Span<const int64_t> positions,
+                                     absl::Span<const int64_t> cu, absl::Span<float> out) const;
   // The codes of head `head` for the first `tokens` tokens (0 = all):
   // tokens x code_bytes bytes. INVALID_ARGUMENT for a head out of range or
   // a cache without codes; FAILED_PRECONDITION as ReadFloats.

@@ -122,6 +122,60 @@ TEST(KvCacheStoreTest, AppendsInChunksReadBackInOrder) {
   EXPECT_TRUE(absl::IsInvalidArgument(store->ReadCodes("seq", 2, 0).status()));
 }
 
+// GatherRows copies exactly the rows ReadFloats would hold at those
+// positions, across page boundaries, in the order asked (repeats too), and
+// refuses what it cannot serve before writing anything it returns.
+TEST(KvCacheStoreTest, GatherRowsMatchesTheFullReadAcrossPages) {
+  auto store = MakeStore(kMiB);
+  ASSERT_TRUE(store->CreateCache("seq", kShape, false).ok());
+  for (int64_t n : {5, 9, 17}) {  // pages of 4..16 tokens: several boundaries
+    Tokens t = MakeTokens(kShape, n, static_cast<uint64_t>(n));
+    ASSERT_TRUE(store->Append("seq", t.keys, t.values, t.codes).ok());
+  }
+  const int64_t total = 31;
+  // Head 0: 4 positions out of order with a repeat; head 1: 3.
+  const std::vector<int64_t> positions = {30, 0, 16, 16, 4, 5, 29};
+  const std::vector<int64_t> cu = {0, 4, 7};
+  for (KvPart part : {KvPart::kKeys, KvPart::kValues}) {
+    const Tensor full = *store->ReadFloats("seq", part, 0);
+    std::vector<float> out(positions.size() * 8, -1.0f);
+    auto n = store->GatherRows("seq", part, 0, positions, cu, absl::MakeSpan(out));
+    ASSERT_TRUE(n.ok()) << n.status();
+    EXPECT_EQ(*n, total);
+    for (int h = 0; h < 2; ++h) {
+      for (int64_t i = cu[h]; i < cu[h + 1]; ++i) {
+        EXPECT_EQ(std::vector<float>(out.begin() + i * 8, out.begin() + (i + 1) * 8),
+                  Rows(full, h, positions[i], 1))
+            << "head " << h << " position " << positions[i];
+      }
+    }
+  }
+  std::vector<float> out(positions.size() * 8);
+  const auto gather = [&](int64_t tokens, std::vector<int64_t> pos, std::vector<int64_t> offsets) {
+    out.assign(pos.size() * 8, 0.0f);
+    return store->GatherRows("seq", KvPart::kKeys, tokens, pos, offsets, absl::MakeSpan(out))
+        .status();
+  };
+  // A position past the prefix read (the cache holds it), or past the end.
+  EXPECT_THAT(gather(10, {3, 10}, {0, 1, 2}).message(), HasSubstr("outside the 10 tokens"));
+  EXPECT_TRUE(absl::IsInvalidArgument(gather(0, {31}, {0, 1, 1})));
+  EXPECT_TRUE(absl::IsInvalidArgument(gather(0, {-1}, {0, 0, 1})));
+  // Offsets of the wrong length, not from 0, decreasing, or not ending at
+  // the positions' count.
+  EXPECT_TRUE(absl::IsInvalidArgument(gather(0, {1}, {0, 1})));
+  EXPECT_TRUE(absl::IsInvalidArgument(gather(0, {1}, {1, 1, 1})));
+  EXPECT_TRUE(absl::IsInvalidArgument(gather(0, {1, 2}, {0, 2, 1})));
+  EXPECT_TRUE(absl::IsInvalidArgument(gather(0, {1, 2}, {0, 1, 1})));
+  // More tokens than held, an unknown cache, an output of the wrong size.
+  EXPECT_TRUE(absl::IsFailedPrecondition(gather(total + 1, {1}, {0, 1, 1})));
+  EXPECT_TRUE(absl::IsNotFound(
+      store->GatherRows("other", KvPart::kKeys, 0, {1}, {0, 1, 1}, absl::MakeSpan(out)).status()));
+  std::vector<float> short_out(7);
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      store->GatherRows("seq", KvPart::kKeys, 0, {1}, {0, 1, 1}, absl::MakeSpan(short_out))
+          .status()));
+}
+
 TEST(KvCacheStoreTest, BadShapesChangeNothing) {
   auto store = MakeStore(kMiB);
   ASSERT_TRUE(store->CreateCache("seq", kShape, false).ok());
