@@ -120,7 +120,7 @@ Fixture& Shared() {
   return *f;
 }
 
-void RunTopK(benchmark::State& state, const proto::KernelRequest& req) {
+void RunKernel(benchmark::State& state, const proto::KernelRequest& req) {
   Fixture& f = Shared();
   double kernel_us = 0;
   for (auto _ : state) {
@@ -144,7 +144,7 @@ void BM_TopKResidentCache(benchmark::State& state) {
   *req.add_inputs() = Shared().query;
   req.mutable_kv_cache()->set_name("seq");
   (*req.mutable_params())["k"] = kTopK;
-  RunTopK(state, req);
+  RunKernel(state, req);
 }
 BENCHMARK(BM_TopKResidentCache)->Unit(benchmark::kMillisecond)->UseRealTime();
 
@@ -155,7 +155,7 @@ void BM_TopKCodesInRequest(benchmark::State& state) {
   *req.add_inputs() = Shared().query;
   *req.add_inputs() = EncodeBytes("key_codes", {kTokens, kCodeBytes}, Shared().codes);
   (*req.mutable_params())["k"] = kTopK;
-  RunTopK(state, req);
+  RunKernel(state, req);
   state.SetBytesProcessed(state.iterations() * kTokens * kCodeBytes);
 }
 BENCHMARK(BM_TopKCodesInRequest)->Unit(benchmark::kMillisecond)->UseRealTime();
@@ -200,7 +200,7 @@ void BM_DecodeResidentCache(benchmark::State& state) {
   *req.add_inputs() = EncodeInt64("kept", {kKept}, KeptPositions());
   *req.add_inputs() = EncodeInt64("cu_seqlens", {2}, {0, kKept});
   req.mutable_kv_cache()->set_name("seq");
-  RunTopK(state, req);
+  RunKernel(state, req);
 }
 BENCHMARK(BM_DecodeResidentCache)->Unit(benchmark::kMillisecond)->UseRealTime();
 
@@ -216,7 +216,7 @@ void BM_DecodeCompactSent(benchmark::State& state) {
   for (int64_t i = 0; i < kKept; ++i) all[i] = i;
   *req.add_inputs() = EncodeInt64("kept", {kKept}, all);
   *req.add_inputs() = EncodeInt64("cu_seqlens", {2}, {0, kKept});
-  RunTopK(state, req);
+  RunKernel(state, req);
   state.SetBytesProcessed(state.iterations() * 2 * kKept * kHeadDim * 4);
 }
 BENCHMARK(BM_DecodeCompactSent)->Unit(benchmark::kMillisecond)->UseRealTime();
