@@ -11,6 +11,8 @@
 //   BM_DecodeCompactSent   the kept keys and values sent with every step
 //                          (512 KiB; no cache)
 //   BM_DecodeKernelOnly    CompactDecodeAttention alone in process
+// and BM_ReadFloatsWholeCache: KvCacheStore::ReadFloats of every key (64 MiB),
+// the copy a full-cache kernel (attention.dense, adakv.*) gets per call.
 // Both worker variants return the same outputs (1024 indices and 512K
 // int32 scores, 2 MiB). Counters: kernel_us = the worker's elapsed_us.
 // The cache's keys and values (head_dim 32, zeros) are appended once, in
@@ -234,6 +236,17 @@ void BM_DecodeKernelOnly(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_DecodeKernelOnly)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_ReadFloatsWholeCache(benchmark::State& state) {
+  Fixture& f = Shared();
+  for (auto _ : state) {
+    auto keys = f.caches->ReadFloats("seq", KvPart::kKeys, 0);
+    if (!keys.ok()) state.SkipWithError("read");
+    benchmark::DoNotOptimize(keys);
+  }
+  state.SetBytesProcessed(state.iterations() * kTokens * kHeadDim * 4);
+}
+BENCHMARK(BM_ReadFloatsWholeCache)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 }  // namespace tandem::ml::worker
