@@ -347,36 +347,23 @@ absl::StatusOr<std::optional<ReportRecord>> Aggregator::StoredState(Task& task,
                                                                     const std::string& report_id) {
   Task::QueuedCheck mine;
   mine.report_id = report_id;
-  absl::MutexLock lock(&task.check_mu);
-  task.check_queue.push_back(&mine);
-  while (!mine.done) {
-    if (task.check_reading) {
-      task.check_cv.Wait(&task.check_mu);
-      continue;
-    }
-    task.check_reading = true;
-    std::vector<Task::QueuedCheck*> batch = std::move(task.check_queue);
-    task.check_queue.clear();
-    std::vector<std::string> ids;
-    ids.reserve(batch.size());
-    for (const Task::QueuedCheck* c : batch) ids.push_back(c->report_id);
-    task.check_mu.Unlock();
-    absl::StatusOr<absl::flat_hash_map<std::string, ReportRecord>> states =
-        task.store->GetReportStates(ids);
-    task.check_mu.Lock();
-    for (Task::QueuedCheck* c : batch) {
-      if (!states.ok()) {
-        c->state = states.status();
-      } else if (auto it = states->find(c->report_id); it != states->end()) {
-        c->state = it->second;
-      } else {
-        c->state = std::nullopt;
-      }
-      c->done = true;
-    }
-    task.check_reading = false;
-    task.check_cv.SignalAll();
-  }
+  task.checks.Submit(&mine, CombiningQueue<Task::QueuedCheck>::TakeAll,
+                     [&](const std::vector<Task::QueuedCheck*>& batch) {
+                       std::vector<std::string> ids;
+                       ids.reserve(batch.size());
+                       for (const Task::QueuedCheck* c : batch) ids.push_back(c->report_id);
+                       absl::StatusOr<absl::flat_hash_map<std::string, ReportRecord>> states =
+                           task.store->GetReportStates(ids);
+                       for (Task::QueuedCheck* c : batch) {
+                         if (!states.ok()) {
+                           c->state = states.status();
+                         } else if (auto it = states->find(c->report_id); it != states->end()) {
+                           c->state = it->second;
+                         } else {
+                           c->state = std::nullopt;
+                         }
+                       }
+                     });
   return std::move(mine.state);
 }
 
@@ -386,29 +373,25 @@ absl::Status Aggregator::StoreUpload(Task& task, int64_t round_id, PendingReport
   mine.round_id = round_id;
   mine.report = std::move(report);
   mine.parsed = std::move(parsed);
-  absl::MutexLock lock(&task.upload_mu);
-  task.upload_queue.push_back(&mine);
-  while (!mine.done) {
-    if (task.upload_flushing) {
-      task.upload_cv.Wait(&task.upload_mu);
-      continue;
-    }
-    // Flush everything queued for the round at the head of the queue.
-    task.upload_flushing = true;
-    const int64_t round = task.upload_queue.front()->round_id;
+  // A batch is everything queued for the round at the head of the queue.
+  const auto take = [](std::vector<Task::QueuedUpload*>* queue) {
+    const int64_t round = queue->front()->round_id;
     std::vector<Task::QueuedUpload*> batch, rest;
-    for (Task::QueuedUpload* u : task.upload_queue) (u->round_id == round ? batch : rest).push_back(u);
-    task.upload_queue = std::move(rest);
+    for (Task::QueuedUpload* u : *queue) (u->round_id == round ? batch : rest).push_back(u);
+    *queue = std::move(rest);
+    return batch;
+  };
+  task.uploads.Submit(&mine, take, [&](const std::vector<Task::QueuedUpload*>& batch) {
+    const int64_t round = batch.front()->round_id;
     std::vector<PendingReport> reports;
-    std::vector<std::shared_ptr<const ParsedShare>> parsed;
+    std::vector<std::shared_ptr<const ParsedShare>> parsed_shares;
     reports.reserve(batch.size());
     // Moved, not copied (134 KB per share at D = 2^20): a waiting upload
     // reads only its status back.
     for (Task::QueuedUpload* u : batch) {
       reports.push_back(std::move(u->report));
-      parsed.push_back(std::move(u->parsed));
+      parsed_shares.push_back(std::move(u->parsed));
     }
-    task.upload_mu.Unlock();
     absl::StatusOr<std::vector<absl::Status>> results =
         task.store->PutPendingBatch(round, reports);
     // Cached only once durable, and only what the store took as it is (OK:
@@ -417,17 +400,13 @@ absl::Status Aggregator::StoreUpload(Task& task, int64_t round_id, PendingReport
     // is cached; Put ignores a null one.)
     for (size_t i = 0; results.ok() && i < reports.size(); ++i) {
       if (!(*results)[i].ok()) continue;
-      task.share_cache->Put(round, reports[i].report_id, std::move(parsed[i]),
+      task.share_cache->Put(round, reports[i].report_id, std::move(parsed_shares[i]),
                             static_cast<int64_t>(reports[i].share.size()));
     }
-    task.upload_mu.Lock();
     for (size_t i = 0; i < batch.size(); ++i) {
       batch[i]->status = results.ok() ? (*results)[i] : results.status();
-      batch[i]->done = true;
     }
-    task.upload_flushing = false;
-    task.upload_cv.SignalAll();
-  }
+  });
   return mine.status;
 }
 

@@ -15,6 +15,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "aggregator/core/aggregator.h"
+#include "aggregator/core/combining_queue.h"
 #include "aggregator/core/policy.h"
 #include "aggregator/core/round_codec.h"
 #include "aggregator/core/share_cache.h"
@@ -58,8 +59,9 @@ struct Aggregator::Task {
   std::shared_ptr<const RoundCodec> codec ABSL_GUARDED_BY(state_mu);
 
   // Group commit of uploads: concurrent uploads are stored in one
-  // transaction (one fsync). Leader-follower: whichever waiting upload finds
-  // no flush in progress stores everything queued for its round.
+  // transaction (one fsync). Leader-follower (combining_queue.h): whichever
+  // waiting upload finds no flush in progress stores everything queued for
+  // the round at the head of the queue.
   struct QueuedUpload {
     int64_t round_id = 0;
     PendingReport report;
@@ -67,10 +69,7 @@ struct Aggregator::Task {
     absl::Status status;
     bool done = false;
   };
-  absl::Mutex upload_mu;
-  absl::CondVar upload_cv;
-  std::vector<QueuedUpload*> upload_queue ABSL_GUARDED_BY(upload_mu);
-  bool upload_flushing ABSL_GUARDED_BY(upload_mu) = false;
+  CombiningQueue<QueuedUpload> uploads;
 
   // Uploads' duplicate pre-checks, coalesced the same way: whichever
   // waiting upload finds no read in progress looks up every queued id in
@@ -80,10 +79,7 @@ struct Aggregator::Task {
     absl::StatusOr<std::optional<ReportRecord>> state;  // nullopt: unknown id
     bool done = false;
   };
-  absl::Mutex check_mu;
-  absl::CondVar check_cv;
-  std::vector<QueuedCheck*> check_queue ABSL_GUARDED_BY(check_mu);
-  bool check_reading ABSL_GUARDED_BY(check_mu) = false;
+  CombiningQueue<QueuedCheck> checks;
 
   std::vector<uint64_t> accumulator ABSL_GUARDED_BY(process_mu);
   // Reports in `accumulator` (accepted by both servers this round).
