@@ -55,6 +55,27 @@ def test_kernels_on_the_cache_equal_tensors_sent(client):
     cached = client.run("attention.dense", [q], kv_cache="seq")
     np.testing.assert_array_equal(cached.outputs[0], direct.outputs[0])
 
+    # Ada-KV: compress once on the cache, then decode steps that send only
+    # q, kept and cu_seqlens; the same as the kept rows' attention in numpy.
+    prefill_q = rng.normal(size=(4, 200, DIM)).astype(np.float32)  # one per cached token
+    comp = client.run("adakv.compress", [prefill_q], {"window": 8, "budget": 24},
+                      kv_cache="seq").outputs
+    cu, kept = comp[2], comp[3]
+    assert cu[0] == 0 and cu[-1] == len(kept) and len(cu) == HEADS + 1
+    q1 = rng.normal(size=(4, DIM)).astype(np.float32)
+    out = client.run("adakv.decode", [q1, kept, cu], kv_cache="seq").outputs[0]
+    want = np.zeros((4, DIM))
+    group = 4 // HEADS
+    for h in range(4):
+        rows = kept[cu[h // group]:cu[h // group + 1]]
+        k, v = keys[h // group, rows].astype(np.float64), values[h // group, rows].astype(np.float64)
+        s = k @ q1[h].astype(np.float64) / np.sqrt(DIM)
+        p = np.exp(s - s.max())
+        want[h] = (p / p.sum()) @ v
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-5)
+    with pytest.raises(tandem.InvalidArgumentError, match="outside"):
+        client.run("adakv.decode", [q1, np.full_like(kept, 200), cu], kv_cache="seq")
+
     caps = {k["name"]: k for k in client.capabilities()}
     assert caps["spotlight.topk"]["accepts_kv_cache"]
     assert [i["from_cache"] for i in caps["spotlight.topk"]["inputs"]] == ["", "codes"]
