@@ -168,21 +168,33 @@ absl::StatusOr<std::vector<int64_t>> HammingTopK(const PackedCodes& queries,
   }
 #endif
   TANDEM_ASSIGN_OR_RETURN(std::vector<int32_t> scores, HammingScores(queries, keys, backend));
-  if (k < 1 || k > keys.rows) {
-    return absl::InvalidArgumentError(absl::StrCat("k = ", k, " outside [1, ", keys.rows, "]"));
+  return TopKOfScores(queries, scores, k);
+}
+
+absl::StatusOr<std::vector<int64_t>> TopKOfScores(const PackedCodes& queries,
+                                                  absl::Span<const int32_t> scores, int64_t k) {
+  const int64_t n = static_cast<int64_t>(scores.size());
+  if (k < 1 || k > n) {
+    return absl::InvalidArgumentError(absl::StrCat("k = ", k, " outside [1, ", n, "]"));
   }
   // Scores are small integers (<= 32 G words): a counting pass finds the
   // threshold in O(N), then one scan collects the winners in position order.
   const int32_t max_score = static_cast<int32_t>(32 * queries.words * queries.rows);
   std::vector<int64_t> hist(max_score + 1, 0);
-  for (int32_t s : scores) ++hist[s];
+  for (int32_t s : scores) {
+    if (s < 0 || s > max_score) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("score ", s, " outside [0, ", max_score, "] for these queries"));
+    }
+    ++hist[s];
+  }
   int32_t threshold = max_score;
   int64_t above = 0;  // count with score > threshold
   while (above + hist[threshold] < k) above += hist[threshold--];
   int64_t ties_left = k - above;
   std::vector<int64_t> out;
   out.reserve(k);
-  for (int64_t j = 0; j < keys.rows; ++j) {
+  for (int64_t j = 0; j < n; ++j) {
     if (scores[j] > threshold || (scores[j] == threshold && ties_left-- > 0)) out.push_back(j);
   }
   std::stable_sort(out.begin(), out.end(),

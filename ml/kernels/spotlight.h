@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "ml/kernels/backend.h"
 #include "ml/kernels/tensor.h"
 
@@ -62,6 +63,13 @@ absl::StatusOr<std::vector<int32_t>> HammingScores(const PackedCodes& queries,
 absl::StatusOr<std::vector<int64_t>> HammingTopK(const PackedCodes& queries,
                                                  const PackedCodes& keys, int64_t k,
                                                  Backend backend = Backend::kCpu);
+// HammingTopK's selection over scores already computed (HammingScores of
+// `queries` against the keys): positions of the k best, best first (ties:
+// lower position), without scoring again. INVALID_ARGUMENT unless
+// 1 <= k <= scores.size() and every score is in [0, 32 queries.rows
+// queries.words].
+absl::StatusOr<std::vector<int64_t>> TopKOfScores(const PackedCodes& queries,
+                                                  absl::Span<const int32_t> scores, int64_t k);
 // Reference default k = max(min(N, 20), N - int(0.98 N)).
 int64_t SpotlightDefaultTopK(int64_t n);
 

@@ -81,6 +81,20 @@ TEST(Spotlight, PopcountIdentityAndTopKEqualsSignDotTopK) {
   std::stable_sort(ref.begin(), ref.end(), [&](int64_t a, int64_t b) { return dots[a] > dots[b]; });
   ref.resize(k);
   EXPECT_EQ(top, ref);
+  // The selection over the scores already computed is the same top-k.
+  TANDEM_ASSERT_OK_AND_ASSIGN(std::vector<int64_t> from_scores, TopKOfScores(qc, s, k));
+  EXPECT_EQ(from_scores, ref);
+}
+
+TEST(Spotlight, TopKOfScoresRefusesWhatHammingScoresCannotReturn) {
+  const PackedCodes q{1, 1, {0u}};  // scores lie in [0, 32]
+  const std::vector<int32_t> scores = {3, 32, 0, 32, 7};
+  TANDEM_ASSERT_OK_AND_ASSIGN(std::vector<int64_t> top, TopKOfScores(q, scores, 3));
+  EXPECT_THAT(top, ElementsAre(1, 3, 4));
+  EXPECT_TRUE(absl::IsInvalidArgument(TopKOfScores(q, scores, 0).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(TopKOfScores(q, scores, 6).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(TopKOfScores(q, std::vector<int32_t>{1, 33}, 1).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(TopKOfScores(q, std::vector<int32_t>{-1, 2}, 1).status()));
 }
 
 TEST(Spotlight, TiesBreakTowardsLowerPosition) {

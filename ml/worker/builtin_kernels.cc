@@ -344,8 +344,12 @@ std::vector<KernelSpec> Specs() {
                                                           : c.int_param("k");
                  TANDEM_ASSIGN_OR_RETURN(std::vector<int32_t> scores,
                                          kernels::HammingScores(q, k, c.backend));
+                 // The CPU selection reads the scores just computed (one pass
+                 // over the codes, not two); CUDA selects on the device.
                  TANDEM_ASSIGN_OR_RETURN(std::vector<int64_t> top,
-                                         kernels::HammingTopK(q, k, kk, c.backend));
+                                         c.backend == kernels::Backend::kCuda
+                                             ? kernels::HammingTopK(q, k, kk, c.backend)
+                                             : kernels::TopKOfScores(q, scores, kk));
                  return MoveOutputs(EncodeInt64("indices", {kk}, top),
                                     EncodeInt32("scores", {k.rows}, scores));
                }});
