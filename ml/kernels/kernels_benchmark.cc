@@ -146,6 +146,17 @@ void BM_HammingTopK(benchmark::State& state) {
 BENCHMARK(BM_HammingTopK)->Name("BM_HammingTopK_Small")->Arg(1024)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_HammingTopK)->Arg(512 * 1024)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
+// The scoring pass alone (HammingScores), as the worker's spotlight.topk
+// runs it once per query.
+void BM_HammingScores(benchmark::State& state) {
+  const int64_t n = state.range(0), g = 4;
+  const PackedCodes q = *PackSignBits(RandomTensor({g, 128}, 1));
+  const PackedCodes k = *PackSignBits(RandomTensor({n, 128}, 2));
+  for (auto _ : state) benchmark::DoNotOptimize(HammingScores(q, k));
+  ReportBytes(state, double(n) * 16);
+}
+BENCHMARK(BM_HammingScores)->Arg(512 * 1024)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
 void BM_SpotlightHash(benchmark::State& state) {
   const int64_t n = state.range(0), d = 128;
   const auto w = *SpotlightHashWeights::Random(d, 1);

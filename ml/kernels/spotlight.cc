@@ -3,8 +3,13 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <random>
+
+#if defined(__AVX512VPOPCNTDQ__)
+#include <immintrin.h>
+#endif
 
 #include "Eigen/Core"
 #include "absl/strings/str_cat.h"
@@ -28,6 +33,65 @@ absl::Status ValidateCodes(const PackedCodes& c, const char* what) {
                                                    c.bits.size()));
   }
   return absl::OkStatus();
+}
+
+// score_j = sum_q sum_w popcount(~(q_w ^ k_jw)) for keys [begin, end).
+// The sum does not depend on how the bits are grouped, so an even word
+// count is scored 64 bits at a time; 128-bit codes (Spotlight's) four keys
+// per 512-bit vector where the CPU counts bits in vector lanes.
+void ScoreKeys(const PackedCodes& queries, const PackedCodes& keys, int64_t begin, int64_t end,
+               int32_t* scores) {
+  const int64_t words = keys.words, g = queries.rows;
+  int64_t j = begin;
+#if defined(__AVX512VPOPCNTDQ__)
+  if (words == 4) {
+    const uint32_t* q = queries.bits.data();
+    for (; j + 4 <= end; j += 4) {
+      const __m512i k = _mm512_loadu_si512(keys.bits.data() + j * 4);
+      __m512i acc = _mm512_setzero_si512();
+      for (int64_t qi = 0; qi < g; ++qi) {
+        const __m512i qv =
+            _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + qi * 4)));
+        // The differing bits; the score counts the equal ones.
+        acc = _mm512_add_epi64(acc, _mm512_popcnt_epi64(_mm512_xor_si512(k, qv)));
+      }
+      // Lanes 2i and 2i + 1 belong to key j + i: add the pairs, keep the
+      // even lanes, narrow to 32 bits: score = 128 g - differing bits.
+      const __m512i diff = _mm512_add_epi64(acc, _mm512_shuffle_epi32(acc, _MM_PERM_BADC));
+      const __m512i pairs = _mm512_sub_epi64(_mm512_set1_epi64(128 * g), diff);
+      const __m512i even = _mm512_maskz_compress_epi64(0x55, pairs);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(scores + j),
+                       _mm256_castsi256_si128(_mm512_cvtepi64_epi32(even)));
+    }
+  }
+#endif
+  if (words % 2 == 0) {
+    const int64_t w64 = words / 2;
+    for (; j < end; ++j) {
+      const uint32_t* kj = keys.bits.data() + j * words;
+      int32_t s = 0;
+      for (int64_t qi = 0; qi < g; ++qi) {
+        const uint32_t* qg = queries.bits.data() + qi * words;
+        for (int64_t w = 0; w < w64; ++w) {
+          uint64_t a, b;
+          std::memcpy(&a, qg + 2 * w, 8);
+          std::memcpy(&b, kj + 2 * w, 8);
+          s += std::popcount(~(a ^ b));
+        }
+      }
+      scores[j] = s;
+    }
+    return;
+  }
+  for (; j < end; ++j) {
+    const uint32_t* kj = keys.bits.data() + j * words;
+    int32_t s = 0;
+    for (int64_t qi = 0; qi < g; ++qi) {
+      const uint32_t* qg = queries.bits.data() + qi * words;
+      for (int64_t w = 0; w < words; ++w) s += std::popcount(~(qg[w] ^ kj[w]));
+    }
+    scores[j] = s;
+  }
 }
 
 }  // namespace
@@ -123,10 +187,10 @@ absl::StatusOr<std::vector<int32_t>> HammingScores(const PackedCodes& queries,
                                                    " words, key codes ", keys.words));
   }
   std::vector<int32_t> scores(static_cast<size_t>(keys.rows));
-  const int64_t words = keys.words, g = queries.rows;
   if (backend == Backend::kCuda) {
     if (!CudaDeviceAvailable()) return absl::UnavailableError("no CUDA device present");
 #ifdef TANDEM_HAVE_CUDA
+    const int64_t words = keys.words, g = queries.rows;
     if (g * words > 4096) {
       return absl::InvalidArgumentError("CUDA Hamming scoring supports at most 4096 query words");
     }
@@ -137,15 +201,7 @@ absl::StatusOr<std::vector<int32_t>> HammingScores(const PackedCodes& queries,
 #endif
   }
   tbb::parallel_for(tbb::blocked_range<int64_t>(0, keys.rows, 4096), [&](const auto& r) {
-    for (int64_t j = r.begin(); j < r.end(); ++j) {
-      const uint32_t* kj = keys.bits.data() + j * words;
-      int32_t s = 0;
-      for (int64_t q = 0; q < g; ++q) {
-        const uint32_t* qg = queries.bits.data() + q * words;
-        for (int64_t w = 0; w < words; ++w) s += std::popcount(~(qg[w] ^ kj[w]));
-      }
-      scores[j] = s;
-    }
+    ScoreKeys(queries, keys, r.begin(), r.end(), scores.data());
   });
   return scores;
 }
@@ -192,13 +248,19 @@ absl::StatusOr<std::vector<int64_t>> TopKOfScores(const PackedCodes& queries,
   int64_t above = 0;  // count with score > threshold
   while (above + hist[threshold] < k) above += hist[threshold--];
   int64_t ties_left = k - above;
-  std::vector<int64_t> out;
-  out.reserve(k);
-  for (int64_t j = 0; j < n; ++j) {
-    if (scores[j] > threshold || (scores[j] == threshold && ties_left-- > 0)) out.push_back(j);
+  // Counting sort of the winners: each score's slots start after those of
+  // every higher score, and a scan in position order fills them, so ties
+  // stay in position order (best first, then lower position).
+  std::vector<int64_t> next(static_cast<size_t>(max_score) + 1, 0);
+  for (int64_t at = 0, sc = max_score; sc >= threshold; --sc) {
+    next[sc] = at;
+    at += hist[sc];
   }
-  std::stable_sort(out.begin(), out.end(),
-                   [&](int64_t a, int64_t b) { return scores[a] > scores[b]; });
+  std::vector<int64_t> out(static_cast<size_t>(k));
+  for (int64_t j = 0; j < n; ++j) {
+    const int32_t sc = scores[j];
+    if (sc > threshold || (sc == threshold && ties_left-- > 0)) out[next[sc]++] = j;
+  }
   return out;
 }
 

@@ -4,6 +4,7 @@
 #include <bit>
 #include <cmath>
 #include <numeric>
+#include <random>
 
 #include "base/testing/status_matchers.h"
 #include "gtest/gtest.h"
@@ -84,6 +85,52 @@ TEST(Spotlight, PopcountIdentityAndTopKEqualsSignDotTopK) {
   // The selection over the scores already computed is the same top-k.
   TANDEM_ASSERT_OK_AND_ASSIGN(std::vector<int64_t> from_scores, TopKOfScores(qc, s, k));
   EXPECT_EQ(from_scores, ref);
+}
+
+// Every word count (the 64-bit and vector paths, odd counts, row counts
+// that leave a tail) against popcounts of 32-bit words one at a time.
+TEST(Spotlight, HammingScoresOfEveryWidthMatchWordByWordPopcounts) {
+  std::mt19937 gen(7);
+  for (int64_t words : {1, 2, 3, 4, 6}) {
+    for (int64_t g : {1, 3}) {
+      for (int64_t n : {1, 3, 5, 4099}) {
+        PackedCodes q{g, words, std::vector<uint32_t>(static_cast<size_t>(g * words))};
+        PackedCodes k{n, words, std::vector<uint32_t>(static_cast<size_t>(n * words))};
+        for (uint32_t& w : q.bits) w = static_cast<uint32_t>(gen());
+        for (uint32_t& w : k.bits) w = static_cast<uint32_t>(gen());
+        TANDEM_ASSERT_OK_AND_ASSIGN(std::vector<int32_t> s, HammingScores(q, k));
+        for (int64_t j = 0; j < n; ++j) {
+          int32_t want = 0;
+          for (int64_t qi = 0; qi < g; ++qi) {
+            for (int64_t w = 0; w < words; ++w) {
+              want += std::popcount(~(q.bits[qi * words + w] ^ k.bits[j * words + w]));
+            }
+          }
+          ASSERT_EQ(s[j], want) << "words " << words << " g " << g << " n " << n << " j " << j;
+        }
+      }
+    }
+  }
+}
+
+// The counting selection against a stable sort (best first, ties by
+// position) on scores with many ties, for every k.
+TEST(Spotlight, TopKOfScoresIsTheStableSortPrefix) {
+  const PackedCodes q{2, 1, {0u, 0u}};  // scores in [0, 64]
+  std::mt19937 gen(5);
+  std::uniform_int_distribution<int32_t> score(0, 64);
+  for (int64_t n : {1, 7, 300}) {
+    std::vector<int32_t> scores(static_cast<size_t>(n));
+    for (int32_t& x : scores) x = score(gen) / 8 * 8;  // 9 values: many ties
+    std::vector<int64_t> ref(static_cast<size_t>(n));
+    std::iota(ref.begin(), ref.end(), 0);
+    std::stable_sort(ref.begin(), ref.end(),
+                     [&](int64_t a, int64_t b) { return scores[a] > scores[b]; });
+    for (int64_t k = 1; k <= n; ++k) {
+      TANDEM_ASSERT_OK_AND_ASSIGN(std::vector<int64_t> top, TopKOfScores(q, scores, k));
+      ASSERT_EQ(top, std::vector<int64_t>(ref.begin(), ref.begin() + k)) << n << " " << k;
+    }
+  }
 }
 
 TEST(Spotlight, TopKOfScoresRefusesWhatHammingScoresCannotReturn) {
