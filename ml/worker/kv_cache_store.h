@@ -7,6 +7,7 @@
 //   Create(spec)                     validate -> publish an empty cache
 //   Append(name, keys, values, codes) validate -> budget -> pages -> copy
 //   ReadFloats / ReadCodes           a prefix of the keys, values or codes
+//   GatherRows                       chosen rows of the keys or values only
 //   Drop / List / Find               free, describe
 //
 // Codes are supplied by the client with every append (the output `codes`
