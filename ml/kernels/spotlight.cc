@@ -39,15 +39,15 @@ absl::Status ValidateCodes(const PackedCodes& c, const char* what) {
 // The sum does not depend on how the bits are grouped, so an even word
 // count is scored 64 bits at a time; 128-bit codes (Spotlight's) four keys
 // per 512-bit vector where the CPU counts bits in vector lanes.
-void ScoreKeys(const PackedCodes& queries, const PackedCodes& keys, int64_t begin, int64_t end,
+void ScoreKeys(const PackedCodes& queries, const uint32_t* key_bits, int64_t begin, int64_t end,
                int32_t* scores) {
-  const int64_t words = keys.words, g = queries.rows;
+  const int64_t words = queries.words, g = queries.rows;
   int64_t j = begin;
 #if defined(__AVX512VPOPCNTDQ__)
   if (words == 4) {
     const uint32_t* q = queries.bits.data();
     for (; j + 4 <= end; j += 4) {
-      const __m512i k = _mm512_loadu_si512(keys.bits.data() + j * 4);
+      const __m512i k = _mm512_loadu_si512(key_bits + j * 4);
       __m512i acc = _mm512_setzero_si512();
       for (int64_t qi = 0; qi < g; ++qi) {
         const __m512i qv =
@@ -68,7 +68,7 @@ void ScoreKeys(const PackedCodes& queries, const PackedCodes& keys, int64_t begi
   if (words % 2 == 0) {
     const int64_t w64 = words / 2;
     for (; j < end; ++j) {
-      const uint32_t* kj = keys.bits.data() + j * words;
+      const uint32_t* kj = key_bits + j * words;
       int32_t s = 0;
       for (int64_t qi = 0; qi < g; ++qi) {
         const uint32_t* qg = queries.bits.data() + qi * words;
@@ -84,7 +84,7 @@ void ScoreKeys(const PackedCodes& queries, const PackedCodes& keys, int64_t begi
     return;
   }
   for (; j < end; ++j) {
-    const uint32_t* kj = keys.bits.data() + j * words;
+    const uint32_t* kj = key_bits + j * words;
     int32_t s = 0;
     for (int64_t qi = 0; qi < g; ++qi) {
       const uint32_t* qg = queries.bits.data() + qi * words;
@@ -200,10 +200,22 @@ absl::StatusOr<std::vector<int32_t>> HammingScores(const PackedCodes& queries,
     return scores;
 #endif
   }
-  tbb::parallel_for(tbb::blocked_range<int64_t>(0, keys.rows, 4096), [&](const auto& r) {
-    ScoreKeys(queries, keys, r.begin(), r.end(), scores.data());
-  });
+  TANDEM_RETURN_IF_ERROR(
+      HammingScoresInto(queries, keys.bits.data(), keys.rows, absl::MakeSpan(scores)));
   return scores;
+}
+
+absl::Status HammingScoresInto(const PackedCodes& queries, const uint32_t* keys, int64_t rows,
+                               absl::Span<int32_t> out) {
+  TANDEM_RETURN_IF_ERROR(ValidateCodes(queries, "queries"));
+  if (rows < 1 || keys == nullptr || static_cast<int64_t>(out.size()) != rows) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Hamming scores of ", rows, " keys into ", out.size(), " outputs"));
+  }
+  tbb::parallel_for(tbb::blocked_range<int64_t>(0, rows, 4096), [&](const auto& r) {
+    ScoreKeys(queries, keys, r.begin(), r.end(), out.data());
+  });
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<int64_t>> HammingTopK(const PackedCodes& queries,

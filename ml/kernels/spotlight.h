@@ -58,6 +58,12 @@ absl::StatusOr<Tensor> UnpackSigns(const PackedCodes& codes);
 absl::StatusOr<std::vector<int32_t>> HammingScores(const PackedCodes& queries,
                                                    const PackedCodes& keys,
                                                    Backend backend = Backend::kCpu);
+// HammingScores over `rows` key codes of queries.words words each in the
+// caller's memory (`keys`, rows x words uint32, 4-byte aligned: a KV cache
+// page, no copy), into out[0, rows). CPU only. INVALID_ARGUMENT for
+// malformed queries, rows < 1 or an `out` of another size. Thread-safe.
+absl::Status HammingScoresInto(const PackedCodes& queries, const uint32_t* keys, int64_t rows,
+                               absl::Span<int32_t> out);
 // Positions of the k best scores, best first (ties: lower position).
 // INVALID_ARGUMENT unless 1 <= k <= keys.rows; other errors as HammingScores.
 absl::StatusOr<std::vector<int64_t>> HammingTopK(const PackedCodes& queries,

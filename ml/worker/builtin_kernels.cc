@@ -170,6 +170,63 @@ absl::StatusOr<Outputs> AdaKvDecode(const KernelCall& c) {
   return MoveOutputs(EncodeFloat("out", out));
 }
 
+// spotlight.topk. With a cache named, its codes are scored in place
+// (KvCacheStore::ScanCodes: no copy of them) where the pages are host
+// memory; else, and for the codes sent, from a PackedCodes copy.
+absl::StatusOr<Outputs> SpotlightTopK(const KernelCall& c) {
+  TANDEM_ASSIGN_OR_RETURN(kernels::PackedCodes q, CodesFrom(c.inputs[0], "query_codes"));
+  TANDEM_RETURN_IF_ERROR(Budget(static_cast<double>(q.rows) * q.words, 4096, "query code words"));
+  kernels::PackedCodes k;  // the codes, where they are not scored in place
+  std::vector<int32_t> scores;
+  bool scored = false;
+  if (c.cache != nullptr) {
+    TANDEM_ASSIGN_OR_RETURN(const KvCacheSummary info, c.cache->Find(c.cache_key));
+    const int64_t rows = c.cache_tokens, words = info.shape.code_bits / 32;
+    if (info.shape.code_bits != 0 && words != q.words) {  // else ScanCodes says why
+      return absl::InvalidArgumentError(
+          absl::StrCat("query codes have ", q.words, " words, key codes ", words));
+    }
+    TANDEM_RETURN_IF_ERROR(
+        Budget(static_cast<double>(rows) * q.rows * q.words, kMaxWork, "popcount words"));
+    if (c.backend != kernels::Backend::kCuda) {
+      scores.resize(static_cast<size_t>(rows));
+      absl::Status status;
+      absl::StatusOr<int64_t> scanned = c.cache->ScanCodes(
+          c.cache_key, c.cache_head, rows, [&](const uint32_t* codes, int64_t first, int64_t n) {
+            status.Update(
+                kernels::HammingScoresInto(q, codes, n, absl::MakeSpan(scores).subspan(first, n)));
+          });
+      if (scanned.ok()) {
+        TANDEM_RETURN_IF_ERROR(status);
+        scored = true;
+      } else if (!absl::IsUnimplemented(scanned.status())) {
+        return scanned.status();
+      }
+    }
+    if (!scored) {  // device pages, or the CUDA backend: a host copy
+      WireTensor w;
+      TANDEM_ASSIGN_OR_RETURN(w.raw, c.cache->ReadCodes(c.cache_key, c.cache_head, rows));
+      w.shape = {rows, words * 4};
+      TANDEM_ASSIGN_OR_RETURN(k, CodesFrom(w, "key_codes"));
+    }
+  } else {
+    TANDEM_ASSIGN_OR_RETURN(k, CodesFrom(c.inputs[1], "key_codes"));
+    TANDEM_RETURN_IF_ERROR(
+        Budget(static_cast<double>(k.rows) * q.rows * q.words, kMaxWork, "popcount words"));
+  }
+  if (!scored) {
+    TANDEM_ASSIGN_OR_RETURN(scores, kernels::HammingScores(q, k, c.backend));
+  }
+  const int64_t rows = static_cast<int64_t>(scores.size());
+  const int64_t kk = c.int_param("k") == 0 ? kernels::SpotlightDefaultTopK(rows) : c.int_param("k");
+  // The CPU selection reads the scores just computed (one pass over the
+  // codes, not two); CUDA selects on the device.
+  TANDEM_ASSIGN_OR_RETURN(std::vector<int64_t> top, c.backend == kernels::Backend::kCuda && !scored
+                                                        ? kernels::HammingTopK(q, k, kk, c.backend)
+                                                        : kernels::TopKOfScores(q, scores, kk));
+  return MoveOutputs(EncodeInt64("indices", {kk}, top), EncodeInt32("scores", {rows}, scores));
+}
+
 std::vector<KernelSpec> Specs() {
   std::vector<KernelSpec> s;
   // Supplied by a loaded "spotlight.hash" model when the request names one.
@@ -330,29 +387,12 @@ std::vector<KernelSpec> Specs() {
 
   s.push_back({"spotlight.topk",
                "Hamming top-k: score_j = sum_g popcount(~(q_g ^ k_j)); k = 0 uses the default",
-               true, {{"query_codes", proto::DTYPE_UINT8, 2}, {"key_codes", proto::DTYPE_UINT8, 2}},
+               true,
+               {{"query_codes", proto::DTYPE_UINT8, 2}, {"key_codes", proto::DTYPE_UINT8, 2}},
                {Int("k", 0, 0, kMaxInt)},
                {{"indices", proto::DTYPE_INT64, 1}, {"scores", proto::DTYPE_INT32, 1}},
-               [](const KernelCall& c) -> absl::StatusOr<Outputs> {
-                 TANDEM_ASSIGN_OR_RETURN(kernels::PackedCodes q, CodesFrom(c.inputs[0], "query_codes"));
-                 TANDEM_ASSIGN_OR_RETURN(kernels::PackedCodes k, CodesFrom(c.inputs[1], "key_codes"));
-                 TANDEM_RETURN_IF_ERROR(Budget(static_cast<double>(q.rows) * q.words, 4096,
-                                               "query code words"));
-                 TANDEM_RETURN_IF_ERROR(Budget(static_cast<double>(k.rows) * q.rows * q.words,
-                                               kMaxWork, "popcount words"));
-                 const int64_t kk = c.int_param("k") == 0 ? kernels::SpotlightDefaultTopK(k.rows)
-                                                          : c.int_param("k");
-                 TANDEM_ASSIGN_OR_RETURN(std::vector<int32_t> scores,
-                                         kernels::HammingScores(q, k, c.backend));
-                 // The CPU selection reads the scores just computed (one pass
-                 // over the codes, not two); CUDA selects on the device.
-                 TANDEM_ASSIGN_OR_RETURN(std::vector<int64_t> top,
-                                         c.backend == kernels::Backend::kCuda
-                                             ? kernels::HammingTopK(q, k, kk, c.backend)
-                                             : kernels::TopKOfScores(q, scores, kk));
-                 return MoveOutputs(EncodeInt64("indices", {kk}, top),
-                                    EncodeInt32("scores", {k.rows}, scores));
-               }});
+               SpotlightTopK});
+  s.back().gathers_from_cache = true;
 
   std::vector<InputSpec> loss_in = {{"q", kF32, 2}, {"k", kF32, 2}};
   loss_in.insert(loss_in.end(), hash_w.begin(), hash_w.end());

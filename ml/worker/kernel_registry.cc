@@ -106,15 +106,16 @@ absl::Status FillFromCache(const KernelSpec& spec, const proto::KvCacheRef& ref,
       return absl::FailedPreconditionError(absl::StrCat("KV cache '", ref.name(), "' is empty"));
     }
   }
-  if (spec.gathers_from_cache) {
+  if (spec.gathers_from_cache) {  // the runner reads the cache itself
     call->cache = &caches;
     call->cache_key = key;
     call->cache_tokens = tokens;
+    call->cache_head = ref.head();
+    return absl::OkStatus();
   }
   for (size_t i = 0; i < spec.inputs.size(); ++i) {
     const InputSpec& s = spec.inputs[i];
     if (s.from_cache.empty()) continue;
-    if (spec.gathers_from_cache && s.from_cache != "codes") continue;  // the runner gathers
     WireTensor& w = call->inputs[i];
     if (s.from_cache == "codes") {
       TANDEM_ASSIGN_OR_RETURN(w.raw, caches.ReadCodes(key, ref.head(), tokens));

@@ -93,6 +93,7 @@ struct KernelCall {
   const KvCacheStore* cache = nullptr;
   std::string cache_key;
   int64_t cache_tokens = 0;
+  int cache_head = 0;  // KvCacheRef.head: whose codes a Spotlight kernel scores
 
   const kernels::Tensor& f32(size_t i) const { return inputs[i].f32; }
   double param(const std::string& name) const { return params.at(name); }
@@ -122,9 +123,10 @@ struct KernelSpec {
   std::vector<std::string> model_kinds = {};  // kinds accepted in KernelRequest.model
   bool model_required = false;           // refuse requests without a model
   bool trains_model = false;             // exclusive lease; version + 1 per call
-  // With a cache named, leave the from_cache float inputs empty and hand
-  // the runner the cache (KernelCall::cache) instead of copying every token
-  // of it: for kernels that read a few rows (a decode step's kept tokens).
+  // With a cache named, leave the from_cache inputs empty and hand the
+  // runner the cache (KernelCall::cache) instead of copying every token of
+  // it: for kernels that read a few rows (a decode step's kept tokens) or
+  // read the pages in place (Spotlight's codes).
   bool gathers_from_cache = false;
 };
 

@@ -44,6 +44,9 @@ class KvAllocator {
   // Buffer bytes at `offset` out to host memory. INTERNAL on a device error.
   virtual absl::Status CopyOut(const void* buffer, size_t offset, void* host,
                                size_t bytes) const = 0;
+  // The buffer's bytes readable in place by the host, or null where they
+  // are not (device memory): CPU kernels then read through CopyOut.
+  virtual const void* HostView(const void* buffer) const { return nullptr; }
 };
 
 // Host memory (aligned_alloc, memcpy): the backend of a worker without a
@@ -55,6 +58,7 @@ class HostKvAllocator final : public KvAllocator {
   void Free(void* buffer, size_t bytes) override;
   absl::Status CopyIn(void* buffer, size_t offset, const void* host, size_t bytes) override;
   absl::Status CopyOut(const void* buffer, size_t offset, void* host, size_t bytes) const override;
+  const void* HostView(const void* buffer) const override { return buffer; }
 };
 
 }  // namespace tandem::ml::worker

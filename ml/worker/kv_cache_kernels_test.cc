@@ -12,6 +12,7 @@
 #include "ml/kernels/testing/random_tensor.h"
 #include "ml/worker/builtin_kernels.h"
 #include "ml/worker/kernel_registry.h"
+#include "ml/worker/kv_allocator_testing.h"
 #include "ml/worker/kv_cache_store.h"
 #include "ml/worker/tensor_codec.h"
 #include "ml/worker/tensor_stream.h"
@@ -154,6 +155,31 @@ TEST_F(KvCacheKernelsTest, GatheringKernelsGetTheCacheNotItsTokens) {
     req.mutable_kv_cache()->set_name("seq");
     req.mutable_kv_cache()->set_tokens(60);
     ASSERT_TRUE(registry.Run(req, nullptr, store_.get()).ok()) << gathers;
+  }
+}
+
+// Where the pages are not host memory (a CUDA worker's), spotlight.topk
+// reads the codes through a copy: the same answers as the codes sent.
+TEST_F(KvCacheKernelsTest, SpotlightTopKOnPagesTheHostCannotReadCopiesThem) {
+  auto opaque =
+      *KvCacheStore::Create({.max_bytes = 16 << 20}, std::make_unique<OpaqueKvAllocator>());
+  ASSERT_TRUE(opaque->CreateCache("seq", kShape, false).ok());
+  ASSERT_TRUE(opaque->Append("seq", keys_, values_, codes_).ok());
+  const proto::Tensor query = EncodeBytes("query_codes", {4, 8}, std::string(32, '\x3c'));
+  for (int h = 0; h < 2; ++h) {
+    proto::KernelRequest direct;
+    direct.set_kernel("spotlight.topk");
+    *direct.add_inputs() = query;
+    *direct.add_inputs() = CodesOfHead(codes_, 100, 8, h);
+    (*direct.mutable_params())["k"] = 9;
+    proto::KernelRequest cached = direct;
+    cached.mutable_inputs()->RemoveLast();
+    cached.mutable_kv_cache()->set_name("seq");
+    cached.mutable_kv_cache()->set_head(h);
+    auto want = registry_.Run(direct);
+    auto got = registry_.Run(cached, nullptr, opaque.get());
+    ASSERT_TRUE(want.ok() && got.ok()) << got.status();
+    ExpectSameOutputs(*got, *want);
   }
 }
 

@@ -378,10 +378,10 @@ absl::StatusOr<int64_t> KvCacheStore::GatherRows(const std::string& name, KvPart
   return n;
 }
 
-absl::StatusOr<std::string> KvCacheStore::ReadCodes(const std::string& name, int head,
-                                                    int64_t tokens) const {
-  TANDEM_ASSIGN_OR_RETURN(std::shared_ptr<Entry> e, Lookup(name));
-  const KvCacheShape& s = e->shape;
+namespace {
+
+// ReadCodes' and ScanCodes' checks of the cache and the head.
+absl::Status CheckCodesOf(const std::string& name, const KvCacheShape& s, int head) {
   if (s.code_bits == 0) {
     return absl::InvalidArgumentError(absl::StrCat("KV cache '", KvCacheStore::NameOf(name),
                                                    "' holds no Spotlight codes (code_bits 0)"));
@@ -391,6 +391,38 @@ absl::StatusOr<std::string> KvCacheStore::ReadCodes(const std::string& name, int
                                                    ") of KV cache '", KvCacheStore::NameOf(name),
                                                    "'"));
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<int64_t> KvCacheStore::ScanCodes(
+    const std::string& name, int head, int64_t tokens,
+    absl::FunctionRef<void(const uint32_t* codes, int64_t first, int64_t n)> fn) const {
+  TANDEM_ASSIGN_OR_RETURN(std::shared_ptr<Entry> e, Lookup(name));
+  TANDEM_RETURN_IF_ERROR(CheckCodesOf(name, e->shape, head));
+  absl::ReaderMutexLock lock(&e->mu);
+  TANDEM_ASSIGN_OR_RETURN(const int64_t n, PrefixLocked(*e, tokens));
+  int64_t at = 0;
+  for (const Page& p : e->pages) {
+    const int64_t m = std::min(p.used, n - at);
+    if (m <= 0) break;
+    const char* base = static_cast<const char*>(allocator_->HostView(p.buffer));
+    if (base == nullptr) {
+      return absl::UnimplementedError("KV cache pages are not host-readable here");
+    }
+    // Pages are 64-byte aligned and every offset in them a multiple of 4.
+    fn(reinterpret_cast<const uint32_t*>(base + e->CodesAt(p.capacity, head, 0)), at, m);
+    at += m;
+  }
+  return n;
+}
+
+absl::StatusOr<std::string> KvCacheStore::ReadCodes(const std::string& name, int head,
+                                                    int64_t tokens) const {
+  TANDEM_ASSIGN_OR_RETURN(std::shared_ptr<Entry> e, Lookup(name));
+  const KvCacheShape& s = e->shape;
+  TANDEM_RETURN_IF_ERROR(CheckCodesOf(name, s, head));
   absl::ReaderMutexLock lock(&e->mu);
   TANDEM_ASSIGN_OR_RETURN(const int64_t n, PrefixLocked(*e, tokens));
   std::string out;

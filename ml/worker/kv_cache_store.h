@@ -8,6 +8,7 @@
 //   Append(name, keys, values, codes) validate -> budget -> pages -> copy
 //   ReadFloats / ReadCodes           a prefix of the keys, values or codes
 //   GatherRows                       chosen rows of the keys or values only
+//   ScanCodes                        the codes in place (host memory)
 //   Drop / List / Find               free, describe
 //
 // Codes are supplied by the client with every append (the output `codes`
@@ -150,6 +151,15 @@ class KvCacheStore {
   // tokens x code_bytes bytes. INVALID_ARGUMENT for a head out of range or
   // a cache without codes; FAILED_PRECONDITION as ReadFloats.
   absl::StatusOr<std::string> ReadCodes(const std::string& name, int head, int64_t tokens) const;
+  // Head `head`'s codes of the first `tokens` tokens (0 = all) in place, no
+  // copy: fn(codes, first, n) for consecutive runs (one per page), codes
+  // pointing at n x code_bits / 32 uint32 words of tokens [first, first + n),
+  // called under the cache's read lock (appends wait; fn must not call the
+  // store). UNIMPLEMENTED where the allocator's memory is not host-readable
+  // (use ReadCodes); other errors as ReadCodes. Returns the tokens scanned.
+  absl::StatusOr<int64_t> ScanCodes(
+      const std::string& name, int head, int64_t tokens,
+      absl::FunctionRef<void(const uint32_t* codes, int64_t first, int64_t n)> fn) const;
 
   // Frees the cache; returns its bytes.
   absl::StatusOr<int64_t> Drop(const std::string& name);

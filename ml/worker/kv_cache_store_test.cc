@@ -12,6 +12,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ml/kernels/testing/random_tensor.h"
+#include "ml/worker/kv_allocator_testing.h"
 
 namespace tandem::ml::worker {
 namespace {
@@ -174,6 +175,52 @@ TEST(KvCacheStoreTest, GatherRowsMatchesTheFullReadAcrossPages) {
   EXPECT_TRUE(absl::IsInvalidArgument(
       store->GatherRows("seq", KvPart::kKeys, 0, {1}, {0, 1, 1}, absl::MakeSpan(short_out))
           .status()));
+}
+
+// ScanCodes hands out the codes ReadCodes copies, page run by page run, in
+// token order; it refuses what ReadCodes refuses, and says UNIMPLEMENTED
+// where the pages are not host memory.
+TEST(KvCacheStoreTest, ScanCodesSeesWhatReadCodesCopies) {
+  auto store = MakeStore(kMiB);
+  ASSERT_TRUE(store->CreateCache("seq", kShape, false).ok());
+  for (int64_t n : {5, 9, 17}) {
+    Tokens t = MakeTokens(kShape, n, static_cast<uint64_t>(n));
+    ASSERT_TRUE(store->Append("seq", t.keys, t.values, t.codes).ok());
+  }
+  const int64_t words = kShape.code_bits / 32;
+  for (int head : {0, 1}) {
+    for (int64_t tokens : {int64_t{0}, int64_t{12}}) {
+      const std::string copied = *store->ReadCodes("seq", head, tokens);
+      std::string seen;
+      int64_t runs = 0, next = 0;
+      auto n = store->ScanCodes("seq", head, tokens,
+                                [&](const uint32_t* codes, int64_t first, int64_t count) {
+                                  EXPECT_EQ(first, next);
+                                  next += count;
+                                  ++runs;
+                                  seen.append(reinterpret_cast<const char*>(codes),
+                                              static_cast<size_t>(count * words * 4));
+                                });
+      ASSERT_TRUE(n.ok()) << n.status();
+      EXPECT_EQ(*n, tokens == 0 ? 31 : tokens);
+      EXPECT_EQ(next, *n);
+      EXPECT_GT(runs, 1);  // pages of at most 16 tokens
+      EXPECT_EQ(seen, copied) << "head " << head << " tokens " << tokens;
+    }
+  }
+  const auto none = [](const uint32_t*, int64_t, int64_t) { ADD_FAILURE() << "called"; };
+  EXPECT_TRUE(absl::IsInvalidArgument(store->ScanCodes("seq", 2, 0, none).status()));
+  EXPECT_TRUE(absl::IsFailedPrecondition(store->ScanCodes("seq", 0, 32, none).status()));
+  EXPECT_TRUE(absl::IsNotFound(store->ScanCodes("other", 0, 0, none).status()));
+  ASSERT_TRUE(store->CreateCache("plain", {2, 8, 0}, false).ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(store->ScanCodes("plain", 0, 0, none).status()));
+
+  auto opaque = *KvCacheStore::Create({.max_bytes = kMiB}, std::make_unique<OpaqueKvAllocator>());
+  ASSERT_TRUE(opaque->CreateCache("seq", kShape, false).ok());
+  Tokens t = MakeTokens(kShape, 4, 1);
+  ASSERT_TRUE(opaque->Append("seq", t.keys, t.values, t.codes).ok());
+  EXPECT_TRUE(absl::IsUnimplemented(opaque->ScanCodes("seq", 0, 0, none).status()));
+  EXPECT_TRUE(opaque->ReadCodes("seq", 0, 0).ok());
 }
 
 TEST(KvCacheStoreTest, BadShapesChangeNothing) {
