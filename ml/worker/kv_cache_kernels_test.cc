@@ -74,23 +74,31 @@ void ExpectSameOutputs(const std::vector<proto::Tensor>& a, const std::vector<pr
   }
 }
 
-TEST_F(KvCacheKernelsTest, SpotlightTopKFromCacheEqualsCodesSent) {
-  const proto::Tensor query = EncodeBytes("query_codes", {4, 8}, std::string(32, '\x5a'));
+// spotlight.topk of each head's codes from `store`'s cache "seq" against
+// the same codes sent.
+void ExpectTopKOfEachHeadEqualsCodesSent(const KernelRegistry& registry, const KvCacheStore& store,
+                                         const std::string& codes, char query_byte, int64_t k) {
+  const proto::Tensor query = EncodeBytes("query_codes", {4, 8}, std::string(32, query_byte));
   for (int h = 0; h < 2; ++h) {
     proto::KernelRequest direct;
     direct.set_kernel("spotlight.topk");
     *direct.add_inputs() = query;
-    *direct.add_inputs() = CodesOfHead(codes_, 100, 8, h);
-    (*direct.mutable_params())["k"] = 10;
+    *direct.add_inputs() = CodesOfHead(codes, 100, 8, h);
+    (*direct.mutable_params())["k"] = static_cast<double>(k);
     proto::KernelRequest cached = direct;
     cached.mutable_inputs()->RemoveLast();
     cached.mutable_kv_cache()->set_name("seq");
     cached.mutable_kv_cache()->set_head(h);
-    auto want = registry_.Run(direct);
-    auto got = registry_.Run(cached, nullptr, store_.get());
+    auto want = registry.Run(direct);
+    auto got = registry.Run(cached, nullptr, &store);
     ASSERT_TRUE(want.ok() && got.ok()) << got.status();
     ExpectSameOutputs(*got, *want);
   }
+}
+
+TEST_F(KvCacheKernelsTest, SpotlightTopKFromCacheEqualsCodesSent) {
+  ExpectTopKOfEachHeadEqualsCodesSent(registry_, *store_, codes_, '\x5a', 10);
+  const proto::Tensor query = EncodeBytes("query_codes", {4, 8}, std::string(32, '\x5a'));
   // A prefix of the cache equals the first tokens sent.
   proto::KernelRequest direct;
   direct.set_kernel("spotlight.topk");
@@ -165,22 +173,7 @@ TEST_F(KvCacheKernelsTest, SpotlightTopKOnPagesTheHostCannotReadCopiesThem) {
       *KvCacheStore::Create({.max_bytes = 16 << 20}, std::make_unique<OpaqueKvAllocator>());
   ASSERT_TRUE(opaque->CreateCache("seq", kShape, false).ok());
   ASSERT_TRUE(opaque->Append("seq", keys_, values_, codes_).ok());
-  const proto::Tensor query = EncodeBytes("query_codes", {4, 8}, std::string(32, '\x3c'));
-  for (int h = 0; h < 2; ++h) {
-    proto::KernelRequest direct;
-    direct.set_kernel("spotlight.topk");
-    *direct.add_inputs() = query;
-    *direct.add_inputs() = CodesOfHead(codes_, 100, 8, h);
-    (*direct.mutable_params())["k"] = 9;
-    proto::KernelRequest cached = direct;
-    cached.mutable_inputs()->RemoveLast();
-    cached.mutable_kv_cache()->set_name("seq");
-    cached.mutable_kv_cache()->set_head(h);
-    auto want = registry_.Run(direct);
-    auto got = registry_.Run(cached, nullptr, opaque.get());
-    ASSERT_TRUE(want.ok() && got.ok()) << got.status();
-    ExpectSameOutputs(*got, *want);
-  }
+  ExpectTopKOfEachHeadEqualsCodesSent(registry_, *opaque, codes_, '\x3c', 9);
 }
 
 TEST_F(KvCacheKernelsTest, RefusesWrongCacheRequests) {
