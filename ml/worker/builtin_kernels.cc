@@ -108,14 +108,8 @@ absl::StatusOr<Outputs> AdaKvDecode(const KernelCall& c) {
     return absl::InvalidArgumentError(absl::StrCat(
         "q has H = ", h, " heads, not a positive multiple of H_kv = ", hkv, " KV heads"));
   }
-  std::vector<int64_t> kept(c.inputs[3].raw.size() / sizeof(int64_t));
-  if (!kept.empty()) {  // an empty input may come with null pointers
-    std::memcpy(kept.data(), c.inputs[3].raw.data(), kept.size() * sizeof(int64_t));
-  }
-  std::vector<int64_t> cu(c.inputs[4].raw.size() / sizeof(int64_t));
-  if (!cu.empty()) {  // an empty input may come with null pointers
-    std::memcpy(cu.data(), c.inputs[4].raw.data(), cu.size() * sizeof(int64_t));
-  }
+  std::vector<int64_t> kept = RawValues<int64_t>(c.inputs[3]);
+  std::vector<int64_t> cu = RawValues<int64_t>(c.inputs[4]);
   if (static_cast<int64_t>(cu.size()) != hkv + 1 || cu[0] != 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("cu_seqlens must be the H_kv + 1 = ", hkv + 1,

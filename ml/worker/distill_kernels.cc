@@ -175,12 +175,7 @@ std::vector<KernelSpec> Specs() {
                {{"loss", kF32, 0}, {"terms", kF32, 1}, {"d_logits", kF32, 2}, {"d_features", kF32, 2},
                 {"weights", kF32, 2}, {"q_next", kF32, 2, true, "q_hist"}},
                [](const KernelCall& c) -> absl::StatusOr<Outputs> {
-                 const WireTensor& lw = c.inputs[1];
-                 std::vector<int64_t> labels(static_cast<size_t>(lw.shape[0]));
-                 if (labels.size() * sizeof(int64_t) !=
-                     0) {  // an empty input may come with null pointers
-                   std::memcpy(labels.data(), lw.raw.data(), labels.size() * sizeof(int64_t));
-                 }
+                 const std::vector<int64_t> labels = RawValues<int64_t>(c.inputs[1]);
                  ds::SdpgoOptions o{.temperature = c.param("temperature"), .alpha = c.param("alpha"),
                                     .beta = c.param("beta"), .lambda = c.param("lambda"),
                                     .eta = c.param("eta")};

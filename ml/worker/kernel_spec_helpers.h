@@ -5,8 +5,10 @@
 #ifndef TANDEM_ML_WORKER_KERNEL_SPEC_HELPERS_H_
 #define TANDEM_ML_WORKER_KERNEL_SPEC_HELPERS_H_
 
+#include <cstring>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -30,6 +32,16 @@ inline absl::Status Budget(double amount, double cap, const char* what) {
 }
 
 inline double Dim(const kernels::Tensor& t, int i) { return static_cast<double>(t.dim(i)); }
+
+// A non-float input's elements (int64, int32, uint8 ...) as a vector of T:
+// raw.size() / sizeof(T) of them. An empty input may come with null
+// pointers, which memcpy must not see.
+template <typename T>
+std::vector<T> RawValues(const WireTensor& w) {
+  std::vector<T> v(w.raw.size() / sizeof(T));
+  if (!v.empty()) std::memcpy(v.data(), w.raw.data(), v.size() * sizeof(T));
+  return v;
+}
 
 inline ParamSpec Int(std::string name, double def, double lo, double hi) {
   return {std::move(name), def, lo, hi, true};

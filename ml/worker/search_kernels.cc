@@ -33,15 +33,6 @@ constexpr double kMaxVoxelVisits = 4e9;
 
 
 
-template <typename T>
-std::vector<T> RawValues(const WireTensor& w) {
-  std::vector<T> v(w.raw.size() / sizeof(T));
-  if (!v.empty()) {  // an empty input may come with null pointers
-    std::memcpy(v.data(), w.raw.data(), v.size() * sizeof(T));
-  }
-  return v;
-}
-
 std::vector<double> Doubles(const Tensor& t) { return {t.data().begin(), t.data().end()}; }
 
 Tensor Scalar(double v) { return *Tensor::FromData({}, {static_cast<float>(v)}); }

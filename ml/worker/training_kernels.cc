@@ -180,10 +180,7 @@ std::vector<KernelSpec> Specs() {
                  tr::SubModelSamples smp;
                  smp.n = n;
                  smp.scores.assign(c.f32(3).data().begin(), c.f32(3).data().end());
-                 smp.masks.resize(m.raw.size());
-                 if (m.raw.size() != 0) {  // an empty input may come with null pointers
-                   std::memcpy(smp.masks.data(), m.raw.data(), m.raw.size());
-                 }
+                 smp.masks = RawValues<uint8_t>(m);
                  smp.losses.assign(c.f32(1).data().begin(), c.f32(1).data().end());
                  tr::ReweightOptions o = ReweightFrom(c);
                  o.leave_one_out = c.int_param("leave_one_out") != 0;
