@@ -4,6 +4,7 @@
 #include <cstring>
 #include <utility>
 
+#include "absl/functional/function_ref.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
@@ -43,6 +44,22 @@ struct KvCacheStore::Entry {
   size_t CodesAt(int64_t cap, int head, int64_t token) const {
     return 2 * KeysAt(cap, shape.heads, 0) +
            static_cast<size_t>((head * cap + token) * shape.code_bytes());
+  }
+  // fn(page, first, m) for the pages holding tokens [0, n), in order: the
+  // page holds tokens [first, first + m). Stops at fn's first error.
+  // REQUIRES: mu held (shared) and n <= tokens.
+  absl::Status ForEachRun(int64_t n,
+                          absl::FunctionRef<absl::Status(const Page& page, int64_t first,
+                                                         int64_t m)>
+                              fn) const ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    int64_t at = 0;
+    for (const Page& p : pages) {
+      const int64_t m = std::min(p.used, n - at);
+      if (m <= 0) break;
+      TANDEM_RETURN_IF_ERROR(fn(p, at, m));
+      at += m;
+    }
+    return absl::OkStatus();
   }
 
   const std::string name;
@@ -314,18 +331,15 @@ absl::StatusOr<kernels::Tensor> KvCacheStore::ReadFloats(const std::string& name
       kernels::Tensor::FromData({s.heads, n, s.head_dim},
                                 AdvisedFloats(static_cast<size_t>(s.heads * n * s.head_dim))));
   const size_t row = static_cast<size_t>(s.head_dim) * sizeof(float);
-  int64_t at = 0;
-  for (const Page& p : e->pages) {
-    const int64_t m = std::min(p.used, n - at);
-    if (m <= 0) break;
+  TANDEM_RETURN_IF_ERROR(e->ForEachRun(n, [&](const Page& p, int64_t at, int64_t m) {
     for (int h = 0; h < s.heads; ++h) {
       const size_t from =
           part == KvPart::kKeys ? e->KeysAt(p.capacity, h, 0) : e->ValuesAt(p.capacity, h, 0);
       TANDEM_RETURN_IF_ERROR(allocator_->CopyOut(
           p.buffer, from, out.mutable_ptr() + (h * n + at) * s.head_dim, m * row));
     }
-    at += m;
-  }
+    return absl::OkStatus();
+  }));
   return out;
 }
 
@@ -348,14 +362,13 @@ absl::StatusOr<int64_t> KvCacheStore::GatherRows(const std::string& name, KvPart
   }
   absl::ReaderMutexLock lock(&e->mu);
   TANDEM_ASSIGN_OR_RETURN(const int64_t n, PrefixLocked(*e, tokens));
-  // First token of each page, to find a position's page by bisection.
+  // First token of each page read, to find a position's page by bisection.
   std::vector<int64_t> starts;
   starts.reserve(e->pages.size());
-  int64_t at = 0;
-  for (const Page& p : e->pages) {
+  TANDEM_RETURN_IF_ERROR(e->ForEachRun(n, [&](const Page&, int64_t at, int64_t) {
     starts.push_back(at);
-    at += p.used;
-  }
+    return absl::OkStatus();
+  }));
   const size_t row = static_cast<size_t>(s.head_dim) * sizeof(float);
   for (int h = 0; h < s.heads; ++h) {
     for (int64_t i = cu[h]; i < cu[h + 1]; ++i) {
@@ -403,18 +416,15 @@ absl::StatusOr<int64_t> KvCacheStore::ScanCodes(
   TANDEM_RETURN_IF_ERROR(CheckCodesOf(name, e->shape, head));
   absl::ReaderMutexLock lock(&e->mu);
   TANDEM_ASSIGN_OR_RETURN(const int64_t n, PrefixLocked(*e, tokens));
-  int64_t at = 0;
-  for (const Page& p : e->pages) {
-    const int64_t m = std::min(p.used, n - at);
-    if (m <= 0) break;
+  TANDEM_RETURN_IF_ERROR(e->ForEachRun(n, [&](const Page& p, int64_t at, int64_t m) {
     const char* base = static_cast<const char*>(allocator_->HostView(p.buffer));
     if (base == nullptr) {
       return absl::UnimplementedError("KV cache pages are not host-readable here");
     }
     // Pages are 64-byte aligned and every offset in them a multiple of 4.
     fn(reinterpret_cast<const uint32_t*>(base + e->CodesAt(p.capacity, head, 0)), at, m);
-    at += m;
-  }
+    return absl::OkStatus();
+  }));
   return n;
 }
 
@@ -428,15 +438,11 @@ absl::StatusOr<std::string> KvCacheStore::ReadCodes(const std::string& name, int
   std::string out;
   ReserveAdvised(&out, static_cast<size_t>(n * s.code_bytes()));  // as ReadFloats
   out.resize(static_cast<size_t>(n * s.code_bytes()));
-  int64_t at = 0;
-  for (const Page& p : e->pages) {
-    const int64_t m = std::min(p.used, n - at);
-    if (m <= 0) break;
-    TANDEM_RETURN_IF_ERROR(allocator_->CopyOut(p.buffer, e->CodesAt(p.capacity, head, 0),
-                                               out.data() + at * s.code_bytes(),
-                                               static_cast<size_t>(m * s.code_bytes())));
-    at += m;
-  }
+  TANDEM_RETURN_IF_ERROR(e->ForEachRun(n, [&](const Page& p, int64_t at, int64_t m) {
+    return allocator_->CopyOut(p.buffer, e->CodesAt(p.capacity, head, 0),
+                               out.data() + at * s.code_bytes(),
+                               static_cast<size_t>(m * s.code_bytes()));
+  }));
   return out;
 }
 
