@@ -35,16 +35,40 @@ absl::Status ValidateCodes(const PackedCodes& c, const char* what) {
   return absl::OkStatus();
 }
 
+// ScoreKeys' scalar path in units of U (32 or 64 bits; queries.words * 4
+// must be a multiple of sizeof(U)), keys [begin, end).
+template <typename U>
+void ScoreUnits(const PackedCodes& queries, const uint32_t* key_bits, int64_t begin, int64_t end,
+                int32_t* scores) {
+  const int64_t words = queries.words, g = queries.rows;
+  const int64_t units = words * 4 / static_cast<int64_t>(sizeof(U));
+  for (int64_t j = begin; j < end; ++j) {
+    const uint32_t* kj = key_bits + j * words;
+    int32_t s = 0;
+    for (int64_t qi = 0; qi < g; ++qi) {
+      const uint32_t* qg = queries.bits.data() + qi * words;
+      for (int64_t u = 0; u < units; ++u) {
+        U a, b;
+        std::memcpy(&a, reinterpret_cast<const char*>(qg) + u * sizeof(U), sizeof(U));
+        std::memcpy(&b, reinterpret_cast<const char*>(kj) + u * sizeof(U), sizeof(U));
+        s += std::popcount(static_cast<U>(~(a ^ b)));
+      }
+    }
+    scores[j] = s;
+  }
+}
+
 // score_j = sum_q sum_w popcount(~(q_w ^ k_jw)) for keys [begin, end).
 // The sum does not depend on how the bits are grouped, so an even word
 // count is scored 64 bits at a time; 128-bit codes (Spotlight's) four keys
 // per 512-bit vector where the CPU counts bits in vector lanes.
 void ScoreKeys(const PackedCodes& queries, const uint32_t* key_bits, int64_t begin, int64_t end,
                int32_t* scores) {
-  const int64_t words = queries.words, g = queries.rows;
+  const int64_t words = queries.words;
   int64_t j = begin;
 #if defined(__AVX512VPOPCNTDQ__)
   if (words == 4) {
+    const int64_t g = queries.rows;
     const uint32_t* q = queries.bits.data();
     for (; j + 4 <= end; j += 4) {
       const __m512i k = _mm512_loadu_si512(key_bits + j * 4);
@@ -66,31 +90,9 @@ void ScoreKeys(const PackedCodes& queries, const uint32_t* key_bits, int64_t beg
   }
 #endif
   if (words % 2 == 0) {
-    const int64_t w64 = words / 2;
-    for (; j < end; ++j) {
-      const uint32_t* kj = key_bits + j * words;
-      int32_t s = 0;
-      for (int64_t qi = 0; qi < g; ++qi) {
-        const uint32_t* qg = queries.bits.data() + qi * words;
-        for (int64_t w = 0; w < w64; ++w) {
-          uint64_t a, b;
-          std::memcpy(&a, qg + 2 * w, 8);
-          std::memcpy(&b, kj + 2 * w, 8);
-          s += std::popcount(~(a ^ b));
-        }
-      }
-      scores[j] = s;
-    }
-    return;
-  }
-  for (; j < end; ++j) {
-    const uint32_t* kj = key_bits + j * words;
-    int32_t s = 0;
-    for (int64_t qi = 0; qi < g; ++qi) {
-      const uint32_t* qg = queries.bits.data() + qi * words;
-      for (int64_t w = 0; w < words; ++w) s += std::popcount(~(qg[w] ^ kj[w]));
-    }
-    scores[j] = s;
+    ScoreUnits<uint64_t>(queries, key_bits, j, end, scores);
+  } else {
+    ScoreUnits<uint32_t>(queries, key_bits, j, end, scores);
   }
 }
 
