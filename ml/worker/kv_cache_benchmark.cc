@@ -139,23 +139,30 @@ void RunKernel(benchmark::State& state, const proto::KernelRequest& req) {
   state.counters["kernel_us"] = benchmark::Counter(kernel_us, benchmark::Counter::kAvgIterations);
 }
 
-void BM_TopKResidentCache(benchmark::State& state) {
+// A CPU-backend request for `kernel` with `inputs`, naming the benchmark's
+// cache when `cached`.
+proto::KernelRequest CpuRequest(const char* kernel, std::vector<proto::Tensor> inputs,
+                                bool cached) {
   proto::KernelRequest req;
-  req.set_kernel("spotlight.topk");
+  req.set_kernel(kernel);
   req.set_backend("cpu");
-  *req.add_inputs() = Shared().query;
-  req.mutable_kv_cache()->set_name("seq");
+  for (proto::Tensor& t : inputs) *req.add_inputs() = std::move(t);
+  if (cached) req.mutable_kv_cache()->set_name("seq");
+  return req;
+}
+
+void BM_TopKResidentCache(benchmark::State& state) {
+  proto::KernelRequest req = CpuRequest("spotlight.topk", {Shared().query}, /*cached=*/true);
   (*req.mutable_params())["k"] = kTopK;
   RunKernel(state, req);
 }
 BENCHMARK(BM_TopKResidentCache)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_TopKCodesInRequest(benchmark::State& state) {
-  proto::KernelRequest req;
-  req.set_kernel("spotlight.topk");
-  req.set_backend("cpu");
-  *req.add_inputs() = Shared().query;
-  *req.add_inputs() = EncodeBytes("key_codes", {kTokens, kCodeBytes}, Shared().codes);
+  proto::KernelRequest req = CpuRequest(
+      "spotlight.topk",
+      {Shared().query, EncodeBytes("key_codes", {kTokens, kCodeBytes}, Shared().codes)},
+      /*cached=*/false);
   (*req.mutable_params())["k"] = kTopK;
   RunKernel(state, req);
   state.SetBytesProcessed(state.iterations() * kTokens * kCodeBytes);
@@ -163,15 +170,13 @@ void BM_TopKCodesInRequest(benchmark::State& state) {
 BENCHMARK(BM_TopKCodesInRequest)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_TopKKernelOnly(benchmark::State& state) {
-  kernels::PackedCodes q, k;
-  q.rows = kQueryHeads;
-  q.words = kCodeBytes / 4;
-  q.bits.resize(static_cast<size_t>(q.rows * q.words));
-  std::memcpy(q.bits.data(), Shared().codes.data(), q.bits.size() * 4);
-  k.rows = kTokens;
-  k.words = kCodeBytes / 4;
-  k.bits.resize(static_cast<size_t>(k.rows * k.words));
-  std::memcpy(k.bits.data(), Shared().codes.data(), k.bits.size() * 4);
+  // The first `rows` codes of the cache's, as the worker's kernel sees them.
+  const auto codes = [](int64_t rows) {
+    kernels::PackedCodes c{rows, kCodeBytes / 4, std::vector<uint32_t>(rows * kCodeBytes / 4)};
+    std::memcpy(c.bits.data(), Shared().codes.data(), c.bits.size() * 4);
+    return c;
+  };
+  const kernels::PackedCodes q = codes(kQueryHeads), k = codes(kTokens);
   for (auto _ : state) {
     auto scores = kernels::HammingScores(q, k);
     auto top = kernels::TopKOfScores(q, *scores, kTopK);  // as the worker's kernel
@@ -195,30 +200,22 @@ std::vector<int64_t> KeptPositions() {
 }
 
 void BM_DecodeResidentCache(benchmark::State& state) {
-  proto::KernelRequest req;
-  req.set_kernel("adakv.decode");
-  req.set_backend("cpu");
-  *req.add_inputs() = DecodeQuery();
-  *req.add_inputs() = EncodeInt64("kept", {kKept}, KeptPositions());
-  *req.add_inputs() = EncodeInt64("cu_seqlens", {2}, {0, kKept});
-  req.mutable_kv_cache()->set_name("seq");
-  RunKernel(state, req);
+  RunKernel(state, CpuRequest("adakv.decode",
+                              {DecodeQuery(), EncodeInt64("kept", {kKept}, KeptPositions()),
+                               EncodeInt64("cu_seqlens", {2}, {0, kKept})},
+                              /*cached=*/true));
 }
 BENCHMARK(BM_DecodeResidentCache)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_DecodeCompactSent(benchmark::State& state) {
-  proto::KernelRequest req;
-  req.set_kernel("adakv.decode");
-  req.set_backend("cpu");
-  *req.add_inputs() = DecodeQuery();
   const kernels::Tensor rows = *kernels::Tensor::Zeros({1, kKept, kHeadDim});
-  *req.add_inputs() = EncodeFloat("k", rows);
-  *req.add_inputs() = EncodeFloat("v", rows);
   std::vector<int64_t> all(kKept);
   for (int64_t i = 0; i < kKept; ++i) all[i] = i;
-  *req.add_inputs() = EncodeInt64("kept", {kKept}, all);
-  *req.add_inputs() = EncodeInt64("cu_seqlens", {2}, {0, kKept});
-  RunKernel(state, req);
+  RunKernel(state, CpuRequest("adakv.decode",
+                              {DecodeQuery(), EncodeFloat("k", rows), EncodeFloat("v", rows),
+                               EncodeInt64("kept", {kKept}, all),
+                               EncodeInt64("cu_seqlens", {2}, {0, kKept})},
+                              /*cached=*/false));
   state.SetBytesProcessed(state.iterations() * 2 * kKept * kHeadDim * 4);
 }
 BENCHMARK(BM_DecodeCompactSent)->Unit(benchmark::kMillisecond)->UseRealTime();
