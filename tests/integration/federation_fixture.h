@@ -7,13 +7,9 @@
 #ifndef TANDEM_TESTS_INTEGRATION_FEDERATION_FIXTURE_H_
 #define TANDEM_TESTS_INTEGRATION_FEDERATION_FIXTURE_H_
 
-#include <arpa/inet.h>
 #include <grpcpp/grpcpp.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -29,26 +25,6 @@
 #include "tests/testing/enrollment.h"
 
 namespace tandem::testing {
-
-// A port for a daemon to listen on, free when chosen. Drawn below the
-// kernel's ephemeral range (32768-60999 by default), so that no socket bound
-// to port 0 or connection made meanwhile (fault proxies, other tests'
-// daemons) can take it before the daemon binds it.
-inline int FreePort() {
-  static std::atomic<uint32_t> draw{static_cast<uint32_t>(getpid()) * 2654435761u};
-  for (int attempt = 0; attempt < 1000; ++attempt) {
-    const int port = 20000 + static_cast<int>((draw += 2654435761u) % 12000u);
-    const int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = htons(static_cast<uint16_t>(port));
-    const bool free = bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
-    close(fd);
-    if (free) return port;
-  }
-  return 0;
-}
 
 // Every party as a deployment runs it: TLS everywhere, the aggregators'
 // collector and peer APIs on their own mutual-TLS ports checked by

@@ -1,9 +1,15 @@
 #include "tests/testing/daemon_process.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/file.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -270,6 +276,33 @@ std::string MakeTempDir(const std::string& prefix) {
   std::string tmpl = absl::StrCat("/tmp/", prefix, "-XXXXXX");
   if (mkdtemp(tmpl.data()) == nullptr) return "";
   return tmpl;
+}
+
+int FreePort() {
+  constexpr char kDir[] = "/tmp/tandem-test-ports";
+  mkdir(kDir, 01777);  // EEXIST is fine; another test made it
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    uint32_t r = 0;
+    if (getrandom(&r, sizeof(r), 0) != sizeof(r)) return 0;
+    const int port = 20000 + static_cast<int>(r % 12000u);
+    const std::string lock_path = absl::StrCat(kDir, "/", port);
+    const int lock = open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    if (lock < 0) continue;
+    if (flock(lock, LOCK_EX | LOCK_NB) != 0) {  // another test process holds it
+      close(lock);
+      continue;
+    }
+    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    const bool free = fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
+    if (fd >= 0) close(fd);
+    if (free) return port;  // `lock` stays open: the reservation lasts until exit
+    close(lock);
+  }
+  return 0;
 }
 
 }  // namespace tandem::testing

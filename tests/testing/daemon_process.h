@@ -145,6 +145,21 @@ std::vector<std::string> SkewedClockEnv(absl::Duration offset);
 // A fresh directory under /tmp, removed by the caller.
 std::string MakeTempDir(const std::string& prefix);
 
+// A loopback port for a daemon that must keep one port across restarts,
+// reserved for this process until it exits: no other test process calling
+// FreePort gets it, even before the daemon binds it. Drawn at random below
+// the kernel's ephemeral range (32768-60999 by default), so that no socket
+// bound to port 0 or connection made meanwhile takes it either. 0 if none
+// was found. Thread-safe.
+//
+// The reservation is an flock on /tmp/tandem-test-ports/PORT, held on a
+// descriptor this process never closes; the kernel releases it when the
+// process exits, so a killed test leaves nothing reserved. (A draw seeded
+// from the pid alone let tests with nearby pids draw the same sequence
+// shifted by the pid difference: two federations then raced for one port
+// and a client reached the other test's coordinator.)
+int FreePort();
+
 // The arguments of one tandem-aggregator speaking the bare aggregation
 // protocol on plaintext loopback (no TLS, tickets or provisioning;
 // kPermissiveTestPolicy), its state in `state_dir`/`role`: for tests of the
