@@ -17,4 +17,8 @@ grpc::ChannelArguments ChannelArgs() {
   return args;
 }
 
+void ExclusiveListener(grpc::ServerBuilder& builder) {
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+}
+
 }  // namespace tandem::rpc

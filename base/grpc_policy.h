@@ -18,6 +18,7 @@
 #ifndef TANDEM_BASE_GRPC_POLICY_H_
 #define TANDEM_BASE_GRPC_POLICY_H_
 
+#include <grpcpp/server_builder.h>
 #include <grpcpp/support/channel_arguments.h>
 
 #include "absl/time/time.h"
@@ -44,6 +45,15 @@ inline constexpr absl::Duration kReconnectMax = absl::Seconds(5);
 // Channel arguments with the reconnect backoff above; callers add their
 // own (message sizes, TLS target name).
 grpc::ChannelArguments ChannelArgs();
+
+// Every daemon listener's builder, before BuildAndStart: the port is the
+// daemon's alone. gRPC sets SO_REUSEPORT on Linux by default, so a second
+// daemon started on a port in use (a second coordinator, a stale one still
+// running, another test's) bound it too, and the kernel split new
+// connections between the two processes: devices reached whichever answered,
+// each with its own rounds and state. Now the second fails to start
+// (UNAVAILABLE "cannot listen on ...").
+void ExclusiveListener(grpc::ServerBuilder& builder);
 
 }  // namespace tandem::rpc
 

@@ -60,6 +60,7 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> Serve(
     builder.experimental().SetInterceptorCreators(std::move(counting));
   }
   builder.AddListeningPort(address, std::move(creds), port);
+  rpc::ExclusiveListener(builder);
   // The sync server keeps at most MAX_POLLERS idle threads (gRPC's default:
   // 2) and ends every thread beyond them once its call returns, so a burst
   // of concurrent uploads (each waiting on a group commit) created and

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "base/grpc_metrics.h"
+#include "base/grpc_policy.h"
 #include "base/grpc_status.h"
 #include "base/logging.h"
 #include "base/net_address.h"
@@ -227,6 +228,7 @@ absl::StatusOr<std::unique_ptr<RunningWorker>> StartWorker(
   if (!creds.ok()) return creds.status();
   grpc::ServerBuilder builder;
   builder.AddListeningPort(listen, *creds, &running->port);
+  rpc::ExclusiveListener(builder);
   builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
   builder.SetMaxSendMessageSize(static_cast<int>(options.max_message_bytes));
   builder.RegisterService(running->service.get());

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "base/grpc_metrics.h"
+#include "base/grpc_policy.h"
 #include "base/logging.h"
 #include "base/net_address.h"
 #include "base/status_macros.h"
@@ -166,6 +167,7 @@ absl::Status CoordinatorDaemon::StartAdmin(const CoordinatorDaemonOptions& optio
   task_admin_service_ = std::make_unique<TaskAdminService>(tasks_.get(), admin_gate_.get());
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options.admin_listen_address, creds, &admin_port_);
+  rpc::ExclusiveListener(builder);
   builder.RegisterService(admin_service_.get());
   builder.RegisterService(task_admin_service_.get());
   // CreateTask carries an opaque model's weights (at most 48 MiB); only
@@ -290,6 +292,7 @@ absl::StatusOr<std::unique_ptr<CoordinatorDaemon>> CoordinatorDaemon::Start(
                           MakeServerCredentials(options.tls));
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options.listen_address, server_creds, &d->port_);
+  rpc::ExclusiveListener(builder);
   builder.RegisterService(d->service_.get());
   auto rpc_metrics = std::make_shared<prometheus::Registry>();
   if (options.metrics_port >= 0) {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "base/testing/http_get.h"
@@ -240,6 +241,44 @@ TEST_F(ClientIdentityTest, HonestCheckInsAreServedDuringAnUnenrolledFlood) {
   EXPECT_EQ(pub->phase(), "collecting");
   EXPECT_EQ(pub->assigned(), 0u);
   EXPECT_EQ(pub->uploads_done(), 0u);
+}
+
+// A second coordinator started on the running one's ports (a stale
+// deployment, a mistyped flag, another user's test) must not start: gRPC's
+// default SO_REUSEPORT let it bind too, and the kernel then split new
+// device connections between two coordinators with different rounds (a CI
+// run's client reached another test's coordinator this way).
+TEST_F(ClientIdentityTest, ASecondCoordinatorOnTheSamePortsDoesNotStart) {
+  std::vector<std::string> args = CoordinatorArgs({"--hidden=8", "--rounds=1"});
+  for (std::string& a : args) {
+    if (absl::StartsWith(a, "--state_dir=")) a = "--state_dir=" + dir_ + "/second";
+  }
+  const Command command = WithEnv(coordinator_env_, TANDEM_COORDINATOR_BIN, args);
+  auto second = ChildProcess::Spawn(command.binary, command.args, dir_ + "/second.log");
+  ASSERT_TRUE(second.ok()) << second.status();
+  absl::StatusOr<int> rc = (*second)->Wait(absl::Seconds(60));
+  if (!rc.ok()) (*second)->Kill();
+  ASSERT_TRUE(rc.ok()) << "the second coordinator is running on the same ports";
+  EXPECT_NE(*rc, 0);
+  EXPECT_THAT(Read(dir_ + "/second.log"), HasSubstr("cannot listen on"));
+  // Every new connection reaches the one coordinator, its round untouched.
+  std::ifstream in(dir_ + "/ca.pem");
+  grpc::SslCredentialsOptions o;
+  o.pem_root_certs.assign(std::istreambuf_iterator<char>(in), {});
+  for (int i = 0; i < 8; ++i) {
+    grpc::ChannelArguments fresh;
+    fresh.SetInt("tandem.test.connection", i);  // a new subchannel each time
+    auto stub = proto::Coordinator::NewStub(grpc::CreateCustomChannel(
+        absl::StrCat("127.0.0.1:", port_), grpc::SslCredentials(o), fresh));
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    proto::CheckInRequest bare;
+    bare.set_client_id("probe");
+    proto::CheckInResponse resp;
+    EXPECT_EQ(stub->CheckIn(&ctx, bare, &resp).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  }
+  EXPECT_EQ(Status().phase(), "collecting");
+  EXPECT_EQ(Status().assigned(), 0u);
 }
 
 // deploy/make-certs.sh mints the k8s Job's tokens with the openssl CLI
