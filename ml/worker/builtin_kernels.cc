@@ -218,6 +218,12 @@ absl::StatusOr<Outputs> SpotlightTopK(const KernelCall& c) {
   TANDEM_ASSIGN_OR_RETURN(std::vector<int64_t> top, c.backend == kernels::Backend::kCuda && !scored
                                                         ? kernels::HammingTopK(q, k, kk, c.backend)
                                                         : kernels::TopKOfScores(q, scores, kk));
+  if (c.int_param("selected_scores") != 0) {  // a serving caller: k scores, not every key's
+    std::vector<int32_t> picked(top.size());
+    for (size_t i = 0; i < top.size(); ++i) picked[i] = scores[static_cast<size_t>(top[i])];
+    return MoveOutputs(EncodeInt64("indices", {kk}, top),
+                       EncodeInt32("scores", {static_cast<int64_t>(picked.size())}, picked));
+  }
   return MoveOutputs(EncodeInt64("indices", {kk}, top), EncodeInt32("scores", {rows}, scores));
 }
 
@@ -380,10 +386,11 @@ std::vector<KernelSpec> Specs() {
                }});
 
   s.push_back({"spotlight.topk",
-               "Hamming top-k: score_j = sum_g popcount(~(q_g ^ k_j)); k = 0 uses the default",
+               "Hamming top-k: score_j = sum_g popcount(~(q_g ^ k_j)); k = 0 uses the default; "
+               "scores: every key's, or with selected_scores the k of indices, in their order",
                true,
                {{"query_codes", proto::DTYPE_UINT8, 2}, {"key_codes", proto::DTYPE_UINT8, 2}},
-               {Int("k", 0, 0, kMaxInt)},
+               {Int("k", 0, 0, kMaxInt), Flag("selected_scores")},
                {{"indices", proto::DTYPE_INT64, 1}, {"scores", proto::DTYPE_INT32, 1}},
                SpotlightTopK});
   s.back().gathers_from_cache = true;

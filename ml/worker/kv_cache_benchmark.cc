@@ -2,6 +2,8 @@
 // 128-bit codes) through a tandem-worker on loopback (in process, gRPC over
 // 127.0.0.1, CPU backend):
 //   BM_TopKResidentCache   the codes held by the worker (KernelRequest.kv_cache)
+//   BM_TopKResidentCacheSelectedScores  the same, answering the k selected
+//                          scores (selected_scores) instead of all 512K
 //   BM_TopKCodesInRequest  the 8 MiB of key codes sent with every request
 //   BM_TopKKernelOnly      the kernel alone in process (the floor)
 // and one Ada-KV decode step (adakv.decode, 4 query heads over the 2,048
@@ -13,7 +15,7 @@
 //   BM_DecodeKernelOnly    CompactDecodeAttention alone in process
 // and BM_ReadFloatsWholeCache: KvCacheStore::ReadFloats of every key (64 MiB),
 // the copy a full-cache kernel (attention.dense, adakv.*) gets per call.
-// Both worker variants return the same outputs (1024 indices and 512K
+// The other worker variants return the same outputs (1024 indices and 512K
 // int32 scores, 2 MiB). Counters: kernel_us = the worker's elapsed_us.
 // The cache's keys and values (head_dim 32, zeros) are appended once, in
 // 64K-token streamed appends.
@@ -157,6 +159,14 @@ void BM_TopKResidentCache(benchmark::State& state) {
   RunKernel(state, req);
 }
 BENCHMARK(BM_TopKResidentCache)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_TopKResidentCacheSelectedScores(benchmark::State& state) {
+  proto::KernelRequest req = CpuRequest("spotlight.topk", {Shared().query}, /*cached=*/true);
+  (*req.mutable_params())["k"] = kTopK;
+  (*req.mutable_params())["selected_scores"] = 1;
+  RunKernel(state, req);
+}
+BENCHMARK(BM_TopKResidentCacheSelectedScores)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_TopKCodesInRequest(benchmark::State& state) {
   proto::KernelRequest req = CpuRequest(

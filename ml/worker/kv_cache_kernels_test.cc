@@ -96,6 +96,39 @@ void ExpectTopKOfEachHeadEqualsCodesSent(const KernelRegistry& registry, const K
   }
 }
 
+// With selected_scores the response carries the k scores of the indices,
+// in their order, and the same indices: from the cache and from codes sent.
+TEST_F(KvCacheKernelsTest, SpotlightSelectedScoresAreTheIndicesScores) {
+  proto::KernelRequest all;
+  all.set_kernel("spotlight.topk");
+  *all.add_inputs() = EncodeBytes("query_codes", {4, 8}, std::string(32, '\x33'));
+  *all.add_inputs() = CodesOfHead(codes_, 100, 8, 1);
+  (*all.mutable_params())["k"] = 7;
+  proto::KernelRequest cached = all;
+  cached.mutable_inputs()->RemoveLast();
+  cached.mutable_kv_cache()->set_name("seq");
+  cached.mutable_kv_cache()->set_head(1);
+  auto every = registry_.Run(all);
+  ASSERT_TRUE(every.ok()) << every.status();
+  const auto* indices = reinterpret_cast<const int64_t*>((*every)[0].data().data());
+  const auto* scores = reinterpret_cast<const int32_t*>((*every)[1].data().data());
+  ASSERT_EQ((*every)[1].data().size(), 100 * sizeof(int32_t));
+  std::vector<int32_t> want(7);
+  for (int i = 0; i < 7; ++i) want[static_cast<size_t>(i)] = scores[indices[i]];
+  for (proto::KernelRequest* r : {&all, &cached}) {
+    (*r->mutable_params())["selected_scores"] = 1;
+    auto got = r == &all ? registry_.Run(*r) : registry_.Run(*r, nullptr, store_.get());
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ((*got)[0].data(), (*every)[0].data());
+    ASSERT_EQ((*got)[1].shape_size(), 1);
+    EXPECT_EQ((*got)[1].shape(0), 7);
+    ASSERT_EQ((*got)[1].data().size(), 7 * sizeof(int32_t));
+    std::vector<int32_t> picked(7);
+    std::memcpy(picked.data(), (*got)[1].data().data(), 7 * sizeof(int32_t));
+    EXPECT_EQ(picked, want);
+  }
+}
+
 TEST_F(KvCacheKernelsTest, SpotlightTopKFromCacheEqualsCodesSent) {
   ExpectTopKOfEachHeadEqualsCodesSent(registry_, *store_, codes_, '\x5a', 10);
   const proto::Tensor query = EncodeBytes("query_codes", {4, 8}, std::string(32, '\x5a'));

@@ -40,7 +40,8 @@ memory on a CUDA worker, host memory otherwise), named in run():
 
     c.create_kv_cache("seq", heads=1, head_dim=128, code_bits=128)
     c.append_kv_cache("seq", keys, values, codes)   # (heads, n, d) x2, (heads, n, 16) uint8
-    r = c.run("spotlight.topk", [query_codes], {"k": 64}, kv_cache="seq")
+    r = c.run("spotlight.topk", [query_codes], {"k": 64, "selected_scores": 1},
+              kv_cache="seq")                           # 64 indices and their scores
     r = c.run("attention.dense", [q], kv_cache="seq")          # k, v from the cache
     c.list_kv_caches(); c.drop_kv_cache("seq")
 

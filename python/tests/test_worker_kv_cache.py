@@ -44,6 +44,11 @@ def test_kernels_on_the_cache_equal_tensors_sent(client):
                             kv_cache={"name": "seq", "head": head})
         for a, b in zip(cached.outputs, direct.outputs):
             np.testing.assert_array_equal(a, b)
+        # The k selected scores alone: those of the indices, in their order.
+        picked = client.run("spotlight.topk", [query], {"k": 12, "selected_scores": 1},
+                            kv_cache={"name": "seq", "head": head})
+        np.testing.assert_array_equal(picked.outputs[0], direct.outputs[0])
+        np.testing.assert_array_equal(picked.outputs[1], direct.outputs[1][direct.outputs[0]])
     # A prefix of the cache.
     prefix = client.run("spotlight.topk", [query], {"k": 5},
                         kv_cache={"name": "seq", "tokens": 31})
