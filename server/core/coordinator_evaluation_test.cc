@@ -3,7 +3,10 @@
 // vector's parameters; its release recorded beside the round and charged
 // once, also across a restart in the middle of it. And opaque models
 // (issue 33): named tensors the coordinator releases without running them.
+#include <atomic>
 #include <cmath>
+#include <filesystem>
+#include <thread>
 
 #include "crypto/dp/accountant.h"
 #include "gmock/gmock.h"
@@ -99,7 +102,22 @@ TEST_F(CoordinatorTest, AnOpaqueModelIsReleasedUnderItsOwnNames) {
   TANDEM_ASSERT_OK(c->UploadDone(Done("b", 1)));
   clock_.Advance(absl::Seconds(11));
   leader_.accepted = helper_.accepted = 2;
+  // Whoever sees the version released finds its file (it was once written
+  // after the status moved: an export of the latest version in that window
+  // returned the previous one). A reader polls the status during the release.
+  std::atomic<bool> stop{false}, file_missing{false};
+  std::thread reader([&] {
+    while (!stop.load()) {
+      if (c->Status().completed_rounds() >= 1 &&
+          !std::filesystem::exists(dir_ / "models" / "v1.safetensors")) {
+        file_missing = true;
+      }
+    }
+  });
   TANDEM_ASSERT_OK(c->Tick());
+  stop = true;
+  reader.join();
+  EXPECT_FALSE(file_missing.load()) << "version 1 was shown before its file existed";
   const proto::CoordinatorStatusResponse s = c->Status();
   ASSERT_EQ(s.history_size(), 1);
   EXPECT_EQ(s.history(0).evaluated_by(), "none");

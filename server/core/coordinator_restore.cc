@@ -46,9 +46,10 @@ absl::Status Coordinator::Restore() {
     last_evaluation_ = r.evaluation();
   }
   epsilon_ = task_->epsilon_spent();
-  PublishModel();
-  // A crash between the release and its file: write it now.
+  // A crash between the release and its file: write it now, before the
+  // version is served.
   WriteReleasedModelFile(/*only_if_missing=*/true);
+  PublishModel();
   if (!open.has_value()) return absl::OkStatus();
   const bool evaluation =
       options_.evaluation.every > 0 && open->model_version == task_->completed_rounds();
@@ -104,6 +105,17 @@ absl::Status Coordinator::RecordRelease(uint64_t round, const DecodedAggregate& 
     summary.set_bytes_down(round_bytes_down_);
     summary.set_seconds(static_cast<double>(NowMs() - opened_ms_) / 1000.0);
     TANDEM_RETURN_IF_ERROR(Stored(store_->FinishRound(round, cp, summary)));
+  }
+  // Recorded: the file next, and only then the version is served and shown
+  // (a caller that sees N completed rounds exports version N, not N - 1:
+  // the file was once written after the status moved, and an export of the
+  // latest version in between returned the previous one). Outside mu_, so a
+  // large model's write does not hold up status and check-ins; until the
+  // version is published below they see the previous one, as before the
+  // record.
+  WriteReleasedModelFile(/*only_if_missing=*/false);
+  {
+    absl::MutexLock lock(&mu_);
     TANDEM_LOG(INFO) << "coordinator: released version " << summary.model_version() << " from "
                      << agg.reports << " reports, accuracy " << summary.accuracy()
                      << " (evaluated by " << summary.evaluated_by() << "), epsilon " << epsilon;
@@ -113,7 +125,6 @@ absl::Status Coordinator::RecordRelease(uint64_t round, const DecodedAggregate& 
     PublishModel();
     phase_ = Phase::kIdle;
   }
-  WriteReleasedModelFile(/*only_if_missing=*/false);
   return absl::OkStatus();
 }
 
