@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <numeric>
 
@@ -17,6 +18,9 @@ namespace {
 
 using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
+// Keys per block of SnapKV's q k^T (SnapKvScoresOfRuns).
+constexpr int64_t kScoreBlock = 512;
+
 // Positions of row `s` (length l) sorted by score descending, ties by position.
 std::vector<int64_t> SortedPositions(const float* s, int64_t l) {
   std::vector<int64_t> idx(l);
@@ -25,30 +29,95 @@ std::vector<int64_t> SortedPositions(const float* s, int64_t l) {
   return idx;
 }
 
+absl::Status CheckBudget(const AdaKvOptions& opt) {
+  if (opt.budget < opt.snap.window) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("budget ", opt.budget, " is smaller than the window ", opt.snap.window));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<Tensor> SnapKvScores(const Tensor& q, const Tensor& k, const SnapKvOptions& opt) {
   TANDEM_RETURN_IF_ERROR(ValidateAttentionShapes(q, k, k, /*causal=*/false));
-  const int64_t h = q.dim(0), n = q.dim(1), d = q.dim(2), hkv = k.dim(0), g = h / hkv;
-  if (k.dim(1) != n) {
-    return absl::InvalidArgumentError("prefill scoring needs q and k of equal length");
+  const int64_t n = k.dim(1), d = k.dim(2);
+  return SnapKvScoresOfRuns(
+      q, k.dim(0), n, d,
+      [&](int64_t kv, KeyRunFn fn) {
+        fn(k.ptr() + kv * n * d, 0, n);  // one run: the whole head
+        return absl::OkStatus();
+      },
+      opt);
+}
+
+absl::StatusOr<Tensor> SnapKvScoresOfRuns(const Tensor& q, int64_t hkv, int64_t n, int64_t d,
+                                          KeyRuns keys, const SnapKvOptions& opt) {
+  TANDEM_RETURN_IF_ERROR(CheckRank(q, 3, "q"));
+  if (hkv < 1 || d < 1 || q.dim(2) != d || q.dim(0) % hkv != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("q ", q.ShapeString(), " does not fit ", hkv, " KV heads of head dim ", d));
   }
+  const int64_t h = q.dim(0), g = h / hkv;
   const int64_t w = opt.window;
   if (w < 1 || w >= n) {
     return absl::InvalidArgumentError(absl::StrCat("window ", w, " must be in [1, N = ", n, ")"));
+  }
+  if (q.dim(1) != n && q.dim(1) != w) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("q has ", q.dim(1), " rows: N = ", n, " or the window's ", w));
   }
   if (opt.kernel < 1 || opt.kernel % 2 == 0) {
     return absl::InvalidArgumentError(absl::StrCat("pooling kernel ", opt.kernel,
                                                    " must be odd and positive"));
   }
-  const int64_t l = n - w;
+  const int64_t l = n - w, nq = q.dim(1);
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   // Per query head: mean attention of the window onto the first L keys.
   std::vector<float> per_head(static_cast<size_t>(h * l));
+  std::vector<absl::Status> failed(static_cast<size_t>(h));
   tbb::parallel_for(int64_t{0}, h, [&](int64_t hh) {
-    Eigen::Map<const RowMat> qw(q.ptr() + (hh * n + l) * d, w, d);
-    Eigen::Map<const RowMat> kh(k.ptr() + (hh / g) * n * d, n, d);
-    RowMat s = (qw * kh.transpose()) * scale;
+    Eigen::Map<const RowMat> qw(q.ptr() + (hh * nq + nq - w) * d, w, d);
+    RowMat s(w, n);
+    // q k^T in blocks of kScoreBlock keys at fixed positions, whatever the
+    // runs: a block inside one run is read in place, one that straddles runs
+    // is assembled in `straddle` first. The same products of the same shapes
+    // for any split, so the scores are equal bit for bit (a GEMM's rounding
+    // depends on its shape).
+    std::vector<float> straddle(static_cast<size_t>(kScoreBlock * d));
+    auto product = [&](const float* rows, int64_t first, int64_t count) {
+      Eigen::Map<const RowMat> kr(rows, count, d);
+      s.middleCols(first, count).noalias() = (qw * kr.transpose()) * scale;
+    };
+    int64_t covered = 0;
+    bool in_order = true;
+    absl::Status visited = keys(hh / g, [&](const float* rows, int64_t first, int64_t count) {
+      if (!in_order || first != covered || count < 1 || count > n - first) {
+        in_order = false;
+        return;
+      }
+      for (int64_t at = first; at < first + count;) {
+        const int64_t b0 = at / kScoreBlock * kScoreBlock, b1 = std::min(n, b0 + kScoreBlock);
+        const int64_t take = std::min(first + count, b1) - at;
+        const float* from = rows + (at - first) * d;
+        if (at == b0 && take == b1 - b0) {
+          product(from, b0, take);
+        } else {
+          std::memcpy(straddle.data() + (at - b0) * d, from, sizeof(float) * take * d);
+          if (at + take == b1) product(straddle.data(), b0, b1 - b0);
+        }
+        at += take;
+      }
+      covered += count;
+    });
+    if (visited.ok() && (!in_order || covered != n)) {
+      visited = absl::InvalidArgumentError(absl::StrCat(
+          "the keys of KV head ", hh / g, " came as runs that do not cover [0, ", n, ") in order"));
+    }
+    if (!visited.ok()) {
+      failed[static_cast<size_t>(hh)] = std::move(visited);
+      return;
+    }
     for (int64_t i = 0; i < w; ++i) {
       float* row = s.data() + i * n;
       for (int64_t j = l + i + 1; j < n; ++j) row[j] = -std::numeric_limits<float>::infinity();
@@ -61,6 +130,7 @@ absl::StatusOr<Tensor> SnapKvScores(const Tensor& q, const Tensor& k, const Snap
       out[j] = acc / static_cast<float>(w);
     }
   });
+  for (absl::Status& st : failed) TANDEM_RETURN_IF_ERROR(st);
   TANDEM_ASSIGN_OR_RETURN(Tensor scores, Tensor::Zeros({hkv, l}));
   const int64_t half = opt.kernel / 2;
   tbb::parallel_for(int64_t{0}, hkv, [&](int64_t kv) {
@@ -187,16 +257,19 @@ absl::StatusOr<CompactKv> CompactKvCache(const Tensor& k, const Tensor& v,
 
 absl::StatusOr<CompactKv> AdaKvCompress(const Tensor& q, const Tensor& k, const Tensor& v,
                                         const AdaKvOptions& opt) {
-  if (opt.budget < opt.snap.window) {
-    return absl::InvalidArgumentError(absl::StrCat("budget ", opt.budget,
-                                                   " is smaller than the window ", opt.snap.window));
-  }
+  TANDEM_RETURN_IF_ERROR(CheckBudget(opt));
   if (v.shape() != k.shape()) return absl::InvalidArgumentError("k and v shapes differ");
   TANDEM_ASSIGN_OR_RETURN(Tensor scores, SnapKvScores(q, k, opt.snap));
+  TANDEM_ASSIGN_OR_RETURN(auto kept, AdaKvSelect(scores, opt));
+  return CompactKvCache(k, v, std::move(kept));
+}
+
+absl::StatusOr<std::vector<std::vector<int64_t>>> AdaKvSelect(const Tensor& scores,
+                                                              const AdaKvOptions& opt) {
+  TANDEM_RETURN_IF_ERROR(CheckBudget(opt));
   TANDEM_ASSIGN_OR_RETURN(BudgetAllocation alloc,
                           AllocateBudgets(scores, opt.budget - opt.snap.window, opt.alpha));
-  TANDEM_ASSIGN_OR_RETURN(auto kept, SelectKept(scores, alloc.caps, opt.snap.window));
-  return CompactKvCache(k, v, std::move(kept));
+  return SelectKept(scores, alloc.caps, opt.snap.window);
 }
 
 absl::StatusOr<Tensor> CompactDecodeAttention(const Tensor& q, const CompactKv& cache) {

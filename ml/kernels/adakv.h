@@ -28,6 +28,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "ml/kernels/tensor.h"
 
@@ -61,9 +63,26 @@ struct CompactKv {
   std::vector<std::vector<int64_t>> kept;  // per head, ascending positions
 };
 
-// Returns (H_kv, N - w) scores. INVALID_ARGUMENT on bad shapes (see
-// ValidateAttentionShapes), w outside [1, N), or an even/non-positive kernel.
+// Returns (H_kv, N - w) scores. q is (H, N, d), of which the last w rows
+// are the window, or the window alone (H, w, d). INVALID_ARGUMENT on bad
+// shapes (see ValidateAttentionShapes), w outside [1, N), or an
+// even/non-positive kernel.
 absl::StatusOr<Tensor> SnapKvScores(const Tensor& q, const Tensor& k, const SnapKvOptions& opt);
+
+// Keys held elsewhere (a KV cache's pages): keys(kv_head, fn) calls
+// fn(rows, first, count) for consecutive runs of one KV head's keys (row
+// stride d) covering [0, N) in order, and returns its own error, if any.
+// fn only reads the rows while it runs.
+using KeyRunFn = absl::FunctionRef<void(const float* rows, int64_t first, int64_t count)>;
+using KeyRuns = absl::FunctionRef<absl::Status(int64_t kv_head, KeyRunFn fn)>;
+
+// SnapKvScores of H_kv heads of N keys of dim d given as runs: equal to
+// SnapKvScores over the same keys bit for bit (each run's block of q k^T is
+// the same products). keys() is called once per query head, concurrently.
+// Errors as SnapKvScores, INVALID_ARGUMENT when the runs do not cover
+// [0, N) in order, and keys()'s own.
+absl::StatusOr<Tensor> SnapKvScoresOfRuns(const Tensor& q, int64_t hkv, int64_t n, int64_t d,
+                                          KeyRuns keys, const SnapKvOptions& opt);
 
 // scores (H_kv, L); budget_prime = B' >= 0; alpha in [0, 1]. INVALID_ARGUMENT
 // otherwise or when a score is NaN.
@@ -81,6 +100,12 @@ absl::StatusOr<std::vector<std::vector<int64_t>>> SelectKept(const Tensor& score
 // in [0, N)). INVALID_ARGUMENT on shape mismatch or an out-of-range position.
 absl::StatusOr<CompactKv> CompactKvCache(const Tensor& k, const Tensor& v,
                                          std::vector<std::vector<int64_t>> kept);
+
+// Steps 2-3 on scores (H_kv, L) with opt's budget, alpha and window: the
+// kept positions of each head. Errors as the steps, plus INVALID_ARGUMENT
+// when budget < window.
+absl::StatusOr<std::vector<std::vector<int64_t>>> AdaKvSelect(const Tensor& scores,
+                                                              const AdaKvOptions& opt);
 
 // Steps 1-4 together. Errors as the steps, plus INVALID_ARGUMENT when
 // budget < window.

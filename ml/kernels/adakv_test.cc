@@ -172,6 +172,81 @@ TEST(AdaKv, SnapKvScoresMatchNaiveForAllReductions) {
   }
 }
 
+// Keys given as runs (a KV cache's pages): the same scores bit for bit for
+// any split, and from the window alone; runs that leave a gap, overlap or
+// come out of order, and a visitor's own error, are refused.
+TEST(AdaKv, SnapKvScoresOfRunsEqualTheWholeKeysBitForBit) {
+  const int64_t n = 1100, d = 16, w = 9;  // two whole blocks of 512 keys and a tail
+  const Tensor q = RandomTensor({6, n, d}, 11), k = RandomTensor({2, n, d}, 12);
+  SnapKvOptions o;
+  o.window = w;
+  o.kernel = 5;
+  TANDEM_ASSERT_OK_AND_ASSIGN(Tensor whole, SnapKvScores(q, k, o));
+  std::vector<float> window_rows;  // q's last w rows of each head: (6, w, d)
+  for (int64_t h = 0; h < 6; ++h) {
+    const float* from = q.ptr() + (h * n + n - w) * d;
+    window_rows.insert(window_rows.end(), from, from + w * d);
+  }
+  const Tensor window = *Tensor::FromData({6, w, d}, window_rows);
+  TANDEM_ASSERT_OK_AND_ASSIGN(Tensor of_window, SnapKvScores(window, k, o));
+  EXPECT_EQ(of_window.data(), whole.data());
+  for (const std::vector<int64_t>& splits : {std::vector<int64_t>{1100},
+                                             {1, 1099},
+                                             {512, 512, 76},
+                                             {500, 30, 570},
+                                             {1024, 75, 1},
+                                             {5, 17, 3, 40, 32, 1003},
+                                             {1099, 1},
+                                             {600, 100, 100, 300}}) {
+    auto runs = [&](int64_t kv, KeyRunFn fn) {
+      int64_t first = 0;
+      for (int64_t count : splits) {
+        fn(k.ptr() + (kv * n + first) * d, first, count);
+        first += count;
+      }
+      return absl::OkStatus();
+    };
+    for (const Tensor* query : {&q, &window}) {
+      TANDEM_ASSERT_OK_AND_ASSIGN(Tensor got, SnapKvScoresOfRuns(*query, 2, n, d, runs, o));
+      EXPECT_EQ(got.shape(), whole.shape());
+      EXPECT_EQ(got.data(), whole.data()) << "splits of " << splits.size();
+    }
+  }
+  auto bad = [&](std::vector<std::pair<int64_t, int64_t>> pieces) {
+    return SnapKvScoresOfRuns(
+        q, 2, n, d,
+        [&](int64_t kv, KeyRunFn fn) {
+          for (auto [first, count] : pieces) fn(k.ptr() + (kv * n + first) * d, first, count);
+          return absl::OkStatus();
+        },
+        o);
+  };
+  EXPECT_THAT(bad({{0, 600}}).status(), StatusIs(absl::StatusCode::kInvalidArgument));  // short
+  EXPECT_THAT(bad({{0, 600}, {601, 499}}).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));  // gap
+  EXPECT_THAT(bad({{0, 600}, {590, 510}}).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));  // overlap
+  EXPECT_THAT(bad({{600, 500}, {0, 600}}).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));  // order
+  EXPECT_THAT(bad({{0, 600}, {600, 501}}).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));  // past N
+  EXPECT_THAT(
+      SnapKvScoresOfRuns(
+          q, 2, n, d, [](int64_t, KeyRunFn) { return absl::UnavailableError("pages gone"); }, o)
+          .status(),
+      StatusIs(absl::StatusCode::kUnavailable));
+  // q of neither N nor w rows; a q head count that is no multiple of H_kv.
+  EXPECT_THAT(SnapKvScoresOfRuns(
+                  RandomTensor({6, 10, d}, 1), 2, n, d,
+                  [](int64_t, KeyRunFn) { return absl::OkStatus(); }, o)
+                  .status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(SnapKvScoresOfRuns(
+                  q, 4, n, d, [](int64_t, KeyRunFn) { return absl::OkStatus(); }, o)
+                  .status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
 TEST(AdaKv, LargeBudgetKeepsEverything) {
   const Tensor q = RandomTensor({1, 16, 4}, 9), k = RandomTensor({1, 16, 4}, 10);
   AdaKvOptions opt;
