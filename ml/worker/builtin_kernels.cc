@@ -7,21 +7,21 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
-#include "ml/kernels/adakv.h"
 #include "ml/kernels/attention.h"
 #include "ml/kernels/cat.h"
 #include "ml/kernels/dusa.h"
 #include "ml/kernels/ren.h"
 #include "ml/kernels/spotlight.h"
 #include "ml/kernels/spotlight_train.h"
+#include "ml/worker/adakv_kernels.h"
 #include "ml/worker/distill_kernels.h"
 #include "ml/worker/eco_kernels.h"
+#include "ml/worker/kernel_spec_helpers.h"
 #include "ml/worker/model_kernels.h"
 #include "ml/worker/search_kernels.h"
 #include "ml/worker/spotlight_params.h"
 #include "ml/worker/training_kernels.h"
 #include "ml/worker/zoo_kernels.h"
-#include "ml/worker/kernel_spec_helpers.h"
 
 namespace tandem::ml::worker {
 namespace {
@@ -62,106 +62,6 @@ absl::StatusOr<const kernels::SpotlightHashWeights*> HashWeightsFrom(
   *storage = {c.f32(first), c.f32(first + 1), c.f32(first + 2), c.f32(first + 3)};
   TANDEM_RETURN_IF_ERROR(kernels::ValidateHashWeights(*storage));
   return storage;
-}
-
-absl::Status SnapBudget(const KernelCall& c) {
-  const Tensor& q = c.f32(0);
-  const double w = static_cast<double>(c.int_param("window"));
-  TANDEM_RETURN_IF_ERROR(Budget(w * Dim(q, 1), kMaxScratch, "SnapKV window scores"));
-  return Budget(2 * Dim(q, 0) * w * Dim(q, 1) * Dim(q, 2), kMaxWork, "SnapKV FLOPs");
-}
-
-kernels::SnapKvOptions SnapFrom(const KernelCall& c) {
-  kernels::SnapKvOptions o;
-  o.window = c.int_param("window");
-  o.kernel = c.int_param("kernel");
-  o.gqa = c.int_param("gqa_max") ? kernels::GqaReduce::kMax : kernels::GqaReduce::kMean;
-  o.pool = c.int_param("pool_avg") ? kernels::PoolKind::kAvg : kernels::PoolKind::kMax;
-  return o;
-}
-
-// adakv.decode: q (H, d); k, v (H_kv, N, d); kept and cu_seqlens as
-// adakv.compress returns them (cu_seqlens: the H_kv + 1 offsets 0 = c_0 <
-// c_1 < ... < c_H_kv = len(kept), head h's positions kept[c_h, c_h+1)).
-// Every check before the gather; then CompactKvCache and
-// CompactDecodeAttention.
-absl::StatusOr<Outputs> AdaKvDecode(const KernelCall& c) {
-  const Tensor &q = c.f32(0), &k = c.f32(1), &v = c.f32(2);
-  int64_t hkv, n, d;
-  if (c.cache != nullptr) {  // k and v stay in the cache: the kept rows are gathered below
-    TANDEM_ASSIGN_OR_RETURN(const KvCacheSummary info, c.cache->Find(c.cache_key));
-    hkv = info.shape.heads, n = c.cache_tokens, d = info.shape.head_dim;
-  } else {
-    if (k.rank() != 3 || v.shape() != k.shape() || k.dim(0) < 1 || k.dim(2) < 1) {
-      return absl::InvalidArgumentError(absl::StrCat("k ", k.ShapeString(), " and v ",
-                                                     v.ShapeString(),
-                                                     " must both be (H_kv >= 1, N, d >= 1)"));
-    }
-    hkv = k.dim(0), n = k.dim(1), d = k.dim(2);
-  }
-  const int64_t h = q.dim(0);
-  if (q.dim(1) != d) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("q is (H, d) with d = ", q.dim(1), ", k and v have d = ", d));
-  }
-  if (h < 1 || h % hkv != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "q has H = ", h, " heads, not a positive multiple of H_kv = ", hkv, " KV heads"));
-  }
-  std::vector<int64_t> kept = RawValues<int64_t>(c.inputs[3]);
-  std::vector<int64_t> cu = RawValues<int64_t>(c.inputs[4]);
-  if (static_cast<int64_t>(cu.size()) != hkv + 1 || cu[0] != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cu_seqlens must be the H_kv + 1 = ", hkv + 1,
-                     " offsets adakv.compress returns, from 0; got ", cu.size(), " entries",
-                     cu.empty() ? "" : absl::StrCat(", starting at ", cu[0])));
-  }
-  for (int64_t hh = 0; hh < hkv; ++hh) {
-    if (cu[hh + 1] <= cu[hh]) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "cu_seqlens must increase: KV head ", hh, " would keep no entries (cu_seqlens[", hh,
-          "] = ", cu[hh], ", [", hh + 1, "] = ", cu[hh + 1], ")"));
-    }
-  }
-  const int64_t total = static_cast<int64_t>(kept.size());
-  if (cu[hkv] != total) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cu_seqlens ends at ", cu[hkv], ", kept has ", total, " positions"));
-  }
-  const double td = static_cast<double>(total) * static_cast<double>(d);
-  TANDEM_RETURN_IF_ERROR(Budget(2 * td, kMaxScratch, "gathered KV floats"));
-  TANDEM_RETURN_IF_ERROR(
-      Budget(4 * static_cast<double>(h / hkv) * td, kMaxWork, "compact decode FLOPs"));
-  std::vector<std::vector<int64_t>> lists(static_cast<size_t>(hkv));
-  for (int64_t hh = 0; hh < hkv; ++hh) {
-    for (int64_t i = cu[hh]; i < cu[hh + 1]; ++i) {
-      if (kept[i] < 0 || kept[i] >= n) {
-        return absl::InvalidArgumentError(absl::StrCat("kept[", i, "] = ", kept[i], " (KV head ",
-                                                       hh, ") is outside [0, N = ", n, ")"));
-      }
-    }
-    lists[hh].assign(kept.begin() + cu[hh], kept.begin() + cu[hh + 1]);
-  }
-  kernels::CompactKv compact;
-  if (c.cache != nullptr) {
-    // Only the kept rows leave the cache's pages (not every token of it).
-    TANDEM_ASSIGN_OR_RETURN(compact.keys, Tensor::Zeros({total, d}));
-    TANDEM_ASSIGN_OR_RETURN(compact.values, Tensor::Zeros({total, d}));
-    for (auto [part, t] :
-         {std::pair{KvPart::kKeys, &compact.keys}, std::pair{KvPart::kValues, &compact.values}}) {
-      TANDEM_RETURN_IF_ERROR(
-          c.cache
-              ->GatherRows(c.cache_key, part, c.cache_tokens, kept, cu,
-                           absl::MakeSpan(t->mutable_ptr(), static_cast<size_t>(total * d)))
-              .status());
-    }
-    compact.cu_seqlens = std::move(cu);
-    compact.kept = std::move(lists);
-  } else {
-    TANDEM_ASSIGN_OR_RETURN(compact, kernels::CompactKvCache(k, v, std::move(lists)));
-  }
-  TANDEM_ASSIGN_OR_RETURN(Tensor out, kernels::CompactDecodeAttention(q, compact));
-  return MoveOutputs(EncodeFloat("out", out));
 }
 
 // spotlight.topk. With a cache named, its codes are scored in place
@@ -230,10 +130,8 @@ absl::StatusOr<Outputs> SpotlightTopK(const KernelCall& c) {
 std::vector<KernelSpec> Specs() {
   std::vector<KernelSpec> s;
   // Supplied by a loaded "spotlight.hash" model when the request names one.
-  const std::vector<InputSpec> hash_w = {{"w1", kF32, 2, true}, {"b1", kF32, 1, true},
-                                         {"w2", kF32, 2, true}, {"b2", kF32, 1, true}};
-  const std::vector<ParamSpec> snap = {Int("window", 32, 1, kMaxInt), Int("kernel", 7, 1, 255),
-                                       Flag("gqa_max"), Flag("pool_avg")};
+  const std::vector<InputSpec> hash_w = {
+      {"w1", kF32, 2, true}, {"b1", kF32, 1, true}, {"w2", kF32, 2, true}, {"b2", kF32, 1, true}};
 
   // The wire's own cost: RunStream / Run throughput with no math, and a
   // liveness probe that checks a tensor makes the round trip intact.
@@ -315,56 +213,6 @@ std::vector<KernelSpec> Specs() {
                                                                : kernels::CatMethod::kFft));
                  return MoveOutputs(EncodeFloat("y", y));
                }});
-
-  s.push_back({"adakv.scores", "SnapKV observation-window scores, pooled (H_kv, N - w)", false,
-               {{"q", kF32, 3}, {"k", kF32, 3}}, snap, {{"scores", kF32, 2}},
-               [](const KernelCall& c) -> absl::StatusOr<Outputs> {
-                 TANDEM_RETURN_IF_ERROR(SnapBudget(c));
-                 TANDEM_ASSIGN_OR_RETURN(Tensor sc,
-                                         kernels::SnapKvScores(c.f32(0), c.f32(1), SnapFrom(c)));
-                 return MoveOutputs(EncodeFloat("scores", sc));
-               }});
-
-  std::vector<ParamSpec> compress = snap;
-  compress.push_back(Int("budget", 128, 1, kMaxInt));
-  compress.push_back(Real("alpha", 0.2, 0, 1));
-  s.push_back({"adakv.compress",
-               "Ada-KV (arXiv 2407.11550): head-wise budgets with safeguard, flattened KV",
-               false, {{"q", kF32, 3}, {"k", kF32, 3}, {"v", kF32, 3}}, compress,
-               {{"keys", kF32, 2}, {"values", kF32, 2}, {"cu_seqlens", proto::DTYPE_INT64, 1},
-                {"kept", proto::DTYPE_INT64, 1}},
-               [](const KernelCall& c) -> absl::StatusOr<Outputs> {
-                 TANDEM_RETURN_IF_ERROR(SnapBudget(c));
-                 kernels::AdaKvOptions o;
-                 o.snap = SnapFrom(c);
-                 o.budget = c.int_param("budget");
-                 o.alpha = c.param("alpha");
-                 TANDEM_ASSIGN_OR_RETURN(kernels::CompactKv kv,
-                                         kernels::AdaKvCompress(c.f32(0), c.f32(1), c.f32(2), o));
-                 std::vector<int64_t> flat;
-                 for (const auto& h : kv.kept) flat.insert(flat.end(), h.begin(), h.end());
-                 const int64_t heads = static_cast<int64_t>(kv.cu_seqlens.size());
-                 const int64_t total = static_cast<int64_t>(flat.size());
-                 return MoveOutputs(EncodeFloat("keys", kv.keys), EncodeFloat("values", kv.values),
-                                    EncodeInt64("cu_seqlens", {heads}, kv.cu_seqlens),
-                                    EncodeInt64("kept", {total}, flat));
-               }});
-
-  // The decode step over adakv.compress's kept positions: with a cache
-  // named, only q, kept and cu_seqlens travel; k and v stay in the worker.
-  s.push_back({"adakv.decode",
-               "one decode step over an Ada-KV compacted cache: kept positions and cu_seqlens "
-               "as adakv.compress returns them",
-               false,
-               {{"q", kF32, 2},
-                {"k", kF32, 3},
-                {"v", kF32, 3},
-                {"kept", proto::DTYPE_INT64, 1},
-                {"cu_seqlens", proto::DTYPE_INT64, 1}},
-               {},
-               {{"out", kF32, 2}},
-               AdaKvDecode});
-  s.back().gathers_from_cache = true;
 
   std::vector<InputSpec> hash_in = {{"x", kF32, 2}};
   hash_in.insert(hash_in.end(), hash_w.begin(), hash_w.end());
@@ -476,8 +324,7 @@ std::vector<KernelSpec> Specs() {
     // one: the cached key codes, keys and values.
     for (InputSpec& in : k.inputs) {
       if (k.name == "spotlight.topk" && in.name == "key_codes") in.from_cache = "codes";
-      const bool kv = k.name == "attention.dense" || k.name == "adakv.scores" ||
-                      k.name == "adakv.compress" || k.name == "adakv.decode";
+      const bool kv = k.name == "attention.dense";
       if (kv && in.name == "k") in.from_cache = "keys";
       if (kv && in.name == "v") in.from_cache = "values";
     }
@@ -495,6 +342,7 @@ absl::Status RegisterBuiltinKernels(KernelRegistry* registry) {
   TANDEM_RETURN_IF_ERROR(RegisterEcoKernels(registry));
   TANDEM_RETURN_IF_ERROR(RegisterModelKernels(registry));
   TANDEM_RETURN_IF_ERROR(RegisterZooKernels(registry));
+  TANDEM_RETURN_IF_ERROR(RegisterAdaKvKernels(registry));
   return absl::OkStatus();
 }
 

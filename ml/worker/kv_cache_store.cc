@@ -393,12 +393,7 @@ absl::StatusOr<int64_t> KvCacheStore::GatherRows(const std::string& name, KvPart
 
 namespace {
 
-// ReadCodes' and ScanCodes' checks of the cache and the head.
-absl::Status CheckCodesOf(const std::string& name, const KvCacheShape& s, int head) {
-  if (s.code_bits == 0) {
-    return absl::InvalidArgumentError(absl::StrCat("KV cache '", KvCacheStore::NameOf(name),
-                                                   "' holds no Spotlight codes (code_bits 0)"));
-  }
+absl::Status CheckHeadOf(const std::string& name, const KvCacheShape& s, int head) {
   if (head < 0 || head >= s.heads) {
     return absl::InvalidArgumentError(absl::StrCat("head ", head, " outside [0, ", s.heads,
                                                    ") of KV cache '", KvCacheStore::NameOf(name),
@@ -407,25 +402,52 @@ absl::Status CheckCodesOf(const std::string& name, const KvCacheShape& s, int he
   return absl::OkStatus();
 }
 
+// ReadCodes' and ScanCodes' checks of the cache and the head.
+absl::Status CheckCodesOf(const std::string& name, const KvCacheShape& s, int head) {
+  if (s.code_bits == 0) {
+    return absl::InvalidArgumentError(absl::StrCat("KV cache '", KvCacheStore::NameOf(name),
+                                                   "' holds no Spotlight codes (code_bits 0)"));
+  }
+  return CheckHeadOf(name, s, head);
+}
+
 }  // namespace
+
+absl::StatusOr<int64_t> KvCacheStore::ScanInPlace(
+    const Entry& e, int64_t tokens,
+    absl::FunctionRef<void(const char* page, const Page& p, int64_t first, int64_t n)> fn) const {
+  absl::ReaderMutexLock lock(&e.mu);
+  TANDEM_ASSIGN_OR_RETURN(const int64_t n, PrefixLocked(e, tokens));
+  TANDEM_RETURN_IF_ERROR(e.ForEachRun(n, [&](const Page& p, int64_t at, int64_t m) {
+    const char* base = static_cast<const char*>(allocator_->HostView(p.buffer));
+    if (base == nullptr) {
+      return absl::UnimplementedError("KV cache pages are not host-readable here");
+    }
+    fn(base, p, at, m);
+    return absl::OkStatus();
+  }));
+  return n;
+}
 
 absl::StatusOr<int64_t> KvCacheStore::ScanCodes(
     const std::string& name, int head, int64_t tokens,
     absl::FunctionRef<void(const uint32_t* codes, int64_t first, int64_t n)> fn) const {
   TANDEM_ASSIGN_OR_RETURN(std::shared_ptr<Entry> e, Lookup(name));
   TANDEM_RETURN_IF_ERROR(CheckCodesOf(name, e->shape, head));
-  absl::ReaderMutexLock lock(&e->mu);
-  TANDEM_ASSIGN_OR_RETURN(const int64_t n, PrefixLocked(*e, tokens));
-  TANDEM_RETURN_IF_ERROR(e->ForEachRun(n, [&](const Page& p, int64_t at, int64_t m) {
-    const char* base = static_cast<const char*>(allocator_->HostView(p.buffer));
-    if (base == nullptr) {
-      return absl::UnimplementedError("KV cache pages are not host-readable here");
-    }
+  return ScanInPlace(*e, tokens, [&](const char* base, const Page& p, int64_t at, int64_t m) {
     // Pages are 64-byte aligned and every offset in them a multiple of 4.
     fn(reinterpret_cast<const uint32_t*>(base + e->CodesAt(p.capacity, head, 0)), at, m);
-    return absl::OkStatus();
-  }));
-  return n;
+  });
+}
+
+absl::StatusOr<int64_t> KvCacheStore::ScanKeys(
+    const std::string& name, int head, int64_t tokens,
+    absl::FunctionRef<void(const float* keys, int64_t first, int64_t n)> fn) const {
+  TANDEM_ASSIGN_OR_RETURN(std::shared_ptr<Entry> e, Lookup(name));
+  TANDEM_RETURN_IF_ERROR(CheckHeadOf(name, e->shape, head));
+  return ScanInPlace(*e, tokens, [&](const char* base, const Page& p, int64_t at, int64_t m) {
+    fn(reinterpret_cast<const float*>(base + e->KeysAt(p.capacity, head, 0)), at, m);
+  });
 }
 
 absl::StatusOr<std::string> KvCacheStore::ReadCodes(const std::string& name, int head,

@@ -8,7 +8,7 @@
 //   Append(name, keys, values, codes) validate -> budget -> pages -> copy
 //   ReadFloats / ReadCodes           a prefix of the keys, values or codes
 //   GatherRows                       chosen rows of the keys or values only
-//   ScanCodes                        the codes in place (host memory)
+//   ScanCodes / ScanKeys             the codes or keys in place (host memory)
 //   Drop / List / Find               free, describe
 //
 // Codes are supplied by the client with every append (the output `codes`
@@ -160,6 +160,13 @@ class KvCacheStore {
   absl::StatusOr<int64_t> ScanCodes(
       const std::string& name, int head, int64_t tokens,
       absl::FunctionRef<void(const uint32_t* codes, int64_t first, int64_t n)> fn) const;
+  // Head `head`'s keys of the first `tokens` tokens (0 = all) in place, as
+  // ScanCodes: fn(keys, first, n), keys pointing at n x head_dim floats.
+  // INVALID_ARGUMENT for a head out of range; UNIMPLEMENTED where pages are
+  // not host-readable (use ReadFloats); FAILED_PRECONDITION as ReadFloats.
+  absl::StatusOr<int64_t> ScanKeys(
+      const std::string& name, int head, int64_t tokens,
+      absl::FunctionRef<void(const float* keys, int64_t first, int64_t n)> fn) const;
 
   // Frees the cache; returns its bytes.
   absl::StatusOr<int64_t> Drop(const std::string& name);
@@ -193,6 +200,12 @@ class KvCacheStore {
   // for an empty cache or more than held. REQUIRES: e's lock held shared.
   absl::StatusOr<int64_t> PrefixLocked(const Entry& e,
                                        int64_t tokens) const ABSL_NO_THREAD_SAFETY_ANALYSIS;
+  // fn(page base, page, first, n) for the pages of e's first `tokens`
+  // tokens (0 = all), under e's read lock; UNIMPLEMENTED for pages the host
+  // cannot read. Returns the tokens walked.
+  absl::StatusOr<int64_t> ScanInPlace(
+      const Entry& e, int64_t tokens,
+      absl::FunctionRef<void(const char* page, const Page& p, int64_t first, int64_t n)> fn) const;
 
   const KvCacheStoreOptions options_;
   const std::unique_ptr<KvAllocator> allocator_;
