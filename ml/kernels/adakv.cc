@@ -29,6 +29,44 @@ std::vector<int64_t> SortedPositions(const float* s, int64_t l) {
   return idx;
 }
 
+// Delivers one KV head's keys, visited as runs by `keys`, to
+// block(rows, b0, count) in blocks of kScoreBlock keys at fixed positions
+// [b0, b0 + count): a block inside one run is read in place, one that
+// straddles runs is assembled in *straddle first. The same blocks of the
+// same shapes for any split of the runs, so products over them are equal
+// bit for bit (a GEMM's rounding depends on its shape). INVALID_ARGUMENT
+// for runs that do not cover [0, n) in order; keys()'s own errors.
+absl::Status VisitKeyBlocks(
+    KeyRuns keys, int64_t kv, int64_t n, int64_t d, std::vector<float>* straddle,
+    absl::FunctionRef<void(const float* rows, int64_t b0, int64_t count)> block) {
+  int64_t covered = 0;
+  bool in_order = true;
+  TANDEM_RETURN_IF_ERROR(keys(kv, [&](const float* from, int64_t first, int64_t count) {
+    if (!in_order || first != covered || count < 1 || count > n - first) {
+      in_order = false;
+      return;
+    }
+    for (int64_t at = first; at < first + count;) {
+      const int64_t b0 = at / kScoreBlock * kScoreBlock, b1 = std::min(n, b0 + kScoreBlock);
+      const int64_t take = std::min(first + count, b1) - at;
+      const float* src = from + (at - first) * d;
+      if (at == b0 && take == b1 - b0) {
+        block(src, b0, take);
+      } else {
+        std::memcpy(straddle->data() + (at - b0) * d, src, sizeof(float) * take * d);
+        if (at + take == b1) block(straddle->data(), b0, b1 - b0);
+      }
+      at += take;
+    }
+    covered += count;
+  }));
+  if (!in_order || covered != n) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the keys of KV head ", kv, " came as runs that do not cover [0, ", n, ") in order"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckBudget(const AdaKvOptions& opt) {
   if (opt.budget < opt.snap.window) {
     return absl::InvalidArgumentError(
@@ -76,59 +114,61 @@ absl::StatusOr<Tensor> SnapKvScoresOfRuns(const Tensor& q, int64_t hkv, int64_t 
   // Per query head: mean attention of the window onto the first L keys.
   std::vector<float> per_head(static_cast<size_t>(h * l));
   std::vector<absl::Status> failed(static_cast<size_t>(h));
+  // Per query head, two passes over the keys in blocks, holding w x
+  // kScoreBlock scores at a time, never w x N (64 MiB at N = 512K, mapped
+  // and page-faulted in afresh for every head): the first keeps each window
+  // row's running max m_i and its rescaled sum Z_i of exp(s_ij - m_i) (the
+  // online softmax), the second recomputes the block and adds
+  // exp(s_ij - m_i) / Z_i into key j's score. Twice the q k^T products (of
+  // a 32 x 32 x 512 shape a GEMM runs well), in exchange for no large buffer.
   tbb::parallel_for(int64_t{0}, h, [&](int64_t hh) {
     Eigen::Map<const RowMat> qw(q.ptr() + (hh * nq + nq - w) * d, w, d);
-    RowMat s(w, n);
-    // q k^T in blocks of kScoreBlock keys at fixed positions, whatever the
-    // runs: a block inside one run is read in place, one that straddles runs
-    // is assembled in `straddle` first. The same products of the same shapes
-    // for any split, so the scores are equal bit for bit (a GEMM's rounding
-    // depends on its shape).
+    RowMat blk(w, kScoreBlock);
     std::vector<float> straddle(static_cast<size_t>(kScoreBlock * d));
-    auto product = [&](const float* rows, int64_t first, int64_t count) {
+    // The block of keys [b0, b0 + count): scores, the causal mask inside the
+    // window (row i sees keys <= L + i). Rows are then read one at a time
+    // as contiguous arrays, so that exp runs vectorised.
+    using RowArray = Eigen::Map<Eigen::Array<float, 1, Eigen::Dynamic>>;
+    auto score = [&](const float* rows, int64_t b0, int64_t count) {
       Eigen::Map<const RowMat> kr(rows, count, d);
-      s.middleCols(first, count).noalias() = (qw * kr.transpose()) * scale;
-    };
-    int64_t covered = 0;
-    bool in_order = true;
-    absl::Status visited = keys(hh / g, [&](const float* rows, int64_t first, int64_t count) {
-      if (!in_order || first != covered || count < 1 || count > n - first) {
-        in_order = false;
-        return;
-      }
-      for (int64_t at = first; at < first + count;) {
-        const int64_t b0 = at / kScoreBlock * kScoreBlock, b1 = std::min(n, b0 + kScoreBlock);
-        const int64_t take = std::min(first + count, b1) - at;
-        const float* from = rows + (at - first) * d;
-        if (at == b0 && take == b1 - b0) {
-          product(from, b0, take);
-        } else {
-          std::memcpy(straddle.data() + (at - b0) * d, from, sizeof(float) * take * d);
-          if (at + take == b1) product(straddle.data(), b0, b1 - b0);
+      blk.leftCols(count).noalias() = (qw * kr.transpose()) * scale;
+      for (int64_t i = 0; i < w; ++i) {
+        for (int64_t j = std::max(b0, l + i + 1); j < b0 + count; ++j) {
+          blk(i, j - b0) = -std::numeric_limits<float>::infinity();
         }
-        at += take;
       }
-      covered += count;
-    });
-    if (visited.ok() && (!in_order || covered != n)) {
-      visited = absl::InvalidArgumentError(absl::StrCat(
-          "the keys of KV head ", hh / g, " came as runs that do not cover [0, ", n, ") in order"));
-    }
-    if (!visited.ok()) {
-      failed[static_cast<size_t>(hh)] = std::move(visited);
-      return;
-    }
-    for (int64_t i = 0; i < w; ++i) {
-      float* row = s.data() + i * n;
-      for (int64_t j = l + i + 1; j < n; ++j) row[j] = -std::numeric_limits<float>::infinity();
-      internal::SoftmaxInPlace(row, n);
-    }
+    };
+    std::vector<float> m(static_cast<size_t>(w), -std::numeric_limits<float>::infinity());
+    std::vector<float> z(static_cast<size_t>(w), 0.0f);
+    absl::Status visited = VisitKeyBlocks(
+        keys, hh / g, n, d, &straddle, [&](const float* rows, int64_t b0, int64_t c) {
+          score(rows, b0, c);
+          for (int64_t i = 0; i < w; ++i) {
+            RowArray row(blk.data() + i * kScoreBlock, c);
+            // Key 0 is never masked, so m_i is finite after the first block.
+            const float m_new = std::max(m[i], row.maxCoeff());
+            z[i] = z[i] * std::exp(m[i] - m_new) + (row - m_new).exp().sum();
+            m[i] = m_new;
+          }
+        });
     float* out = per_head.data() + hh * l;
-    for (int64_t j = 0; j < l; ++j) {
-      float acc = 0;
-      for (int64_t i = 0; i < w; ++i) acc += s(i, j);
-      out[j] = acc / static_cast<float>(w);
+    Eigen::Array<float, 1, Eigen::Dynamic> acc(kScoreBlock);
+    if (visited.ok()) {
+      visited = VisitKeyBlocks(keys, hh / g, n, d, &straddle,
+                               [&](const float* rows, int64_t b0, int64_t c) {
+                                 if (b0 >= l) return;  // the window's own keys are always kept
+                                 score(rows, b0, c);
+                                 const int64_t cols = std::min(c, l - b0);
+                                 auto sum = acc.leftCols(cols);
+                                 sum.setZero();
+                                 for (int64_t i = 0; i < w; ++i) {
+                                   RowArray row(blk.data() + i * kScoreBlock, cols);
+                                   sum += (row - m[i]).exp() * (1.0f / z[i]);
+                                 }
+                                 RowArray(out + b0, cols) = sum / static_cast<float>(w);
+                               });
     }
+    if (!visited.ok()) failed[static_cast<size_t>(hh)] = std::move(visited);
   });
   for (absl::Status& st : failed) TANDEM_RETURN_IF_ERROR(st);
   TANDEM_ASSIGN_OR_RETURN(Tensor scores, Tensor::Zeros({hkv, l}));

@@ -14,7 +14,10 @@
 //                          (512 KiB; no cache)
 //   BM_DecodeKernelOnly    CompactDecodeAttention alone in process
 // and BM_ReadFloatsWholeCache: KvCacheStore::ReadFloats of every key (64 MiB),
-// the copy a full-cache kernel (attention.dense, adakv.*) gets per call.
+// the copy attention.dense on a cache gets per call (adakv.scores and
+// adakv.compress read the pages in place since 2026-12-06):
+//   BM_CompressResidentCache  adakv.compress of the whole cache, q's window sent
+//   BM_CompressKernelOnly     AdaKvCompress alone in process on tensors
 // The other worker variants return the same outputs (1024 indices and 512K
 // int32 scores, 2 MiB). Counters: kernel_us = the worker's elapsed_us.
 // The cache's keys and values (head_dim 32, zeros) are appended once, in
@@ -49,6 +52,7 @@ constexpr int64_t kAppendTokens = int64_t{1} << 16;
 constexpr int kCodeBytes = 16, kQueryHeads = 4, kHeadDim = 32;
 constexpr int64_t kTopK = 1024;
 constexpr int64_t kKept = 2048, kKeptStride = kTokens / kKept;
+constexpr int64_t kWindow = 32;
 
 std::string KeyCodes() {
   std::string codes(static_cast<size_t>(kTokens * kCodeBytes), '\0');
@@ -254,6 +258,41 @@ void BM_ReadFloatsWholeCache(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * kTokens * kHeadDim * 4);
 }
 BENCHMARK(BM_ReadFloatsWholeCache)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// Ada-KV compaction of the whole cache (window 32 queries of 4 heads, budget
+// 2,048 per KV head): q's window sent (16 KiB), the keys scored in place in
+// the cache's pages, the kept rows gathered.
+kernels::Tensor WindowQueries() {
+  std::vector<float> q(static_cast<size_t>(kQueryHeads * kWindow * kHeadDim));
+  for (size_t i = 0; i < q.size(); ++i) q[i] = static_cast<float>((i * 37) % 101) / 101.0f - 0.5f;
+  return *kernels::Tensor::FromData({kQueryHeads, kWindow, kHeadDim}, q);
+}
+
+void BM_CompressResidentCache(benchmark::State& state) {
+  proto::KernelRequest req =
+      CpuRequest("adakv.compress", {EncodeFloat("q", WindowQueries())}, /*cached=*/true);
+  (*req.mutable_params())["window"] = kWindow;
+  (*req.mutable_params())["budget"] = kKept;
+  RunKernel(state, req);
+}
+BENCHMARK(BM_CompressResidentCache)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// The same compaction in process on contiguous tensors (the floor: no RPC,
+// no pages).
+void BM_CompressKernelOnly(benchmark::State& state) {
+  static const kernels::Tensor* k =
+      new kernels::Tensor(*kernels::Tensor::Zeros({1, kTokens, kHeadDim}));
+  kernels::AdaKvOptions o;
+  o.snap.window = kWindow;
+  o.budget = kKept;
+  const kernels::Tensor q = WindowQueries();
+  for (auto _ : state) {
+    auto kv = kernels::AdaKvCompress(q, *k, *k, o);
+    if (!kv.ok()) state.SkipWithError(kv.status().ToString().c_str());
+    benchmark::DoNotOptimize(kv);
+  }
+}
+BENCHMARK(BM_CompressKernelOnly)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 }  // namespace tandem::ml::worker
