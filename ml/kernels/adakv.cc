@@ -18,53 +18,12 @@ namespace {
 
 using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
-// Keys per block of SnapKV's q k^T (SnapKvScoresOfRuns).
-constexpr int64_t kScoreBlock = 512;
-
 // Positions of row `s` (length l) sorted by score descending, ties by position.
 std::vector<int64_t> SortedPositions(const float* s, int64_t l) {
   std::vector<int64_t> idx(l);
   std::iota(idx.begin(), idx.end(), 0);
   std::stable_sort(idx.begin(), idx.end(), [s](int64_t a, int64_t b) { return s[a] > s[b]; });
   return idx;
-}
-
-// Delivers one KV head's keys, visited as runs by `keys`, to
-// block(rows, b0, count) in blocks of kScoreBlock keys at fixed positions
-// [b0, b0 + count): a block inside one run is read in place, one that
-// straddles runs is assembled in *straddle first. The same blocks of the
-// same shapes for any split of the runs, so products over them are equal
-// bit for bit (a GEMM's rounding depends on its shape). INVALID_ARGUMENT
-// for runs that do not cover [0, n) in order; keys()'s own errors.
-absl::Status VisitKeyBlocks(
-    KeyRuns keys, int64_t kv, int64_t n, int64_t d, std::vector<float>* straddle,
-    absl::FunctionRef<void(const float* rows, int64_t b0, int64_t count)> block) {
-  int64_t covered = 0;
-  bool in_order = true;
-  TANDEM_RETURN_IF_ERROR(keys(kv, [&](const float* from, int64_t first, int64_t count) {
-    if (!in_order || first != covered || count < 1 || count > n - first) {
-      in_order = false;
-      return;
-    }
-    for (int64_t at = first; at < first + count;) {
-      const int64_t b0 = at / kScoreBlock * kScoreBlock, b1 = std::min(n, b0 + kScoreBlock);
-      const int64_t take = std::min(first + count, b1) - at;
-      const float* src = from + (at - first) * d;
-      if (at == b0 && take == b1 - b0) {
-        block(src, b0, take);
-      } else {
-        std::memcpy(straddle->data() + (at - b0) * d, src, sizeof(float) * take * d);
-        if (at + take == b1) block(straddle->data(), b0, b1 - b0);
-      }
-      at += take;
-    }
-    covered += count;
-  }));
-  if (!in_order || covered != n) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the keys of KV head ", kv, " came as runs that do not cover [0, ", n, ") in order"));
-  }
-  return absl::OkStatus();
 }
 
 absl::Status CheckBudget(const AdaKvOptions& opt) {
@@ -82,15 +41,15 @@ absl::StatusOr<Tensor> SnapKvScores(const Tensor& q, const Tensor& k, const Snap
   const int64_t n = k.dim(1), d = k.dim(2);
   return SnapKvScoresOfRuns(
       q, k.dim(0), n, d,
-      [&](int64_t kv, KeyRunFn fn) {
-        fn(k.ptr() + kv * n * d, 0, n);  // one run: the whole head
+      [&](int64_t kv, KvRunFn fn) {
+        fn(k.ptr() + kv * n * d, nullptr, 0, n);  // one run: the whole head
         return absl::OkStatus();
       },
       opt);
 }
 
 absl::StatusOr<Tensor> SnapKvScoresOfRuns(const Tensor& q, int64_t hkv, int64_t n, int64_t d,
-                                          KeyRuns keys, const SnapKvOptions& opt) {
+                                          KvRuns keys, const SnapKvOptions& opt) {
   TANDEM_RETURN_IF_ERROR(CheckRank(q, 3, "q"));
   if (hkv < 1 || d < 1 || q.dim(2) != d || q.dim(0) % hkv != 0) {
     return absl::InvalidArgumentError(
@@ -115,7 +74,7 @@ absl::StatusOr<Tensor> SnapKvScoresOfRuns(const Tensor& q, int64_t hkv, int64_t 
   std::vector<float> per_head(static_cast<size_t>(h * l));
   std::vector<absl::Status> failed(static_cast<size_t>(h));
   // Per query head, two passes over the keys in blocks, holding w x
-  // kScoreBlock scores at a time, never w x N (64 MiB at N = 512K, mapped
+  // kKvBlock scores at a time, never w x N (64 MiB at N = 512K, mapped
   // and page-faulted in afresh for every head): the first keeps each window
   // row's running max m_i and its rescaled sum Z_i of exp(s_ij - m_i) (the
   // online softmax), the second recomputes the block and adds
@@ -123,8 +82,8 @@ absl::StatusOr<Tensor> SnapKvScoresOfRuns(const Tensor& q, int64_t hkv, int64_t 
   // a 32 x 32 x 512 shape a GEMM runs well), in exchange for no large buffer.
   tbb::parallel_for(int64_t{0}, h, [&](int64_t hh) {
     Eigen::Map<const RowMat> qw(q.ptr() + (hh * nq + nq - w) * d, w, d);
-    RowMat blk(w, kScoreBlock);
-    std::vector<float> straddle(static_cast<size_t>(kScoreBlock * d));
+    RowMat blk(w, kKvBlock);
+    KvBlockScratch straddle;
     // The block of keys [b0, b0 + count): scores, the causal mask inside the
     // window (row i sees keys <= L + i). Rows are then read one at a time
     // as contiguous arrays, so that exp runs vectorised.
@@ -140,33 +99,34 @@ absl::StatusOr<Tensor> SnapKvScoresOfRuns(const Tensor& q, int64_t hkv, int64_t 
     };
     std::vector<float> m(static_cast<size_t>(w), -std::numeric_limits<float>::infinity());
     std::vector<float> z(static_cast<size_t>(w), 0.0f);
-    absl::Status visited = VisitKeyBlocks(
-        keys, hh / g, n, d, &straddle, [&](const float* rows, int64_t b0, int64_t c) {
-          score(rows, b0, c);
-          for (int64_t i = 0; i < w; ++i) {
-            RowArray row(blk.data() + i * kScoreBlock, c);
-            // Key 0 is never masked, so m_i is finite after the first block.
-            const float m_new = std::max(m[i], row.maxCoeff());
-            z[i] = z[i] * std::exp(m[i] - m_new) + (row - m_new).exp().sum();
-            m[i] = m_new;
-          }
-        });
+    absl::Status visited =
+        VisitKvBlocks(keys, hh / g, n, d, /*with_values=*/false, &straddle,
+                      [&](const float* rows, const float*, int64_t b0, int64_t c) {
+                        score(rows, b0, c);
+                        for (int64_t i = 0; i < w; ++i) {
+                          RowArray row(blk.data() + i * kKvBlock, c);
+                          // Key 0 is never masked, so m_i is finite after the first block.
+                          const float m_new = std::max(m[i], row.maxCoeff());
+                          z[i] = z[i] * std::exp(m[i] - m_new) + (row - m_new).exp().sum();
+                          m[i] = m_new;
+                        }
+                      });
     float* out = per_head.data() + hh * l;
-    Eigen::Array<float, 1, Eigen::Dynamic> acc(kScoreBlock);
+    Eigen::Array<float, 1, Eigen::Dynamic> acc(kKvBlock);
     if (visited.ok()) {
-      visited = VisitKeyBlocks(keys, hh / g, n, d, &straddle,
-                               [&](const float* rows, int64_t b0, int64_t c) {
-                                 if (b0 >= l) return;  // the window's own keys are always kept
-                                 score(rows, b0, c);
-                                 const int64_t cols = std::min(c, l - b0);
-                                 auto sum = acc.leftCols(cols);
-                                 sum.setZero();
-                                 for (int64_t i = 0; i < w; ++i) {
-                                   RowArray row(blk.data() + i * kScoreBlock, cols);
-                                   sum += (row - m[i]).exp() * (1.0f / z[i]);
-                                 }
-                                 RowArray(out + b0, cols) = sum / static_cast<float>(w);
-                               });
+      visited = VisitKvBlocks(keys, hh / g, n, d, /*with_values=*/false, &straddle,
+                              [&](const float* rows, const float*, int64_t b0, int64_t c) {
+                                if (b0 >= l) return;  // the window's own keys are always kept
+                                score(rows, b0, c);
+                                const int64_t cols = std::min(c, l - b0);
+                                auto sum = acc.leftCols(cols);
+                                sum.setZero();
+                                for (int64_t i = 0; i < w; ++i) {
+                                  RowArray row(blk.data() + i * kKvBlock, cols);
+                                  sum += (row - m[i]).exp() * (1.0f / z[i]);
+                                }
+                                RowArray(out + b0, cols) = sum / static_cast<float>(w);
+                              });
     }
     if (!visited.ok()) failed[static_cast<size_t>(hh)] = std::move(visited);
   });

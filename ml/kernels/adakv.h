@@ -28,9 +28,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "ml/kernels/kv_runs.h"
 #include "ml/kernels/tensor.h"
 
 namespace tandem::ml::kernels {
@@ -69,20 +69,13 @@ struct CompactKv {
 // even/non-positive kernel.
 absl::StatusOr<Tensor> SnapKvScores(const Tensor& q, const Tensor& k, const SnapKvOptions& opt);
 
-// Keys held elsewhere (a KV cache's pages): keys(kv_head, fn) calls
-// fn(rows, first, count) for consecutive runs of one KV head's keys (row
-// stride d) covering [0, N) in order, and returns its own error, if any.
-// fn only reads the rows while it runs.
-using KeyRunFn = absl::FunctionRef<void(const float* rows, int64_t first, int64_t count)>;
-using KeyRuns = absl::FunctionRef<absl::Status(int64_t kv_head, KeyRunFn fn)>;
-
-// SnapKvScores of H_kv heads of N keys of dim d given as runs: equal to
-// SnapKvScores over the same keys bit for bit (each run's block of q k^T is
-// the same products). keys() is called once per query head, concurrently.
+// SnapKvScores of H_kv heads of N keys of dim d given as runs (kv_runs.h;
+// values unused, may be null): equal to SnapKvScores over the same keys bit
+// for bit. keys() is called twice per query head, concurrently.
 // Errors as SnapKvScores, INVALID_ARGUMENT when the runs do not cover
 // [0, N) in order, and keys()'s own.
 absl::StatusOr<Tensor> SnapKvScoresOfRuns(const Tensor& q, int64_t hkv, int64_t n, int64_t d,
-                                          KeyRuns keys, const SnapKvOptions& opt);
+                                          KvRuns keys, const SnapKvOptions& opt);
 
 // scores (H_kv, L); budget_prime = B' >= 0; alpha in [0, 1]. INVALID_ARGUMENT
 // otherwise or when a score is NaN.

@@ -198,10 +198,10 @@ TEST(AdaKv, SnapKvScoresOfRunsEqualTheWholeKeysBitForBit) {
                                              {5, 17, 3, 40, 32, 1003},
                                              {1099, 1},
                                              {600, 100, 100, 300}}) {
-    auto runs = [&](int64_t kv, KeyRunFn fn) {
+    auto runs = [&](int64_t kv, KvRunFn fn) {
       int64_t first = 0;
       for (int64_t count : splits) {
-        fn(k.ptr() + (kv * n + first) * d, first, count);
+        fn(k.ptr() + (kv * n + first) * d, nullptr, first, count);
         first += count;
       }
       return absl::OkStatus();
@@ -215,8 +215,10 @@ TEST(AdaKv, SnapKvScoresOfRunsEqualTheWholeKeysBitForBit) {
   auto bad = [&](std::vector<std::pair<int64_t, int64_t>> pieces) {
     return SnapKvScoresOfRuns(
         q, 2, n, d,
-        [&](int64_t kv, KeyRunFn fn) {
-          for (auto [first, count] : pieces) fn(k.ptr() + (kv * n + first) * d, first, count);
+        [&](int64_t kv, KvRunFn fn) {
+          for (auto [first, count] : pieces) {
+            fn(k.ptr() + (kv * n + first) * d, nullptr, first, count);
+          }
           return absl::OkStatus();
         },
         o);
@@ -232,17 +234,17 @@ TEST(AdaKv, SnapKvScoresOfRunsEqualTheWholeKeysBitForBit) {
               StatusIs(absl::StatusCode::kInvalidArgument));  // past N
   EXPECT_THAT(
       SnapKvScoresOfRuns(
-          q, 2, n, d, [](int64_t, KeyRunFn) { return absl::UnavailableError("pages gone"); }, o)
+          q, 2, n, d, [](int64_t, KvRunFn) { return absl::UnavailableError("pages gone"); }, o)
           .status(),
       StatusIs(absl::StatusCode::kUnavailable));
   // q of neither N nor w rows; a q head count that is no multiple of H_kv.
   EXPECT_THAT(SnapKvScoresOfRuns(
                   RandomTensor({6, 10, d}, 1), 2, n, d,
-                  [](int64_t, KeyRunFn) { return absl::OkStatus(); }, o)
+                  [](int64_t, KvRunFn) { return absl::OkStatus(); }, o)
                   .status(),
               StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(SnapKvScoresOfRuns(
-                  q, 4, n, d, [](int64_t, KeyRunFn) { return absl::OkStatus(); }, o)
+                  q, 4, n, d, [](int64_t, KvRunFn) { return absl::OkStatus(); }, o)
                   .status(),
               StatusIs(absl::StatusCode::kInvalidArgument));
 }

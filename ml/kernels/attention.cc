@@ -5,6 +5,7 @@
 #include <limits>
 #include <vector>
 
+#include "Eigen/Core"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "ml/kernels/internal/attention_core.h"
@@ -14,6 +15,7 @@
 namespace tandem::ml::kernels {
 namespace {
 constexpr int64_t kQueryTile = 128;
+using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 }  // namespace
 
 absl::Status ValidateAttentionShapes(const Tensor& q, const Tensor& k, const Tensor& v,
@@ -42,27 +44,86 @@ absl::Status ValidateAttentionShapes(const Tensor& q, const Tensor& k, const Ten
 absl::StatusOr<Tensor> DenseAttention(const Tensor& q, const Tensor& k, const Tensor& v,
                                       bool causal) {
   TANDEM_RETURN_IF_ERROR(ValidateAttentionShapes(q, k, v, causal));
-  const int64_t h = q.dim(0), nq = q.dim(1), d = q.dim(2), hkv = k.dim(0), nk = k.dim(1);
-  const int64_t group = h / hkv;
+  const int64_t nk = k.dim(1), d = k.dim(2);
+  return DenseAttentionOfRuns(
+      q, k.dim(0), nk, d,
+      [&](int64_t kv, KvRunFn fn) {
+        fn(k.ptr() + kv * nk * d, v.ptr() + kv * nk * d, 0, nk);  // one run: the whole head
+        return absl::OkStatus();
+      },
+      causal);
+}
+
+absl::StatusOr<Tensor> DenseAttentionOfRuns(const Tensor& q, int64_t hkv, int64_t nk, int64_t d,
+                                            KvRuns kv, bool causal) {
+  TANDEM_RETURN_IF_ERROR(CheckRank(q, 3, "q"));
+  if (hkv < 1 || nk < 1 || d < 1 || q.dim(2) != d || q.dim(0) % hkv != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("q ", q.ShapeString(), " does not fit ", hkv,
+                                                   " KV heads of ", nk, " keys of head dim ", d));
+  }
+  const int64_t h = q.dim(0), nq = q.dim(1), group = h / hkv;
+  if (causal && nq > nk) return absl::InvalidArgumentError("causal attention needs Nq <= Nk");
   TANDEM_ASSIGN_OR_RETURN(Tensor out, Tensor::Zeros({h, nq, d}));
+  if (nq == 0) return out;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   const int64_t tiles = (nq + kQueryTile - 1) / kQueryTile;
   float* o = out.mutable_ptr();
+  std::vector<absl::Status> failed(static_cast<size_t>(h * tiles));
+  // Per (query head, query tile): one pass over the keys in blocks of
+  // kKvBlock (kv_runs.h), an online softmax (the running row max m and the
+  // rescaled sum z of exp(s - m), the output accumulated and rescaled with
+  // them), so the scores held are a tile x kKvBlock block, not a tile x Nk
+  // row (256 MiB for 128 queries at Nk = 512K).
   tbb::parallel_for(tbb::blocked_range2d<int64_t>(0, h, 0, tiles), [&](const auto& r) {
+    RowMat s(kQueryTile, kKvBlock), acc(kQueryTile, d);
+    KvBlockScratch scratch;
+    std::vector<float> m(kQueryTile), z(kQueryTile);
     for (int64_t hh = r.rows().begin(); hh < r.rows().end(); ++hh) {
-      const float* kh = k.ptr() + (hh / group) * nk * d;
-      const float* vh = v.ptr() + (hh / group) * nk * d;
       for (int64_t t = r.cols().begin(); t < r.cols().end(); ++t) {
-        const int64_t i0 = t * kQueryTile;
-        const int64_t rows = std::min(kQueryTile, nq - i0);
-        // Query i0 + i is at position nk - nq + i0 + i; it sees keys <= that.
-        const int64_t offset = causal ? nk - nq + i0 : internal::kNoCausalMask;
-        const int64_t keys = causal ? std::min(nk, nk - nq + i0 + rows) : nk;
-        internal::AttendRows(q.ptr() + (hh * nq + i0) * d, d, rows, kh, d, vh, d, keys, d, offset,
-                             scale, o + (hh * nq + i0) * d, d);
+        const int64_t i0 = t * kQueryTile, rows = std::min(kQueryTile, nq - i0);
+        Eigen::Map<const RowMat> qt(q.ptr() + (hh * nq + i0) * d, rows, d);
+        // Query i0 + i sits at position nk - nq + i0 + i and sees keys <= it.
+        const int64_t first_seen = nk - nq + i0, last_seen = first_seen + rows - 1;
+        std::fill(m.begin(), m.end(), -std::numeric_limits<float>::infinity());
+        std::fill(z.begin(), z.end(), 0.0f);
+        auto a = acc.topRows(rows);
+        a.setZero();
+        absl::Status visited = VisitKvBlocks(
+            kv, hh / group, nk, d, /*with_values=*/true, &scratch,
+            [&](const float* keys, const float* values, int64_t b0, int64_t c) {
+              if (causal && b0 > last_seen) return;  // no query of the tile sees these
+              Eigen::Map<const RowMat> kb(keys, c, d), vb(values, c, d);
+              auto sb = s.block(0, 0, rows, c);
+              sb.noalias() = (qt * kb.transpose()) * scale;
+              for (int64_t i = 0; i < rows; ++i) {
+                Eigen::Map<Eigen::Array<float, 1, Eigen::Dynamic>> row(s.data() + i * kKvBlock, c);
+                if (causal) {
+                  for (int64_t j = std::max<int64_t>(0, first_seen + i + 1 - b0); j < c; ++j) {
+                    row[j] = -std::numeric_limits<float>::infinity();
+                  }
+                }
+                // Key 0 is seen by every query, so m_i is finite after the
+                // first block; a row masked in a later block keeps its m_i.
+                const float m_new = std::max(m[i], row.maxCoeff());
+                const float alpha = std::exp(m[i] - m_new);
+                row = (row - m_new).exp();
+                z[i] = z[i] * alpha + row.sum();
+                a.row(i) *= alpha;
+                m[i] = m_new;
+              }
+              a.noalias() += sb * vb;
+            });
+        if (!visited.ok()) {
+          failed[static_cast<size_t>(hh * tiles + t)] = std::move(visited);
+          continue;
+        }
+        for (int64_t i = 0; i < rows; ++i) {
+          Eigen::Map<Eigen::RowVectorXf>(o + (hh * nq + i0 + i) * d, d) = a.row(i) / z[i];
+        }
       }
     }
   });
+  for (absl::Status& st : failed) TANDEM_RETURN_IF_ERROR(st);
   return out;
 }
 

@@ -13,6 +13,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "ml/kernels/kv_runs.h"
 #include "ml/kernels/tensor.h"
 
 namespace tandem::ml::kernels {
@@ -22,10 +23,19 @@ namespace tandem::ml::kernels {
 absl::Status ValidateAttentionShapes(const Tensor& q, const Tensor& k, const Tensor& v,
                                      bool causal);
 
-// Blocked Eigen GEMM + softmax, parallel over heads and query tiles.
-// Errors as ValidateAttentionShapes.
+// Blocked Eigen GEMMs with an online softmax over blocks of keys,
+// parallel over heads and query tiles. Errors as ValidateAttentionShapes.
 absl::StatusOr<Tensor> DenseAttention(const Tensor& q, const Tensor& k, const Tensor& v,
                                       bool causal);
+
+// DenseAttention over H_kv heads of Nk keys and values of dim d given as
+// runs (kv_runs.h; a KV cache's pages): equal to DenseAttention over the
+// same tensors bit for bit. kv() is called once per (query head, query
+// tile), concurrently. INVALID_ARGUMENT for a q that does not fit, causal
+// with Nq > Nk, or runs that do not cover [0, Nk) in order; kv()'s own
+// errors.
+absl::StatusOr<Tensor> DenseAttentionOfRuns(const Tensor& q, int64_t hkv, int64_t nk, int64_t d,
+                                            KvRuns kv, bool causal);
 
 // Naive triple loop in double precision with an arbitrary mask:
 // allowed(i, j) says whether query i may attend key j. Test reference only

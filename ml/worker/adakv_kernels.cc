@@ -2,7 +2,7 @@
 // scores: adakv.scores, adakv.compress and adakv.decode (kernels in
 // ml/kernels/adakv.h). With a KV cache named (KernelRequest.kv_cache) k and
 // v stay in the cache: the keys are scored in place in its pages
-// (KvCacheStore::ScanKeys) and only the kept rows are gathered
+// (KvCacheStore::ScanRows) and only the kept rows are gathered
 // (GatherRows), so a call copies no whole prefix; q may then be the
 // observation window alone, (H, w, d). Thread-safe (pure functions of the
 // call; the cache store locks itself).
@@ -40,7 +40,7 @@ double KeysOf(const KernelCall& c) {
 }
 
 // SnapKV scores of the keys sent or, with a cache named, of its keys in
-// place (KvCacheStore::ScanKeys, no copy); pages the host cannot read (a
+// place (KvCacheStore::ScanRows, no copy); pages the host cannot read (a
 // CUDA worker's) are copied out first.
 absl::StatusOr<Tensor> SnapScores(const KernelCall& c, const kernels::SnapKvOptions& o) {
   if (c.cache == nullptr) return kernels::SnapKvScores(c.f32(0), c.f32(1), o);
@@ -48,8 +48,8 @@ absl::StatusOr<Tensor> SnapScores(const KernelCall& c, const kernels::SnapKvOpti
   const int64_t n = c.cache_tokens;
   absl::StatusOr<Tensor> scores = kernels::SnapKvScoresOfRuns(
       c.f32(0), info.shape.heads, n, info.shape.head_dim,
-      [&](int64_t kv, kernels::KeyRunFn fn) {
-        return c.cache->ScanKeys(c.cache_key, static_cast<int>(kv), n, fn).status();
+      [&](int64_t kv, kernels::KvRunFn fn) {
+        return c.cache->ScanRows(c.cache_key, static_cast<int>(kv), n, fn).status();
       },
       o);
   if (!absl::IsUnimplemented(scores.status())) return scores;

@@ -64,6 +64,37 @@ absl::StatusOr<const kernels::SpotlightHashWeights*> HashWeightsFrom(
   return storage;
 }
 
+// attention.dense. With a cache named, its keys and values are read in
+// place in the pages (KvCacheStore::ScanRows, no copy of the prefix) where
+// the host can read them; else copied out (ReadFloats), as a CUDA worker's.
+absl::StatusOr<Outputs> AttentionDense(const KernelCall& c) {
+  const Tensor& q = c.f32(0);
+  const bool causal = c.int_param("causal") != 0;
+  const double nk = c.cache != nullptr ? static_cast<double>(c.cache_tokens) : Dim(c.f32(1), 1);
+  TANDEM_RETURN_IF_ERROR(
+      Budget(4 * Dim(q, 0) * Dim(q, 1) * nk * Dim(q, 2), kMaxWork, "attention FLOPs"));
+  if (c.cache == nullptr) {
+    TANDEM_ASSIGN_OR_RETURN(Tensor o, kernels::DenseAttention(q, c.f32(1), c.f32(2), causal));
+    return MoveOutputs(EncodeFloat("o", o));
+  }
+  TANDEM_ASSIGN_OR_RETURN(const KvCacheSummary info, c.cache->Find(c.cache_key));
+  absl::StatusOr<Tensor> o = kernels::DenseAttentionOfRuns(
+      q, info.shape.heads, c.cache_tokens, info.shape.head_dim,
+      [&](int64_t kv, kernels::KvRunFn fn) {
+        return c.cache->ScanRows(c.cache_key, static_cast<int>(kv), c.cache_tokens, fn).status();
+      },
+      causal);
+  if (absl::IsUnimplemented(o.status())) {
+    TANDEM_ASSIGN_OR_RETURN(Tensor k,
+                            c.cache->ReadFloats(c.cache_key, KvPart::kKeys, c.cache_tokens));
+    TANDEM_ASSIGN_OR_RETURN(Tensor v,
+                            c.cache->ReadFloats(c.cache_key, KvPart::kValues, c.cache_tokens));
+    o = kernels::DenseAttention(q, k, v, causal);
+  }
+  if (!o.ok()) return o.status();
+  return MoveOutputs(EncodeFloat("o", *o));
+}
+
 // spotlight.topk. With a cache named, its codes are scored in place
 // (KvCacheStore::ScanCodes: no copy of them) where the pages are host
 // memory; else, and for the codes sent, from a PackedCodes copy.
@@ -144,18 +175,14 @@ std::vector<KernelSpec> Specs() {
                [](const KernelCall& c) -> absl::StatusOr<Outputs> {
                  return MoveOutputs(EncodeFloat("y", c.f32(0)));
                }});
-  s.push_back({"attention.dense", "softmax(q k^T / sqrt d) v, GQA, optional causal mask", false,
-               {{"q", kF32, 3}, {"k", kF32, 3}, {"v", kF32, 3}}, {Flag("causal")},
+  s.push_back({"attention.dense",
+               "softmax(q k^T / sqrt d) v, GQA, optional causal mask",
+               false,
+               {{"q", kF32, 3}, {"k", kF32, 3}, {"v", kF32, 3}},
+               {Flag("causal")},
                {{"o", kF32, 3}},
-               [](const KernelCall& c) -> absl::StatusOr<Outputs> {
-                 TANDEM_RETURN_IF_ERROR(Budget(4 * Dim(c.f32(0), 0) * Dim(c.f32(0), 1) *
-                                                   Dim(c.f32(1), 1) * Dim(c.f32(0), 2),
-                                               kMaxWork, "attention FLOPs"));
-                 TANDEM_ASSIGN_OR_RETURN(Tensor o, kernels::DenseAttention(
-                                                       c.f32(0), c.f32(1), c.f32(2),
-                                                       c.int_param("causal") != 0));
-                 return MoveOutputs(EncodeFloat("o", o));
-               }});
+               AttentionDense});
+  s.back().gathers_from_cache = true;
 
   s.push_back({"dusa.forward",
                "DuSA (NeurIPS 2025): intra-block then inter-block attention; stage 0 = both, "

@@ -14,10 +14,13 @@
 //                          (512 KiB; no cache)
 //   BM_DecodeKernelOnly    CompactDecodeAttention alone in process
 // and BM_ReadFloatsWholeCache: KvCacheStore::ReadFloats of every key (64 MiB),
-// the copy attention.dense on a cache gets per call (adakv.scores and
-// adakv.compress read the pages in place since 2026-12-06):
+// the copy each full-cache kernel on a cache took per call until
+// 2026-12-06 (attention.dense, adakv.scores and adakv.compress now read the
+// pages in place; a CUDA worker's pages are still copied):
 //   BM_CompressResidentCache  adakv.compress of the whole cache, q's window sent
 //   BM_CompressKernelOnly     AdaKvCompress alone in process on tensors
+//   BM_AttentionResidentCache attention.dense, 4 query heads x 1 query, over
+//                             the whole cache read in place
 // The other worker variants return the same outputs (1024 indices and 512K
 // int32 scores, 2 MiB). Counters: kernel_us = the worker's elapsed_us.
 // The cache's keys and values (head_dim 32, zeros) are appended once, in
@@ -293,6 +296,18 @@ void BM_CompressKernelOnly(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_CompressKernelOnly)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// Dense attention of 4 query heads, one query each (a decode step without
+// compaction), over every token of the cache, read in place.
+void BM_AttentionResidentCache(benchmark::State& state) {
+  std::vector<float> q(static_cast<size_t>(kQueryHeads * kHeadDim), 0.25f);
+  proto::KernelRequest req =
+      CpuRequest("attention.dense",
+                 {EncodeFloat("q", *kernels::Tensor::FromData({kQueryHeads, 1, kHeadDim}, q))},
+                 /*cached=*/true);
+  RunKernel(state, req);
+}
+BENCHMARK(BM_AttentionResidentCache)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 }  // namespace tandem::ml::worker

@@ -440,13 +440,15 @@ absl::StatusOr<int64_t> KvCacheStore::ScanCodes(
   });
 }
 
-absl::StatusOr<int64_t> KvCacheStore::ScanKeys(
+absl::StatusOr<int64_t> KvCacheStore::ScanRows(
     const std::string& name, int head, int64_t tokens,
-    absl::FunctionRef<void(const float* keys, int64_t first, int64_t n)> fn) const {
+    absl::FunctionRef<void(const float* keys, const float* values, int64_t first, int64_t n)> fn)
+    const {
   TANDEM_ASSIGN_OR_RETURN(std::shared_ptr<Entry> e, Lookup(name));
   TANDEM_RETURN_IF_ERROR(CheckHeadOf(name, e->shape, head));
   return ScanInPlace(*e, tokens, [&](const char* base, const Page& p, int64_t at, int64_t m) {
-    fn(reinterpret_cast<const float*>(base + e->KeysAt(p.capacity, head, 0)), at, m);
+    fn(reinterpret_cast<const float*>(base + e->KeysAt(p.capacity, head, 0)),
+       reinterpret_cast<const float*>(base + e->ValuesAt(p.capacity, head, 0)), at, m);
   });
 }
 

@@ -8,7 +8,7 @@
 //   Append(name, keys, values, codes) validate -> budget -> pages -> copy
 //   ReadFloats / ReadCodes           a prefix of the keys, values or codes
 //   GatherRows                       chosen rows of the keys or values only
-//   ScanCodes / ScanKeys             the codes or keys in place (host memory)
+//   ScanCodes / ScanRows             codes, or keys and values, in place (host memory)
 //   Drop / List / Find               free, describe
 //
 // Codes are supplied by the client with every append (the output `codes`
@@ -160,13 +160,15 @@ class KvCacheStore {
   absl::StatusOr<int64_t> ScanCodes(
       const std::string& name, int head, int64_t tokens,
       absl::FunctionRef<void(const uint32_t* codes, int64_t first, int64_t n)> fn) const;
-  // Head `head`'s keys of the first `tokens` tokens (0 = all) in place, as
-  // ScanCodes: fn(keys, first, n), keys pointing at n x head_dim floats.
-  // INVALID_ARGUMENT for a head out of range; UNIMPLEMENTED where pages are
-  // not host-readable (use ReadFloats); FAILED_PRECONDITION as ReadFloats.
-  absl::StatusOr<int64_t> ScanKeys(
+  // Head `head`'s keys and values of the first `tokens` tokens (0 = all) in
+  // place, as ScanCodes: fn(keys, values, first, n), each pointing at
+  // n x head_dim floats. INVALID_ARGUMENT for a head out of range;
+  // UNIMPLEMENTED where pages are not host-readable (use ReadFloats);
+  // FAILED_PRECONDITION as ReadFloats.
+  absl::StatusOr<int64_t> ScanRows(
       const std::string& name, int head, int64_t tokens,
-      absl::FunctionRef<void(const float* keys, int64_t first, int64_t n)> fn) const;
+      absl::FunctionRef<void(const float* keys, const float* values, int64_t first, int64_t n)> fn)
+      const;
 
   // Frees the cache; returns its bytes.
   absl::StatusOr<int64_t> Drop(const std::string& name);

@@ -1,8 +1,9 @@
-// adakv.scores and adakv.compress on a KV cache of pages larger than the
-// scorer's 512-key blocks (so blocks are read in place and across pages):
-// the same outputs, bit for bit, as with q, k and v sent, with q whole or
-// the observation window alone, and on pages the host cannot read (copied
-// out first, as a CUDA worker's).
+// Kernels that read a KV cache in place (adakv.scores, adakv.compress,
+// attention.dense) on a cache of pages larger than the kernels' 512-key
+// blocks (so blocks are read in place and across pages): the same outputs,
+// bit for bit, as with q, k and v sent (Ada-KV: q whole or the observation
+// window alone; attention: causal or not), and on pages the host cannot
+// read (copied out first, as a CUDA worker's).
 #include <memory>
 #include <string>
 #include <vector>
@@ -33,7 +34,7 @@ Tensor Slice(const Tensor& t, int64_t from, int64_t n) {
   return *Tensor::FromData({t.dim(0), n, kDim}, out);
 }
 
-TEST(KvCacheAdaKv, ScoresAndCompressOnTheCacheEqualTheTensorsSent) {
+TEST(KvCacheInPlace, AttentionAndAdaKvOnTheCacheEqualTheTensorsSent) {
   KernelRegistry registry;
   ASSERT_TRUE(RegisterBuiltinKernels(&registry).ok());
   const Tensor q = RandomTensor({4, kTokens, kDim}, 21);
@@ -59,6 +60,23 @@ TEST(KvCacheAdaKv, ScoresAndCompressOnTheCacheEqualTheTensorsSent) {
         store->CreateCache("seq", {.heads = 2, .head_dim = kDim, .code_bits = 0}, false).ok());
     for (auto [from, n] : {std::pair<int64_t, int64_t>{0, 700}, {700, 600}}) {
       ASSERT_TRUE(store->Append("seq", Slice(keys, from, n), Slice(values, from, n), "").ok());
+    }
+    for (bool causal : {false, true}) {  // 20 queries over the 1,300 tokens
+      const Tensor queries = RandomTensor({4, 20, kDim}, 24);
+      proto::KernelRequest direct;
+      direct.set_kernel("attention.dense");
+      (*direct.mutable_params())["causal"] = causal;
+      *direct.add_inputs() = EncodeFloat("q", queries);
+      *direct.add_inputs() = EncodeFloat("k", keys);
+      *direct.add_inputs() = EncodeFloat("v", values);
+      proto::KernelRequest cached = direct;
+      cached.mutable_inputs()->DeleteSubrange(1, 2);
+      cached.mutable_kv_cache()->set_name("seq");
+      auto want = registry.Run(direct);
+      auto got = registry.Run(cached, nullptr, store.get());
+      ASSERT_TRUE(want.ok() && got.ok()) << got.status();
+      EXPECT_EQ((*got)[0].data(), (*want)[0].data())
+          << "attention.dense causal " << causal << (host_readable ? "" : " (opaque pages)");
     }
     for (const char* kernel : {"adakv.scores", "adakv.compress"}) {
       proto::KernelRequest direct;
