@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "ml/kernels/internal/attention_core.h"
-#include "tbb/blocked_range2d.h"
+#include "tbb/blocked_range.h"
 #include "tbb/parallel_for.h"
 
 namespace tandem::ml::kernels {
@@ -66,60 +66,76 @@ absl::StatusOr<Tensor> DenseAttentionOfRuns(const Tensor& q, int64_t hkv, int64_
   TANDEM_ASSIGN_OR_RETURN(Tensor out, Tensor::Zeros({h, nq, d}));
   if (nq == 0) return out;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  const int64_t tiles = (nq + kQueryTile - 1) / kQueryTile;
+  // Tiles of consecutive rows of q seen as (H * Nq, d), row R = query R % Nq
+  // of head R / Nq, all of one KV head. Few queries (decode): the G heads of
+  // a KV head form one tile, so the keys and values are read once per KV
+  // head, not once per query head. Else up to kQueryTile queries of a head.
+  struct Tile {
+    int64_t first_row, rows, kv;
+  };
+  std::vector<Tile> tiles;
+  if (group * nq <= kQueryTile) {
+    for (int64_t kvh = 0; kvh < hkv; ++kvh) tiles.push_back({kvh * group * nq, group * nq, kvh});
+  } else {
+    for (int64_t hh = 0; hh < h; ++hh) {
+      for (int64_t i0 = 0; i0 < nq; i0 += kQueryTile) {
+        tiles.push_back({hh * nq + i0, std::min(kQueryTile, nq - i0), hh / group});
+      }
+    }
+  }
   float* o = out.mutable_ptr();
-  std::vector<absl::Status> failed(static_cast<size_t>(h * tiles));
-  // Per (query head, query tile): one pass over the keys in blocks of
-  // kKvBlock (kv_runs.h), an online softmax (the running row max m and the
-  // rescaled sum z of exp(s - m), the output accumulated and rescaled with
-  // them), so the scores held are a tile x kKvBlock block, not a tile x Nk
-  // row (256 MiB for 128 queries at Nk = 512K).
-  tbb::parallel_for(tbb::blocked_range2d<int64_t>(0, h, 0, tiles), [&](const auto& r) {
+  std::vector<absl::Status> failed(tiles.size());
+  // Per tile: one pass over the keys in blocks of kKvBlock (kv_runs.h), an
+  // online softmax (the running row max m and the rescaled sum z of
+  // exp(s - m), the output accumulated and rescaled with them), so the
+  // scores held are a tile x kKvBlock block, not a tile x Nk row (256 MiB
+  // for 128 queries at Nk = 512K).
+  tbb::parallel_for(tbb::blocked_range<size_t>(0, tiles.size()), [&](const auto& range) {
     RowMat s(kQueryTile, kKvBlock), acc(kQueryTile, d);
     KvBlockScratch scratch;
     std::vector<float> m(kQueryTile), z(kQueryTile);
-    for (int64_t hh = r.rows().begin(); hh < r.rows().end(); ++hh) {
-      for (int64_t t = r.cols().begin(); t < r.cols().end(); ++t) {
-        const int64_t i0 = t * kQueryTile, rows = std::min(kQueryTile, nq - i0);
-        Eigen::Map<const RowMat> qt(q.ptr() + (hh * nq + i0) * d, rows, d);
-        // Query i0 + i sits at position nk - nq + i0 + i and sees keys <= it.
-        const int64_t first_seen = nk - nq + i0, last_seen = first_seen + rows - 1;
-        std::fill(m.begin(), m.end(), -std::numeric_limits<float>::infinity());
-        std::fill(z.begin(), z.end(), 0.0f);
-        auto a = acc.topRows(rows);
-        a.setZero();
-        absl::Status visited = VisitKvBlocks(
-            kv, hh / group, nk, d, /*with_values=*/true, &scratch,
-            [&](const float* keys, const float* values, int64_t b0, int64_t c) {
-              if (causal && b0 > last_seen) return;  // no query of the tile sees these
-              Eigen::Map<const RowMat> kb(keys, c, d), vb(values, c, d);
-              auto sb = s.block(0, 0, rows, c);
-              sb.noalias() = (qt * kb.transpose()) * scale;
-              for (int64_t i = 0; i < rows; ++i) {
-                Eigen::Map<Eigen::Array<float, 1, Eigen::Dynamic>> row(s.data() + i * kKvBlock, c);
-                if (causal) {
-                  for (int64_t j = std::max<int64_t>(0, first_seen + i + 1 - b0); j < c; ++j) {
-                    row[j] = -std::numeric_limits<float>::infinity();
-                  }
+    for (size_t t = range.begin(); t < range.end(); ++t) {
+      const int64_t r0 = tiles[t].first_row, rows = tiles[t].rows;
+      Eigen::Map<const RowMat> qt(q.ptr() + r0 * d, rows, d);
+      // Row R's query sits at position nk - nq + R % nq and sees keys <= it.
+      int64_t last_seen = 0;
+      for (int64_t i = 0; i < rows; ++i) last_seen = std::max(last_seen, nk - nq + (r0 + i) % nq);
+      std::fill(m.begin(), m.end(), -std::numeric_limits<float>::infinity());
+      std::fill(z.begin(), z.end(), 0.0f);
+      auto a = acc.topRows(rows);
+      a.setZero();
+      absl::Status visited = VisitKvBlocks(
+          kv, tiles[t].kv, nk, d, /*with_values=*/true, &scratch,
+          [&](const float* keys, const float* values, int64_t b0, int64_t c) {
+            if (causal && b0 > last_seen) return;  // no query of the tile sees these
+            Eigen::Map<const RowMat> kb(keys, c, d), vb(values, c, d);
+            auto sb = s.block(0, 0, rows, c);
+            sb.noalias() = (qt * kb.transpose()) * scale;
+            for (int64_t i = 0; i < rows; ++i) {
+              Eigen::Map<Eigen::Array<float, 1, Eigen::Dynamic>> row(s.data() + i * kKvBlock, c);
+              if (causal) {
+                const int64_t seen = nk - nq + (r0 + i) % nq;
+                for (int64_t j = std::max<int64_t>(0, seen + 1 - b0); j < c; ++j) {
+                  row[j] = -std::numeric_limits<float>::infinity();
                 }
-                // Key 0 is seen by every query, so m_i is finite after the
-                // first block; a row masked in a later block keeps its m_i.
-                const float m_new = std::max(m[i], row.maxCoeff());
-                const float alpha = std::exp(m[i] - m_new);
-                row = (row - m_new).exp();
-                z[i] = z[i] * alpha + row.sum();
-                a.row(i) *= alpha;
-                m[i] = m_new;
               }
-              a.noalias() += sb * vb;
-            });
-        if (!visited.ok()) {
-          failed[static_cast<size_t>(hh * tiles + t)] = std::move(visited);
-          continue;
-        }
-        for (int64_t i = 0; i < rows; ++i) {
-          Eigen::Map<Eigen::RowVectorXf>(o + (hh * nq + i0 + i) * d, d) = a.row(i) / z[i];
-        }
+              // Key 0 is seen by every query, so m_i is finite after the
+              // first block; a row masked in a later block keeps its m_i.
+              const float m_new = std::max(m[i], row.maxCoeff());
+              const float alpha = std::exp(m[i] - m_new);
+              row = (row - m_new).exp();
+              z[i] = z[i] * alpha + row.sum();
+              a.row(i) *= alpha;
+              m[i] = m_new;
+            }
+            a.noalias() += sb * vb;
+          });
+      if (!visited.ok()) {
+        failed[t] = std::move(visited);
+        continue;
+      }
+      for (int64_t i = 0; i < rows; ++i) {
+        Eigen::Map<Eigen::RowVectorXf>(o + (r0 + i) * d, d) = a.row(i) / z[i];
       }
     }
   });

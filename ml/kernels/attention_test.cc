@@ -32,6 +32,29 @@ TEST(DenseAttention, CausalMatchesNaiveAcrossTilesAndShorterQuery) {
   EXPECT_LT(MaxAbsDiff(fast, ref), 1e-5);
 }
 
+// Keys over several 512-key blocks: a decode-sized query (the G heads of a
+// KV head share one tile) and a prefill-sized one (tiles of 128 queries),
+// causal and not, against the naive double-precision reference.
+TEST(DenseAttention, OnlineSoftmaxAcrossKeyBlocksMatchesNaive) {
+  struct Case {
+    int64_t h, hkv, nq, nk, d;
+  };
+  for (const Case& c :
+       {Case{8, 2, 5, 1300, 16}, Case{2, 1, 150, 1200, 8}, Case{3, 3, 1, 1025, 4}}) {
+    const Tensor q = RandomTensor({c.h, c.nq, c.d}, 10 + c.nq);
+    const Tensor k = RandomTensor({c.hkv, c.nk, c.d}, 11), v = RandomTensor({c.hkv, c.nk, c.d}, 12);
+    for (bool causal : {false, true}) {
+      TANDEM_ASSERT_OK_AND_ASSIGN(Tensor fast, DenseAttention(q, k, v, causal));
+      const int64_t offset = c.nk - c.nq;
+      TANDEM_ASSERT_OK_AND_ASSIGN(Tensor ref,
+                                  MaskedAttentionNaive(q, k, v, [&](int64_t i, int64_t j) {
+                                    return !causal || j <= offset + i;
+                                  }));
+      EXPECT_LT(MaxAbsDiff(fast, ref), 1e-5) << c.h << "x" << c.nq << " causal " << causal;
+    }
+  }
+}
+
 TEST(DenseAttention, FirstCausalRowCopiesFirstValue) {
   const Tensor q = RandomTensor({1, 5, 4}, 7);
   const Tensor k = RandomTensor({1, 5, 4}, 8);
