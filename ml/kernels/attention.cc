@@ -15,6 +15,10 @@
 namespace tandem::ml::kernels {
 namespace {
 constexpr int64_t kQueryTile = 128;
+// Below this many query tiles the keys are split into spans of kSpanKeys
+// (a multiple of kKvBlock), each its own task.
+constexpr size_t kFewTiles = 8;
+constexpr int64_t kSpanKeys = 64 * kKvBlock;
 using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 }  // namespace
 
@@ -83,30 +87,45 @@ absl::StatusOr<Tensor> DenseAttentionOfRuns(const Tensor& q, int64_t hkv, int64_
       }
     }
   }
-  float* o = out.mutable_ptr();
-  std::vector<absl::Status> failed(tiles.size());
-  // Per tile: one pass over the keys in blocks of kKvBlock (kv_runs.h), an
+  // Few tiles (a decode step): the keys split into spans of kSpanKeys, each
+  // a task of its own with its own (m, z, acc), merged in span order after
+  // (as flash-decoding does), so every core works on one decode step. The
+  // split depends on the shapes only: the same arithmetic on any machine.
+  const int64_t spans =
+      tiles.size() < kFewTiles ? std::max<int64_t>(1, (nk + kSpanKeys - 1) / kSpanKeys) : 1;
+  const int64_t span_keys = spans == 1 ? nk : kSpanKeys;
+  const size_t tasks = tiles.size() * static_cast<size_t>(spans);
+  struct Partial {
+    RowMat acc;
+    std::vector<float> m, z;
+  };
+  std::vector<Partial> partials(tasks);
+  std::vector<absl::Status> failed(tasks);
+  // Per task: one pass over its keys in blocks of kKvBlock (kv_runs.h), an
   // online softmax (the running row max m and the rescaled sum z of
   // exp(s - m), the output accumulated and rescaled with them), so the
   // scores held are a tile x kKvBlock block, not a tile x Nk row (256 MiB
   // for 128 queries at Nk = 512K).
-  tbb::parallel_for(tbb::blocked_range<size_t>(0, tiles.size()), [&](const auto& range) {
-    RowMat s(kQueryTile, kKvBlock), acc(kQueryTile, d);
+  tbb::parallel_for(tbb::blocked_range<size_t>(0, tasks), [&](const auto& range) {
+    RowMat s(kQueryTile, kKvBlock);
     KvBlockScratch scratch;
-    std::vector<float> m(kQueryTile), z(kQueryTile);
-    for (size_t t = range.begin(); t < range.end(); ++t) {
-      const int64_t r0 = tiles[t].first_row, rows = tiles[t].rows;
+    for (size_t task = range.begin(); task < range.end(); ++task) {
+      const Tile& tile = tiles[task / static_cast<size_t>(spans)];
+      const int64_t lo = static_cast<int64_t>(task % static_cast<size_t>(spans)) * span_keys;
+      const int64_t hi = std::min(nk, lo + span_keys);
+      const int64_t r0 = tile.first_row, rows = tile.rows;
       Eigen::Map<const RowMat> qt(q.ptr() + r0 * d, rows, d);
       // Row R's query sits at position nk - nq + R % nq and sees keys <= it.
       int64_t last_seen = 0;
       for (int64_t i = 0; i < rows; ++i) last_seen = std::max(last_seen, nk - nq + (r0 + i) % nq);
-      std::fill(m.begin(), m.end(), -std::numeric_limits<float>::infinity());
-      std::fill(z.begin(), z.end(), 0.0f);
-      auto a = acc.topRows(rows);
-      a.setZero();
-      absl::Status visited = VisitKvBlocks(
-          kv, tiles[t].kv, nk, d, /*with_values=*/true, &scratch,
+      Partial& p = partials[task];
+      p.acc = RowMat::Zero(rows, d);
+      p.m.assign(static_cast<size_t>(rows), -std::numeric_limits<float>::infinity());
+      p.z.assign(static_cast<size_t>(rows), 0.0f);
+      failed[task] = VisitKvBlocks(
+          kv, tile.kv, nk, d, /*with_values=*/true, &scratch,
           [&](const float* keys, const float* values, int64_t b0, int64_t c) {
+            if (b0 < lo || b0 >= hi) return;       // another span's (spans are whole blocks)
             if (causal && b0 > last_seen) return;  // no query of the tile sees these
             Eigen::Map<const RowMat> kb(keys, c, d), vb(values, c, d);
             auto sb = s.block(0, 0, rows, c);
@@ -119,27 +138,42 @@ absl::StatusOr<Tensor> DenseAttentionOfRuns(const Tensor& q, int64_t hkv, int64_
                   row[j] = -std::numeric_limits<float>::infinity();
                 }
               }
-              // Key 0 is seen by every query, so m_i is finite after the
-              // first block; a row masked in a later block keeps its m_i.
-              const float m_new = std::max(m[i], row.maxCoeff());
-              const float alpha = std::exp(m[i] - m_new);
+              const float m_new = std::max(p.m[i], row.maxCoeff());
+              if (m_new == -std::numeric_limits<float>::infinity()) {
+                row.setZero();  // nothing seen yet in this span: adds nothing
+                continue;
+              }
+              const float alpha = std::exp(p.m[i] - m_new);
               row = (row - m_new).exp();
-              z[i] = z[i] * alpha + row.sum();
-              a.row(i) *= alpha;
-              m[i] = m_new;
+              p.z[i] = p.z[i] * alpha + row.sum();
+              p.acc.row(i) *= alpha;
+              p.m[i] = m_new;
             }
-            a.noalias() += sb * vb;
+            p.acc.noalias() += sb * vb;
           });
-      if (!visited.ok()) {
-        failed[t] = std::move(visited);
-        continue;
-      }
-      for (int64_t i = 0; i < rows; ++i) {
-        Eigen::Map<Eigen::RowVectorXf>(o + (r0 + i) * d, d) = a.row(i) / z[i];
-      }
     }
   });
   for (absl::Status& st : failed) TANDEM_RETURN_IF_ERROR(st);
+  // Merge each tile's spans in order: m = max m_c, z = sum z_c e^(m_c - m),
+  // o = sum acc_c e^(m_c - m) / z. Every row sees key 0, so some span's m_c
+  // is finite.
+  float* o = out.mutable_ptr();
+  for (size_t t = 0; t < tiles.size(); ++t) {
+    for (int64_t i = 0; i < tiles[t].rows; ++i) {
+      float m = -std::numeric_limits<float>::infinity(), z = 0.0f;
+      for (int64_t c = 0; c < spans; ++c) m = std::max(m, partials[t * spans + c].m[i]);
+      Eigen::Map<Eigen::RowVectorXf> row(o + (tiles[t].first_row + i) * d, d);
+      row.setZero();
+      for (int64_t c = 0; c < spans; ++c) {
+        const Partial& p = partials[t * spans + c];
+        if (p.m[i] == -std::numeric_limits<float>::infinity()) continue;
+        const float w = std::exp(p.m[i] - m);
+        z += p.z[i] * w;
+        row += p.acc.row(i) * w;
+      }
+      row /= z;
+    }
+  }
   return out;
 }
 
