@@ -23,9 +23,11 @@
 // N = kv_cache.tokens or every token held. Codes: a cache named for a
 // kernel without from_cache inputs -> INVALID_ARGUMENT; no cache store ->
 // FAILED_PRECONDITION; then the store's (NOT_FOUND, FAILED_PRECONDITION,
-// INVALID_ARGUMENT). On the CPU backend the kernel gets a copy of the
-// prefix, the runners stay those of request tensors; a CUDA cache would
-// hand the kernels its device pages instead.
+// INVALID_ARGUMENT). A spec without gathers_from_cache gets a copy of the
+// prefix (its runner stays that of request tensors); one with it (every
+// builtin that reads a cache: spotlight.topk, attention.dense, adakv.*)
+// gets the cache itself and reads the pages in place (ScanCodes, ScanRows,
+// GatherRows), copying only pages the host cannot read (a CUDA cache's).
 // Lifecycle: built once at startup (Register), then read-only.
 // Thread safety: const methods may be called concurrently once registration
 // is finished; Register is not thread-safe.

@@ -43,6 +43,8 @@ memory on a CUDA worker, host memory otherwise), named in run():
     r = c.run("spotlight.topk", [query_codes], {"k": 64, "selected_scores": 1},
               kv_cache="seq")                           # 64 indices and their scores
     r = c.run("attention.dense", [q], kv_cache="seq")          # k, v from the cache
+    r = c.run("adakv.compress", [q_window], {"window": 32, "budget": 2048},
+              kv_cache="seq")                           # q: (H, 32, d), the window alone
     c.list_kv_caches(); c.drop_kv_cache("seq")
 
 capabilities() marks the inputs a cache supplies ("from_cache": "keys",
