@@ -23,15 +23,17 @@ namespace tandem::ml::kernels {
 absl::Status ValidateAttentionShapes(const Tensor& q, const Tensor& k, const Tensor& v,
                                      bool causal);
 
-// Blocked Eigen GEMMs with an online softmax over blocks of keys,
-// parallel over heads and query tiles. Errors as ValidateAttentionShapes.
+// Blocked Eigen GEMMs with an online softmax over blocks of 512 keys,
+// parallel over query tiles (a KV head's G query heads share one when
+// queries are few) and, for a few tiles only, over 32K-key spans merged
+// after (flash-decoding). Errors as ValidateAttentionShapes.
 absl::StatusOr<Tensor> DenseAttention(const Tensor& q, const Tensor& k, const Tensor& v,
                                       bool causal);
 
 // DenseAttention over H_kv heads of Nk keys and values of dim d given as
 // runs (kv_runs.h; a KV cache's pages): equal to DenseAttention over the
-// same tensors bit for bit. kv() is called once per (query head, query
-// tile), concurrently. INVALID_ARGUMENT for a q that does not fit, causal
+// same tensors bit for bit. kv() is called once per (query tile, key
+// span), concurrently. INVALID_ARGUMENT for a q that does not fit, causal
 // with Nq > Nk, or runs that do not cover [0, Nk) in order; kv()'s own
 // errors.
 absl::StatusOr<Tensor> DenseAttentionOfRuns(const Tensor& q, int64_t hkv, int64_t nk, int64_t d,
