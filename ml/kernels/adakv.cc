@@ -100,7 +100,7 @@ absl::StatusOr<Tensor> SnapKvScoresOfRuns(const Tensor& q, int64_t hkv, int64_t 
     std::vector<float> m(static_cast<size_t>(w), -std::numeric_limits<float>::infinity());
     std::vector<float> z(static_cast<size_t>(w), 0.0f);
     absl::Status visited =
-        VisitKvBlocks(keys, hh / g, n, d, /*with_values=*/false, &straddle,
+        VisitKvBlocks(keys, hh / g, n, d, /*with_values=*/false, 0, n, &straddle,
                       [&](const float* rows, const float*, int64_t b0, int64_t c) {
                         score(rows, b0, c);
                         for (int64_t i = 0; i < w; ++i) {
@@ -114,9 +114,9 @@ absl::StatusOr<Tensor> SnapKvScoresOfRuns(const Tensor& q, int64_t hkv, int64_t 
     float* out = per_head.data() + hh * l;
     Eigen::Array<float, 1, Eigen::Dynamic> acc(kKvBlock);
     if (visited.ok()) {
-      visited = VisitKvBlocks(keys, hh / g, n, d, /*with_values=*/false, &straddle,
+      // Only the blocks holding keys < L: the window's own are always kept.
+      visited = VisitKvBlocks(keys, hh / g, n, d, /*with_values=*/false, 0, l, &straddle,
                               [&](const float* rows, const float*, int64_t b0, int64_t c) {
-                                if (b0 >= l) return;  // the window's own keys are always kept
                                 score(rows, b0, c);
                                 const int64_t cols = std::min(c, l - b0);
                                 auto sum = acc.leftCols(cols);

@@ -122,11 +122,11 @@ absl::StatusOr<Tensor> DenseAttentionOfRuns(const Tensor& q, int64_t hkv, int64_
       p.acc = RowMat::Zero(rows, d);
       p.m.assign(static_cast<size_t>(rows), -std::numeric_limits<float>::infinity());
       p.z.assign(static_cast<size_t>(rows), 0.0f);
+      // This span's blocks (spans are whole blocks), up to the last key a
+      // query of the tile sees.
       failed[task] = VisitKvBlocks(
-          kv, tile.kv, nk, d, /*with_values=*/true, &scratch,
-          [&](const float* keys, const float* values, int64_t b0, int64_t c) {
-            if (b0 < lo || b0 >= hi) return;       // another span's (spans are whole blocks)
-            if (causal && b0 > last_seen) return;  // no query of the tile sees these
+          kv, tile.kv, nk, d, /*with_values=*/true, lo, causal ? std::min(hi, last_seen + 1) : hi,
+          &scratch, [&](const float* keys, const float* values, int64_t b0, int64_t c) {
             Eigen::Map<const RowMat> kb(keys, c, d), vb(values, c, d);
             auto sb = s.block(0, 0, rows, c);
             sb.noalias() = (qt * kb.transpose()) * scale;

@@ -9,7 +9,8 @@
 namespace tandem::ml::kernels {
 
 absl::Status VisitKvBlocks(
-    KvRuns runs, int64_t kv, int64_t n, int64_t d, bool with_values, KvBlockScratch* scratch,
+    KvRuns runs, int64_t kv, int64_t n, int64_t d, bool with_values, int64_t lo, int64_t hi,
+    KvBlockScratch* scratch,
     absl::FunctionRef<void(const float* keys, const float* values, int64_t b0, int64_t count)>
         block) {
   const size_t block_floats = static_cast<size_t>(kKvBlock * d);
@@ -28,14 +29,19 @@ absl::Status VisitKvBlocks(
       const int64_t b0 = at / kKvBlock * kKvBlock, b1 = std::min(n, b0 + kKvBlock);
       const int64_t take = std::min(first + count, b1) - at;
       const int64_t from = (at - first) * d;
-      if (at == b0 && take == b1 - b0) {
-        block(keys + from, with_values ? values + from : nullptr, b0, take);
-      } else {
-        const size_t bytes = sizeof(float) * static_cast<size_t>(take * d);
-        std::memcpy(scratch->keys.data() + (at - b0) * d, keys + from, bytes);
-        if (with_values) std::memcpy(scratch->values.data() + (at - b0) * d, values + from, bytes);
-        if (at + take == b1) {
-          block(scratch->keys.data(), with_values ? scratch->values.data() : nullptr, b0, b1 - b0);
+      if (b0 >= lo && b0 < hi) {  // else neither copied nor delivered
+        if (at == b0 && take == b1 - b0) {
+          block(keys + from, with_values ? values + from : nullptr, b0, take);
+        } else {
+          const size_t bytes = sizeof(float) * static_cast<size_t>(take * d);
+          std::memcpy(scratch->keys.data() + (at - b0) * d, keys + from, bytes);
+          if (with_values) {
+            std::memcpy(scratch->values.data() + (at - b0) * d, values + from, bytes);
+          }
+          if (at + take == b1) {
+            block(scratch->keys.data(), with_values ? scratch->values.data() : nullptr, b0,
+                  b1 - b0);
+          }
         }
       }
       at += take;

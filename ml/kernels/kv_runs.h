@@ -36,12 +36,14 @@ struct KvBlockScratch {
 
 // Delivers head `kv`'s runs to block(keys, values, b0, count) in blocks
 // [b0, b0 + count) of kKvBlock keys at fixed positions (the last one
-// shorter): a block inside one run is read in place, one that straddles
-// runs is copied into *scratch first (values too when `with_values`; else
-// block's values are null). INVALID_ARGUMENT when the runs do not cover
-// [0, n) in order; runs()'s own errors.
+// shorter), for the blocks with lo <= b0 < hi only: a block inside one run
+// is read in place, one that straddles runs is copied into *scratch first
+// (values too when `with_values`; else block's values are null); blocks
+// outside [lo, hi) are neither copied nor delivered. INVALID_ARGUMENT when
+// the runs do not cover [0, n) in order; runs()'s own errors.
 absl::Status VisitKvBlocks(
-    KvRuns runs, int64_t kv, int64_t n, int64_t d, bool with_values, KvBlockScratch* scratch,
+    KvRuns runs, int64_t kv, int64_t n, int64_t d, bool with_values, int64_t lo, int64_t hi,
+    KvBlockScratch* scratch,
     absl::FunctionRef<void(const float* keys, const float* values, int64_t b0, int64_t count)>
         block);
 
