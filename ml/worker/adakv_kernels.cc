@@ -66,13 +66,16 @@ kernels::SnapKvOptions SnapFrom(const KernelCall& c) {
   return o;
 }
 
-// The kept rows (flat positions, the H_kv + 1 offsets cu, per-head lists)
-// of the cache a call names, gathered into a CompactKv: every other token
-// stays in the cache's pages. Errors as KvCacheStore::GatherRows.
+// The kept rows (one list of positions per KV head) of the cache
+// a call names, gathered into a CompactKv: every other token stays in the
+// cache's pages. Errors as KvCacheStore::GatherRows.
 absl::StatusOr<kernels::CompactKv> GatherKept(const KernelCall& c, int64_t d,
-                                              const std::vector<int64_t>& flat,
-                                              std::vector<int64_t> cu,
                                               std::vector<std::vector<int64_t>> lists) {
+  std::vector<int64_t> flat, cu = {0};
+  for (const std::vector<int64_t>& h : lists) {
+    flat.insert(flat.end(), h.begin(), h.end());
+    cu.push_back(static_cast<int64_t>(flat.size()));
+  }
   const int64_t total = static_cast<int64_t>(flat.size());
   kernels::CompactKv compact;
   TANDEM_ASSIGN_OR_RETURN(compact.keys, Tensor::Zeros({total, d}));
@@ -154,7 +157,7 @@ absl::StatusOr<Outputs> AdaKvDecode(const KernelCall& c) {
   }
   kernels::CompactKv compact;
   if (c.cache != nullptr) {  // only the kept rows leave the cache's pages
-    TANDEM_ASSIGN_OR_RETURN(compact, GatherKept(c, d, kept, std::move(cu), std::move(lists)));
+    TANDEM_ASSIGN_OR_RETURN(compact, GatherKept(c, d, std::move(lists)));
   } else {
     TANDEM_ASSIGN_OR_RETURN(compact, kernels::CompactKvCache(k, v, std::move(lists)));
   }
@@ -177,14 +180,8 @@ absl::StatusOr<Outputs> AdaKvCompress(const KernelCall& c) {
     TANDEM_ASSIGN_OR_RETURN(Tensor scores, SnapScores(c, o.snap));
     TANDEM_ASSIGN_OR_RETURN(std::vector<std::vector<int64_t>> lists,
                             kernels::AdaKvSelect(scores, o));
-    std::vector<int64_t> flat, cu = {0};
-    for (const auto& h : lists) {
-      flat.insert(flat.end(), h.begin(), h.end());
-      cu.push_back(static_cast<int64_t>(flat.size()));
-    }
     TANDEM_ASSIGN_OR_RETURN(const KvCacheSummary info, c.cache->Find(c.cache_key));
-    TANDEM_ASSIGN_OR_RETURN(
-        kv, GatherKept(c, info.shape.head_dim, flat, std::move(cu), std::move(lists)));
+    TANDEM_ASSIGN_OR_RETURN(kv, GatherKept(c, info.shape.head_dim, std::move(lists)));
   }
   std::vector<int64_t> flat;
   for (const auto& h : kv.kept) flat.insert(flat.end(), h.begin(), h.end());
