@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "ml/kernels/internal/attention_core.h"
+#include "ml/kernels/internal/few_rows.h"
 #include "tbb/blocked_range.h"
 #include "tbb/parallel_for.h"
 
@@ -127,9 +128,15 @@ absl::StatusOr<Tensor> DenseAttentionOfRuns(const Tensor& q, int64_t hkv, int64_
       failed[task] = VisitKvBlocks(
           kv, tile.kv, nk, d, /*with_values=*/true, lo, causal ? std::min(hi, last_seen + 1) : hi,
           &scratch, [&](const float* keys, const float* values, int64_t b0, int64_t c) {
-            Eigen::Map<const RowMat> kb(keys, c, d), vb(values, c, d);
-            auto sb = s.block(0, 0, rows, c);
-            sb.noalias() = (qt * kb.transpose()) * scale;
+            // A decode step's few rows read each key once for all rows
+            // (internal/few_rows.h); a tile of many rows is a GEMM.
+            const bool few = rows <= internal::kFewRows;
+            if (few) {
+              internal::ScoreFewRows(q.ptr() + r0 * d, rows, keys, c, d, scale, s.data(), kKvBlock);
+            } else {
+              s.block(0, 0, rows, c).noalias() =
+                  (qt * Eigen::Map<const RowMat>(keys, c, d).transpose()) * scale;
+            }
             for (int64_t i = 0; i < rows; ++i) {
               Eigen::Map<Eigen::Array<float, 1, Eigen::Dynamic>> row(s.data() + i * kKvBlock, c);
               if (causal) {
@@ -149,7 +156,11 @@ absl::StatusOr<Tensor> DenseAttentionOfRuns(const Tensor& q, int64_t hkv, int64_
               p.acc.row(i) *= alpha;
               p.m[i] = m_new;
             }
-            p.acc.noalias() += sb * vb;
+            if (few) {
+              internal::AccumulateFewRows(s.data(), kKvBlock, rows, values, c, d, p.acc.data());
+            } else {
+              p.acc.noalias() += s.block(0, 0, rows, c) * Eigen::Map<const RowMat>(values, c, d);
+            }
           });
     }
   });

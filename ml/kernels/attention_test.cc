@@ -39,10 +39,14 @@ TEST(DenseAttention, OnlineSoftmaxAcrossKeyBlocksMatchesNaive) {
   struct Case {
     int64_t h, hkv, nq, nk, d;
   };
-  // The last two: keys split into spans of 32K merged after (few tiles),
-  // one span's single key seen by the last query alone when causal.
+  // Tiles of up to 16 rows take the few-rows kernels (internal/few_rows.h):
+  // head dims 16, 32 and 128 their vector path, 8 and 4 the plain one; 20
+  // rows are a GEMM. The 65537 and 70000 cases: keys split into spans of
+  // 32K merged after (few tiles), one span's single key seen by the last
+  // query alone when causal.
   for (const Case& c : {Case{8, 2, 5, 1300, 16}, Case{2, 1, 150, 1200, 8}, Case{3, 3, 1, 1025, 4},
-                        Case{2, 1, 5, 65537, 8}, Case{4, 2, 1, 70000, 4}}) {
+                        Case{2, 1, 5, 65537, 8}, Case{4, 2, 1, 70000, 4}, Case{4, 1, 1, 1300, 32},
+                        Case{8, 2, 2, 700, 128}, Case{4, 1, 3, 529, 32}}) {
     const Tensor q = RandomTensor({c.h, c.nq, c.d}, 10 + c.nq);
     const Tensor k = RandomTensor({c.hkv, c.nk, c.d}, 11), v = RandomTensor({c.hkv, c.nk, c.d}, 12);
     for (bool causal : {false, true}) {

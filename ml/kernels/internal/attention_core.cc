@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "Eigen/Core"
+#include "ml/kernels/internal/few_rows.h"
 
 namespace tandem::ml::kernels::internal {
 namespace {
@@ -35,8 +36,15 @@ void AttendRows(const float* q, int64_t q_stride, int64_t nq, const float* k, in
   ConstStrided vm(v, nk, d, Eigen::OuterStride<>(v_stride));
   Strided om(out, nq, d, Eigen::OuterStride<>(out_stride));
   RowMat s(nq, nk);
-  s.noalias() = qm * km.transpose();
-  s *= scale;
+  // A decode step's few rows of contiguous q, k and v: each key and value
+  // row read once for all rows, no packing (few_rows.h).
+  const bool few = nq <= kFewRows && q_stride == d && k_stride == d && v_stride == d;
+  if (few) {
+    ScoreFewRows(q, nq, k, nk, d, scale, s.data(), nk);
+  } else {
+    s.noalias() = qm * km.transpose();
+    s *= scale;
+  }
   const float neg_inf = -std::numeric_limits<float>::infinity();
   for (int64_t i = 0; i < nq; ++i) {
     float* row = s.data() + i * nk;
@@ -45,7 +53,12 @@ void AttendRows(const float* q, int64_t q_stride, int64_t nq, const float* k, in
     }
     SoftmaxInPlace(row, nk);
   }
-  om.noalias() = s * vm;
+  if (few && out_stride == d) {
+    std::fill(out, out + nq * d, 0.0f);
+    AccumulateFewRows(s.data(), nk, nq, v, nk, d, out);
+  } else {
+    om.noalias() = s * vm;
+  }
 }
 
 }  // namespace tandem::ml::kernels::internal
