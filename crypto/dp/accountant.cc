@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "base/status_macros.h"
+#include "crypto/dp/block_sampling.h"
 
 namespace tandem::dp {
 namespace {
@@ -307,23 +308,27 @@ absl::Status PrivacyAccountant::AddEntry(const LedgerEntry& entry, std::vector<d
     return absl::InvalidArgumentError(absl::StrCat("steps must be in [1, 2^40], got ", entry.steps));
   }
   TANDEM_ASSIGN_OR_RETURN(const std::vector<double> add,
-                          ComputeRdp(entry.q, entry.sigma, entry.steps, options_.orders));
+                          entry.blocks_per_group == 1
+                              ? ComputeRdp(entry.q, entry.sigma, entry.steps, options_.orders)
+                              : ComputeBlockSampledRdp(entry.q, entry.sigma, entry.blocks_per_group,
+                                                       entry.steps, options_.orders));
   for (size_t k = 0; k < rdp.size(); ++k) rdp[k] += add[k];
   return absl::OkStatus();
 }
 
-absl::StatusOr<double> PrivacyAccountant::EpsilonIfCharged(double q, double sigma,
-                                                           int64_t steps) const {
+absl::StatusOr<double> PrivacyAccountant::EpsilonIfCharged(double q, double sigma, int64_t steps,
+                                                           int64_t blocks_per_group) const {
   std::vector<double> rdp = rdp_;
-  TANDEM_RETURN_IF_ERROR(AddEntry({q, sigma, steps}, rdp));
+  TANDEM_RETURN_IF_ERROR(AddEntry({q, sigma, steps, blocks_per_group}, rdp));
   TANDEM_ASSIGN_OR_RETURN(const PrivacySpent s,
                           EpsilonFromRdp(options_.orders, rdp, options_.delta, options_.conversion));
   return s.epsilon;
 }
 
-absl::Status PrivacyAccountant::Charge(double q, double sigma, int64_t steps) {
+absl::Status PrivacyAccountant::Charge(double q, double sigma, int64_t steps,
+                                       int64_t blocks_per_group) {
   std::vector<double> rdp = rdp_;
-  TANDEM_RETURN_IF_ERROR(AddEntry({q, sigma, steps}, rdp));
+  TANDEM_RETURN_IF_ERROR(AddEntry({q, sigma, steps, blocks_per_group}, rdp));
   TANDEM_ASSIGN_OR_RETURN(const PrivacySpent s,
                           EpsilonFromRdp(options_.orders, rdp, options_.delta, options_.conversion));
   if (s.epsilon > options_.epsilon_budget) {
@@ -333,10 +338,11 @@ absl::Status PrivacyAccountant::Charge(double q, double sigma, int64_t steps) {
   }
   rdp_ = std::move(rdp);
   spent_ = s;
-  if (!ledger_.empty() && ledger_.back().q == q && ledger_.back().sigma == sigma) {
+  if (!ledger_.empty() && ledger_.back().q == q && ledger_.back().sigma == sigma &&
+      ledger_.back().blocks_per_group == blocks_per_group) {
     ledger_.back().steps += steps;
   } else {
-    ledger_.push_back({q, sigma, steps});
+    ledger_.push_back({q, sigma, steps, blocks_per_group});
   }
   return absl::OkStatus();
 }
@@ -355,7 +361,7 @@ int64_t PrivacyAccountant::TotalSteps() const {
 //   budget <hex>
 //   orders <n> <hex>...
 //   entries <m>
-//   entry <q hex> <sigma hex> <steps>      (m lines)
+//   entry <q hex> <sigma hex> <steps> [<blocks per group> when > 1]  (m lines)
 std::string PrivacyAccountant::Serialize() const {
   std::string out = "tandem-rdp-accountant v1\n";
   absl::StrAppend(&out, "conversion ",
@@ -365,7 +371,10 @@ std::string PrivacyAccountant::Serialize() const {
   for (double a : options_.orders) absl::StrAppend(&out, absl::StrFormat(" %a", a));
   absl::StrAppend(&out, "\nentries ", ledger_.size(), "\n");
   for (const LedgerEntry& e : ledger_) {
-    absl::StrAppend(&out, absl::StrFormat("entry %a %a %d\n", e.q, e.sigma, e.steps));
+    // The fourth field only with block sampling: checkpoints without it
+    // read as 1, and a ledger without block sampling writes what it did.
+    absl::StrAppend(&out, absl::StrFormat("entry %a %a %d", e.q, e.sigma, e.steps),
+                    e.blocks_per_group == 1 ? "" : absl::StrCat(" ", e.blocks_per_group), "\n");
   }
   return out;
 }
@@ -443,11 +452,16 @@ absl::StatusOr<PrivacyAccountant> PrivacyAccountant::Deserialize(absl::string_vi
   TANDEM_ASSIGN_OR_RETURN(PrivacyAccountant acc, Create(std::move(o)));
   for (size_t k = 6; k < lines.size(); ++k) {
     TANDEM_ASSIGN_OR_RETURN(auto f, Fields(lines[k], "entry"));
-    if (f.size() != 3) return absl::InvalidArgumentError("accountant checkpoint: bad entry");
+    if (f.size() != 3 && f.size() != 4) {
+      return absl::InvalidArgumentError("accountant checkpoint: bad entry");
+    }
     LedgerEntry e;
     TANDEM_ASSIGN_OR_RETURN(e.q, ParseDouble(f[0]));
     TANDEM_ASSIGN_OR_RETURN(e.sigma, ParseDouble(f[1]));
     TANDEM_ASSIGN_OR_RETURN(e.steps, ParseInt(f[2]));
+    if (f.size() == 4) {
+      TANDEM_ASSIGN_OR_RETURN(e.blocks_per_group, ParseInt(f[3]));
+    }
     TANDEM_RETURN_IF_ERROR(acc.AddEntry(e, acc.rdp_));
     acc.ledger_.push_back(e);
   }

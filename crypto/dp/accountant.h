@@ -93,11 +93,15 @@ struct AccountantOptions {
   EpsilonConversion conversion = EpsilonConversion::kImproved;
 };
 
-// One ledger line: `steps` rounds at sampling rate q and noise multiplier sigma.
+// One ledger line: `steps` rounds at sampling rate q and noise multiplier
+// sigma, each client sending one of `blocks_per_group` blocks per group
+// chosen at random (PREAMBLE's block sampling, crypto/dp/block_sampling.h;
+// 1: no block sampling).
 struct LedgerEntry {
   double q = 0;
   double sigma = 0;
   int64_t steps = 0;
+  int64_t blocks_per_group = 1;
 };
 
 // The task's privacy ledger. Create() validates the options; Charge()
@@ -108,12 +112,15 @@ class PrivacyAccountant {
   // or a non-positive / non-finite budget.
   static absl::StatusOr<PrivacyAccountant> Create(AccountantOptions options);
 
-  // Epsilon after also charging (q, sigma, steps), without charging.
-  absl::StatusOr<double> EpsilonIfCharged(double q, double sigma, int64_t steps) const;
-  // Charges `steps` rounds. Returns RESOURCE_EXHAUSTED (ledger unchanged)
+  // Epsilon after also charging (q, sigma, steps, blocks_per_group),
+  // without charging.
+  absl::StatusOr<double> EpsilonIfCharged(double q, double sigma, int64_t steps,
+                                          int64_t blocks_per_group = 1) const;
+  // Charges `steps` rounds (with block sampling when blocks_per_group > 1:
+  // RdpBlockSampledGaussian). Returns RESOURCE_EXHAUSTED (ledger unchanged)
   // when the resulting epsilon would exceed the budget, INVALID_ARGUMENT for
-  // bad q/sigma/steps (steps >= 1).
-  absl::Status Charge(double q, double sigma, int64_t steps = 1);
+  // bad q/sigma/steps (steps >= 1) or blocks_per_group.
+  absl::Status Charge(double q, double sigma, int64_t steps = 1, int64_t blocks_per_group = 1);
 
   // Epsilon spent so far (0 for an empty ledger).
   double SpentEpsilon() const { return spent_.epsilon; }
@@ -133,7 +140,7 @@ class PrivacyAccountant {
   absl::Status AddEntry(const LedgerEntry& entry, std::vector<double>& rdp) const;
 
   AccountantOptions options_;
-  std::vector<LedgerEntry> ledger_;  // Identical (q, sigma) lines are merged.
+  std::vector<LedgerEntry> ledger_;  // Consecutive identical mechanisms are merged.
   std::vector<double> rdp_;          // Composed RDP at options_.orders.
   PrivacySpent spent_;
 };

@@ -77,7 +77,15 @@ absl::StatusOr<RoundPlan> FederatedTask::PlanRound() {
   plan.sum.emplace(std::move(sum));
   if (accountant_.has_value()) {
     // Charged before anything is released: a refused round releases nothing.
-    absl::Status s = accountant_->Charge(options_.sample_rate, cfg.noise_multiplier, 1);
+    // A PREAMBLE round whose clients pick their blocks at random is also
+    // amplified by that sampling (crypto/dp/block_sampling.h); TOP_NORM
+    // picks them from the data and a dense round sends every value: no
+    // block sampling to credit.
+    const int64_t blocks = plan.sum->encoding() == proto::REPORT_ENCODING_PREAMBLE &&
+                                   cfg.block_selection == proto::BLOCK_SELECTION_RANDOM
+                               ? static_cast<int64_t>(plan.sum->blocks_per_group())
+                               : 1;
+    absl::Status s = accountant_->Charge(options_.sample_rate, cfg.noise_multiplier, 1, blocks);
     if (absl::IsResourceExhausted(s)) {
       return absl::ResourceExhaustedError(absl::StrCat(
           "privacy budget spent: round ", plan.round_id, " would exceed epsilon ",

@@ -18,8 +18,10 @@
 // uploads fewer bytes. With EncodingChoice::kAuto, Create() computes both
 // uploads exactly for this round's D, B, k and proof (UploadBytes) and
 // opens the round with the smaller; a dense round has no padding, no block
-// sampling and scale 1. The DP analysis is unchanged: either way a report's
-// L2 sensitivity is the clip bound C, and the noise is calibrated to it.
+// sampling and scale 1. Either way a report's L2 sensitivity is the clip
+// bound C, and the noise is calibrated to it; a PREAMBLE round with RANDOM
+// block selection is also amplified by the block sampling, which the
+// coordinator's accountant credits (crypto/dp/block_sampling.h).
 #ifndef TANDEM_SERVER_CORE_SECURE_SUM_H_
 #define TANDEM_SERVER_CORE_SECURE_SUM_H_
 
