@@ -17,15 +17,12 @@ using Strided = Eigen::Map<RowMat, 0, Eigen::OuterStride<>>;
 }  // namespace
 
 void SoftmaxInPlace(float* x, int64_t n) {
-  float m = -std::numeric_limits<float>::infinity();
-  for (int64_t i = 0; i < n; ++i) m = std::max(m, x[i]);
-  float sum = 0.0f;
-  for (int64_t i = 0; i < n; ++i) {
-    x[i] = std::exp(x[i] - m);
-    sum += x[i];
-  }
-  const float inv = 1.0f / sum;
-  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+  // Eigen's vectorised exp (exp(-inf) = 0, as the masks need); a scalar
+  // std::exp per score was a third of a compacted decode step.
+  Eigen::Map<Eigen::ArrayXf> a(x, n);
+  const float m = a.maxCoeff();
+  a = (a - m).exp();
+  a *= 1.0f / a.sum();
 }
 
 void AttendRows(const float* q, int64_t q_stride, int64_t nq, const float* k, int64_t k_stride,
