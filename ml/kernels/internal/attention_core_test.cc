@@ -4,28 +4,22 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
-#include <random>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "ml/kernels/testing/random_tensor.h"
 
 namespace tandem::ml::kernels::internal {
 namespace {
 
-std::vector<float> Random(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-4.0f, 4.0f);
-  std::vector<float> x(n);
-  for (float& e : x) e = u(rng);
-  return x;
-}
+using ::tandem::ml::kernels::testing::RandomFloats;
 
 // The same values at every offset from a 64-byte boundary give the same
 // bits: the worker's buffers and a caller's reference sit at different
 // addresses, and outputs are compared bit for bit across them.
 TEST(AttentionCore, SoftmaxDoesNotDependOnTheAddress) {
   for (int64_t n : {1, 5, 16, 37, 100, 1000}) {
-    std::vector<float> x = Random(n, static_cast<uint32_t>(n));
+    std::vector<float> x = RandomFloats(n, static_cast<uint64_t>(n), 2.0f);
     x[n / 2] = -std::numeric_limits<float>::infinity();  // a masked entry
     if (n == 1) x[0] = 0.5f;
     std::vector<float> first;
@@ -51,7 +45,8 @@ TEST(AttentionCore, SoftmaxDoesNotDependOnTheAddress) {
 TEST(AttentionCore, AttendRowsDoesNotDependOnTheAddress) {
   for (int64_t nq : {4, 40}) {  // the few-rows kernels and the GEMM
     const int64_t nk = 300, d = 32;
-    const std::vector<float> q = Random(nq * d, 1), k = Random(nk * d, 2), v = Random(nk * d, 3);
+    const std::vector<float> q = RandomFloats(nq * d, 1, 2.0f), k = RandomFloats(nk * d, 2, 2.0f),
+                             v = RandomFloats(nk * d, 3, 2.0f);
     std::vector<float> first;
     for (int offset : {0, 1, 3, 8}) {
       std::vector<float> qb(q.size() + 16), kb(k.size() + 16), vb(v.size() + 16), out(nq * d + 16);

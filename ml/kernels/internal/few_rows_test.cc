@@ -2,21 +2,15 @@
 
 #include <cmath>
 #include <cstdint>
-#include <random>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "ml/kernels/testing/random_tensor.h"
 
 namespace tandem::ml::kernels::internal {
 namespace {
 
-std::vector<float> Random(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::vector<float> x(n);
-  for (float& e : x) e = u(rng);
-  return x;
-}
+using ::tandem::ml::kernels::testing::RandomFloats;
 
 // Every row count up to kFewRows (full tiles of 4 and each remainder),
 // key counts around the lane widths (full groups, a partial last group,
@@ -27,10 +21,12 @@ TEST(FewRows, ScoresAndAccumulationMatchADoubleReference) {
   for (int64_t d : {4, 12, 16, 32, 48, 64, 128}) {
     for (int64_t rows : {1, 2, 3, 4, 5, 7, 16}) {
       for (int64_t n : {1, 7, 8, 15, 16, 17, 100}) {
-        SCOPED_TRACE(testing::Message() << "d=" << d << " rows=" << rows << " n=" << n);
+        SCOPED_TRACE(::testing::Message() << "d=" << d << " rows=" << rows << " n=" << n);
         const uint32_t seed = static_cast<uint32_t>(d * 1000 + rows * 100 + n);
-        const std::vector<float> q = Random(rows * d, seed), k = Random(n * d, seed + 1),
-                                 v = Random(n * d, seed + 2), acc0 = Random(rows * d, seed + 3);
+        const std::vector<float> q = RandomFloats(rows * d, seed, 0.5f),
+                                 k = RandomFloats(n * d, seed + 1, 0.5f),
+                                 v = RandomFloats(n * d, seed + 2, 0.5f),
+                                 acc0 = RandomFloats(rows * d, seed + 3, 0.5f);
         const int64_t stride = n + 3;  // s rows padded: the stride is honoured
         std::vector<float> s(rows * stride, 7.0f);
         ScoreFewRows(q.data(), rows, k.data(), n, d, 0.5f, s.data(), stride);
@@ -61,7 +57,7 @@ TEST(FewRows, ScoresAndAccumulationMatchADoubleReference) {
 // page layout (kv_runs.h).
 TEST(FewRows, ARowsScoresDoNotDependOnTheOtherRowsOrTheKeysAddress) {
   const int64_t d = 32, n = 40;
-  const std::vector<float> q = Random(5 * d, 1), k = Random(n * d, 2);
+  const std::vector<float> q = RandomFloats(5 * d, 1, 0.5f), k = RandomFloats(n * d, 2, 0.5f);
   std::vector<float> all(5 * n), one(n);
   ScoreFewRows(q.data(), 5, k.data(), n, d, 1.0f, all.data(), n);
   std::vector<float> moved(n * d + 3);

@@ -14,12 +14,20 @@
 
 namespace tandem::ml::kernels::testing {
 
-// N(0, scale^2) entries from std::mt19937_64(seed). REQUIRES: a valid shape.
-inline Tensor RandomTensor(std::vector<int64_t> shape, uint64_t seed, float scale = 1.0f) {
-  Tensor t = *Tensor::Zeros(std::move(shape));
+// n N(0, scale^2) floats from std::mt19937_64(seed).
+inline std::vector<float> RandomFloats(int64_t n, uint64_t seed, float scale = 1.0f) {
+  std::vector<float> out(static_cast<size_t>(n));
   std::mt19937_64 gen(seed);
   std::normal_distribution<float> dist(0.0f, scale);
-  for (float& x : t.mutable_data()) x = dist(gen);
+  for (float& x : out) x = dist(gen);
+  return out;
+}
+
+// A tensor of RandomFloats entries. REQUIRES: a valid shape.
+inline Tensor RandomTensor(std::vector<int64_t> shape, uint64_t seed, float scale = 1.0f) {
+  Tensor t = *Tensor::Zeros(std::move(shape));
+  const std::vector<float> x = RandomFloats(t.size(), seed, scale);
+  std::copy(x.begin(), x.end(), t.mutable_data().begin());
   return t;
 }
 
