@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 namespace tandem::ml::kernels::internal {
@@ -21,12 +22,6 @@ constexpr int kLanes = 4;
 typedef float Vec __attribute__((vector_size(kLanes * sizeof(float))));
 typedef int IVec __attribute__((vector_size(kLanes * sizeof(int))));
 
-#if defined(__clang__)
-#define TANDEM_SHUFFLE(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)
-#else
-#define TANDEM_SHUFFLE(a, b, ...) __builtin_shuffle(a, b, IVec{__VA_ARGS__})
-#endif
-
 inline Vec Load(const float* p) {
   Vec v;
   std::memcpy(&v, p, sizeof v);
@@ -34,65 +29,36 @@ inline Vec Load(const float* p) {
 }
 inline void Store(float* p, Vec v) { std::memcpy(p, &v, sizeof v); }
 
-// One level of the reduction tree: x and y hold groups of 2h partial sums
-// (one group per key, in key order); the result holds groups of h, x's
+// One level of the reduction tree: x and y hold groups of 2H partial sums
+// (one group per key, in key order); the result holds groups of H, x's
 // keys then y's, each the sum of its group's two halves. The shuffles pick
-// the indices i of the concatenation (x, y) with (i / h) even (lo) and odd
-// (hi).
-#if defined(__AVX512F__)
-inline Vec Level8(Vec x, Vec y) {
-  return TANDEM_SHUFFLE(x, y, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) +
-         TANDEM_SHUFFLE(x, y, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
-}
-inline Vec Level4(Vec x, Vec y) {
-  return TANDEM_SHUFFLE(x, y, 0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27) +
-         TANDEM_SHUFFLE(x, y, 4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31);
-}
-inline Vec Level2(Vec x, Vec y) {
-  return TANDEM_SHUFFLE(x, y, 0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24, 25, 28, 29) +
-         TANDEM_SHUFFLE(x, y, 2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22, 23, 26, 27, 30, 31);
-}
-inline Vec Level1(Vec x, Vec y) {
-  return TANDEM_SHUFFLE(x, y, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30) +
-         TANDEM_SHUFFLE(x, y, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-}
-// Lane j of the result = the sum of u[j]'s lanes, for kLanes vectors u.
-inline Vec ReduceLanes(const Vec* u) {
-  Vec a[8], b[4], c[2];
-  for (int i = 0; i < 8; ++i) a[i] = Level8(u[2 * i], u[2 * i + 1]);
-  for (int i = 0; i < 4; ++i) b[i] = Level4(a[2 * i], a[2 * i + 1]);
-  for (int i = 0; i < 2; ++i) c[i] = Level2(b[2 * i], b[2 * i + 1]);
-  return Level1(c[0], c[1]);
-}
-#elif defined(__AVX__)
-inline Vec Level4(Vec x, Vec y) {
-  return TANDEM_SHUFFLE(x, y, 0, 1, 2, 3, 8, 9, 10, 11) +
-         TANDEM_SHUFFLE(x, y, 4, 5, 6, 7, 12, 13, 14, 15);
-}
-inline Vec Level2(Vec x, Vec y) {
-  return TANDEM_SHUFFLE(x, y, 0, 1, 4, 5, 8, 9, 12, 13) +
-         TANDEM_SHUFFLE(x, y, 2, 3, 6, 7, 10, 11, 14, 15);
-}
-inline Vec Level1(Vec x, Vec y) {
-  return TANDEM_SHUFFLE(x, y, 0, 2, 4, 6, 8, 10, 12, 14) +
-         TANDEM_SHUFFLE(x, y, 1, 3, 5, 7, 9, 11, 13, 15);
-}
-inline Vec ReduceLanes(const Vec* u) {
-  Vec b[4], c[2];
-  for (int i = 0; i < 4; ++i) b[i] = Level4(u[2 * i], u[2 * i + 1]);
-  for (int i = 0; i < 2; ++i) c[i] = Level2(b[2 * i], b[2 * i + 1]);
-  return Level1(c[0], c[1]);
-}
+// the indices i of the concatenation (x, y) with (i / H) even (lo) and odd
+// (hi): output lane o takes i = (o / H) 2H + o % H, plus H for hi.
+template <int H, int kHi, int... O>
+inline Vec Pick(Vec x, Vec y, std::integer_sequence<int, O...>) {
+#if defined(__clang__)
+  return __builtin_shufflevector(x, y, ((O / H) * 2 * H + O % H + kHi * H)...);
 #else
-inline Vec Level2(Vec x, Vec y) {
-  return TANDEM_SHUFFLE(x, y, 0, 1, 4, 5) + TANDEM_SHUFFLE(x, y, 2, 3, 6, 7);
-}
-inline Vec Level1(Vec x, Vec y) {
-  return TANDEM_SHUFFLE(x, y, 0, 2, 4, 6) + TANDEM_SHUFFLE(x, y, 1, 3, 5, 7);
-}
-inline Vec ReduceLanes(const Vec* u) { return Level1(Level2(u[0], u[1]), Level2(u[2], u[3])); }
+  return __builtin_shuffle(x, y, IVec{((O / H) * 2 * H + O % H + kHi * H)...});
 #endif
-#undef TANDEM_SHUFFLE
+}
+template <int H>
+inline Vec Level(Vec x, Vec y) {
+  constexpr auto lanes = std::make_integer_sequence<int, kLanes>{};
+  return Pick<H, 0>(x, y, lanes) + Pick<H, 1>(x, y, lanes);
+}
+// Folds the 2H vectors at a into H (in place), down to one.
+template <int H>
+inline void Fold(Vec* a) {
+  for (int i = 0; i < H; ++i) a[i] = Level<H>(a[2 * i], a[2 * i + 1]);
+  if constexpr (H > 1) Fold<H / 2>(a);
+}
+// Lane j of the result = the sum of u[j]'s lanes, for kLanes vectors u
+// (overwritten).
+inline Vec ReduceLanes(Vec* u) {
+  Fold<kLanes / 2>(u);
+  return u[0];
+}
 
 // out[j] = scale * <q, k_j> for the kLanes keys at k (rows of d floats),
 // d = kChunks * kLanes when kChunks > 0 (the loops fully unrolled), any
