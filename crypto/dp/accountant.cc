@@ -167,13 +167,14 @@ absl::StatusOr<double> RdpGaussian(double sigma, double order) {
 }
 
 absl::StatusOr<std::vector<double>> ComputeRdp(double q, double sigma, int64_t steps,
-                                               absl::Span<const double> orders) {
+                                               absl::Span<const double> orders,
+                                               int64_t blocks_per_group) {
   TANDEM_RETURN_IF_ERROR(ValidateSteps(steps));
   TANDEM_RETURN_IF_ERROR(ValidateOrders(orders));
   std::vector<double> rdp;
   rdp.reserve(orders.size());
   for (double a : orders) {
-    TANDEM_ASSIGN_OR_RETURN(const double r, RdpSubsampledGaussian(q, sigma, a));
+    TANDEM_ASSIGN_OR_RETURN(const double r, RdpBlockSampledGaussian(q, sigma, blocks_per_group, a));
     rdp.push_back(r * static_cast<double>(steps));
   }
   return rdp;
@@ -307,11 +308,9 @@ absl::Status PrivacyAccountant::AddEntry(const LedgerEntry& entry, std::vector<d
   if (entry.steps < 1 || entry.steps > kMaxStepsCap) {
     return absl::InvalidArgumentError(absl::StrCat("steps must be in [1, 2^40], got ", entry.steps));
   }
-  TANDEM_ASSIGN_OR_RETURN(const std::vector<double> add,
-                          entry.blocks_per_group == 1
-                              ? ComputeRdp(entry.q, entry.sigma, entry.steps, options_.orders)
-                              : ComputeBlockSampledRdp(entry.q, entry.sigma, entry.blocks_per_group,
-                                                       entry.steps, options_.orders));
+  TANDEM_ASSIGN_OR_RETURN(
+      const std::vector<double> add,
+      ComputeRdp(entry.q, entry.sigma, entry.steps, options_.orders, entry.blocks_per_group));
   for (size_t k = 0; k < rdp.size(); ++k) rdp[k] += add[k];
   return absl::OkStatus();
 }

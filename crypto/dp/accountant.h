@@ -54,9 +54,12 @@ absl::StatusOr<double> RdpSubsampledGaussian(double q, double sigma, double orde
 // Returns INVALID_ARGUMENT unless sigma > 0 and order > 1 (both finite).
 absl::StatusOr<double> RdpGaussian(double sigma, double order);
 
-// RDP curve of `steps` compositions over `orders`.
+// RDP curve of `steps` compositions over `orders`; with blocks_per_group
+// > 1, of rounds with PREAMBLE's block sampling (RdpBlockSampledGaussian,
+// crypto/dp/block_sampling.h), which is this for 1.
 absl::StatusOr<std::vector<double>> ComputeRdp(double q, double sigma, int64_t steps,
-                                               absl::Span<const double> orders);
+                                               absl::Span<const double> orders,
+                                               int64_t blocks_per_group = 1);
 
 struct PrivacySpent {
   double epsilon = 0;

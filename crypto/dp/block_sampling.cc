@@ -65,18 +65,4 @@ absl::StatusOr<double> RdpBlockSampledGaussian(double q, double sigma, int64_t b
   return std::min(plain, std::max(remove, add));
 }
 
-absl::StatusOr<std::vector<double>> ComputeBlockSampledRdp(double q, double sigma,
-                                                           int64_t blocks_per_group, int64_t steps,
-                                                           absl::Span<const double> orders) {
-  if (steps < 1) return absl::InvalidArgumentError("steps must be >= 1");
-  if (orders.empty()) return absl::InvalidArgumentError("RDP orders: empty");
-  std::vector<double> rdp;
-  rdp.reserve(orders.size());
-  for (double a : orders) {
-    TANDEM_ASSIGN_OR_RETURN(const double r, RdpBlockSampledGaussian(q, sigma, blocks_per_group, a));
-    rdp.push_back(r * static_cast<double>(steps));
-  }
-  return rdp;
-}
-
 }  // namespace tandem::dp

@@ -49,10 +49,8 @@
 #define TANDEM_CRYPTO_DP_BLOCK_SAMPLING_H_
 
 #include <cstdint>
-#include <vector>
 
 #include "absl/status/statusor.h"
-#include "absl/types/span.h"
 
 namespace tandem::dp {
 
@@ -65,11 +63,8 @@ inline constexpr int64_t kMaxBlocksPerGroup = int64_t{1} << 24;
 // kMaxBlocksPerGroup; INTERNAL if a series fails to converge.
 absl::StatusOr<double> RdpBlockSampledGaussian(double q, double sigma, int64_t blocks_per_group,
                                                double order);
-
-// The curve of `steps` such rounds over `orders`.
-absl::StatusOr<std::vector<double>> ComputeBlockSampledRdp(double q, double sigma,
-                                                           int64_t blocks_per_group, int64_t steps,
-                                                           absl::Span<const double> orders);
+// The curve over rounds and orders: ComputeRdp(q, sigma, steps, orders,
+// blocks_per_group) (accountant.h), which the ledger charges.
 
 }  // namespace tandem::dp
 

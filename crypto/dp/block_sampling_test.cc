@@ -127,8 +127,7 @@ TEST(BlockSampling, AmplifiesAndNeverCostsMore) {
   TANDEM_ASSERT_OK_AND_ASSIGN(
       const PrivacySpent plain,
       ComputeEpsilon(0.05, 1.0, 20, 1e-5, orders, EpsilonConversion::kImproved));
-  TANDEM_ASSERT_OK_AND_ASSIGN(const std::vector<double> rdp,
-                              ComputeBlockSampledRdp(0.05, 1.0, 2, 20, orders));
+  TANDEM_ASSERT_OK_AND_ASSIGN(const std::vector<double> rdp, ComputeRdp(0.05, 1.0, 20, orders, 2));
   TANDEM_ASSERT_OK_AND_ASSIGN(const PrivacySpent sampled,
                               EpsilonFromRdp(orders, rdp, 1e-5, EpsilonConversion::kImproved));
   EXPECT_LT(sampled.epsilon, 0.8 * plain.epsilon);
@@ -145,7 +144,9 @@ TEST(BlockSampling, RejectsBadArguments) {
               StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(RdpBlockSampledGaussian(0.05, 1.0, 2, 1.0),
               StatusIs(absl::StatusCode::kInvalidArgument));
-  EXPECT_THAT(ComputeBlockSampledRdp(0.05, 1.0, 2, 0, DefaultOrders()),
+  EXPECT_THAT(ComputeRdp(0.05, 1.0, -1, DefaultOrders(), 2),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(ComputeRdp(0.05, 1.0, 20, DefaultOrders(), 0),
               StatusIs(absl::StatusCode::kInvalidArgument));
 }
 

@@ -4,7 +4,6 @@
 
 #include "base/testing/status_matchers.h"
 #include "crypto/dp/accountant.h"
-#include "crypto/dp/block_sampling.h"
 #include "gtest/gtest.h"
 
 namespace tandem::server {
@@ -134,8 +133,7 @@ TEST(FederatedTask, CheckpointRestoresEverythingARoundDependsOn) {
 TEST(FederatedTask, BudgetIsChargedBeforeReleaseAndRefusesOverspending) {
   const std::vector<double> orders = dp::DefaultOrders();
   auto epsilon = [&](int64_t blocks, int rounds) -> double {
-    absl::StatusOr<std::vector<double>> rdp =
-        dp::ComputeBlockSampledRdp(0.05, 2.0, blocks, rounds, orders);
+    absl::StatusOr<std::vector<double>> rdp = dp::ComputeRdp(0.05, 2.0, rounds, orders, blocks);
     EXPECT_TRUE(rdp.ok());
     absl::StatusOr<dp::PrivacySpent> s =
         dp::EpsilonFromRdp(orders, *rdp, 1e-5, dp::EpsilonConversion::kImproved);
