@@ -16,7 +16,6 @@ namespace tandem::dp {
 namespace {
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
-constexpr int64_t kMaxStepsCap = int64_t{1} << 40;
 constexpr int kMaxSeriesTerms = 2'000'000;
 
 double LogAdd(double a, double b) {
@@ -133,7 +132,7 @@ absl::Status ValidateDelta(double delta) {
 }
 
 absl::Status ValidateSteps(int64_t steps) {
-  if (steps < 0 || steps > kMaxStepsCap) {
+  if (steps < 0 || steps > kMaxSteps) {
     return absl::InvalidArgumentError(absl::StrCat("steps must be in [0, 2^40], got ", steps));
   }
   return absl::OkStatus();
@@ -215,73 +214,6 @@ absl::StatusOr<PrivacySpent> ComputeEpsilon(double q, double sigma, int64_t step
   return EpsilonFromRdp(orders, rdp, delta, conversion);
 }
 
-absl::StatusOr<int64_t> MaxSteps(double q, double sigma, double target_epsilon, double delta,
-                                 absl::Span<const double> orders, EpsilonConversion conversion) {
-  if (!(target_epsilon > 0.0) || !std::isfinite(target_epsilon)) {
-    return absl::InvalidArgumentError(absl::StrCat("target epsilon must be > 0, got ", target_epsilon));
-  }
-  TANDEM_ASSIGN_OR_RETURN(const std::vector<double> per_step, ComputeRdp(q, sigma, 1, orders));
-  std::vector<double> scaled(per_step.size());
-  auto fits = [&](int64_t steps) -> absl::StatusOr<bool> {
-    for (size_t k = 0; k < per_step.size(); ++k) scaled[k] = per_step[k] * static_cast<double>(steps);
-    TANDEM_ASSIGN_OR_RETURN(const PrivacySpent s, EpsilonFromRdp(orders, scaled, delta, conversion));
-    return s.epsilon <= target_epsilon;
-  };
-  // Exponential search for an upper bracket, then bisection (eps grows with steps).
-  int64_t lo = 0, hi = 1;
-  while (true) {
-    TANDEM_ASSIGN_OR_RETURN(const bool ok, fits(hi));
-    if (!ok) break;
-    lo = hi;
-    if (hi >= kMaxStepsCap) return kMaxStepsCap;
-    hi = std::min(hi * 2, kMaxStepsCap);
-  }
-  while (hi - lo > 1) {  // invariant: fits(lo) (or lo == 0), !fits(hi)
-    const int64_t mid = lo + (hi - lo) / 2;
-    TANDEM_ASSIGN_OR_RETURN(const bool ok, fits(mid));
-    (ok ? lo : hi) = mid;
-  }
-  return lo;
-}
-
-absl::StatusOr<double> MinNoiseMultiplier(double q, int64_t steps, double target_epsilon,
-                                          double delta, absl::Span<const double> orders,
-                                          EpsilonConversion conversion) {
-  if (!(target_epsilon > 0.0) || !std::isfinite(target_epsilon)) {
-    return absl::InvalidArgumentError(absl::StrCat("target epsilon must be > 0, got ", target_epsilon));
-  }
-  if (steps < 1) return absl::InvalidArgumentError("steps must be >= 1");
-  auto eps_at = [&](double sigma) -> absl::StatusOr<double> {
-    TANDEM_ASSIGN_OR_RETURN(const PrivacySpent s,
-                            ComputeEpsilon(q, sigma, steps, delta, orders, conversion));
-    return s.epsilon;
-  };
-  constexpr double kMaxSigma = 1e6;
-  double hi = 1.0;
-  while (true) {
-    TANDEM_ASSIGN_OR_RETURN(const double e, eps_at(hi));
-    if (e <= target_epsilon) break;
-    hi *= 2;
-    if (hi > kMaxSigma) {
-      return absl::NotFoundError(absl::StrCat("no noise multiplier <= 1e6 reaches epsilon ", target_epsilon));
-    }
-  }
-  double lo = hi / 2;
-  while (true) {  // Ensure eps(lo) > target (else shrink lo).
-    if (lo < 1e-3) { lo = 0; break; }
-    TANDEM_ASSIGN_OR_RETURN(const double e, eps_at(lo));
-    if (e > target_epsilon) break;
-    hi = lo;
-    lo /= 2;
-  }
-  while (hi - lo > 1e-6 * hi) {  // invariant: eps(hi) <= target < eps(lo)
-    const double mid = 0.5 * (lo + hi);
-    TANDEM_ASSIGN_OR_RETURN(const double e, eps_at(mid));
-    (e <= target_epsilon ? hi : lo) = mid;
-  }
-  return hi;
-}
-
 // ------------------------------------------------------- PrivacyAccountant
 
 PrivacyAccountant::PrivacyAccountant(AccountantOptions options)
@@ -305,7 +237,7 @@ absl::StatusOr<PrivacyAccountant> PrivacyAccountant::Create(AccountantOptions op
 
 absl::Status PrivacyAccountant::AddEntry(const LedgerEntry& entry, std::vector<double>& rdp) const {
   TANDEM_RETURN_IF_ERROR(ValidateMechanism(entry.q, entry.sigma));
-  if (entry.steps < 1 || entry.steps > kMaxStepsCap) {
+  if (entry.steps < 1 || entry.steps > kMaxSteps) {
     return absl::InvalidArgumentError(absl::StrCat("steps must be in [1, 2^40], got ", entry.steps));
   }
   TANDEM_ASSIGN_OR_RETURN(

@@ -39,6 +39,9 @@ namespace tandem::dp {
 
 enum class EpsilonConversion { kClassic = 0, kImproved = 1 };
 
+// The most steps a curve or a ledger line composes (2^40).
+inline constexpr int64_t kMaxSteps = int64_t{1} << 40;
+
 // The orders of TF-Privacy's compute_dp_sgd_privacy: 1.25, 1.5, 1.75, 2,
 // 2.25, 2.5, 3, 3.5, 4, 4.5, 5..63, 128, 256, 512.
 std::vector<double> DefaultOrders();
@@ -76,18 +79,6 @@ absl::StatusOr<PrivacySpent> EpsilonFromRdp(absl::Span<const double> orders,
 absl::StatusOr<PrivacySpent> ComputeEpsilon(double q, double sigma, int64_t steps, double delta,
                                             absl::Span<const double> orders,
                                             EpsilonConversion conversion);
-
-// Largest number of rounds whose epsilon stays <= target_epsilon (0 when a
-// single round already exceeds it; capped at 2^40). Bisection over steps.
-absl::StatusOr<int64_t> MaxSteps(double q, double sigma, double target_epsilon, double delta,
-                                 absl::Span<const double> orders, EpsilonConversion conversion);
-
-// Smallest noise multiplier (to relative precision 1e-6, rounded up) for
-// which `steps` rounds stay within target_epsilon. Returns NOT_FOUND when
-// even sigma = 1e6 does not suffice. Bisection over sigma.
-absl::StatusOr<double> MinNoiseMultiplier(double q, int64_t steps, double target_epsilon,
-                                          double delta, absl::Span<const double> orders,
-                                          EpsilonConversion conversion);
 
 struct AccountantOptions {
   std::vector<double> orders = DefaultOrders();

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_replace.h"
 #include "base/testing/status_matchers.h"
+#include "crypto/dp/calibration.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -148,33 +149,6 @@ TEST(EpsilonFromRdp, RejectsBadInput) {
   EXPECT_THAT(RdpSubsampledGaussian(0.5, 0, 2), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("noise multiplier")));
   EXPECT_THAT(RdpSubsampledGaussian(0.5, 1, std::nan("")), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("order")));
   EXPECT_THAT(ComputeRdp(0.5, 1, -1, o), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("steps")));
-}
-
-// --- Inverses -----------------------------------------------------------
-
-TEST(MaxSteps, IsTheLargestStepCountWithinTarget) {
-  const auto orders = DefaultOrders();
-  TANDEM_ASSERT_OK_AND_ASSIGN(const int64_t t, MaxSteps(0.01, 4.0, 1.26, 1e-5, orders, EpsilonConversion::kClassic));
-  TANDEM_ASSERT_OK_AND_ASSIGN(const auto at, ComputeEpsilon(0.01, 4.0, t, 1e-5, orders, EpsilonConversion::kClassic));
-  TANDEM_ASSERT_OK_AND_ASSIGN(const auto next, ComputeEpsilon(0.01, 4.0, t + 1, 1e-5, orders, EpsilonConversion::kClassic));
-  EXPECT_LE(at.epsilon, 1.26);
-  EXPECT_GT(next.epsilon, 1.26);
-  EXPECT_NEAR(static_cast<double>(t), 10000, 300);  // Abadi et al.'s 10000 steps at 1.26.
-  EXPECT_THAT(MaxSteps(1.0, 0.1, 0.5, 1e-5, orders, EpsilonConversion::kClassic), ::tandem::testing::IsOkAndHolds(0));
-  EXPECT_THAT(MaxSteps(0.01, 4.0, 0, 1e-5, orders, EpsilonConversion::kClassic), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("target")));
-}
-
-TEST(MinNoiseMultiplier, InvertsComputeEpsilon) {
-  const auto orders = DefaultOrders();
-  TANDEM_ASSERT_OK_AND_ASSIGN(const double sigma, MinNoiseMultiplier(256.0 / 60000, 14063, 3.0, 1e-5, orders, EpsilonConversion::kClassic));
-  EXPECT_NEAR(sigma, 1.1, 0.01);  // ~1.1 gives ~3.0 on MNIST (above).
-  TANDEM_ASSERT_OK_AND_ASSIGN(const auto at, ComputeEpsilon(256.0 / 60000, sigma, 14063, 1e-5, orders, EpsilonConversion::kClassic));
-  TANDEM_ASSERT_OK_AND_ASSIGN(const auto below, ComputeEpsilon(256.0 / 60000, sigma * (1 - 1e-4), 14063, 1e-5, orders, EpsilonConversion::kClassic));
-  EXPECT_LE(at.epsilon, 3.0);
-  EXPECT_GT(below.epsilon, 3.0);
-  // log(1/delta)/(a-1) >= 0.02 at a = 512: no sigma reaches epsilon 1e-3.
-  EXPECT_THAT(MinNoiseMultiplier(1.0, 1, 1e-3, 1e-5, orders, EpsilonConversion::kClassic), StatusIs(absl::StatusCode::kNotFound, HasSubstr("no noise")));
-  EXPECT_THAT(MinNoiseMultiplier(0.5, 0, 1, 1e-5, orders, EpsilonConversion::kClassic), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("steps")));
 }
 
 // --- Ledger ---------------------------------------------------------------

@@ -21,6 +21,7 @@
 #include "ml/data/partition.h"
 #include "python/src/common.h"
 #include "server/sim/model_federation.h"
+#include "server/sim/private_mean.h"
 #include "server/sim/report.h"
 #include "tests/testing/certificates.h"
 #include "tests/testing/daemon_process.h"
@@ -303,6 +304,20 @@ py::list DirichletSplit(py::array_t<int64_t, py::array::c_style | py::array::for
   return out;
 }
 
+// tandem.sim.run's max_upload_vs_dense and target_epsilon: the d, noise
+// multiplier and budget a private run of `options` over `dimension`
+// parameters takes (server/core/task_targets.h).
+py::dict ApplyTargets(const py::dict& options, uint64_t dimension, double max_upload_vs_dense,
+                      double target_epsilon) {
+  sim::FederationOptions o = OptionsFrom(options);
+  OkOrThrow(sim::ApplySimTargets(max_upload_vs_dense, target_epsilon, dimension, &o));
+  py::dict d;
+  d["log_blocks_per_group"] = o.log_blocks_per_group;
+  d["noise_multiplier"] = o.noise_multiplier;
+  d["epsilon_budget"] = o.epsilon_budget;
+  return d;
+}
+
 }  // namespace
 
 void RegisterSim(py::module_& m) {
@@ -327,6 +342,7 @@ void RegisterSim(py::module_& m) {
       .def_property_readonly("certs_dir", &PyAggregators::certs_dir)
       .def_property_readonly("running", &PyAggregators::running);
   m.def("_run_federation", &RunFederation);
+  m.def("_apply_targets", &ApplyTargets);
   m.def("_write_report",
         [](const std::string& dir, const std::string& title, const std::vector<py::dict>& records) {
           std::vector<sim::RoundRecord> r;

@@ -34,6 +34,7 @@ and decoded). An exception in a callback stops the run and is re-raised.
 """
 
 import collections
+import math
 import os
 
 from . import _binaries, _tandem
@@ -98,7 +99,8 @@ def run(train, initial_weights, *, evaluate=None, rounds=5, clients=20, sample_r
         name="fedavg", private=True, fedluar=False, num_recycled=1, server_lr=1.0,
         block_size=256, log_blocks_per_group=1, clip=1.0, noise_multiplier=0.5, delta=1e-5,
         epsilon_budget=0.0, norm_proofs=True, min_batch_size=1, seed=1, crypto_seed=0,
-        aggregators=None, progress=None, tensor_names=None, encoding="auto"):
+        aggregators=None, progress=None, tensor_names=None, encoding="auto",
+        target_epsilon=0.0, max_upload_vs_dense=0.0):
     """Runs `rounds` rounds; returns Result(records, weights).
 
     train(client, weights, round) -> update (list of arrays of the weights'
@@ -111,6 +113,11 @@ def run(train, initial_weights, *, evaluate=None, rounds=5, clients=20, sample_r
     settings and stopped after it. `progress(record)` after each round
     (print_progress prints tandem-sim's line). encoding: "auto" (per round
     the smaller upload of PREAMBLE and dense sharing), "preamble" or "dense".
+    max_upload_vs_dense > 0 sets log_blocks_per_group: the smallest d whose
+    reports upload at most that multiple of dense two-server sharing;
+    target_epsilon > 0 sets noise_multiplier: the least for which `rounds`
+    rounds stay within it, crediting PREAMBLE's random block sampling (and
+    epsilon_budget defaults to it). Result.records say what they spent.
     """
     weights = list(initial_weights)
     names = list(tensor_names) if tensor_names is not None else [
@@ -124,6 +131,15 @@ def run(train, initial_weights, *, evaluate=None, rounds=5, clients=20, sample_r
                    epsilon_budget=epsilon_budget, norm_proofs=norm_proofs,
                    min_batch_size=min_batch_size, seed=seed, crypto_seed=crypto_seed,
                    encoding=encoding)
+    if private and (target_epsilon or max_upload_vs_dense):
+        dimension = sum(math.prod(s) for s in shapes)
+        planned = _tandem._apply_targets(options, dimension, float(max_upload_vs_dense),
+                                         float(target_epsilon))
+        # The coordinator's ledger takes the planned budget; the aggregators'
+        # policy keeps the one given (their ledgers do not credit block
+        # sampling), with the calibrated noise as its floor.
+        options.update(planned)
+        noise_multiplier = planned["noise_multiplier"]
     owned = None
     if private and aggregators is None:
         owned = aggregators = Aggregators(policy(noise_multiplier, min_batch_size, norm_proofs,

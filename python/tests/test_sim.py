@@ -166,3 +166,21 @@ def test_dirichlet_split_and_datasets(digits):
     assert yl.dtype == np.int64 and len(xt) == len(yt)
     with pytest.raises(tandem.InvalidArgumentError):
         tandem.datasets.load("imagenet")
+
+
+def test_upload_cap_and_target_epsilon_set_d_and_noise(digits):
+    # 650 parameters in blocks of 64 with norm proofs: the proof's fixed
+    # elements keep every d above dense sharing's bytes, 2x is reachable.
+    train, _, init = softmax_regression(digits, clients=4)
+    records, _ = tandem.sim.run(train, init, rounds=3, clients=4, sample_rate=0.5,
+                                block_size=64, norm_proofs=True, max_upload_vs_dense=2.0,
+                                target_epsilon=40.0)
+    assert len(records) == 3
+    for r in records:
+        assert r["accepted_reports"] == r["participants"]
+        # Shares within 2x dense sharing, plus each report's ticket and signatures.
+        assert r["bytes_up"] <= 2 * r["dense_bytes_up"] + 1024 * r["participants"]
+    assert 40.0 - 1e-3 < records[-1]["epsilon"] <= 40.0
+    with pytest.raises(ValueError, match="the least is"):
+        tandem.sim.run(train, init, rounds=1, clients=4, block_size=64, norm_proofs=True,
+                       max_upload_vs_dense=1.0)

@@ -17,6 +17,7 @@
 #include "ml/model/model_zoo.h"
 #include "ml/spec/model_from_spec.h"
 #include "server/core/released_models.h"
+#include "server/core/task_targets.h"
 #include "server/core/upload_baselines.h"
 
 namespace tandem::server {
@@ -48,6 +49,31 @@ std::string Fingerprint(const CoordinatorOptions& o) {
                       " z=", s.noise_multiplier, " q=", o.task.sample_rate,
                       " R=", o.task.num_recycled, " opt=", static_cast<int>(o.task.optimizer),
                       o.task.secure_sum.norm_proofs ? " proofs" : "");
+}
+
+// The task's d and noise from its targets (task_targets.h) over the model's
+// parameter count: the initial parameters of an opaque model (checked
+// against its layout afterwards), else the built model's.
+absl::Status PlanPrivateRounds(bool opaque, CoordinatorOptions* o) {
+  if (o->target_epsilon == 0 && o->max_upload_vs_dense == 0) return absl::OkStatus();
+  uint64_t dimension = o->initial_params.size();
+  if (!opaque) {
+    TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<ml::Model> model, ml::ModelFromSpec(o->model));
+    dimension = static_cast<uint64_t>(model->num_params());
+  }
+  const uint32_t every = o->evaluation.every;
+  const TaskTargets targets{.max_upload_vs_dense = o->max_upload_vs_dense,
+                            .target_epsilon = o->target_epsilon,
+                            .rounds = o->rounds,
+                            .evaluations = every > 0 ? o->rounds / every : 0,
+                            .evaluation_noise_multiplier = o->evaluation.noise_multiplier};
+  TANDEM_RETURN_IF_ERROR(ApplyTaskTargets(targets, dimension, &o->task));
+  TANDEM_LOG(INFO) << "task " << o->task_id << ": d = " << o->task.secure_sum.log_blocks_per_group
+                   << ", noise multiplier " << o->task.secure_sum.noise_multiplier
+                   << " (upload cap " << o->max_upload_vs_dense << " x dense, target epsilon "
+                   << o->target_epsilon << " over " << o->rounds << " rounds and "
+                   << targets.evaluations << " evaluations)";
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -165,6 +191,7 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(
         "too)");
   }
   options.task.secure_sum.task_id = options.task_id;
+  TANDEM_RETURN_IF_ERROR(PlanPrivateRounds(opaque, &options));
   TANDEM_ASSIGN_OR_RETURN(crypto::Ed25519VerifyingKey verifier,
                           ticket_key.VerifyingKey());
   std::unique_ptr<Coordinator> c(new Coordinator(std::move(options), std::move(ticket_key),

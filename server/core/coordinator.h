@@ -105,6 +105,17 @@ struct CoordinatorOptions {
   proto::ModelSpec model;           // MLP the clients train
   uint64_t init_seed = 1;           // initial weights
   uint64_t rounds = 5;              // released rounds to run
+  // > 0: task.secure_sum.noise_multiplier is replaced by the least noise for
+  // which the planned releases (`rounds` training rounds, rounds /
+  // evaluation.every evaluations) stay within this epsilon, crediting
+  // PREAMBLE's block sampling (noise_calibration.h); the budget defaults
+  // to it. 0: the noise multiplier as given.
+  double target_epsilon = 0;
+  // > 0: task.secure_sum.log_blocks_per_group is replaced by the smallest d
+  // whose reports upload at most this multiple of the honest dense baseline
+  // (upload_cap.h), chosen before the noise (target_epsilon) and checked
+  // again after it. 0: d as given.
+  double max_upload_vs_dense = 0;
   uint32_t target_reports = 0;      // close early at this many uploads (0 = at the deadline)
   // Quorum at the deadline; must be >= task.secure_sum.min_batch_size (the
   // aggregators refuse to release fewer).

@@ -286,19 +286,15 @@ TEST_F(CoordinatorTest, AggregatorPolicyRefusalStopsTheTask) {
   EXPECT_FALSE(d->done());
 }
 
-TEST_F(CoordinatorTest, PrivacyBudgetStopsTheTaskAndConfigMismatchIsRefused) {
-  CoordinatorOptions o = Options();
-  o.rounds = 100;
-  o.task.sample_rate = 0.5;
-  o.task.secure_sum.noise_multiplier = 2.0;
-  o.task.epsilon_budget = 3.0;
-  o.min_reports = 1;
-  TANDEM_ASSERT_OK_AND_ASSIGN(auto c, Make(o));
-  leader_.accepted = helper_.accepted = 1;
-  for (int i = 0; i < 200 && !c->done(); ++i) {
-    TANDEM_ASSERT_OK(c->Tick());
-    if (c->Status().phase() == "collecting") {
-      // Find one sampled client and let it upload.
+// Rounds of one upload each (one sampled client found per round), until
+// the task is done.
+class CoordinatorRoundsTest : public CoordinatorTest {
+ protected:
+  void RunOneUploadPerRound(Coordinator* c) {
+    leader_.accepted = helper_.accepted = 1;
+    for (int i = 0; i < 200 && !c->done(); ++i) {
+      TANDEM_ASSERT_OK(c->Tick());
+      if (c->Status().phase() != "collecting") continue;
       for (int k = 0; k < 50; ++k) {
         auto r = CheckIn(*c, In(absl::StrCat("c", k)));
         if (r.ok() && r->outcome() == proto::CheckInResponse::OUTCOME_TASK) {
@@ -310,6 +306,17 @@ TEST_F(CoordinatorTest, PrivacyBudgetStopsTheTaskAndConfigMismatchIsRefused) {
       TANDEM_ASSERT_OK(c->Tick());
     }
   }
+};
+
+TEST_F(CoordinatorRoundsTest, PrivacyBudgetStopsTheTaskAndConfigMismatchIsRefused) {
+  CoordinatorOptions o = Options();
+  o.rounds = 100;
+  o.task.sample_rate = 0.5;
+  o.task.secure_sum.noise_multiplier = 2.0;
+  o.task.epsilon_budget = 3.0;
+  o.min_reports = 1;
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto c, Make(o));
+  ASSERT_NO_FATAL_FAILURE(RunOneUploadPerRound(c.get()));
   ASSERT_TRUE(c->done());
   const auto s = c->Status();
   EXPECT_LT(s.completed_rounds(), 100u);
@@ -320,6 +327,31 @@ TEST_F(CoordinatorTest, PrivacyBudgetStopsTheTaskAndConfigMismatchIsRefused) {
   CoordinatorOptions other = o;
   other.task.secure_sum.clip_l2_norm = 5.0;
   EXPECT_THAT(Make(other).status(), StatusIs(absl::StatusCode::kFailedPrecondition));
+}
+
+// A target epsilon sets the noise the aggregators are asked for: the task
+// runs its planned rounds and ends on the target from below, not stopped by
+// the budget (which defaults to the target).
+TEST_F(CoordinatorRoundsTest, TargetEpsilonSetsTheNoiseOfEveryRound) {
+  CoordinatorOptions o = Options();
+  o.rounds = 6;
+  o.task.sample_rate = 0.5;
+  o.target_epsilon = 3.0;
+  o.min_reports = 1;
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto c, Make(o));
+  ASSERT_NO_FATAL_FAILURE(RunOneUploadPerRound(c.get()));
+  ASSERT_TRUE(c->done());
+  const auto s = c->Status();
+  EXPECT_EQ(s.completed_rounds(), 6u) << s.done_reason();
+  EXPECT_LE(s.epsilon_spent(), 3.0);
+  EXPECT_GT(s.epsilon_spent(), 3.0 - 1e-3);
+  ASSERT_EQ(leader_.opened.size(), 6u);
+  EXPECT_NE(leader_.opened[0].noise_variance(), Options().task.secure_sum.noise_multiplier);
+  for (const auto& p : leader_.opened) {
+    EXPECT_EQ(p.noise_variance(), leader_.opened[0].noise_variance());
+  }
+  o.target_epsilon = -1;
+  EXPECT_THAT(Make(o).status(), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 // CheckIn signs and stores outside the coordinator's lock: concurrent

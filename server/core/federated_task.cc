@@ -78,13 +78,8 @@ absl::StatusOr<RoundPlan> FederatedTask::PlanRound() {
   if (accountant_.has_value()) {
     // Charged before anything is released: a refused round releases nothing.
     // A PREAMBLE round whose clients pick their blocks at random is also
-    // amplified by that sampling (crypto/dp/block_sampling.h); TOP_NORM
-    // picks them from the data and a dense round sends every value: no
-    // block sampling to credit.
-    const int64_t blocks = plan.sum->encoding() == proto::REPORT_ENCODING_PREAMBLE &&
-                                   cfg.block_selection == proto::BLOCK_SELECTION_RANDOM
-                               ? static_cast<int64_t>(plan.sum->blocks_per_group())
-                               : 1;
+    // amplified by that sampling (crypto/dp/block_sampling.h).
+    const int64_t blocks = plan.sum->sampled_blocks_per_group();
     absl::Status s = accountant_->Charge(options_.sample_rate, cfg.noise_multiplier, 1, blocks);
     if (absl::IsResourceExhausted(s)) {
       return absl::ResourceExhaustedError(absl::StrCat(

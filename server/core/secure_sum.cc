@@ -136,7 +136,9 @@ absl::StatusOr<SecureSum> SecureSum::Create(const SecureSumConfig& requested) {
   const uint32_t d = config.log_blocks_per_group;
   const uint64_t group_dim = (uint64_t{1} << d) * config.block_size;
   const uint64_t k = (config.model_dimension + group_dim - 1) / group_dim;
-  if (k > 4096) return absl::InvalidArgumentError("more than 4096 groups: raise block_size or d");
+  if (k > kMaxGroups) {
+    return absl::InvalidArgumentError("more than 4096 groups: raise block_size or d");
+  }
   TANDEM_ASSIGN_OR_RETURN(
       crypto::FixedPointCodec codec,
       crypto::FixedPointCodec::Create(config.frac_bits, config.clip_l2_norm, config.max_reports,

@@ -51,6 +51,9 @@ enum class EncodingChoice {
   kAuto,      // the one with the smaller upload for the round
 };
 
+// The most groups (PREAMBLE's k) a round may have (SparseKeySet's bound).
+inline constexpr uint64_t kMaxGroups = 4096;
+
 struct SecureSumConfig {
   std::string task_id;
   uint64_t model_dimension = 0;  // length of the update vector
@@ -153,6 +156,16 @@ class SecureSum {
   uint32_t num_groups() const { return num_groups_; }
   uint32_t log_num_blocks() const { return log_num_blocks_; }
   uint64_t blocks_per_group() const { return uint64_t{1} << log_num_blocks_; }
+  // Blocks per group among which each client picks one at random: the
+  // block sampling the accountant credits (crypto/dp/block_sampling.h).
+  // 1 for dense rounds (every value sent) and for TOP_NORM (blocks chosen
+  // from the data).
+  int64_t sampled_blocks_per_group() const {
+    return encoding_ == proto::REPORT_ENCODING_PREAMBLE &&
+                   config_.block_selection == proto::BLOCK_SELECTION_RANDOM
+               ? static_cast<int64_t>(blocks_per_group())
+               : 1;
+  }
   const SecureSumConfig& config() const { return config_; }
   const crypto::FixedPointCodec& codec() const { return codec_; }
 

@@ -138,6 +138,16 @@ absl::Status PrivacyAndEncodingOptions(const proto::TaskSpec& s, CoordinatorOpti
   }
   if (sum.log_blocks_per_group > 24) return Field("encoding.log_blocks_per_group", "must be <= 24");
   sum.value_bits = e.has_value_bits() ? e.value_bits() : 0;
+  if (e.has_max_upload_vs_dense()) {
+    if (e.has_log_blocks_per_group()) {
+      return Field("encoding.max_upload_vs_dense",
+                   "excludes encoding.log_blocks_per_group (it sets it)");
+    }
+    if (!(e.max_upload_vs_dense() > 0) || !Finite(e.max_upload_vs_dense())) {
+      return Field("encoding.max_upload_vs_dense", "must be finite and > 0");
+    }
+    o->max_upload_vs_dense = e.max_upload_vs_dense();
+  }
   if (sum.value_bits != 0 && sum.value_bits != 32 && sum.value_bits != 64) {
     return Field("encoding.value_bits", "must be 32 or 64");
   }
@@ -162,6 +172,15 @@ absl::Status PrivacyAndEncodingOptions(const proto::TaskSpec& s, CoordinatorOpti
   o->task.delta = p.has_delta() ? p.delta() : 1e-5;
   o->task.epsilon_budget = p.has_epsilon_budget() ? p.epsilon_budget() : 0;
   o->task.sample_rate = p.has_sample_rate() ? p.sample_rate() : 0.5;
+  if (p.has_target_epsilon()) {
+    if (p.has_noise_multiplier()) {
+      return Field("privacy.target_epsilon", "excludes privacy.noise_multiplier (it sets it)");
+    }
+    if (!(p.target_epsilon() > 0) || !Finite(p.target_epsilon())) {
+      return Field("privacy.target_epsilon", "must be finite and > 0");
+    }
+    o->target_epsilon = p.target_epsilon();
+  }
   if (!(sum.clip_l2_norm > 0) || !Finite(sum.clip_l2_norm)) {
     return Field("privacy.clip", "must be finite and > 0");
   }

@@ -103,6 +103,16 @@ TEST(TaskSpecTest, UnsetFieldsTakeThePrivateDefaults) {
       TaskOptionsFromSpec(Parse(std::string(kMlp) + R"pb(encoding { encoding: "dense" })pb"), "");
   ASSERT_THAT(dense, IsOk());
   EXPECT_EQ(dense->options.task.secure_sum.encoding, EncodingChoice::kDense);
+  EXPECT_EQ(o.target_epsilon, 0);  // the noise multiplier as given
+  auto target =
+      TaskOptionsFromSpec(Parse(std::string(kMlp) + R"pb(privacy { target_epsilon: 2.5 })pb"), "");
+  ASSERT_THAT(target, IsOk());
+  EXPECT_EQ(target->options.target_epsilon, 2.5);
+  EXPECT_EQ(o.max_upload_vs_dense, 0);  // d as given
+  auto cap = TaskOptionsFromSpec(
+      Parse(std::string(kMlp) + R"pb(encoding { max_upload_vs_dense: 1 })pb"), "");
+  ASSERT_THAT(cap, IsOk());
+  EXPECT_EQ(cap->options.max_upload_vs_dense, 1.0);
 }
 
 TEST(TaskSpecTest, EveryBadFieldIsRefusedByName) {
@@ -149,6 +159,14 @@ TEST(TaskSpecTest, EveryBadFieldIsRefusedByName) {
       {std::string(kMlp) + R"pb(privacy { noise_multiplier: -1 })pb",
        "task_spec.privacy.noise_multiplier"},
       {std::string(kMlp) + R"pb(privacy { delta: 1 })pb", "task_spec.privacy.delta"},
+      {std::string(kMlp) + R"pb(encoding { max_upload_vs_dense: -1 })pb",
+       "task_spec.encoding.max_upload_vs_dense"},
+      {std::string(kMlp) + R"pb(encoding { max_upload_vs_dense: 1 log_blocks_per_group: 2 })pb",
+       "task_spec.encoding.max_upload_vs_dense"},
+      {std::string(kMlp) + R"pb(privacy { target_epsilon: 0 })pb",
+       "task_spec.privacy.target_epsilon"},
+      {std::string(kMlp) + R"pb(privacy { target_epsilon: 2 noise_multiplier: 1 })pb",
+       "task_spec.privacy.target_epsilon"},
       {std::string(kMlp) + R"pb(privacy { sample_rate: 0 })pb", "task_spec.privacy.sample_rate"},
       {std::string(kMlp) + R"pb(rounds { min_reports: 5 })pb", "task_spec.rounds.min_reports"},
       {std::string(kMlp) + R"pb(rounds { target_reports: 11 min_reports: 12 })pb",

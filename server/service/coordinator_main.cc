@@ -123,6 +123,10 @@ ABSL_FLAG(int, num_recycled, 0, "FedLUAR: weight tensors recycled per round (0 =
 ABSL_FLAG(uint64_t, fedluar_seed, 1, "FedLUAR draw seed");
 ABSL_FLAG(uint32_t, block_size, 64, "PREAMBLE block size B");
 ABSL_FLAG(uint32_t, log_blocks_per_group, 1, "PREAMBLE d (a client sends 1 of 2^d blocks)");
+ABSL_FLAG(double, max_upload_vs_dense, 0,
+          "> 0: d is the smallest whose reports upload at most this multiple of dense "
+          "two-server sharing (D values at the round's width plus a seed); replaces "
+          "--log_blocks_per_group (0 = off)");
 ABSL_FLAG(uint32_t, value_bits, 0,
           "width of the shared values, 32 or 64 (0: 32 where the round's sum and noise fit)");
 ABSL_FLAG(std::string, block_selection, "random",
@@ -140,6 +144,10 @@ ABSL_FLAG(bool, norm_proofs, true,
           "(--nonorm_proofs to disable)");
 ABSL_FLAG(double, delta, 1e-5, "delta of the reported epsilon");
 ABSL_FLAG(double, epsilon_budget, 0, "stop before a round would exceed this epsilon (0 = none)");
+ABSL_FLAG(double, target_epsilon, 0,
+          "> 0: the noise multiplier is the least for which --rounds rounds (and their "
+          "evaluations) stay within this epsilon, crediting PREAMBLE's random block sampling; "
+          "replaces --noise_multiplier, and the budget defaults to it (0 = off)");
 ABSL_FLAG(uint32_t, local_steps, 20, "client mini-batch steps per round");
 ABSL_FLAG(uint32_t, batch_size, 32, "client batch size");
 ABSL_FLAG(double, client_lr, 0.05, "client learning rate");
@@ -184,6 +192,7 @@ constexpr const char* kTaskFlags[] = {"task_id",
                                       "fedluar_seed",
                                       "block_size",
                                       "log_blocks_per_group",
+                                      "max_upload_vs_dense",
                                       "value_bits",
                                       "block_selection",
                                       "encoding",
@@ -192,6 +201,7 @@ constexpr const char* kTaskFlags[] = {"task_id",
                                       "norm_proofs",
                                       "delta",
                                       "epsilon_budget",
+                                      "target_epsilon",
                                       "local_steps",
                                       "batch_size",
                                       "client_lr",
@@ -265,9 +275,11 @@ absl::StatusOr<std::unique_ptr<tandem::server::CoordinatorDaemon>> Run() {
   c.task.sample_rate = absl::GetFlag(FLAGS_sample_rate);
   c.task.delta = absl::GetFlag(FLAGS_delta);
   c.task.epsilon_budget = absl::GetFlag(FLAGS_epsilon_budget);
+  c.target_epsilon = absl::GetFlag(FLAGS_target_epsilon);
   c.task.secure_sum.block_size = absl::GetFlag(FLAGS_block_size);
   c.task.secure_sum.log_blocks_per_group = absl::GetFlag(FLAGS_log_blocks_per_group);
   c.task.secure_sum.value_bits = absl::GetFlag(FLAGS_value_bits);
+  c.max_upload_vs_dense = absl::GetFlag(FLAGS_max_upload_vs_dense);
   if (const std::string sel = absl::GetFlag(FLAGS_block_selection); sel == "topk") {
     c.task.secure_sum.block_selection = tandem::proto::BLOCK_SELECTION_TOP_NORM;
   } else if (sel != "random") {

@@ -20,6 +20,7 @@
 #include "oneapi/tbb/task_arena.h"
 #include "server/core/federated_task.h"
 #include "server/core/secure_sum.h"
+#include "server/core/task_targets.h"
 #include "server/sim/client_memory.h"
 #include "server/sim/private_mean.h"
 #include "server/sim/sim_models.h"
@@ -63,6 +64,21 @@ absl::StatusOr<uint32_t> LogBlocksPerGroup(const FederationOptions& o, uint64_t 
 uint64_t AggregationRoundOf(const FederationOptions& o, uint64_t round, int64_t run_start_unix_ms) {
   if (o.task_id.empty()) return round;
   return static_cast<uint64_t>(run_start_unix_ms) * 1000 + round;
+}
+
+absl::Status ApplySimTargets(double max_upload_vs_dense, double target_epsilon,
+                             uint64_t model_dimension, FederationOptions* options) {
+  TANDEM_ASSIGN_OR_RETURN(server::FederatedTaskOptions task,
+                          SimTaskOptions(*options, model_dimension));
+  const server::TaskTargets targets{.max_upload_vs_dense = max_upload_vs_dense,
+                                    .target_epsilon = target_epsilon,
+                                    .rounds = static_cast<uint64_t>(std::max(0, options->rounds))};
+  TANDEM_RETURN_IF_ERROR(server::ApplyTaskTargets(targets, model_dimension, &task));
+  options->log_blocks_per_group = task.secure_sum.log_blocks_per_group;
+  options->blocks_fraction = 0;
+  options->noise_multiplier = task.secure_sum.noise_multiplier;
+  options->epsilon_budget = task.epsilon_budget;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<server::FederatedTaskOptions> SimTaskOptions(const FederationOptions& o,

@@ -100,6 +100,14 @@ uint64_t AggregationRoundOf(const FederationOptions& options, uint64_t round,
 absl::StatusOr<server::FederatedTaskOptions> SimTaskOptions(const FederationOptions& options,
                                                             uint64_t model_dimension);
 
+// tandem-sim --max_upload_vs_dense and --target_epsilon (0: off): a private
+// run's d, then its noise multiplier for its `rounds` rounds
+// (server/core/task_targets.h), pinned into `options` (log_blocks_per_group
+// with blocks_fraction 0, noise_multiplier, and epsilon_budget where it was
+// 0). ApplyTaskTargets' and SimTaskOptions' errors.
+absl::Status ApplySimTargets(double max_upload_vs_dense, double target_epsilon,
+                             uint64_t model_dimension, FederationOptions* options);
+
 }  // namespace tandem::sim
 
 #endif  // TANDEM_SERVER_SIM_PRIVATE_MEAN_H_

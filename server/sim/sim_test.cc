@@ -9,11 +9,13 @@
 #include <string>
 #include <utility>
 
+#include "absl/strings/str_format.h"
 #include "base/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ml/data/dataset.h"
 #include "server/sim/federation.h"
+#include "server/sim/private_mean.h"
 #include "server/sim/report.h"
 #include "server/sim/sim_models.h"
 #include "tests/testing/certificates.h"
@@ -51,13 +53,17 @@ void ExpectBaselines(const FederationOptions& o, const ml::Dataset& train, const
   EXPECT_GT(r.bytes_up, 0u) << r.round;
 }
 
-void StartDigitsAndPair(const std::string& name, const std::string& policy, DigitsAndPair* out) {
+void LoadDigits(DigitsAndPair* out) {
   auto all = ml::LoadDigitsCsv();
   ASSERT_THAT(all, IsOk()) << "install the data with deploy/install-deps.sh";
   auto split = ml::TrainTestSplit(*all, 0.25, 3);
   ASSERT_THAT(split, IsOk());
   out->train = std::move(split->first);
   out->test = std::move(split->second);
+}
+
+// Starts out's pair (the data already loaded).
+void StartPair(const std::string& name, const std::string& policy, DigitsAndPair* out) {
   out->dir = tandem::testing::MakeTempDir(name);
   ASSERT_THAT(tandem::testing::MakeRoleCertificates(out->dir), IsOk());
   tandem::testing::AggregatorPairOptions po;
@@ -67,6 +73,11 @@ void StartDigitsAndPair(const std::string& name, const std::string& policy, Digi
   auto pair = tandem::testing::StartAggregatorPair(TANDEM_AGGREGATOR_BIN, out->dir + "/state", po);
   ASSERT_THAT(pair, IsOk());
   out->pair.emplace(*std::move(pair));
+}
+
+void StartDigitsAndPair(const std::string& name, const std::string& policy, DigitsAndPair* out) {
+  ASSERT_NO_FATAL_FAILURE(LoadDigits(out));
+  ASSERT_NO_FATAL_FAILURE(StartPair(name, policy, out));
 }
 
 TEST(Simulator, PrivateFederationOnDigitsLearnsAndReports) {
@@ -153,6 +164,59 @@ TEST(Simulator, TopNormDeepCnnReportsAreAllAccepted) {
     EXPECT_TRUE(std::isfinite(r.test_loss)) << r.round;
   }
   std::filesystem::remove_all(dir);
+}
+
+// --max_upload_vs_dense and --target_epsilon against real daemons: the d
+// and noise they set run, the uploads stay within dense sharing's bytes
+// (plus each report's ticket and signatures), epsilon ends on the target
+// from below, and the aggregators' policy floor still binds: one just above
+// the calibrated noise refuses the rounds.
+TEST(Simulator, UploadCapAndTargetEpsilonRunAgainstRealAggregators) {
+  DigitsAndPair data;
+  ASSERT_NO_FATAL_FAILURE(LoadDigits(&data));
+  FederationOptions o;
+  o.name = "fedavg-preamble-dp";
+  o.rounds = 3;
+  o.clients = 8;
+  o.partition = "iid";
+  o.sample_rate = 0.75;
+  o.local_steps = 10;
+  o.block_size = 64;
+  o.norm_proofs = true;
+  o.crypto_seed = 13;
+  auto model = MakeSimModel(o.model, data.train.features.cols(), o.hidden, data.train.num_classes);
+  ASSERT_THAT(model, IsOk());
+  const uint64_t dim = (*model)->num_params();
+  ASSERT_THAT(ApplySimTargets(/*max_upload_vs_dense=*/1.0, /*target_epsilon=*/30, dim, &o), IsOk());
+  EXPECT_GE(o.log_blocks_per_group, 2u);  // with proofs d = 1 sends more than dense sharing
+  EXPECT_EQ(o.epsilon_budget, 30);
+  for (const bool floor_above : {false, true}) {
+    const double floor = floor_above ? o.noise_multiplier * (1 + 1e-6) : o.noise_multiplier;
+    DigitsAndPair env;
+    env.train = data.train;
+    env.test = data.test;
+    ASSERT_NO_FATAL_FAILURE(StartPair(
+        floor_above ? "tandem-simtest-floor" : "tandem-simtest-targets",
+        absl::StrFormat("min_noise_multiplier: %.17g min_batch_size: 1 require_norm_proofs: true "
+                        "sampling_rate: 0.75 epsilon_budget: inf",
+                        floor),
+        &env));
+    auto records = RunFederation(o, env.train, env.test, env.Endpoints(), nullptr);
+    if (floor_above) {
+      EXPECT_THAT(records.status(), ::tandem::testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                                                                ::testing::HasSubstr("noise")));
+    } else {
+      ASSERT_THAT(records, IsOk());
+      ASSERT_EQ(records->size(), 3u);
+      for (const RoundRecord& r : *records) {
+        EXPECT_EQ(r.accepted_reports, static_cast<uint64_t>(r.participants)) << r.round;
+        EXPECT_LE(r.bytes_up, r.dense_bytes_up + r.participants * 1024) << r.round;
+        EXPECT_LE(r.epsilon, 30) << r.round;
+      }
+      EXPECT_GT(records->back().epsilon, 30 - 1e-3);
+    }
+    std::filesystem::remove_all(env.dir);
+  }
 }
 
 }  // namespace

@@ -81,6 +81,14 @@ ABSL_FLAG(double, noise_multiplier, 0.5, "discrete Gaussian sigma / C per aggreg
 ABSL_FLAG(std::string, noise_sweep, "",
           "comma-separated noise multipliers, e.g. 0.5,1,2: every private variant runs once per "
           "value (replaces --noise_multiplier; the report's privacy-utility plot joins them)");
+ABSL_FLAG(double, max_upload_vs_dense, 0,
+          "> 0: each private variant's d is the smallest whose reports upload at most this "
+          "multiple of dense two-server sharing (replaces --log_blocks_per_group and "
+          "--blocks_fraction)");
+ABSL_FLAG(double, target_epsilon, 0,
+          "> 0: each private variant's noise multiplier is the least for which its --rounds "
+          "rounds stay within this epsilon, crediting PREAMBLE's random block sampling "
+          "(replaces --noise_multiplier; excludes --noise_sweep)");
 ABSL_FLAG(double, epsilon_budget, 0,
           "stop a private variant before a round would exceed this epsilon (0 = no limit)");
 ABSL_FLAG(uint64_t, seed, 1, "seed of data split, init and sampling");
@@ -137,7 +145,8 @@ std::string BinDir() {
 // Poisson rate as the trusted sampling rate, and its budget (none when 0).
 std::string SimPolicy(double z) {
   const double budget = absl::GetFlag(FLAGS_epsilon_budget);
-  return absl::StrCat("min_noise_multiplier: ", z,
+  // Every digit: a floor rounded up would refuse the variant it came from.
+  return absl::StrCat("min_noise_multiplier: ", absl::StrFormat("%.17g", z),
                       " min_batch_size: ", absl::GetFlag(FLAGS_min_batch_size),
                       " require_norm_proofs: ", absl::GetFlag(FLAGS_norm_proofs) ? "true" : "false",
                       " sampling_rate: ", absl::GetFlag(FLAGS_sample_rate), " epsilon_budget: ",
@@ -274,12 +283,15 @@ int main(int argc, char** argv) {
   }
   const uint64_t blocks = (dimension + base.block_size - 1) / base.block_size;
   const uint64_t groups = (blocks + (uint64_t{1} << *log_blocks) - 1) >> *log_blocks;
-  std::printf("model %s: %llu parameters, %llu blocks of %u; private reports: %s, d=%u, "
-              "one block from each of %llu groups (%.1f%% of the blocks)\n",
-              base.model.c_str(), static_cast<unsigned long long>(dimension),
-              static_cast<unsigned long long>(blocks), base.block_size,
-              absl::GetFlag(FLAGS_block_selection).c_str(), *log_blocks,
-              static_cast<unsigned long long>(groups), 100.0 * groups / blocks);
+  std::printf(
+      "model %s: %llu parameters, %llu blocks of %u; private reports: %s, d=%u, "
+      "one block from each of %llu groups (%.1f%% of the blocks%s)\n",
+      base.model.c_str(), static_cast<unsigned long long>(dimension),
+      static_cast<unsigned long long>(blocks), base.block_size,
+      absl::GetFlag(FLAGS_block_selection).c_str(), *log_blocks,
+      static_cast<unsigned long long>(groups), 100.0 * groups / blocks,
+      absl::GetFlag(FLAGS_max_upload_vs_dense) != 0 ? "; --max_upload_vs_dense sets d per variant"
+                                                    : "");
   // The noise multipliers the private variants run with: --noise_sweep's,
   // else --noise_multiplier alone.
   std::vector<double> noises;
@@ -293,10 +305,75 @@ int main(int argc, char** argv) {
     noises.push_back(v);
   }
   const bool sweep = !noises.empty();
+  const double target_epsilon = absl::GetFlag(FLAGS_target_epsilon);
+  const double upload_cap = absl::GetFlag(FLAGS_max_upload_vs_dense);
+  if (sweep && target_epsilon != 0) {
+    std::fprintf(stderr, "--target_epsilon sets the noise: it excludes --noise_sweep\n");
+    return 2;
+  }
   if (!sweep) noises.push_back(absl::GetFlag(FLAGS_noise_multiplier));
   if (absl::GetFlag(FLAGS_mode) == "processes" && base.model != "mlp") {
     std::fprintf(stderr, "--mode=processes trains MLPs only (tandem-coordinator's models)\n");
     return 2;
+  }
+
+  base.clip_l2_norm = absl::GetFlag(FLAGS_clip);
+  base.noise_multiplier = absl::GetFlag(FLAGS_noise_multiplier);
+  base.seed = absl::GetFlag(FLAGS_seed);
+  base.task_id = absl::GetFlag(FLAGS_task_id);
+  base.epsilon_budget = absl::GetFlag(FLAGS_epsilon_budget);
+  base.norm_proofs = absl::GetFlag(FLAGS_norm_proofs);
+  base.min_batch_size = absl::GetFlag(FLAGS_min_batch_size);
+  base.client_threads = absl::GetFlag(FLAGS_client_threads);
+  if (absl::GetFlag(FLAGS_baseline)) {
+    tandem::sim::FederationOptions o = base;
+    o.name = "fedavg-clear";
+    o.private_aggregation = false;
+    o.block_selection = tandem::proto::BLOCK_SELECTION_RANDOM;  // dense mean: no blocks
+    runs.push_back(o);
+  }
+  // Variant labels say what protects the updates: PREAMBLE alone (secure
+  // aggregation) or PREAMBLE with DP noise, and with a sweep the noise.
+  std::vector<std::string> families;  // runs[i]'s label without its noise
+  if (!runs.empty()) families.push_back(runs[0].name);
+  for (double z : noises) {
+    std::string suffix = z > 0 || target_epsilon != 0 ? "-preamble-dp" : "-preamble";
+    if (base.block_selection == tandem::proto::BLOCK_SELECTION_TOP_NORM) suffix += "-topnorm";
+    for (absl::string_view v :
+         absl::StrSplit(absl::GetFlag(FLAGS_variants), ',', absl::SkipEmpty())) {
+      tandem::sim::FederationOptions o = base;
+      o.noise_multiplier = z;
+      if (v == "fedavg") {
+        o.name = "fedavg" + suffix;
+      } else if (v == "fedluar") {
+        o.name = "fedluar" + suffix;
+        o.fedluar = true;
+      } else if (v == "fedluar-coido") {
+        o.name = "fedluar-coido" + suffix;
+        o.fedluar = true;
+        o.coido = true;
+      } else {
+        std::fprintf(stderr, "unknown variant %s\n", std::string(v).c_str());
+        return 2;
+      }
+      families.push_back(o.name);
+      if (sweep) o.name += absl::StrCat("-z", z);
+      if (target_epsilon != 0 || upload_cap != 0) {
+        if (absl::Status s =
+                tandem::sim::ApplySimTargets(upload_cap, target_epsilon, dimension, &o);
+            !s.ok()) {
+          std::fprintf(stderr, "--max_upload_vs_dense / --target_epsilon: %s\n",
+                       s.ToString().c_str());
+          return 2;
+        }
+        std::printf(
+            "%s: d=%u, noise multiplier %.4f (upload cap %g x dense sharing, target "
+            "epsilon %g over %d rounds; 0: off)\n",
+            o.name.c_str(), o.log_blocks_per_group, o.noise_multiplier, upload_cap, target_epsilon,
+            o.rounds);
+      }
+      runs.push_back(o);
+    }
   }
 
   // Either aggregators already running elsewhere (--leader/--helper, e.g.
@@ -345,7 +422,13 @@ int main(int argc, char** argv) {
       std::ofstream(config) << "relaxed_durability: true\n";
       po.extra_args.push_back("--config=" + config);
     }
-    po.policy = SimPolicy(*std::min_element(noises.begin(), noises.end()));
+    // The floor: the smallest noise a private variant runs with (after
+    // --target_epsilon's calibration).
+    double floor = *std::min_element(noises.begin(), noises.end());
+    for (const tandem::sim::FederationOptions& o : runs) {
+      if (o.private_aggregation) floor = std::min(floor, o.noise_multiplier);
+    }
+    po.policy = SimPolicy(floor);
     std::printf("aggregator policy: %s\n", po.policy.c_str());
     pair = tandem::testing::StartAggregatorPair(bin, state, po);
     if (!pair.ok()) {
@@ -362,51 +445,6 @@ int main(int argc, char** argv) {
               absl::GetFlag(FLAGS_alpha), absl::GetFlag(FLAGS_sample_rate),
               endpoints.leader.c_str(), endpoints.helper.c_str(),
               state.empty() ? "running elsewhere" : ("started here, logs in " + state).c_str());
-
-  base.clip_l2_norm = absl::GetFlag(FLAGS_clip);
-  base.noise_multiplier = absl::GetFlag(FLAGS_noise_multiplier);
-  base.seed = absl::GetFlag(FLAGS_seed);
-  base.task_id = absl::GetFlag(FLAGS_task_id);
-  base.epsilon_budget = absl::GetFlag(FLAGS_epsilon_budget);
-  base.norm_proofs = absl::GetFlag(FLAGS_norm_proofs);
-  base.min_batch_size = absl::GetFlag(FLAGS_min_batch_size);
-  base.client_threads = absl::GetFlag(FLAGS_client_threads);
-  if (absl::GetFlag(FLAGS_baseline)) {
-    tandem::sim::FederationOptions o = base;
-    o.name = "fedavg-clear";
-    o.private_aggregation = false;
-    o.block_selection = tandem::proto::BLOCK_SELECTION_RANDOM;  // dense mean: no blocks
-    runs.push_back(o);
-  }
-  // Variant labels say what protects the updates: PREAMBLE alone (secure
-  // aggregation) or PREAMBLE with DP noise, and with a sweep the noise.
-  std::vector<std::string> families;  // runs[i]'s label without its noise
-  if (!runs.empty()) families.push_back(runs[0].name);
-  for (double z : noises) {
-    std::string suffix = z > 0 ? "-preamble-dp" : "-preamble";
-    if (base.block_selection == tandem::proto::BLOCK_SELECTION_TOP_NORM) suffix += "-topnorm";
-    for (absl::string_view v :
-         absl::StrSplit(absl::GetFlag(FLAGS_variants), ',', absl::SkipEmpty())) {
-      tandem::sim::FederationOptions o = base;
-      o.noise_multiplier = z;
-      if (v == "fedavg") {
-        o.name = "fedavg" + suffix;
-      } else if (v == "fedluar") {
-        o.name = "fedluar" + suffix;
-        o.fedluar = true;
-      } else if (v == "fedluar-coido") {
-        o.name = "fedluar-coido" + suffix;
-        o.fedluar = true;
-        o.coido = true;
-      } else {
-        std::fprintf(stderr, "unknown variant %s\n", std::string(v).c_str());
-        return 2;
-      }
-      families.push_back(o.name);
-      if (sweep) o.name += absl::StrCat("-z", z);
-      runs.push_back(o);
-    }
-  }
 
   const bool processes = absl::GetFlag(FLAGS_mode) == "processes";
   if (!processes && absl::GetFlag(FLAGS_mode) != "inprocess") {
