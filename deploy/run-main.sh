@@ -62,3 +62,9 @@ echo "   FedAvg (the proofs that bound each report against malicious clients are
 build/server/sim/tandem-sim --mode=inprocess --clients=2000 --sample_rate=0.05 --rounds=20 \
   --noise_multiplier=1.0 --variants=fedavg --baseline=false --norm_proofs=false \
   --certs_dir=build/certs --report_dir=reports/latest/dp-lean "$@"
+echo "== 2c: norm proofs and never more bytes than dense sharing: the task states what it must"
+echo "   keep (uploads <= 1x dense sharing, epsilon 2.55 over the run) and the coordinator"
+echo "   picks d (one block in 8) and the least noise for it (block sampling credited)"
+build/server/sim/tandem-sim --mode=inprocess --clients=2000 --sample_rate=0.05 --rounds=20 \
+  --max_upload_vs_dense=1 --target_epsilon=2.55 --variants=fedavg --baseline=false \
+  --certs_dir=build/certs --report_dir=reports/latest/dp-capped "$@"
