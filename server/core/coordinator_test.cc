@@ -350,6 +350,21 @@ TEST_F(CoordinatorRoundsTest, TargetEpsilonSetsTheNoiseOfEveryRound) {
   for (const auto& p : leader_.opened) {
     EXPECT_EQ(p.noise_variance(), leader_.opened[0].noise_variance());
   }
+  // A restart reuses the stored plan: the same task opens; a plan whose
+  // noise differs from the one the task started with (as a changed
+  // calibration would compute) is what the restart uses, and the task's
+  // fingerprint then refuses it.
+  c.reset();
+  TANDEM_ASSERT_OK(Make(o).status());
+  {
+    TANDEM_ASSERT_OK_AND_ASSIGN(auto store, CoordinatorStore::Open((dir_ / "c.db").string()));
+    TANDEM_ASSERT_OK_AND_ASSIGN(std::optional<std::string> plan,
+                                store->GetMeta("planned_private_rounds"));
+    ASSERT_TRUE(plan.has_value());
+    const size_t z_at = plan->rfind(' ');
+    TANDEM_ASSERT_OK(store->PutMeta("planned_private_rounds", plan->substr(0, z_at) + " 0x1p-1"));
+  }
+  EXPECT_THAT(Make(o).status(), StatusIs(absl::StatusCode::kFailedPrecondition));
   o.target_epsilon = -1;
   EXPECT_THAT(Make(o).status(), StatusIs(absl::StatusCode::kInvalidArgument));
 }
