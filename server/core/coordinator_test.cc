@@ -365,6 +365,15 @@ TEST_F(CoordinatorRoundsTest, TargetEpsilonSetsTheNoiseOfEveryRound) {
     TANDEM_ASSERT_OK(store->PutMeta("planned_private_rounds", plan->substr(0, z_at) + " 0x1p-1"));
   }
   EXPECT_THAT(Make(o).status(), StatusIs(absl::StatusCode::kFailedPrecondition));
+  {
+    TANDEM_ASSERT_OK_AND_ASSIGN(auto store, CoordinatorStore::Open((dir_ / "c.db").string()));
+    TANDEM_ASSERT_OK_AND_ASSIGN(std::optional<std::string> plan,
+                                store->GetMeta("planned_private_rounds"));
+    ASSERT_TRUE(plan.has_value());
+    TANDEM_ASSERT_OK(
+        store->PutMeta("planned_private_rounds", plan->substr(0, plan->find(' ') + 1) + "3 z"));
+  }
+  EXPECT_THAT(Make(o).status(), StatusIs(absl::StatusCode::kDataLoss));
   o.target_epsilon = -1;
   EXPECT_THAT(Make(o).status(), StatusIs(absl::StatusCode::kInvalidArgument));
 }
