@@ -7,6 +7,7 @@
 #include "base/random.h"
 #include "benchmark/benchmark.h"
 #include "crypto/dp/accountant.h"
+#include "crypto/dp/calibration.h"
 #include "crypto/dp/discrete_gaussian.h"
 
 namespace tandem::dp {
@@ -67,6 +68,22 @@ void BM_AccountantCharge(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_AccountantCharge)->Unit(benchmark::kMicrosecond);
+
+// The noise a task's target epsilon sets (what a coordinator computes once
+// per task): the main job's plan, 20 rounds at q = 0.05 with blocks per
+// group = arg (1: no block sampling), epsilon 2.55.
+void BM_MinNoiseMultiplier(benchmark::State& state) {
+  const std::vector<PlannedReleases> plan = {
+      {.q = 0.05, .steps = 20, .blocks_per_group = state.range(0)}};
+  const std::vector<double> orders = DefaultOrders();
+  for (auto _ : state) {
+    absl::StatusOr<double> z =
+        MinNoiseMultiplier(plan, 2.55, 1e-5, orders, EpsilonConversion::kImproved);
+    if (!z.ok()) state.SkipWithError("calibration failed");
+    benchmark::DoNotOptimize(z);
+  }
+}
+BENCHMARK(BM_MinNoiseMultiplier)->Arg(1)->Arg(2)->Arg(8)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace tandem::dp
