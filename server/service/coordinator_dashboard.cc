@@ -197,6 +197,22 @@ std::string EpsilonText(double spent, double budget) {
   return absl::StrCat(Fixed(spent, 3), " (no budget)");
 }
 
+// "z 0.668 per aggregator (for epsilon 2.550), d = 3 (within 1.00x dense
+// sharing)": the rounds' noise and block sampling, and the targets that
+// set them.
+std::string PrivacyText(const TaskDashboard& t) {
+  std::string out = t.noise_multiplier > 0
+                        ? absl::StrCat("z ", Fixed(t.noise_multiplier, 3), " per aggregator")
+                        : std::string("no noise");
+  if (t.target_epsilon > 0)
+    absl::StrAppend(&out, " (for epsilon ", Fixed(t.target_epsilon, 3), ")");
+  absl::StrAppend(&out, ", d = ", t.log_blocks_per_group);
+  if (t.max_upload_vs_dense > 0) {
+    absl::StrAppend(&out, " (within ", Fixed(t.max_upload_vs_dense, 2), "x dense sharing)");
+  }
+  return out;
+}
+
 std::string DeadlineText(const std::optional<absl::Duration>& left) {
   if (!left.has_value()) return "no round open";
   const double s = absl::ToDoubleSeconds(*left);
@@ -216,7 +232,7 @@ std::string ProgressSection(const TaskDashboard& t) {
       "<dt>Uploads</dt><dd id=\"uploads\">", t.uploads_done, " done / ", needed, "</dd>",
       "<dt>Deadline</dt><dd id=\"deadline\">", DeadlineText(t.time_to_deadline), "</dd>",
       "<dt>Epsilon spent</dt><dd id=\"epsilon\">", EpsilonText(t.epsilon_spent, t.epsilon_budget),
-      "</dd>");
+      "</dd>", "<dt>Privacy</dt><dd id=\"privacy\">", PrivacyText(t), "</dd>");
   if (!t.done_reason.empty()) {
     absl::StrAppend(&out, "<dt>Stopped</dt><dd id=\"done-reason\">", HtmlEscape(t.done_reason),
                     "</dd>");
@@ -253,6 +269,10 @@ TaskDashboard DashboardOf(Coordinator& c, bool with_rounds) {
   TaskDashboard d = DashboardFromStatus(with_rounds ? c.Status() : c.StatusSummary());
   const CoordinatorOptions& o = c.options();
   d.epsilon_budget = o.task.epsilon_budget;
+  d.noise_multiplier = o.task.secure_sum.noise_multiplier;
+  d.log_blocks_per_group = o.task.secure_sum.log_blocks_per_group;
+  d.target_epsilon = o.target_epsilon;
+  d.max_upload_vs_dense = o.max_upload_vs_dense;
   d.min_reports = o.min_reports;
   d.target_reports = o.target_reports;
   d.time_to_deadline = c.TimeToDeadline();

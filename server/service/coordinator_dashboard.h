@@ -76,6 +76,12 @@ struct TaskDashboard {
   std::optional<absl::Duration> time_to_deadline;
   double epsilon_spent = 0;
   double epsilon_budget = 0;  // 0: no budget
+  // The rounds' privacy parameters and what set them (0: given, not
+  // derived; server/core/task_targets.h).
+  double noise_multiplier = 0;
+  uint32_t log_blocks_per_group = 0;
+  double target_epsilon = 0;
+  double max_upload_vs_dense = 0;
   double last_accuracy = 0;
   std::vector<DashboardRound> rounds;  // oldest first, the newest kDashboardMaxRounds
 };

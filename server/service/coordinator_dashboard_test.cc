@@ -59,6 +59,8 @@ TaskDashboard ThreeRounds() {
   t.time_to_deadline = absl::Seconds(12);
   t.epsilon_budget = 8;
   t.epsilon_spent = 3.5;
+  t.noise_multiplier = 1;
+  t.log_blocks_per_group = 1;
   const double acc[] = {0.5, 0.7, 0.8};
   for (int i = 0; i < 3; ++i) {
     DashboardRound r;
@@ -136,6 +138,16 @@ TEST(CoordinatorDashboard, TaskPageHasPlotsTableAndProgress) {
   EXPECT_NE(page.find("<dd id=\"deadline\">in 12 s</dd>"), std::string::npos);
   EXPECT_NE(page.find("<dd id=\"epsilon\">3.500 of budget 8.000</dd>"), std::string::npos);
   EXPECT_NE(page.find("<dd id=\"completed\">3 of 5</dd>"), std::string::npos);
+  EXPECT_NE(page.find("<dd id=\"privacy\">z 1.000 per aggregator, d = 1</dd>"), std::string::npos);
+  // Parameters set from the task's targets say so.
+  TaskDashboard planned = ThreeRounds();
+  planned.noise_multiplier = 0.6682;
+  planned.log_blocks_per_group = 3;
+  planned.target_epsilon = 2.55;
+  planned.max_upload_vs_dense = 1;
+  EXPECT_NE(RenderTaskPage(planned).find("<dd id=\"privacy\">z 0.668 per aggregator (for epsilon "
+                                         "2.550), d = 3 (within 1.00x dense sharing)</dd>"),
+            std::string::npos);
 }
 
 TEST(CoordinatorDashboard, AnEmptyTaskDrawsEmptyPlotsAndUnknownLosses) {
