@@ -4,19 +4,13 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
-#include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <vector>
 
 #include "absl/strings/escaping.h"
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "base/ids.h"
 #include "base/logging.h"
 #include "base/status_macros.h"
@@ -24,8 +18,8 @@
 #include "ml/fedluar/federated_sim.h"
 #include "ml/model/model_zoo.h"
 #include "ml/spec/model_from_spec.h"
+#include "server/core/coordinator_plan.h"
 #include "server/core/released_models.h"
-#include "server/core/task_targets.h"
 #include "server/core/upload_baselines.h"
 
 namespace tandem::server {
@@ -33,7 +27,6 @@ namespace {
 
 constexpr char kSamplingKeyMeta[] = "sampling_key";
 constexpr char kConfigMeta[] = "config";
-constexpr char kPlannedMeta[] = "planned_private_rounds";
 constexpr char kTicketTag[] = "tandem.ticket.v1";
 constexpr size_t kTicketIdBytes = 16;
 
@@ -58,59 +51,6 @@ std::string Fingerprint(const CoordinatorOptions& o) {
                       " z=", s.noise_multiplier, " q=", o.task.sample_rate,
                       " R=", o.task.num_recycled, " opt=", static_cast<int>(o.task.optimizer),
                       o.task.secure_sum.norm_proofs ? " proofs" : "");
-}
-
-// The task's d and noise from its targets (task_targets.h) over the model's
-// parameter count: the initial parameters of an opaque model (checked
-// against its layout afterwards), else the built model's. What was planned
-// is kept in the store (kPlannedMeta: the targets, then d and z as hex
-// floats) and a restart with the same targets reuses it, so the rounds of a
-// task keep their noise across upgrades that would calibrate differently.
-// Returns the meta to store once the task's fingerprint is accepted
-// (nullopt: nothing planned, or reused).
-absl::StatusOr<std::optional<std::string>> PlanPrivateRounds(bool opaque, CoordinatorStore& store,
-                                                             CoordinatorOptions* o) {
-  if (o->target_epsilon == 0 && o->max_upload_vs_dense == 0) return std::nullopt;
-  const uint32_t every = o->evaluation.every;
-  const TaskTargets targets{.max_upload_vs_dense = o->max_upload_vs_dense,
-                            .target_epsilon = o->target_epsilon,
-                            .rounds = o->rounds,
-                            .evaluations = every > 0 ? o->rounds / every : 0,
-                            .evaluation_noise_multiplier = o->evaluation.noise_multiplier};
-  const std::string key =
-      absl::StrFormat("%a/%a/%d/%d/%a ", targets.max_upload_vs_dense, targets.target_epsilon,
-                      targets.rounds, targets.evaluations, targets.evaluation_noise_multiplier);
-  SecureSumConfig& sum = o->task.secure_sum;
-  TANDEM_ASSIGN_OR_RETURN(const std::optional<std::string> stored, store.GetMeta(kPlannedMeta));
-  if (stored.has_value() && absl::StartsWith(*stored, key)) {
-    const std::vector<std::string> dz = absl::StrSplit(stored->substr(key.size()), ' ');
-    uint32_t d = 0;
-    char* end = nullptr;
-    const double z = dz.size() == 2 ? std::strtod(dz[1].c_str(), &end) : 0;
-    if (dz.size() != 2 || !absl::SimpleAtoi(dz[0], &d) || end == nullptr || *end != '\0' ||
-        !(z > 0) || !std::isfinite(z)) {
-      return absl::DataLossError(
-          absl::StrCat("the stored plan of the private rounds is malformed: ", *stored));
-    }
-    sum.log_blocks_per_group = d;
-    sum.noise_multiplier = z;
-    if (o->target_epsilon != 0 && o->task.epsilon_budget == 0) {
-      o->task.epsilon_budget = o->target_epsilon;
-    }
-    return std::nullopt;
-  }
-  uint64_t dimension = o->initial_params.size();
-  if (!opaque) {
-    TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<ml::Model> model, ml::ModelFromSpec(o->model));
-    dimension = static_cast<uint64_t>(model->num_params());
-  }
-  TANDEM_RETURN_IF_ERROR(ApplyTaskTargets(targets, dimension, &o->task));
-  TANDEM_LOG(INFO) << "task " << o->task_id << ": d = " << sum.log_blocks_per_group
-                   << ", noise multiplier " << sum.noise_multiplier << " (upload cap "
-                   << o->max_upload_vs_dense << " x dense, target epsilon " << o->target_epsilon
-                   << " over " << o->rounds << " rounds and " << targets.evaluations
-                   << " evaluations)";
-  return absl::StrFormat("%s%u %a", key, sum.log_blocks_per_group, sum.noise_multiplier);
 }
 
 }  // namespace
@@ -274,7 +214,7 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(
         "the state directory holds another task (", *stored, "); this one is ", fingerprint));
   }
   if (!stored.has_value()) TANDEM_RETURN_IF_ERROR(c->store_->PutMeta(kConfigMeta, fingerprint));
-  if (planned.has_value()) TANDEM_RETURN_IF_ERROR(c->store_->PutMeta(kPlannedMeta, *planned));
+  if (planned.has_value()) TANDEM_RETURN_IF_ERROR(c->store_->PutMeta(kPlannedRoundsMeta, *planned));
   TANDEM_RETURN_IF_ERROR(c->Restore());
   return c;
 }
