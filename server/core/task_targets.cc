@@ -1,13 +1,17 @@
 #include "server/core/task_targets.h"
 
+#include <utility>
+
 #include "base/status_macros.h"
 #include "server/core/noise_calibration.h"
 #include "server/core/upload_cap.h"
 
 namespace tandem::server {
+namespace {
 
-absl::Status ApplyTaskTargets(const TaskTargets& targets, uint64_t model_dimension,
-                              FederatedTaskOptions* task) {
+// ApplyTaskTargets on `task`, which it may leave half planned on error.
+absl::Status Plan(const TaskTargets& targets, uint64_t model_dimension,
+                  FederatedTaskOptions* task) {
   SecureSumConfig& sum = task->secure_sum;
   auto at_dimension = [&] {
     SecureSumConfig c = sum;
@@ -44,6 +48,16 @@ absl::Status ApplyTaskTargets(const TaskTargets& targets, uint64_t model_dimensi
     if (sum.log_blocks_per_group <= d) break;
   }
   return CheckUploadCap(at_dimension(), targets.max_upload_vs_dense);
+}
+
+}  // namespace
+
+absl::Status ApplyTaskTargets(const TaskTargets& targets, uint64_t model_dimension,
+                              FederatedTaskOptions* task) {
+  FederatedTaskOptions planned = *task;
+  TANDEM_RETURN_IF_ERROR(Plan(targets, model_dimension, &planned));
+  *task = std::move(planned);
+  return absl::OkStatus();
 }
 
 }  // namespace tandem::server

@@ -29,7 +29,7 @@ struct TaskTargets {
 
 // Sets task->secure_sum.log_blocks_per_group and noise_multiplier (and the
 // budget, see ApplyNoiseTarget) for a model of `model_dimension`
-// parameters; neither target set: nothing changes. The errors of
+// parameters; neither target set, or an error: nothing changes. The errors of
 // LogBlocksForUploadCap, ApplyNoiseTarget and CheckUploadCap (INVALID_ARGUMENT
 // for targets that are negative or not finite, or a cap no d meets at the
 // calibrated noise; NOT_FOUND for an epsilon no noise reaches).

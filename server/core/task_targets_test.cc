@@ -63,6 +63,15 @@ TEST(ApplyTaskTargets, TakesDAgainWhenTheCalibratedNoiseNarrowsTheValues) {
   TANDEM_ASSERT_OK_AND_ASSIGN(const UploadVsDense wide, RoundUploadVsDense(at));
   ASSERT_EQ(wide.value_bits, 64u);
   TANDEM_ASSERT_OK_AND_ASSIGN(const uint32_t first, LogBlocksForUploadCap(at, 1.0));
+  // The cap sets d = first, then no noise reaches the epsilon: nothing
+  // changes, d included.
+  ASSERT_NE(first, o.secure_sum.log_blocks_per_group);
+  FederatedTaskOptions refused = o;
+  EXPECT_THAT(ApplyTaskTargets({.max_upload_vs_dense = 1.0, .target_epsilon = 1e-9, .rounds = 20},
+                               kDim, &refused),
+              StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_EQ(refused.secure_sum.log_blocks_per_group, o.secure_sum.log_blocks_per_group);
+  EXPECT_EQ(refused.secure_sum.noise_multiplier, o.secure_sum.noise_multiplier);
   const TaskTargets t{.max_upload_vs_dense = 1.0, .target_epsilon = 2.55, .rounds = 20};
   ASSERT_TRUE(ApplyTaskTargets(t, kDim, &o).ok());
   const uint32_t d = o.secure_sum.log_blocks_per_group;
