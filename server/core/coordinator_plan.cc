@@ -26,10 +26,13 @@ absl::StatusOr<std::optional<std::string>> PlanPrivateRounds(bool opaque, Coordi
                             .rounds = o->rounds,
                             .evaluations = every > 0 ? o->rounds / every : 0,
                             .evaluation_noise_multiplier = o->evaluation.noise_multiplier};
-  const std::string key =
-      absl::StrFormat("%a/%a/%d/%d/%a ", targets.max_upload_vs_dense, targets.target_epsilon,
-                      targets.rounds, targets.evaluations, targets.evaluation_noise_multiplier);
   SecureSumConfig& sum = o->task.secure_sum;
+  // The targets and the d and z given (what the plan starts from: a given d
+  // is the one a target epsilon is calibrated for).
+  const std::string key =
+      absl::StrFormat("%a/%a/%d/%d/%a/%u/%a ", targets.max_upload_vs_dense, targets.target_epsilon,
+                      targets.rounds, targets.evaluations, targets.evaluation_noise_multiplier,
+                      sum.log_blocks_per_group, sum.noise_multiplier);
   TANDEM_ASSIGN_OR_RETURN(const std::optional<std::string> stored,
                           store.GetMeta(kPlannedRoundsMeta));
   if (stored.has_value() && absl::StartsWith(*stored, key)) {
@@ -37,10 +40,15 @@ absl::StatusOr<std::optional<std::string>> PlanPrivateRounds(bool opaque, Coordi
     uint32_t d = 0;
     char* end = nullptr;
     const double z = dz.size() == 2 ? std::strtod(dz[1].c_str(), &end) : 0;
-    if (dz.size() != 2 || !absl::SimpleAtoi(dz[0], &d) || end == nullptr || *end != '\0' ||
-        !(z > 0) || !std::isfinite(z)) {
+    if (dz.size() != 2 || !absl::SimpleAtoi(dz[0], &d) || d > 24 || end == nullptr ||
+        *end != '\0' || !(z > 0) || !std::isfinite(z)) {
       return absl::DataLossError(
           absl::StrCat("the stored plan of the private rounds is malformed: ", *stored));
+    }
+    if (o->target_epsilon != 0 && o->task.epsilon_budget > o->target_epsilon) {
+      return absl::InvalidArgumentError(absl::StrCat("the epsilon budget ", o->task.epsilon_budget,
+                                                     " exceeds the target epsilon ",
+                                                     o->target_epsilon));
     }
     sum.log_blocks_per_group = d;
     sum.noise_multiplier = z;

@@ -5,10 +5,10 @@
 // Coordinator::Create afterwards), else the built model's.
 //
 // What was planned is kept in the task's store under kPlannedRoundsMeta
-// (the targets, then d and z as hex floats) and a restart with the same
-// targets reuses it, so the rounds of a task keep their noise across
-// upgrades that would calibrate differently; different targets plan anew
-// (the task's fingerprint then refuses a changed d or z).
+// (the targets and the d and z given, then the planned d and z as hex
+// floats) and a restart with the same targets and givens reuses it, so the rounds of a task keep
+// their noise across upgrades that would calibrate differently; different targets plan anew (the
+// task's fingerprint then refuses a changed d or z).
 #ifndef TANDEM_SERVER_CORE_COORDINATOR_PLAN_H_
 #define TANDEM_SERVER_CORE_COORDINATOR_PLAN_H_
 

@@ -356,6 +356,10 @@ TEST_F(CoordinatorRoundsTest, TargetEpsilonSetsTheNoiseOfEveryRound) {
   // fingerprint then refuses it.
   c.reset();
   TANDEM_ASSERT_OK(Make(o).status());
+  // Another given d is another plan (not the stored one): another task.
+  CoordinatorOptions other_d = o;
+  other_d.task.secure_sum.log_blocks_per_group += 1;
+  EXPECT_THAT(Make(other_d).status(), StatusIs(absl::StatusCode::kFailedPrecondition));
   {
     TANDEM_ASSERT_OK_AND_ASSIGN(auto store, CoordinatorStore::Open((dir_ / "c.db").string()));
     TANDEM_ASSERT_OK_AND_ASSIGN(std::optional<std::string> plan,
