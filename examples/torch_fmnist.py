@@ -53,6 +53,12 @@ def main(argv=None):
     ap.add_argument("--noise_multiplier", type=float, default=1.0,
                     help="z: each aggregator's discrete Gaussian sigma / C (1.0 = the "
                          "daemons' default floor)")
+    ap.add_argument("--target_epsilon", type=float, default=0.0,
+                    help="> 0: the noise multiplier is the least for which the rounds stay "
+                         "within this epsilon (replaces --noise_multiplier)")
+    ap.add_argument("--max_upload_vs_dense", type=float, default=0.0,
+                    help="> 0: d is the smallest whose reports upload at most this multiple "
+                         "of dense two-server sharing (replaces --log_blocks_per_group)")
     ap.add_argument("--baseline", action=argparse.BooleanOptionalAction, default=True,
                     help="also train clear-text FedAvg (no PREAMBLE, no DP) to compare")
     ap.add_argument("--log_blocks_per_group", type=int, default=0,
@@ -132,7 +138,9 @@ def main(argv=None):
     private = tandem.sim.run(
         train, initial, name="torch-cnn-private-dp", noise_multiplier=args.noise_multiplier,
         block_size=args.block_size, log_blocks_per_group=args.log_blocks_per_group,
-        norm_proofs=args.norm_proofs, encoding=args.encoding, **common).records
+        norm_proofs=args.norm_proofs, encoding=args.encoding,
+        target_epsilon=args.target_epsilon, max_upload_vs_dense=args.max_upload_vs_dense,
+        **common).records
     records += private
     os.makedirs(args.report_dir, exist_ok=True)
     tandem.sim.write_report(args.report_dir, records,
@@ -140,7 +148,8 @@ def main(argv=None):
     last = private[-1]
     print(tandem.sim.bytes_line(private), flush=True)
     print(f"done in {time.time() - start:.1f}s: private accuracy {last['test_accuracy']:.4f}, "
-          f"epsilon {last['epsilon']:.2f} at delta 1e-5 (z = {args.noise_multiplier}, "
+          f"epsilon {last['epsilon']:.2f} at delta 1e-5 ("
+          f"{'z for that epsilon' if args.target_epsilon else f'z = {args.noise_multiplier}'}, "
           f"C = {args.clip}); report: {args.report_dir}/report.html", flush=True)
     return 0
 
