@@ -13,6 +13,7 @@
 #include "base/logging.h"
 #include "base/status_macros.h"
 #include "ml/spec/model_from_spec.h"
+#include "server/core/noise_calibration.h"
 #include "server/core/task_targets.h"
 
 namespace tandem::server {
@@ -45,16 +46,12 @@ absl::StatusOr<std::optional<std::string>> PlanPrivateRounds(bool opaque, Coordi
       return absl::DataLossError(
           absl::StrCat("the stored plan of the private rounds is malformed: ", *stored));
     }
-    if (o->target_epsilon != 0 && o->task.epsilon_budget > o->target_epsilon) {
-      return absl::InvalidArgumentError(absl::StrCat("the epsilon budget ", o->task.epsilon_budget,
-                                                     " exceeds the target epsilon ",
-                                                     o->target_epsilon));
+    if (o->target_epsilon != 0) {
+      TANDEM_ASSIGN_OR_RETURN(o->task.epsilon_budget,
+                              BudgetForTarget(o->task.epsilon_budget, o->target_epsilon));
     }
     sum.log_blocks_per_group = d;
     sum.noise_multiplier = z;
-    if (o->target_epsilon != 0 && o->task.epsilon_budget == 0) {
-      o->task.epsilon_budget = o->target_epsilon;
-    }
     return std::nullopt;
   }
   uint64_t dimension = o->initial_params.size();

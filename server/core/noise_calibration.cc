@@ -24,6 +24,14 @@ absl::StatusOr<int64_t> SampledBlocks(const FederatedTaskOptions& task, uint64_t
 
 }  // namespace
 
+absl::StatusOr<double> BudgetForTarget(double budget, double target_epsilon) {
+  if (budget > target_epsilon) {
+    return absl::InvalidArgumentError(absl::StrCat("the epsilon budget ", budget,
+                                                   " exceeds the target epsilon ", target_epsilon));
+  }
+  return budget == 0 ? target_epsilon : budget;
+}
+
 absl::Status ApplyNoiseTarget(const NoiseTarget& target, uint64_t model_dimension,
                               FederatedTaskOptions* task) {
   if (!(target.target_epsilon > 0) || !std::isfinite(target.target_epsilon)) {
@@ -36,11 +44,8 @@ absl::Status ApplyNoiseTarget(const NoiseTarget& target, uint64_t model_dimensio
         "evaluation rounds need noise when the training rounds have it (their metrics are a "
         "release too)");
   }
-  if (task->epsilon_budget > target.target_epsilon) {
-    return absl::InvalidArgumentError(absl::StrCat("the epsilon budget ", task->epsilon_budget,
-                                                   " exceeds the target epsilon ",
-                                                   target.target_epsilon));
-  }
+  TANDEM_ASSIGN_OR_RETURN(const double budget,
+                          BudgetForTarget(task->epsilon_budget, target.target_epsilon));
   const dp::AccountantOptions ledger;  // the orders and conversion the ledger charges with
   auto calibrate = [&](int64_t blocks) -> absl::StatusOr<double> {
     std::vector<dp::PlannedReleases> plan = {{.q = task->sample_rate,
@@ -64,7 +69,7 @@ absl::Status ApplyNoiseTarget(const NoiseTarget& target, uint64_t model_dimensio
     TANDEM_ASSIGN_OR_RETURN(const int64_t sampled, SampledBlocks(*task, model_dimension, z));
     if (sampled >= credited) {
       task->secure_sum.noise_multiplier = z;
-      if (task->epsilon_budget == 0) task->epsilon_budget = target.target_epsilon;
+      task->epsilon_budget = budget;
       return absl::OkStatus();
     }
     credited = sampled;

@@ -48,6 +48,10 @@ struct NoiseTarget {
 absl::Status ApplyNoiseTarget(const NoiseTarget& target, uint64_t model_dimension,
                               FederatedTaskOptions* task);
 
+// The budget of a task with a target epsilon: the target where `budget` is
+// 0, else `budget`; INVALID_ARGUMENT when `budget` exceeds the target.
+absl::StatusOr<double> BudgetForTarget(double budget, double target_epsilon);
+
 }  // namespace tandem::server
 
 #endif  // TANDEM_SERVER_CORE_NOISE_CALIBRATION_H_

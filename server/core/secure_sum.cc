@@ -162,11 +162,9 @@ absl::StatusOr<SecureSum> SecureSum::Create(const SecureSumConfig& requested) {
 }
 
 double SecureSum::Scale() const {
-  if (encoding_ == proto::REPORT_ENCODING_DENSE ||
-      config_.block_selection == proto::BLOCK_SELECTION_TOP_NORM) {
-    return 1.0;
-  }
-  return static_cast<double>(blocks_per_group());
+  // Unbiased for one block of m picked at random; m = 1 where no block is
+  // sampled (dense rounds, TOP_NORM).
+  return static_cast<double>(sampled_blocks_per_group());
 }
 
 proto::RoundParameters SecureSum::RoundParameters(uint64_t round_id,

@@ -44,7 +44,7 @@ absl::StatusOr<uint32_t> LogBlocksPerGroup(const FederationOptions& o, uint64_t 
   for (uint32_t d = 0; d <= 24; ++d) {
     const uint64_t per_group = uint64_t{1} << d;
     const uint64_t k = (blocks + per_group - 1) / per_group;
-    if (k <= 4096) {
+    if (k <= server::kMaxGroups) {
       const double gap = std::abs(std::log(static_cast<double>(k) / target));
       if (!best.has_value() || gap < best_gap - 1e-12) {
         best = d;
