@@ -9,7 +9,7 @@
 // (-1)^b y_b mod 2^w, so u_0 - u_1 = y_0 + y_1 = the report (norm_circuit.h
 // with a single "block sum" per coordinate). Joint randomness binds the
 // leader's packed values and the helper's seed under the domain tag
-// "tandem.densenorm.part.v1" (a PREAMBLE proof never verifies here).
+// "tandem.densenorm.part.v2" (a PREAMBLE proof never verifies here).
 // Design choice [I]: one block for the whole vector (the per-block bound of
 // PREAMBLE's analysis has no meaning without block sampling); the circuit's
 // block bound is set to the total bound, which costs a few dozen slack bits.
@@ -87,7 +87,7 @@ class DenseNormProof {
   }
 
  private:
-  static constexpr absl::string_view kPartDomain = "tandem.densenorm.part.v1";
+  static constexpr absl::string_view kPartDomain = "tandem.densenorm.part.v2";
   DenseNormProof(NormCircuit circuit, DenseSharing sharing)
       : core_(std::move(circuit), kPartDomain), sharing_(std::move(sharing)) {}
   // Both parties' full derived values and u_0, u_1.

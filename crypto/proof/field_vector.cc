@@ -40,7 +40,7 @@ size_t TakeFieldWords(absl::Span<const uint64_t> words, absl::Span<uint64_t> out
 absl::Status ExpandField(absl::Span<const uint8_t> seed, absl::string_view label,
                          absl::Span<uint64_t> out) {
   static const absl::StatusOr<FixedKeyHash>* const kHash = new absl::StatusOr<FixedKeyHash>(
-      FixedKeyHash::FromName("tandem.proof.xof.v3", BestAesPath()));
+      FixedKeyHash::FromName("tandem.proof.xof.v4", BestAesPath()));
   if (!kHash->ok()) return kHash->status();
   TANDEM_ASSIGN_OR_RETURN(
       std::vector<uint8_t> digest,

@@ -3,7 +3,7 @@
 // lazily reduced dot products, batch inversion, and the XOF that samples
 // uniform field elements.
 //
-// Design choice [I] (protocol v3): the proofs moved from F_(2^61-1) to this
+// Design choice [I] (protocol v3, kept in v4): the proofs moved from F_(2^61-1) to this
 // field because F_(2^61-1)^* has 2-adic order 1 (p - 1 = 2 * 3^2 * 5^2 * 7 *
 // 11 * 13 * 31 * 41 * 61 * 151 * 331 * 1321), so the prover had to extend
 // each wire polynomial by O(N^2) Lagrange rows; here p - 1 = 2^32 * 3 * 5 *
@@ -74,7 +74,7 @@ size_t TakeFieldWords(absl::Span<const uint64_t> words, absl::Span<uint64_t> out
 
 // XOF to field elements: the stream of 64-bit words w_0, w_1, .. (block t
 // = MMO_k(s ^ t) with the fixed-key MMO hash of crypto/aes, key from
-// "tandem.proof.xof.v3", gives the low then the high 64 bits of its 128-bit
+// "tandem.proof.xof.v4", gives the low then the high 64 bits of its 128-bit
 // value), s = first 16 bytes of HashParts({label, seed}); out is the
 // sequence of words below p (rejection sampling, as the VDAF draft's
 // XofFixedKeyAes128 and Field64 next_vec: hash to a seed, then fixed-key

@@ -40,35 +40,40 @@ void ColumnSums(const uint64_t* const* coeff, size_t rows, const uint64_t* __res
   }
 }
 
-// acc[x] += a[x] b[x] e[x] for x < n: relaxed a, b, e (any 64-bit values)
+// acc[x] += a[x] (x[x]^2 - 1) for i < n: relaxed a, x (any 64-bit values)
 // and acc; eight at a time in AVX-512 lanes or four in AVX2 lanes when the
 // build has them, with the same formulas (crypto/proof/goldilocks_lanes.h).
-void AccumulateMul3(const uint64_t* a, const uint64_t* b, const uint64_t* e, size_t n,
-                    uint64_t* acc) {
-  size_t x = 0;
+void AccumulateCubic(const uint64_t* a, const uint64_t* x, size_t n, uint64_t* acc) {
+  size_t i = 0;
 #if defined(__AVX512F__)
   namespace x8 = lanes::x8;
-  for (; x + 8 <= n; x += 8) {
-    const x8::Lanes prod = x8::Reduce64(
-        x8::MulRelaxed(x8::MulRelaxed(x8::Load(a + x), x8::Load(b + x)), x8::Load(e + x)));
-    x8::Store(acc + x, x8::AddRelaxed(x8::Load(acc + x), prod));
+  const x8::Lanes one8 = x8::Splat(1);
+  for (; i + 8 <= n; i += 8) {
+    const x8::Lanes xi = x8::Load(x + i);
+    const x8::Lanes prod =
+        x8::Reduce64(x8::MulRelaxed(x8::Load(a + i), x8::SubRelaxed(x8::MulRelaxed(xi, xi), one8)));
+    x8::Store(acc + i, x8::AddRelaxed(x8::Load(acc + i), prod));
   }
 #elif defined(__AVX2__)
   // Four products in lanes and four in scalar registers per step (the core
   // runs both kinds of units side by side).
-  for (; x + 8 <= n; x += 8) {
-    const lanes::Lanes prod = lanes::Reduce64(lanes::MulRelaxed(
-        lanes::MulRelaxed(lanes::Load(a + x), lanes::Load(b + x)), lanes::Load(e + x)));
-    lanes::Store(acc + x, lanes::AddRelaxed(lanes::Load(acc + x), prod));
-    for (size_t y = x + 4; y < x + 8; ++y) {
-      const uint64_t p = gl::Reduce64(lanes::MulRelaxed(lanes::MulRelaxed(a[y], b[y]), e[y]));
+  const lanes::Lanes one4 = lanes::Splat(1);
+  for (; i + 8 <= n; i += 8) {
+    const lanes::Lanes xi = lanes::Load(x + i);
+    const lanes::Lanes prod = lanes::Reduce64(
+        lanes::MulRelaxed(lanes::Load(a + i), lanes::SubRelaxed(lanes::MulRelaxed(xi, xi), one4)));
+    lanes::Store(acc + i, lanes::AddRelaxed(lanes::Load(acc + i), prod));
+    for (size_t y = i + 4; y < i + 8; ++y) {
+      const uint64_t p = gl::Reduce64(
+          lanes::MulRelaxed(a[y], lanes::SubRelaxed(lanes::MulRelaxed(x[y], x[y]), 1)));
       acc[y] = lanes::AddRelaxed(acc[y], p);
     }
   }
 #endif
-  for (; x < n; ++x) {
-    const uint64_t prod = gl::Reduce64(lanes::MulRelaxed(lanes::MulRelaxed(a[x], b[x]), e[x]));
-    acc[x] = lanes::AddRelaxed(acc[x], prod);
+  for (; i < n; ++i) {
+    const uint64_t prod =
+        gl::Reduce64(lanes::MulRelaxed(a[i], lanes::SubRelaxed(lanes::MulRelaxed(x[i], x[i]), 1)));
+    acc[i] = lanes::AddRelaxed(acc[i], prod);
   }
 }
 
@@ -80,9 +85,9 @@ int LogWireDomain(size_t parallel, int queries) {
 
 }  // namespace
 
-absl::StatusOr<ParallelSumMul3Flp> ParallelSumMul3Flp::Create(size_t num_calls,
-                                                              size_t chunk_length,
-                                                              int num_queries) {
+absl::StatusOr<ParallelSumCubicFlp> ParallelSumCubicFlp::Create(size_t num_calls,
+                                                                size_t chunk_length,
+                                                                int num_queries) {
   if (num_calls < 1 || num_calls > (size_t{1} << 24)) {
     return absl::InvalidArgumentError(absl::StrCat("num_calls must be in [1, 2^24], got ",
                                                    num_calls));
@@ -97,10 +102,10 @@ absl::StatusOr<ParallelSumMul3Flp> ParallelSumMul3Flp::Create(size_t num_calls,
   const size_t q = static_cast<size_t>(num_queries);
   if (chunk_length == 0) {
     // For each N = 2^k the least c with Q + ceil(M / c) <= N; keep the
-    // shortest proof 3cQ + 3N (the first on ties: the smaller N).
+    // shortest proof 2cQ + 3N (the first on ties: the smaller N).
     auto length = [&](size_t c) {
       const size_t parallel = (num_calls + c - 1) / c;
-      return 3 * c * q + 3 * (size_t{1} << LogWireDomain(parallel, num_queries));
+      return 2 * c * q + 3 * (size_t{1} << LogWireDomain(parallel, num_queries));
     };
     size_t best = num_calls;
     for (int k = 1; k <= 24; ++k) {
@@ -119,17 +124,17 @@ absl::StatusOr<ParallelSumMul3Flp> ParallelSumMul3Flp::Create(size_t num_calls,
         absl::StrCat("FLP wire domain 2^", log_n, " exceeds 2^24; raise chunk_length"));
   }
   TANDEM_ASSIGN_OR_RETURN(NttDomain domain, NttDomain::Create(log_n));
-  return ParallelSumMul3Flp(num_calls, chunk_length, num_queries, parallel, std::move(domain));
+  return ParallelSumCubicFlp(num_calls, chunk_length, num_queries, parallel, std::move(domain));
 }
 
-double ParallelSumMul3Flp::SoundnessLog2() const {
+double ParallelSumCubicFlp::SoundnessLog2() const {
   const double t = static_cast<double>(proof_domain_size());
   return queries_ * std::log2((t - 1.0) / (static_cast<double>(gl::kP) - t - queries_));
 }
 
-absl::Status ParallelSumMul3Flp::Prove(absl::Span<const uint64_t> inputs,
-                                       absl::Span<const uint64_t> wire_seeds,
-                                       absl::Span<uint64_t> proof) const {
+absl::Status ParallelSumCubicFlp::Prove(absl::Span<const uint64_t> inputs,
+                                        absl::Span<const uint64_t> wire_seeds,
+                                        absl::Span<uint64_t> proof) const {
   if (inputs.size() != input_length() || wire_seeds.size() != seed_length() ||
       proof.size() != proof_length()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -138,24 +143,24 @@ absl::Status ParallelSumMul3Flp::Prove(absl::Span<const uint64_t> inputs,
   }
   const size_t n = domain_.size();
   const size_t q = static_cast<size_t>(queries_);
-  const size_t wires = 3 * chunk_;
+  const size_t wires = 2 * chunk_;
   std::copy(wire_seeds.begin(), wire_seeds.end(), proof.begin());
   // p on H, gH, g^2 H, accumulated gadget by gadget in relaxed form
   // (crypto/proof/goldilocks_lanes.h), made canonical once at the end.
   std::vector<uint64_t> acc(3 * n, 0);
-  // Per gadget t: its three wires on H (values), as coefficients, and on a
+  // Per gadget t: its two wires on H (values), as coefficients, and on a
   // coset; all of size N (L1-resident for the N of interest).
-  std::vector<uint64_t> buffer(9 * n);
-  uint64_t* values[3] = {&buffer[0], &buffer[n], &buffer[2 * n]};
-  uint64_t* coeffs[3] = {&buffer[3 * n], &buffer[4 * n], &buffer[5 * n]};
-  uint64_t* coset[3] = {&buffer[6 * n], &buffer[7 * n], &buffer[8 * n]};
+  std::vector<uint64_t> buffer(6 * n);
+  uint64_t* values[2] = {&buffer[0], &buffer[n]};
+  uint64_t* coeffs[2] = {&buffer[2 * n], &buffer[3 * n]};
+  uint64_t* coset[2] = {&buffer[4 * n], &buffer[5 * n]};
   for (size_t t = 0; t < chunk_; ++t) {
-    for (size_t k = 0; k < 3; ++k) {
-      const size_t l = 3 * t + k;
+    for (size_t k = 0; k < 2; ++k) {
+      const size_t l = 2 * t + k;
       uint64_t* w = values[k];
       for (size_t s = 0; s < q; ++s) w[s] = wire_seeds[l * q + s];
-      // Point omega^(Q+i) holds ParallelSum call i; wire l = 3t + k is
-      // Mul3 call i c + t, at inputs[3 (i c + t) + k] = inputs[i 3c + l]
+      // Point omega^(Q+i) holds ParallelSum call i; wire l = 2t + k is
+      // Cubic call i c + t, at inputs[2 (i c + t) + k] = inputs[i 2c + l]
       // (zero past the last call: public sizes).
       for (size_t i = 0; i < parallel_calls_; ++i) {
         const size_t idx = i * wires + l;
@@ -165,13 +170,13 @@ absl::Status ParallelSumMul3Flp::Prove(absl::Span<const uint64_t> inputs,
       std::copy(w, w + n, coeffs[k]);
       domain_.ValuesToCoefficients(absl::MakeSpan(coeffs[k], n));
     }
-    AccumulateMul3(values[0], values[1], values[2], n, &acc[0]);
+    AccumulateCubic(values[0], values[1], n, &acc[0]);
     for (int s = 1; s < 3; ++s) {
-      for (size_t k = 0; k < 3; ++k) {
+      for (size_t k = 0; k < 2; ++k) {
         domain_.CoefficientsToCosetValues(absl::MakeConstSpan(coeffs[k], n), s,
                                           absl::MakeSpan(coset[k], n));
       }
-      AccumulateMul3(coset[0], coset[1], coset[2], n, &acc[s * n]);
+      AccumulateCubic(coset[0], coset[1], n, &acc[s * n]);
     }
   }
   uint64_t* p = proof.data() + seed_length();
@@ -179,11 +184,11 @@ absl::Status ParallelSumMul3Flp::Prove(absl::Span<const uint64_t> inputs,
   return absl::OkStatus();
 }
 
-absl::Status ParallelSumMul3Flp::Query(absl::Span<const uint64_t> input_share,
-                                       absl::Span<const uint64_t> proof_share,
-                                       uint64_t affine_share,
-                                       absl::Span<const uint64_t> query_points,
-                                       absl::Span<uint64_t> verifier_share) const {
+absl::Status ParallelSumCubicFlp::Query(absl::Span<const uint64_t> input_share,
+                                        absl::Span<const uint64_t> proof_share,
+                                        uint64_t affine_share,
+                                        absl::Span<const uint64_t> query_points,
+                                        absl::Span<uint64_t> verifier_share) const {
   if (input_share.size() != input_length() || proof_share.size() != proof_length() ||
       query_points.size() != static_cast<size_t>(queries_) ||
       verifier_share.size() != verifier_length()) {
@@ -206,9 +211,9 @@ absl::Status ParallelSumMul3Flp::Query(absl::Span<const uint64_t> input_share,
   verifier_share[0] = y;
 
   // f_l(r_q) = sum_x L_x(r_q) f_l(omega^x): the seeds at x < Q, the input
-  // share at x = Q + i (row i of the call-major inputs holds the 3c wires
+  // share at x = Q + i (row i of the call-major inputs holds the 2c wires
   // of point Q + i), zero beyond; column by column with lazy reduction.
-  const size_t wires = 3 * chunk_;
+  const size_t wires = 2 * chunk_;
   std::vector<uint64_t> lambda(nq * n), mu(3 * n), col(nq * wires);
   for (size_t q = 0; q < nq; ++q) {
     domain_.LagrangeCoefficients(query_points[q], 1, absl::MakeSpan(&lambda[q * n], n));
@@ -251,19 +256,19 @@ absl::Status ParallelSumMul3Flp::Query(absl::Span<const uint64_t> input_share,
   return absl::OkStatus();
 }
 
-absl::StatusOr<bool> ParallelSumMul3Flp::Decide(absl::Span<const uint64_t> verifier) const {
+absl::StatusOr<bool> ParallelSumCubicFlp::Decide(absl::Span<const uint64_t> verifier) const {
   if (verifier.size() != verifier_length()) {
     return absl::InvalidArgumentError("verifier message has the wrong length");
   }
   // Constant-time accumulation of the failure flags (the inputs are public
   // once reconstructed, but there is no reason to branch early).
   uint64_t bad = verifier[0];
-  const size_t wires = 3 * chunk_;
+  const size_t wires = 2 * chunk_;
   for (int q = 0; q < queries_; ++q) {
     const uint64_t* w = verifier.data() + 1 + q * (wires + 1);
     uint64_t g = 0;
     for (size_t c = 0; c < chunk_; ++c) {
-      g = gl::Add(g, gl::Mul(gl::Mul(w[3 * c], w[3 * c + 1]), w[3 * c + 2]));
+      g = gl::Add(g, gl::Mul(w[2 * c], gl::Sub(gl::Mul(w[2 * c + 1], w[2 * c + 1]), 1)));
     }
     bad |= g ^ w[wires];
   }

@@ -19,19 +19,20 @@ using ::tandem::testing::StatusIs;
 
 uint64_t RandomElement(SecureRandom* rng) { return gl::Reduce64(rng->NextUint64().value()); }
 
+// The gadget by its definition: a (x^2 - 1).
+uint64_t Cubic(uint64_t a, uint64_t x) { return gl::Mul(a, gl::Sub(gl::Mul(x, x), 1)); }
+
 struct ProofRun {
   std::vector<uint64_t> inputs, proof;
   uint64_t gadget_sum = 0;
 };
 
-ProofRun MakeRun(const ParallelSumMul3Flp& flp, SecureRandom* rng) {
+ProofRun MakeRun(const ParallelSumCubicFlp& flp, SecureRandom* rng) {
   ProofRun run;
   run.inputs.resize(flp.input_length());
   for (auto& v : run.inputs) v = RandomElement(rng);
   for (size_t i = 0; i < flp.num_calls(); ++i) {
-    run.gadget_sum =
-        gl::Add(run.gadget_sum,
-                gl::Mul(gl::Mul(run.inputs[3 * i], run.inputs[3 * i + 1]), run.inputs[3 * i + 2]));
+    run.gadget_sum = gl::Add(run.gadget_sum, Cubic(run.inputs[2 * i], run.inputs[2 * i + 1]));
   }
   std::vector<uint64_t> seeds(flp.seed_length());
   for (auto& v : seeds) v = RandomElement(rng);
@@ -41,7 +42,7 @@ ProofRun MakeRun(const ParallelSumMul3Flp& flp, SecureRandom* rng) {
 }
 
 // Splits x into two additive shares, queries both and decides on the sum.
-absl::StatusOr<bool> ShareAndDecide(const ParallelSumMul3Flp& flp, const ProofRun& run,
+absl::StatusOr<bool> ShareAndDecide(const ParallelSumCubicFlp& flp, const ProofRun& run,
                                     uint64_t affine, SecureRandom* rng) {
   std::vector<uint64_t> in0(run.inputs.size()), in1(run.inputs.size());
   std::vector<uint64_t> pr0(run.proof.size()), pr1(run.proof.size());
@@ -70,7 +71,7 @@ class FlpShapes : public ::testing::TestWithParam<std::tuple<int, int, int>> {};
 
 TEST_P(FlpShapes, AcceptsExactlyWhenOutputIsZero) {
   const auto [calls, chunk, queries] = GetParam();
-  auto flp = ParallelSumMul3Flp::Create(calls, chunk, queries);
+  auto flp = ParallelSumCubicFlp::Create(calls, chunk, queries);
   ASSERT_THAT(flp.status(), IsOk());
   auto rng = DeterministicRandom::FromSeed(calls * 31 + chunk);
   for (int trial = 0; trial < 3; ++trial) {
@@ -97,38 +98,40 @@ INSTANTIATE_TEST_SUITE_P(Shapes, FlpShapes,
                                            std::make_tuple(1000, 64, 3)));
 
 TEST(Flp, LengthsFollowTheConstruction) {
-  auto flp = ParallelSumMul3Flp::Create(1000, 64, 2);
+  auto flp = ParallelSumCubicFlp::Create(1000, 64, 2);
   ASSERT_THAT(flp.status(), IsOk());
   EXPECT_EQ(flp->num_parallel_calls(), 16u);                 // ceil(1000 / 64)
   EXPECT_EQ(flp->wire_domain_size(), 32u);                   // 2^k >= Q + M' = 18
   EXPECT_EQ(flp->proof_domain_size(), 96u);                  // H, gH, g^2 H
-  EXPECT_EQ(flp->proof_length(), 3u * 64 * 2 + 96);          // seeds + p
-  EXPECT_EQ(flp->verifier_length(), 1u + 2 * (3 * 64 + 1));
+  EXPECT_EQ(flp->input_length(), 2000u);                     // (a, x) per call
+  EXPECT_EQ(flp->proof_length(), 2u * 64 * 2 + 96);          // seeds + p
+  EXPECT_EQ(flp->verifier_length(), 1u + 2 * (2 * 64 + 1));
   const double p = 18446744069414584321.0;
   EXPECT_NEAR(flp->SoundnessLog2(), 2 * std::log2(95.0 / (p - 96 - 2)), 1e-9);
 }
 
 TEST(Flp, AutomaticChunkMinimisesTheProofLength) {
   for (size_t calls : {1, 7, 100, 5000, 49713}) {
-    auto flp = ParallelSumMul3Flp::Create(calls, 0, 2);
+    auto flp = ParallelSumCubicFlp::Create(calls, 0, 2);
     ASSERT_THAT(flp.status(), IsOk());
     for (size_t c = 1; c <= calls; c += 1 + c / 16) {
-      auto other = ParallelSumMul3Flp::Create(calls, c, 2);
+      auto other = ParallelSumCubicFlp::Create(calls, c, 2);
       ASSERT_THAT(other.status(), IsOk());
       EXPECT_LE(flp->proof_length(), other->proof_length()) << calls << " " << c;
     }
   }
   // The benchmark's circuit (k = 16, B = 1024, 33 slack bits each): 49,713
-  // calls, chunk 196, N = 256: 3 * 196 * 2 + 768 = 1944 elements.
-  auto flp = ParallelSumMul3Flp::Create(49713, 0, 2).value();
+  // calls, chunk 196, N = 256: 2 * 196 * 2 + 768 = 1552 elements (N = 512
+  // needs c = 98: 392 + 1536; N = 128, c = 395: 1580 + 384).
+  auto flp = ParallelSumCubicFlp::Create(49713, 0, 2).value();
   EXPECT_EQ(flp.chunk_length(), 196u);
   EXPECT_EQ(flp.wire_domain_size(), 256u);
-  EXPECT_EQ(flp.proof_length(), 1944u);
+  EXPECT_EQ(flp.proof_length(), 1552u);
 }
 
 // Every single proof element and every single input, perturbed, is caught.
 TEST(Flp, EverySingleElementTamperingIsRejected) {
-  auto flp = ParallelSumMul3Flp::Create(20, 3, 2).value();
+  auto flp = ParallelSumCubicFlp::Create(20, 3, 2).value();
   auto rng = DeterministicRandom::FromSeed(77);
   ProofRun run = MakeRun(flp, rng.get());
   const uint64_t zeroing = gl::Neg(run.gadget_sum);
@@ -146,7 +149,7 @@ TEST(Flp, EverySingleElementTamperingIsRejected) {
 }
 
 TEST(Flp, QueryRejectsPointsInTheDomainAndRepeats) {
-  auto flp = ParallelSumMul3Flp::Create(10, 2, 2).value();
+  auto flp = ParallelSumCubicFlp::Create(10, 2, 2).value();
   std::vector<uint64_t> in(flp.input_length()), pr(flp.proof_length()), out(flp.verifier_length());
   // 1 is in H; 7 (the coset shift g) and 49 = g^2 are in gH and g^2 H;
   // -1 is in H (N even).
@@ -166,15 +169,15 @@ TEST(Flp, QueryRejectsPointsInTheDomainAndRepeats) {
 }
 
 // The proof's polynomial values against their definition: p(x) = sum_t
-// f_3t(x) f_3t+1(x) f_3t+2(x) with each wire polynomial f_l evaluated at
+// f_2t(x) (f_2t+1(x)^2 - 1) with each wire polynomial f_l evaluated at
 // x by barycentric interpolation of its values on H (the seeds, the
 // inputs, zeros), independently of the prover's transforms.
 TEST(Flp, ProofPolynomialMatchesTheWireInterpolants) {
   auto rng = DeterministicRandom::FromSeed(31);
   for (auto [calls, chunk] : {std::pair<size_t, size_t>{1000, 64}, {50, 7}, {9, 1}}) {
-    const ParallelSumMul3Flp flp = ParallelSumMul3Flp::Create(calls, chunk, 2).value();
+    const ParallelSumCubicFlp flp = ParallelSumCubicFlp::Create(calls, chunk, 2).value();
     const ProofRun run = MakeRun(flp, rng.get());
-    const size_t n = flp.wire_domain_size(), q = 2, wires = 3 * chunk;
+    const size_t n = flp.wire_domain_size(), q = 2, wires = 2 * chunk;
     const NttDomain domain = NttDomain::Create(std::countr_zero(n)).value();
     // Wire values on H.
     std::vector<std::vector<uint64_t>> values(wires, std::vector<uint64_t>(n, 0));
@@ -202,7 +205,7 @@ TEST(Flp, ProofPolynomialMatchesTheWireInterpolants) {
         }
         uint64_t expected = 0;
         for (size_t t = 0; t < chunk; ++t) {
-          expected = gl::Add(expected, gl::Mul(gl::Mul(at[3 * t], at[3 * t + 1]), at[3 * t + 2]));
+          expected = gl::Add(expected, Cubic(at[2 * t], at[2 * t + 1]));
         }
         ASSERT_EQ(p[s * n + i], expected)
             << "calls " << calls << ", coset " << s << ", point " << i;
@@ -215,16 +218,16 @@ TEST(Flp, ProofPolynomialMatchesTheWireInterpolants) {
 // equals the one computed with the portable transforms and plain gl::
 // arithmetic (the prover before its AVX2 kernels), element for element.
 TEST(Flp, ProofEqualsThePortableComputation) {
-  const ParallelSumMul3Flp flp = ParallelSumMul3Flp::Create(49713, 196, 2).value();
+  const ParallelSumCubicFlp flp = ParallelSumCubicFlp::Create(49713, 196, 2).value();
   auto rng = DeterministicRandom::FromSeed(32);
   const ProofRun run = MakeRun(flp, rng.get());
-  const size_t n = flp.wire_domain_size(), q = 2, wires = 3 * flp.chunk_length();
+  const size_t n = flp.wire_domain_size(), q = 2, wires = 2 * flp.chunk_length();
   const NttDomain domain = NttDomain::Create(std::countr_zero(n)).value();
   std::vector<uint64_t> expected(3 * n, 0), values(n), coeffs(n), coset(n);
-  std::vector<std::vector<uint64_t>> at(3, std::vector<uint64_t>(3 * n));
+  std::vector<std::vector<uint64_t>> at(2, std::vector<uint64_t>(3 * n));
   for (size_t t = 0; t < flp.chunk_length(); ++t) {
-    for (size_t k = 0; k < 3; ++k) {
-      const size_t l = 3 * t + k;
+    for (size_t k = 0; k < 2; ++k) {
+      const size_t l = 2 * t + k;
       std::fill(values.begin(), values.end(), 0);
       for (size_t s = 0; s < q; ++s) values[s] = run.proof[l * q + s];
       for (size_t i = 0; i < flp.num_parallel_calls(); ++i) {
@@ -241,7 +244,7 @@ TEST(Flp, ProofEqualsThePortableComputation) {
       }
     }
     for (size_t x = 0; x < 3 * n; ++x) {
-      expected[x] = gl::Add(expected[x], gl::Mul(gl::Mul(at[0][x], at[1][x]), at[2][x]));
+      expected[x] = gl::Add(expected[x], Cubic(at[0][x], at[1][x]));
     }
   }
   const std::vector<uint64_t> p(run.proof.begin() + flp.seed_length(), run.proof.end());
@@ -249,11 +252,11 @@ TEST(Flp, ProofEqualsThePortableComputation) {
 }
 
 TEST(Flp, CreateValidates) {
-  EXPECT_THAT(ParallelSumMul3Flp::Create(0, 0, 2).status(),
+  EXPECT_THAT(ParallelSumCubicFlp::Create(0, 0, 2).status(),
               StatusIs(absl::StatusCode::kInvalidArgument));
-  EXPECT_THAT(ParallelSumMul3Flp::Create(10, 11, 2).status(),
+  EXPECT_THAT(ParallelSumCubicFlp::Create(10, 11, 2).status(),
               StatusIs(absl::StatusCode::kInvalidArgument));
-  EXPECT_THAT(ParallelSumMul3Flp::Create(10, 2, 0).status(),
+  EXPECT_THAT(ParallelSumCubicFlp::Create(10, 2, 0).status(),
               StatusIs(absl::StatusCode::kInvalidArgument));
 }
 

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "crypto/proof/goldilocks_lanes.h"
 
 namespace tandem::crypto::proof {
 namespace {
@@ -31,6 +32,60 @@ inline uint64_t MulPow2(uint64_t a, int l) {
   const uint64_t t = hi * gl::kEpsilon;
   const uint64_t s = lo + t;
   return gl::Reduce64(s + (gl::kEpsilon & gl::Mask(s < t)));
+}
+
+// The lanes of goldilocks_lanes.h as a type, for GadgetBatch.
+#if defined(__AVX512F__)
+struct Lanes8 {
+  static constexpr int kWidth = 8;
+  using V = lanes::x8::Lanes;
+  static V Load(const uint64_t* p) { return lanes::x8::Load(p); }
+  static void Store(uint64_t* p, V v) { lanes::x8::Store(p, v); }
+  static V Splat(uint64_t x) { return lanes::x8::Splat(x); }
+  static V Mul(V a, V b) { return lanes::x8::Reduce64(lanes::x8::MulRelaxed(a, b)); }
+  static V Add(V a, V b) { return lanes::x8::Reduce64(lanes::x8::AddRelaxed(a, b)); }
+  static V Sub(V a, V b) { return lanes::x8::Reduce64(lanes::x8::SubRelaxed(a, b)); }
+};
+using BatchLanes = Lanes8;
+#elif defined(__AVX2__)
+struct Lanes4 {
+  static constexpr int kWidth = 4;
+  using V = lanes::Lanes;
+  static V Load(const uint64_t* p) { return lanes::Load(p); }
+  static void Store(uint64_t* p, V v) { lanes::Store(p, v); }
+  static V Splat(uint64_t x) { return lanes::Splat(x); }
+  static V Mul(V a, V b) { return lanes::Reduce64(lanes::MulRelaxed(a, b)); }
+  static V Add(V a, V b) { return lanes::Reduce64(lanes::AddRelaxed(a, b)); }
+  static V Sub(V a, V b) { return lanes::Reduce64(lanes::SubRelaxed(a, b)); }
+};
+using BatchLanes = Lanes4;
+#endif
+
+// GadgetInputs' six inputs of L::kWidth values from `j` on (one group, one
+// weight): (rho1 c, c), (rho2 h, h / K), (weight, v), h = X_hi - c,
+// v = X_lo + 2^L c. Every result is canonical, so equal bit for bit to
+// the scalar gl:: path (a canonical value is unique). REQUIRES: canonical
+// operands; returns the output position after the batch.
+template <typename L>
+uint64_t* GadgetBatch(const uint64_t* c_in, const uint64_t* xlo, const uint64_t* xhi,
+                      const uint64_t* rho1, const uint64_t* rho2, uint64_t pow2l,
+                      uint64_t inverse_k, uint64_t weight, uint64_t* o) {
+  uint64_t a1[L::kWidth], a2[L::kWidth], x2[L::kWidth], v[L::kWidth];
+  const typename L::V c = L::Load(c_in);
+  const typename L::V h = L::Sub(L::Load(xhi), c);
+  L::Store(v, L::Add(L::Load(xlo), L::Mul(c, L::Splat(pow2l))));
+  L::Store(a1, L::Mul(L::Load(rho1), c));
+  L::Store(a2, L::Mul(L::Load(rho2), h));
+  L::Store(x2, L::Mul(h, L::Splat(inverse_k)));
+  for (int i = 0; i < L::kWidth; ++i, o += 6) {
+    o[0] = a1[i];
+    o[1] = c_in[i];
+    o[2] = a2[i];
+    o[3] = x2[i];
+    o[4] = weight;
+    o[5] = v[i];
+  }
+  return o;
 }
 
 }  // namespace
@@ -64,8 +119,8 @@ absl::StatusOr<NormCircuit> NormCircuit::Create(int num_blocks, int block_size, 
                      " values: need n * 2^(2L+2) + 2^S + bound < p (L = ", l, ")"));
   }
   const size_t calls = 3 * n + static_cast<size_t>(num_blocks) * sb + st;
-  TANDEM_ASSIGN_OR_RETURN(ParallelSumMul3Flp flp,
-                          ParallelSumMul3Flp::Create(calls, chunk_length, num_queries));
+  TANDEM_ASSIGN_OR_RETURN(ParallelSumCubicFlp flp,
+                          ParallelSumCubicFlp::Create(calls, chunk_length, num_queries));
   return NormCircuit(num_blocks, block_size, value_bits, l, sb, st, bound, std::move(flp));
 }
 
@@ -173,7 +228,8 @@ absl::Status NormCircuit::GadgetInputs(int party, absl::Span<const uint64_t> der
   // All operands are canonical (validated or reduced); one pass, no
   // division in the loop.
   const uint64_t one = party == 0 ? 1 : 0;
-  const uint64_t k_const = gl::Mul(one, uint64_t{1} << (w_ - l_));  // 2^(w-L) <= 2^62 < p
+  // 1 / K, K = 2^(w-L) <= 2^62 < p: x = h / K is 0 or +-1 for an honest h.
+  const uint64_t inverse_k = gl::Inverse(uint64_t{1} << (w_ - l_));
   const uint64_t* rho1 = weights.data();
   const uint64_t* rho2 = rho1 + n_;
   const uint64_t* rho3 = rho2 + n_;
@@ -182,30 +238,35 @@ absl::Status NormCircuit::GadgetInputs(int party, absl::Span<const uint64_t> der
   const uint64_t* xlo = derived.data();
   const uint64_t* xhi = derived.data() + n_;
   uint64_t* o = out.data();
+  const uint64_t pow2l = uint64_t{1} << l_;  // 2^L < p
   for (size_t g = 0, j = 0; g < static_cast<size_t>(k_); ++g) {
-    const uint64_t weight = gl::Neg(gl::Add(sigma[g], tau));
-    for (size_t end = j + static_cast<size_t>(b_); j < end; ++j) {
+    // A public constant: party 0's share is the weight, party 1's zero.
+    const uint64_t weight = gl::Mul(one, gl::Neg(gl::Add(sigma[g], tau)));
+    const size_t end = j + static_cast<size_t>(b_);
+#if defined(__AVX512F__) || defined(__AVX2__)
+    for (; j + BatchLanes::kWidth <= end; j += BatchLanes::kWidth) {
+      o = GadgetBatch<BatchLanes>(witness.data() + j, xlo + j, xhi + j, rho1 + j, rho2 + j, pow2l,
+                                  inverse_k, weight, o);
+    }
+#endif
+    for (; j < end; ++j) {
       const uint64_t c = witness[j];
       const uint64_t h = gl::Sub(xhi[j], c);
       const uint64_t v = gl::Add(xlo[j], MulPow2(c, l_));  // X_lo + 2^L c; 1 <= L <= 30 (Exact)
       o[0] = gl::Mul(rho1[j], c);
-      o[1] = gl::Sub(c, one);
-      o[2] = gl::Add(c, one);
-      o[3] = gl::Mul(rho2[j], h);
-      o[4] = gl::Sub(h, k_const);
-      o[5] = gl::Add(h, k_const);
-      o[6] = gl::Mul(weight, v);
-      o[7] = v;
-      o[8] = one;
-      o += 9;
+      o[1] = c;
+      o[2] = gl::Mul(rho2[j], h);
+      o[3] = gl::Mul(h, inverse_k);
+      o[4] = weight;
+      o[5] = v;
+      o += 6;
     }
   }
   for (size_t i = 0; i < slack_bits(); ++i) {
     const uint64_t s = witness[n_ + i];
-    o[0] = gl::Mul(rho3[i], s);
-    o[1] = gl::Sub(s, one);
-    o[2] = one;
-    o += 3;
+    o[0] = gl::Mul(one, rho3[i]);
+    o[1] = gl::Sub(gl::Add(s, s), one);
+    o += 2;
   }
   return absl::OkStatus();
 }
@@ -228,10 +289,14 @@ absl::StatusOr<uint64_t> NormCircuit::AffineShare(int party, absl::Span<const ui
     return s;
   };
   uint64_t y = 0;
+  const uint64_t block_size = gl::Mul(one, static_cast<uint64_t>(b_));  // < p
   for (int g = 0; g < k_; ++g) {
     const uint64_t term = gl::Sub(gl::Mul(one, gl::Reduce64(bound_.max_block_l2_squared)),
                                   slack(n_ + static_cast<size_t>(g) * sb_, sb_));
     y = gl::Add(y, gl::Mul(sigma[g], term));
+    // The B calls (-(sigma_g + tau), v) of the block each added
+    // (sigma_g + tau) besides the weighted square: taken back here.
+    y = gl::Sub(y, gl::Mul(block_size, gl::Add(sigma[g], tau)));
   }
   const uint64_t term = gl::Sub(gl::Mul(one, gl::Reduce64(bound_.max_l2_squared)),
                                 slack(n_ + static_cast<size_t>(k_) * sb_, st_));

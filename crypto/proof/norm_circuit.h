@@ -1,7 +1,7 @@
 // The validity circuit of PREAMBLE's norm bound (Asi, Feldman, Keller,
 // Rothblum, Talwar, NeurIPS 2025: every sent block and the whole report are
 // within the L2 bound of the privacy analysis), over F_p (p = 2^64 - 2^32 +
-// 1, crypto/field/goldilocks.h; protocol v3), on the values that are
+// 1, crypto/field/goldilocks.h; protocol v4), on the values that are
 // actually aggregated in Z_2^w (w = value_bits).
 //
 // From the ring to the field without a conversion protocol [I, our design]:
@@ -38,16 +38,24 @@
 //     interval shorter than p.
 // An honest report (|v| <= sqrt(bound) < 2^L) always has a witness.
 //
-// All constraints are Mul3 gadget calls, combined as
-//   y = sum_j rho1_j C1_j + rho2_j C2_j + sum_i rho3_i C4_i
+// All constraints are calls of the gadget Cubic(a, x) = a (x^2 - 1)
+// (crypto/proof/flp.h), combined as
+//   y = sum_j rho1_j C1_j + (rho2_j / K^2) C2_j + sum_i 4 rho3_i C4_i
 //       + sum_g sigma_g C3_g + tau C3_total,
 // with weights from the joint randomness (Fiat-Shamir over the client's
-// shares, as Prio3's joint randomness): for a violated constraint y = 0 with
-// probability 1/p. Gadget calls (M = 3n + k S_b + S_t):
-//   (rho1 c, c - 1, c + 1), (rho2 h, h - K, h + K),
-//   (-(sigma_g + tau) v, v, 1), (rho3 s, s - 1, 1),
-// and the affine part sum_g sigma_g (B_g - slack_g) + tau (B_t - slack_t).
-// Constants enter party 0's share only.
+// shares, as Prio3's joint randomness; rho2 / K^2 and 4 rho3 are uniform
+// when rho2 and rho3 are): for a violated constraint y = 0 with probability
+// 1/p. Gadget calls (M = 3n + k S_b + S_t), each (a, x):
+//   (rho1 c, c)               rho1 c (c^2 - 1)            = rho1 C1
+//   (rho2 h, h / K)           rho2 h (h^2 / K^2 - 1)      = (rho2 / K^2) C2
+//   (-(sigma_g + tau), v)     -(sigma_g + tau) (v^2 - 1)  (the -1 is paid back
+//                                                          in the affine part)
+//   (rho3, 2s - 1)            rho3 ((2s - 1)^2 - 1)       = 4 rho3 s (s - 1)
+// and the affine part sum_g sigma_g (B_g - slack_g) + tau (B_t - slack_t)
+// - B sum_g (sigma_g + tau). Constants enter party 0's share only.
+// Protocol v3 spent three inputs per call on Mul3(a, b, e) = a b e, the
+// same constraints as (rho1 c, c - 1, c + 1), (rho2 h, h - K, h + K),
+// (-(sigma_g + tau) v, v, 1), (rho3 s, s - 1, 1).
 //
 // Immutable after Create; thread-safe.
 #ifndef TANDEM_CRYPTO_PROOF_NORM_CIRCUIT_H_
@@ -88,7 +96,7 @@ class NormCircuit {
   size_t witness_length() const { return n_ + slack_bits(); }
   size_t weights_length() const { return 2 * n_ + slack_bits() + k_ + 1; }
   size_t slack_bits() const { return static_cast<size_t>(k_) * sb_ + st_; }
-  const ParallelSumMul3Flp& flp() const { return flp_; }
+  const ParallelSumCubicFlp& flp() const { return flp_; }
   // log2 of the total soundness error: 1/p (weights) + FLP query error.
   double SoundnessLog2() const;
 
@@ -112,7 +120,7 @@ class NormCircuit {
   absl::StatusOr<std::vector<uint64_t>> Witness(absl::Span<const uint64_t> u0,
                                                 absl::Span<const uint64_t> u1) const;
 
-  // The Mul3 inputs (flp().input_length()) and the affine part of y for one
+  // The Cubic inputs (flp().input_length()) and the affine part of y for one
   // share (party 0 adds the constants); applied to the sums of the shares
   // with party 0 it gives the prover's full values. INVALID_ARGUMENT on sizes.
   // REQUIRES: every element of derived, witness and weights is < p (as
@@ -124,8 +132,15 @@ class NormCircuit {
                                        absl::Span<const uint64_t> weights) const;
 
  private:
-  NormCircuit(int k, int b, int w, int l, int sb, int st, NormBound bound, ParallelSumMul3Flp flp)
-      : k_(k), b_(b), w_(w), l_(l), sb_(sb), st_(st), n_(size_t(k) * b), bound_(bound),
+  NormCircuit(int k, int b, int w, int l, int sb, int st, NormBound bound, ParallelSumCubicFlp flp)
+      : k_(k),
+        b_(b),
+        w_(w),
+        l_(l),
+        sb_(sb),
+        st_(st),
+        n_(size_t(k) * b),
+        bound_(bound),
         flp_(std::move(flp)) {}
 
   // xlo, xhi = (-1)^party limbs of (-1)^party sums mod 2^w (count each);
@@ -137,7 +152,7 @@ class NormCircuit {
   int sb_, st_;  // slack bits per block bound and for the total bound
   size_t n_;
   NormBound bound_;
-  ParallelSumMul3Flp flp_;
+  ParallelSumCubicFlp flp_;
 };
 
 }  // namespace tandem::crypto::proof

@@ -1,6 +1,8 @@
 #include "crypto/proof/norm_circuit.h"
 
 #include <cstdlib>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "base/random.h"
@@ -14,16 +16,17 @@ namespace {
 using ::tandem::testing::IsOk;
 using ::tandem::testing::StatusIs;
 
-// y = sum of the Mul3 gadget outputs + affine part, on full (unshared)
+// The gadget by its definition (crypto/proof/flp.h): a (x^2 - 1).
+uint64_t Cubic(uint64_t a, uint64_t x) { return gl::Mul(a, gl::Sub(gl::Mul(x, x), 1)); }
+
+// y = sum of the Cubic gadget outputs + affine part, on full (unshared)
 // values: zero iff every constraint holds (for these weights).
 uint64_t CircuitOutput(const NormCircuit& c, const std::vector<uint64_t>& derived,
                        const std::vector<uint64_t>& witness, const std::vector<uint64_t>& weights) {
   std::vector<uint64_t> in(c.flp().input_length());
   EXPECT_THAT(c.GadgetInputs(0, derived, witness, weights, absl::MakeSpan(in)), IsOk());
   uint64_t y = c.AffineShare(0, witness, weights).value();
-  for (size_t i = 0; i < in.size(); i += 3) {
-    y = gl::Add(y, gl::Mul(gl::Mul(in[i], in[i + 1]), in[i + 2]));
-  }
+  for (size_t i = 0; i < in.size(); i += 2) y = gl::Add(y, Cubic(in[i], in[i + 1]));
   return y;
 }
 
@@ -215,24 +218,90 @@ TEST(NormCircuit, OverBoundReportsViolateSomeConstraint) {
 }
 
 // The gadget inputs on full values, against their definitions computed with
-// generic field operations (covers the shift-based 2^L c).
+// generic field operations (covers the shift-based 2^L c), and each call's
+// output against the constraint it stands for (norm_circuit.h): rho1 C1,
+// (rho2 / K^2) C2, -(sigma_g + tau) (v^2 - 1), 4 rho3 s (s - 1).
+// Blocks of 3 values run the scalar path only; blocks of 21 run the lanes
+// (8 or 4 values at a time) and a scalar tail.
 TEST(NormCircuit, GadgetInputsFollowTheirDefinitions) {
-  auto c = NormCircuit::Create(2, 3, 64, {1000, 1500}).value();
-  auto rng = DeterministicRandom::FromSeed(12);
-  std::vector<uint64_t> derived(c.derived_length()), witness(c.witness_length());
-  for (auto& x : derived) x = gl::Reduce64(rng->NextUint64().value());
-  for (auto& x : witness) x = gl::Reduce64(rng->NextUint64().value());
-  witness[0] = gl::kP - 1;
-  const std::vector<uint64_t> weights = RandomWeights(c, rng.get());
-  std::vector<uint64_t> in(c.flp().input_length());
-  ASSERT_THAT(c.GadgetInputs(0, derived, witness, weights, absl::MakeSpan(in)), IsOk());
-  const size_t n = c.num_values();
-  const uint64_t two_l = gl::Pow(2, static_cast<uint64_t>(c.lo_bits()));
-  for (size_t j = 0; j < n; ++j) {
-    const uint64_t v = gl::Add(derived[j], gl::Mul(witness[j], two_l));
-    EXPECT_EQ(in[9 * j + 7], v) << j;
-    EXPECT_EQ(in[9 * j + 0], gl::Mul(weights[j], witness[j])) << j;
+  for (auto [blocks, block_size, w] :
+       {std::tuple{2, 3, 32}, {2, 3, 64}, {3, 21, 32}, {3, 21, 64}}) {
+    auto c = NormCircuit::Create(blocks, block_size, w, {1000, 1500}).value();
+    auto rng = DeterministicRandom::FromSeed(12 + w + block_size);
+    std::vector<uint64_t> derived(c.derived_length()), witness(c.witness_length());
+    for (auto& x : derived) x = gl::Reduce64(rng->NextUint64().value());
+    for (auto& x : witness) x = gl::Reduce64(rng->NextUint64().value());
+    witness[0] = gl::kP - 1;
+    const std::vector<uint64_t> weights = RandomWeights(c, rng.get());
+    std::vector<uint64_t> in(c.flp().input_length());
+    ASSERT_THAT(c.GadgetInputs(0, derived, witness, weights, absl::MakeSpan(in)), IsOk());
+    const size_t n = c.num_values(), slack = c.slack_bits();
+    ASSERT_EQ(in.size(), 6 * n + 2 * slack);
+    const uint64_t two_l = gl::Pow(2, static_cast<uint64_t>(c.lo_bits()));
+    const uint64_t k = gl::Pow(2, static_cast<uint64_t>(w - c.lo_bits()));
+    const uint64_t* rho1 = weights.data();
+    const uint64_t* rho2 = rho1 + n;
+    const uint64_t* rho3 = rho2 + n;
+    const uint64_t* sigma = rho3 + slack;
+    const uint64_t tau = sigma[c.num_blocks()];
+    for (size_t j = 0; j < n; ++j) {
+      const uint64_t cj = witness[j];
+      const uint64_t h = gl::Sub(derived[n + j], cj);
+      const uint64_t v = gl::Add(derived[j], gl::Mul(cj, two_l));
+      EXPECT_EQ(in[6 * j + 5], v) << j;
+      EXPECT_EQ(in[6 * j + 0], gl::Mul(rho1[j], cj)) << j;
+      const uint64_t c1 = gl::Sub(gl::Mul(gl::Mul(cj, cj), cj), cj);  // c^3 - c
+      EXPECT_EQ(Cubic(in[6 * j], in[6 * j + 1]), gl::Mul(rho1[j], c1)) << j;
+      const uint64_t c2 = gl::Mul(h, gl::Sub(gl::Mul(h, h), gl::Mul(k, k)));  // h (h^2 - K^2)
+      EXPECT_EQ(Cubic(in[6 * j + 2], in[6 * j + 3]),
+                gl::Mul(gl::Mul(rho2[j], gl::Inverse(gl::Mul(k, k))), c2))
+          << j;
+      const uint64_t weight = gl::Neg(gl::Add(sigma[j / static_cast<size_t>(block_size)], tau));
+      EXPECT_EQ(Cubic(in[6 * j + 4], in[6 * j + 5]),
+                gl::Sub(gl::Mul(weight, gl::Mul(v, v)), weight))
+          << j;
+    }
+    for (size_t i = 0; i < slack; ++i) {
+      const uint64_t s = witness[n + i];
+      EXPECT_EQ(Cubic(in[6 * n + 2 * i], in[6 * n + 2 * i + 1]),
+                gl::Mul(gl::Mul(4, rho3[i]), gl::Mul(s, gl::Sub(s, 1))))
+          << i;
+    }
+    // Party 1 holds no constants: its inputs plus party 0's are the inputs
+    // of the summed shares (linearity), here with party 1's share zero.
+    std::vector<uint64_t> zero_derived(derived.size()), zero_witness(witness.size());
+    std::vector<uint64_t> in1(in.size());
+    ASSERT_THAT(c.GadgetInputs(1, zero_derived, zero_witness, weights, absl::MakeSpan(in1)),
+                IsOk());
+    for (uint64_t x : in1) EXPECT_EQ(x, 0u);
+    EXPECT_EQ(c.AffineShare(1, zero_witness, weights).value(), 0u);
   }
+}
+
+// Each constraint alone, broken in an otherwise honest report, makes y
+// non-zero (probability 1/p of missing it over the weights).
+TEST(NormCircuit, EachBrokenConstraintIsCaught) {
+  auto c = NormCircuit::Create(2, 4, 64, {100, 150}).value();
+  auto rng = DeterministicRandom::FromSeed(21);
+  Sample s = MakeSample(c, {3, -4, 0, 5, -1, 2, 7, 0}, rng.get());
+  const std::vector<uint64_t> honest = c.Witness(s.u0, s.u1).value();
+  const std::vector<uint64_t> weights = RandomWeights(c, rng.get());
+  ASSERT_EQ(CircuitOutput(c, s.derived, honest, weights), 0u);
+  const size_t n = c.num_values();
+  // (1) a borrow outside {-1, 0, 1}; (3)/(4) a slack bit of 2 (the slack
+  // sum then differs too) and a slack bit flipped.
+  for (auto [pos, value] : {std::pair<size_t, uint64_t>{0, 2},
+                            {3, FromSigned(-2)},
+                            {n, 2},
+                            {n + 1, 1 - honest[n + 1]}}) {
+    std::vector<uint64_t> w = honest;
+    w[pos] = value;
+    EXPECT_NE(CircuitOutput(c, s.derived, w, weights), 0u) << pos;
+  }
+  // (2) a high limb off by one: h is no longer 0 or +-K.
+  std::vector<uint64_t> derived = s.derived;
+  derived[n + 2] = gl::Add(derived[n + 2], 1);
+  EXPECT_NE(CircuitOutput(c, derived, honest, weights), 0u);
 }
 
 TEST(NormCircuit, CreateValidates) {

@@ -40,15 +40,16 @@
 // points are unpredictable to the client; points of the proof domain are
 // skipped.
 //
-// Protocol v3 (domain tags "tandem.normproof.*.v3", XOF "tandem.proof.xof.v3"):
+// Protocol v4 (domain tags "tandem.normproof.*.v4", XOF "tandem.proof.xof.v4"):
 // the field is F_p, p = 2^64 - 2^32 + 1 (crypto/field/goldilocks.h) and the
-// FLP works on a power-of-two subgroup with NTTs (crypto/proof/flp.h): the
-// prover is ~7x faster than v2's Lagrange extension over F_(2^61-1) at
-// 16,384 values (BM_FlpProve), and the proof is shorter (1944 elements
-// instead of 3016 at D = 2^20, B = 2^10, k = 16). A v2
-// share has another proof length for the same parameters (ValidateShare
-// rejects it with a message), and its elements would verify against other
-// tags and another field: the servers reject, never crash.
+// FLP works on a power-of-two subgroup with NTTs (crypto/proof/flp.h), on
+// the arity-2 gadget Cubic(a, x) = a (x^2 - 1): two wires per call where v3
+// (Mul3) had three, so the prover runs a third fewer NTTs and the proof is
+// shorter (1,552 elements instead of 1,944 at D = 2^20, B = 2^10, k = 16).
+// A v3 or v2 share has another proof length for the same parameters
+// (ValidateShare rejects it with a message naming protocol v4), and its
+// elements would verify against other tags: the servers reject, never
+// crash.
 //
 // Soundness per report: 1/p (weights) + ((3N-1)/(p-3N-Q))^2 (queries), about
 // 2^-64 at D = 2^20, B = 2^10, k = 16 (N = 256; SoundnessLog2()); <= 2^-60
@@ -169,7 +170,7 @@ class NormProofSystem {
  private:
   NormProofSystem(NormCircuit circuit, SparseDpf dpf)
       : core_(std::move(circuit), kPartDomain), dpf_(std::move(dpf)) {}
-  static constexpr absl::string_view kPartDomain = "tandem.normproof.part.v3";
+  static constexpr absl::string_view kPartDomain = "tandem.normproof.part.v4";
 
   // ProveWithWitness given both key sets' VDPF digests.
   absl::StatusOr<std::pair<proto::NormProofShare, proto::NormProofShare>> ProveWithDigests(

@@ -11,8 +11,8 @@
 namespace tandem::crypto::proof {
 namespace {
 
-constexpr absl::string_view kJointDomain = "tandem.normproof.jr.v3";
-constexpr absl::string_view kQueryDomain = "tandem.normproof.query.v3";
+constexpr absl::string_view kJointDomain = "tandem.normproof.jr.v4";
+constexpr absl::string_view kQueryDomain = "tandem.normproof.query.v4";
 constexpr size_t kSeedBytes = 16;
 constexpr size_t kPartBytes = 32;
 
@@ -65,7 +65,7 @@ absl::StatusOr<std::pair<proto::NormProofShare, proto::NormProofShare>> NormProo
   for (uint64_t v : witness) {
     if (v >= gl::kP) return absl::InvalidArgumentError("witness element >= p");
   }
-  const ParallelSumMul3Flp& flp = circuit_.flp();
+  const ParallelSumCubicFlp& flp = circuit_.flp();
   TANDEM_ASSIGN_OR_RETURN(std::string helper_seed, RandomBytes(rng, kSeedBytes));
   TANDEM_ASSIGN_OR_RETURN(std::string blind0, RandomBytes(rng, kSeedBytes));
   TANDEM_ASSIGN_OR_RETURN(std::string blind1, RandomBytes(rng, kSeedBytes));
@@ -130,7 +130,7 @@ absl::Status NormProofCore::ValidateShare(const proto::NormProofShare& share, in
       static_cast<size_t>(share.witness_size()) != circuit_.witness_length() ||
       static_cast<size_t>(share.proof_size()) != circuit_.flp().proof_length()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "leader norm_proof (protocol v3) needs ", circuit_.witness_length(), " witness and ",
+        "leader norm_proof (protocol v4) needs ", circuit_.witness_length(), " witness and ",
         circuit_.flp().proof_length(), " proof elements and no seed, got ", share.witness_size(),
         " and ", share.proof_size(), " (a proof of another protocol version?)"));
   }
@@ -152,7 +152,7 @@ absl::StatusOr<proto::NormProofVerifierShare> NormProofCore::Query(
     absl::Span<const uint64_t> derived, const ShareBinding& own_binding,
     absl::string_view query_seed) const {
   TANDEM_RETURN_IF_ERROR(ValidateShare(share, party));
-  const ParallelSumMul3Flp& flp = circuit_.flp();
+  const ParallelSumCubicFlp& flp = circuit_.flp();
   // The leader's shares are read in place; the helper's are expanded.
   std::vector<uint64_t> helper_witness, helper_proof;
   absl::Span<const uint64_t> witness, proof;
@@ -210,7 +210,7 @@ absl::StatusOr<std::vector<uint64_t>> NormProofCore::QueryPoints(
   if (query_seed.size() != kQuerySeedBytes) {
     return absl::InvalidArgumentError("proof query seed must be 32 bytes");
   }
-  const ParallelSumMul3Flp& flp = circuit_.flp();
+  const ParallelSumCubicFlp& flp = circuit_.flp();
   std::vector<uint64_t> points;
   for (uint64_t counter = 0; points.size() < static_cast<size_t>(flp.num_queries()); ++counter) {
     if (counter == 64) return absl::InternalError("could not derive query points");

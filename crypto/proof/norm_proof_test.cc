@@ -1,5 +1,7 @@
 #include "crypto/proof/norm_proof.h"
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -279,28 +281,36 @@ TEST_F(NormProofTest, EverySingleElementTamperingIsRejected) {
   }
 }
 
-// Reports of protocol v2 (F_(2^61-1), Lagrange domain): a proof of the v2
-// length is refused by ValidateShare with a message, elements >= p are
-// refused, and a share of the right length (v2 elements are all < 2^61 < p)
-// verifies to a clean rejection.
+// Reports of protocols v2 (F_(2^61-1), Lagrange domain) and v3 (Mul3
+// gadgets, three wires per call): a proof of their length is refused by
+// ValidateShare with a message naming v4, elements >= p are refused, and a
+// share of the right length verifies to a clean rejection.
 TEST_F(NormProofTest, OldVersionSharesAreRefusedCleanly) {
   auto rng = DeterministicRandom::FromSeed(9);
   Report r = MakeKeys(RandomValues(rng.get(), 3), rng.get());
   auto proof = sys_.Prove(r.id, r.keys.first, r.keys.second, rng.get()).value();
+  const ParallelSumCubicFlp& flp = sys_.circuit().flp();
+  const size_t m = flp.num_calls(), q = 2;
   // v2 lengths: c = ceil(2 sqrt(M)), N = Q + ceil(M / c), proof 3cQ + 3(N-1) + 1.
-  const ParallelSumMul3Flp& flp = sys_.circuit().flp();
-  const size_t m = flp.num_calls();
-  const size_t c = static_cast<size_t>(std::ceil(2.0 * std::sqrt(static_cast<double>(m))));
-  const size_t n = 2 + (m + c - 1) / c;
-  const size_t v2_length = 6 * c + 3 * (n - 1) + 1;
-  ASSERT_NE(v2_length, flp.proof_length());
-  auto v2 = proof.first;
-  v2.clear_proof();
-  for (size_t i = 0; i < v2_length; ++i) v2.add_proof(rng->NextUint64().value() >> 3);
-  const absl::Status status = sys_.ValidateShare(v2, 0);
-  EXPECT_THAT(status, StatusIs(absl::StatusCode::kInvalidArgument));
-  EXPECT_THAT(status.message(), ::testing::HasSubstr("protocol v3"));
-  EXPECT_FALSE(Accept(r, v2, proof.second));
+  const size_t c2 = static_cast<size_t>(std::ceil(2.0 * std::sqrt(static_cast<double>(m))));
+  const size_t n2 = q + (m + c2 - 1) / c2;
+  const size_t v2_length = 6 * c2 + 3 * (n2 - 1) + 1;
+  // v3 lengths: 3cQ + 3N, N = 2^k >= Q + ceil(M / c), c minimising it.
+  size_t v3_length = ~size_t{0};
+  for (size_t c = 1; c <= m; ++c) {
+    const size_t n = std::bit_ceil(q + (m + c - 1) / c);
+    v3_length = std::min(v3_length, 3 * c * q + 3 * n);
+  }
+  for (const size_t old_length : {v2_length, v3_length}) {
+    ASSERT_NE(old_length, flp.proof_length());
+    auto old = proof.first;
+    old.clear_proof();
+    for (size_t i = 0; i < old_length; ++i) old.add_proof(rng->NextUint64().value() >> 3);
+    const absl::Status status = sys_.ValidateShare(old, 0);
+    EXPECT_THAT(status, StatusIs(absl::StatusCode::kInvalidArgument)) << old_length;
+    EXPECT_THAT(status.message(), ::testing::HasSubstr("protocol v4"));
+    EXPECT_FALSE(Accept(r, old, proof.second));
+  }
 
   auto big = proof.first;
   big.set_witness(0, ~uint64_t{0});
@@ -331,7 +341,8 @@ TEST(NormProofSystem, SoundnessAtTheBenchmarkParameters) {
   EXPECT_LE(sys->SoundnessLog2(), -60.0);
   // 1/p dominates: log2(2^-64 + (767 / 2^64)^2) ~ -64 (N = 256).
   EXPECT_NEAR(sys->SoundnessLog2(), -64.0, 0.01);
-  EXPECT_EQ(sys->circuit().flp().proof_length(), 1944u);
+  EXPECT_EQ(sys->circuit().flp().proof_length(), 1552u);
+  EXPECT_EQ(sys->circuit().flp().verifier_length(), 787u);  // 1 + 2 (2 * 196 + 1)
 }
 
 TEST(L2SquaredBoundForClip, ClosedForm) {

@@ -66,12 +66,12 @@ void BM_Prove(benchmark::State& state) {
   state.counters["soundness_log2"] = s.sys->SoundnessLog2();
 }
 
-// The FLP prover alone (ParallelSumMul3Flp::Prove on the circuit's M gadget
+// The FLP prover alone (ParallelSumCubicFlp::Prove on the circuit's M gadget
 // calls, random inputs and wire seeds): BM_Prove without the two DPF
 // evaluations, the witness, the joint randomness and the share split.
 void BM_FlpProve(benchmark::State& state) {
   Setup s = Make(state.range(0));
-  const ParallelSumMul3Flp& flp = s.sys->circuit().flp();
+  const ParallelSumCubicFlp& flp = s.sys->circuit().flp();
   auto rng = DeterministicRandom::FromSeed(4);
   std::vector<uint64_t> inputs(flp.input_length()), seeds(flp.seed_length());
   std::vector<uint64_t> proof(flp.proof_length());
@@ -85,6 +85,26 @@ void BM_FlpProve(benchmark::State& state) {
   state.counters["calls"] = flp.num_calls();
   state.counters["chunk"] = flp.chunk_length();
   state.counters["proof_elems"] = flp.proof_length();
+}
+
+// The circuit's gadget inputs for one share (NormCircuit::GadgetInputs:
+// the prover and each verifier run it once per report) from random
+// canonical derived values, witness and weights.
+void BM_GadgetInputs(benchmark::State& state) {
+  Setup s = Make(state.range(0));
+  const NormCircuit& c = s.sys->circuit();
+  auto rng = DeterministicRandom::FromSeed(6);
+  std::vector<uint64_t> derived(c.derived_length()), witness(c.witness_length());
+  std::vector<uint64_t> weights(c.weights_length()), inputs(c.flp().input_length());
+  for (auto* v : {&derived, &witness, &weights}) {
+    for (auto& x : *v) x = gl::Reduce64(rng->NextUint64().value());
+  }
+  for (auto _ : state) {
+    auto st = c.GadgetInputs(0, derived, witness, weights, absl::MakeSpan(inputs));
+    benchmark::DoNotOptimize(st);
+    benchmark::DoNotOptimize(inputs.data());
+  }
+  state.counters["values"] = static_cast<double>(c.num_values());
 }
 
 // One wire of the prover's transforms at N = 256 (the FLP's N at 16,384
@@ -283,6 +303,7 @@ void BM_DenseVerify(benchmark::State& state) {
 
 BENCHMARK(BM_Prove)->Arg(4096)->Arg(1 << 17)->Arg(1 << 20)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_FlpProve)->Arg(4096)->Arg(1 << 17)->Arg(1 << 20)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_GadgetInputs)->Arg(1 << 17)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_WireTransforms)->Arg(0)->Arg(1);
 BENCHMARK(BM_Verify)->Arg(4096)->Arg(1 << 17)->Arg(1 << 20)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_VerifyAndAccumulate)
