@@ -166,6 +166,44 @@ inline constexpr bool kHaveLanes = false;
 #endif
 }  // namespace x8
 
+// The widest lanes this build has, as a type for templates over the lane
+// width (kWidth elements a step): Mul, Add and Sub return canonical values,
+// Add and Sub taking a relaxed first operand and a canonical second (the
+// functions above, then Reduce64); AddRelaxed keeps the sum relaxed (for
+// accumulators) and Canonical reduces it. Undefined (kHaveWideOps false) in
+// a build without AVX2.
+#if defined(__AVX512F__)
+inline constexpr bool kHaveWideOps = true;
+struct WideOps {
+  static constexpr int kWidth = 8;
+  using V = x8::Lanes;
+  static V Load(const uint64_t* p) { return x8::Load(p); }
+  static void Store(uint64_t* p, V v) { x8::Store(p, v); }
+  static V Splat(uint64_t x) { return x8::Splat(x); }
+  static V Mul(V a, V b) { return x8::Reduce64(x8::MulRelaxed(a, b)); }
+  static V Add(V a, V b) { return x8::Reduce64(x8::AddRelaxed(a, b)); }
+  static V Sub(V a, V b) { return x8::Reduce64(x8::SubRelaxed(a, b)); }
+  static V AddRelaxed(V a, V b) { return x8::AddRelaxed(a, b); }
+  static V Canonical(V a) { return x8::Reduce64(a); }
+};
+#elif defined(__AVX2__)
+inline constexpr bool kHaveWideOps = true;
+struct WideOps {
+  static constexpr int kWidth = 4;
+  using V = Lanes;
+  static V Load(const uint64_t* p) { return lanes::Load(p); }
+  static void Store(uint64_t* p, V v) { lanes::Store(p, v); }
+  static V Splat(uint64_t x) { return lanes::Splat(x); }
+  static V Mul(V a, V b) { return Reduce64(MulRelaxed(a, b)); }
+  static V Add(V a, V b) { return Reduce64(AddRelaxed(a, b)); }
+  static V Sub(V a, V b) { return Reduce64(SubRelaxed(a, b)); }
+  static V AddRelaxed(V a, V b) { return lanes::AddRelaxed(a, b); }
+  static V Canonical(V a) { return Reduce64(a); }
+};
+#else
+inline constexpr bool kHaveWideOps = false;
+#endif
+
 }  // namespace tandem::crypto::proof::lanes
 
 #endif  // TANDEM_CRYPTO_PROOF_GOLDILOCKS_LANES_H_

@@ -34,33 +34,6 @@ inline uint64_t MulPow2(uint64_t a, int l) {
   return gl::Reduce64(s + (gl::kEpsilon & gl::Mask(s < t)));
 }
 
-// The lanes of goldilocks_lanes.h as a type, for GadgetBatch.
-#if defined(__AVX512F__)
-struct Lanes8 {
-  static constexpr int kWidth = 8;
-  using V = lanes::x8::Lanes;
-  static V Load(const uint64_t* p) { return lanes::x8::Load(p); }
-  static void Store(uint64_t* p, V v) { lanes::x8::Store(p, v); }
-  static V Splat(uint64_t x) { return lanes::x8::Splat(x); }
-  static V Mul(V a, V b) { return lanes::x8::Reduce64(lanes::x8::MulRelaxed(a, b)); }
-  static V Add(V a, V b) { return lanes::x8::Reduce64(lanes::x8::AddRelaxed(a, b)); }
-  static V Sub(V a, V b) { return lanes::x8::Reduce64(lanes::x8::SubRelaxed(a, b)); }
-};
-using BatchLanes = Lanes8;
-#elif defined(__AVX2__)
-struct Lanes4 {
-  static constexpr int kWidth = 4;
-  using V = lanes::Lanes;
-  static V Load(const uint64_t* p) { return lanes::Load(p); }
-  static void Store(uint64_t* p, V v) { lanes::Store(p, v); }
-  static V Splat(uint64_t x) { return lanes::Splat(x); }
-  static V Mul(V a, V b) { return lanes::Reduce64(lanes::MulRelaxed(a, b)); }
-  static V Add(V a, V b) { return lanes::Reduce64(lanes::AddRelaxed(a, b)); }
-  static V Sub(V a, V b) { return lanes::Reduce64(lanes::SubRelaxed(a, b)); }
-};
-using BatchLanes = Lanes4;
-#endif
-
 // GadgetInputs' six inputs of L::kWidth values from `j` on (one group, one
 // weight): (rho1 c, c), (rho2 h, h / K), (weight, v), h = X_hi - c,
 // v = X_lo + 2^L c. Every result is canonical, so equal bit for bit to
@@ -238,15 +211,15 @@ absl::Status NormCircuit::GadgetInputs(int party, absl::Span<const uint64_t> der
   const uint64_t* xlo = derived.data();
   const uint64_t* xhi = derived.data() + n_;
   uint64_t* o = out.data();
-  const uint64_t pow2l = uint64_t{1} << l_;  // 2^L < p
   for (size_t g = 0, j = 0; g < static_cast<size_t>(k_); ++g) {
     // A public constant: party 0's share is the weight, party 1's zero.
     const uint64_t weight = gl::Mul(one, gl::Neg(gl::Add(sigma[g], tau)));
     const size_t end = j + static_cast<size_t>(b_);
 #if defined(__AVX512F__) || defined(__AVX2__)
-    for (; j + BatchLanes::kWidth <= end; j += BatchLanes::kWidth) {
-      o = GadgetBatch<BatchLanes>(witness.data() + j, xlo + j, xhi + j, rho1 + j, rho2 + j, pow2l,
-                                  inverse_k, weight, o);
+    const uint64_t pow2l = uint64_t{1} << l_;  // 2^L < p
+    for (; j + lanes::WideOps::kWidth <= end; j += lanes::WideOps::kWidth) {
+      o = GadgetBatch<lanes::WideOps>(witness.data() + j, xlo + j, xhi + j, rho1 + j, rho2 + j,
+                                      pow2l, inverse_k, weight, o);
     }
 #endif
     for (; j < end; ++j) {
