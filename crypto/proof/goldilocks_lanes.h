@@ -170,10 +170,9 @@ inline constexpr bool kHaveLanes = false;
 // width (kWidth elements a step): Mul, Add and Sub return canonical values,
 // Add and Sub taking a relaxed first operand and a canonical second (the
 // functions above, then Reduce64); AddRelaxed keeps the sum relaxed (for
-// accumulators) and Canonical reduces it. Undefined (kHaveWideOps false) in
-// a build without AVX2.
+// accumulators) and Canonical reduces it. Not defined in a build without
+// AVX2 (callers test __AVX512F__ || __AVX2__).
 #if defined(__AVX512F__)
-inline constexpr bool kHaveWideOps = true;
 struct WideOps {
   static constexpr int kWidth = 8;
   using V = x8::Lanes;
@@ -187,7 +186,6 @@ struct WideOps {
   static V Canonical(V a) { return x8::Reduce64(a); }
 };
 #elif defined(__AVX2__)
-inline constexpr bool kHaveWideOps = true;
 struct WideOps {
   static constexpr int kWidth = 4;
   using V = Lanes;
@@ -200,8 +198,6 @@ struct WideOps {
   static V AddRelaxed(V a, V b) { return lanes::AddRelaxed(a, b); }
   static V Canonical(V a) { return Reduce64(a); }
 };
-#else
-inline constexpr bool kHaveWideOps = false;
 #endif
 
 }  // namespace tandem::crypto::proof::lanes
