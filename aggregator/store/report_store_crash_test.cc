@@ -40,7 +40,11 @@ namespace {
 using ::tandem::testing::IsOk;
 
 constexpr int kWords = 16;              // Accumulator length (uint64 words).
-constexpr int64_t kTotalReports = 90;   // Reports the final run reaches.
+// Reports the final run reaches: enough that the killed cycles (each up to
+// 8 acknowledgements plus kMaxKillDelayUs of work) do not reach the end on
+// a fast machine, where 90 did (a child done before its kill is no kill).
+constexpr int64_t kTotalReports = 240;
+constexpr int kMaxKillDelayUs = 1000;
 constexpr int kKillCycles = 12;
 constexpr int64_t kGroup = 3;           // Reports per PutPendingBatch.
 constexpr uint64_t kSeed = 0x5eed4;     // Kill-point randomness.
@@ -292,7 +296,7 @@ TEST_P(ReportStoreCrashTest, SigkillNeverLosesOrDoubleCountsReports) {
 
   std::mt19937_64 rng(kSeed);
   std::uniform_int_distribution<int> kill_point(1, 8);
-  std::uniform_int_distribution<int> kill_delay_us(0, 4000);
+  std::uniform_int_distribution<int> kill_delay_us(0, kMaxKillDelayUs);
   std::set<int64_t> acked;
   int kills = 0;
   // A child that finishes its work before the kill lands is not a kill; on
