@@ -79,7 +79,9 @@ def test_network_waits_release_the_gil():
 
 def test_kernel_calls_release_the_gil():
     with tandem.worker.LocalWorker() as w, tandem.worker.Client(w.address) as c:
-        q = np.random.default_rng(0).normal(size=(8, 1024, 64)).astype(np.float32)
+        # 2,048 keys: each call ~0.2 s on a fast Xeon (1,024 keys took 49 ms
+        # there, too short to probe).
+        q = np.random.default_rng(0).normal(size=(8, 2048, 64)).astype(np.float32)
         done = assert_released(lambda: [c.run("attention.dense", [q, q, q]) for _ in range(2)],
                                0.1)
         assert "error" not in done
