@@ -353,9 +353,11 @@ def main():
                           "of %d reported uploads" % (victim, before, accepted, uploads))
 
         # Prometheus scraped the daemons: one series read back through its API.
+        # The most over the last 10 minutes: a leader SIGKILLed in the last
+        # round restarts its counters at 0 and may take no upload after it.
         start = time.time()
         def scraped():
-            q = urllib.parse.quote('tandem_aggregator_uploads_total{code="OK"}')
+            q = urllib.parse.quote('max_over_time(tandem_aggregator_uploads_total{code="OK"}[10m])')
             page = http_get("http://127.0.0.1:9090/api/v1/query?query=" + q)
             if not page:
                 return None
