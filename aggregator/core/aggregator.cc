@@ -292,13 +292,16 @@ absl::StatusOr<proto::UploadResponse> Aggregator::Upload(const proto::UploadRequ
   }
   // The share of the round's encoding, well formed for this server.
   TANDEM_RETURN_IF_ERROR(codec->ValidateUpload(request));
-  // Rounds without a norm bound and without tickets store the key set alone.
   std::string share = codec->EncodeStored(request, ticket_digest);
-  // Hashed here, on this upload's thread, not in the group commit's one.
-  std::string digest = ShareDigest(share);
+  // Hashed here, on this upload's thread, not in the group commit's one:
+  // the content digest (the store's ShareDigest of `share`), whose
+  // public-parts digest the verification reuses (one pass over the bytes).
+  std::optional<crypto::ProofDigest> public_digest;
+  TANDEM_ASSIGN_OR_RETURN(std::string digest,
+                          codec->StoredDigest(request, ticket_digest, share, &public_digest));
   // The device's signature: this digest is the content digest it signed
-  // (crypto::UploadContentDigest is SHA-256 of the same StoredReportShare
-  // encoding), so the check costs one Ed25519 verification. Before any
+  // (crypto::UploadContentDigestOf), so the check costs one Ed25519
+  // verification. Before any
   // state is read: a stolen ticket learns nothing either.
   if (!ticket.device_public_key().empty()) {
     TANDEM_RETURN_IF_ERROR(crypto::VerifyUploadSignature(
@@ -330,6 +333,7 @@ absl::StatusOr<proto::UploadResponse> Aggregator::Upload(const proto::UploadRequ
     parsed = std::make_shared<ParsedShare>(share.size());
     codec->CopyInto(request, parsed.get());
     parsed->ticket_digest = ticket_digest;
+    parsed->public_digest = public_digest;
   }
   TANDEM_RETURN_IF_ERROR(StoreUpload(
       *task, round_id, PendingReport{request.report_id(), std::move(share), std::move(digest)},

@@ -81,15 +81,21 @@ absl::Status AddAccumulator(absl::Span<uint64_t> into, absl::Span<const uint64_t
 
 absl::StatusOr<std::vector<crypto::ProofDigest>> ComputeDigests(
     const crypto::SparseDpf& dpf, absl::Span<const proto::SparseKeySet* const> shares,
-    absl::Span<uint64_t> accumulator) {
+    absl::Span<uint64_t> accumulator, absl::Span<const crypto::ProofDigest* const> public_digests) {
+  if (!public_digests.empty() && public_digests.size() != shares.size()) {
+    return absl::InvalidArgumentError("public_digests: one per share or none");
+  }
+  const auto public_digest = [&](size_t i) {
+    return public_digests.empty() ? nullptr : public_digests[i];
+  };
   std::vector<crypto::ProofDigest> digests(shares.size());
   if (!accumulator.empty()) {
     absl::Status s =
         ForEachIntoAccumulator(shares.size(), dpf.dimension(), dpf.value_bits(), accumulator,
                                [&](size_t i, absl::Span<uint64_t> target,
                                    crypto::SparseDpfScratch* scratch) -> absl::Status {
-                                 absl::StatusOr<crypto::ProofDigest> d =
-                                     dpf.EvaluateAndAccumulate(*shares[i], target, scratch);
+                                 absl::StatusOr<crypto::ProofDigest> d = dpf.EvaluateAndAccumulate(
+                                     *shares[i], target, scratch, public_digest(i));
                                  if (!d.ok()) return d.status();
                                  digests[i] = *d;
                                  return absl::OkStatus();
@@ -100,7 +106,8 @@ absl::StatusOr<std::vector<crypto::ProofDigest>> ComputeDigests(
   std::vector<absl::Status> statuses(shares.size());
   tbb::enumerable_thread_specific<crypto::SparseDpfScratch> scratch;
   tbb::parallel_for(size_t{0}, shares.size(), [&](size_t i) {
-    absl::StatusOr<crypto::ProofDigest> d = dpf.ComputeProofDigest(*shares[i], &scratch.local());
+    absl::StatusOr<crypto::ProofDigest> d =
+        dpf.ComputeProofDigest(*shares[i], &scratch.local(), public_digest(i));
     if (d.ok()) {
       digests[i] = *d;
     } else {

@@ -34,9 +34,12 @@ void RunOnEveryCore(size_t n, absl::FunctionRef<void(size_t)> body);
 // only the tree and the leaf proofs are evaluated. Errors of the first
 // failing share; on error the accumulator holds a partial sum and must be
 // discarded (the caller works on a copy).
+// `public_digests`: empty, or one per share, each PublicPartsDigest of its
+// share or null (then hashed here).
 absl::StatusOr<std::vector<crypto::ProofDigest>> ComputeDigests(
     const crypto::SparseDpf& dpf, absl::Span<const proto::SparseKeySet* const> shares,
-    absl::Span<uint64_t> accumulator = absl::Span<uint64_t>());
+    absl::Span<uint64_t> accumulator = absl::Span<uint64_t>(),
+    absl::Span<const crypto::ProofDigest* const> public_digests = {});
 
 // accumulator += sum of the shares' expansions (mod 2^value_bits), no
 // digest. On error the accumulator holds a partial sum and must be

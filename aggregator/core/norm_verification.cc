@@ -33,6 +33,10 @@ google::protobuf::ArenaOptions ArenaFor(size_t bytes) {
 }
 }  // namespace
 
+const crypto::ProofDigest* PublicDigestOf(const ParsedShare& share) {
+  return share.public_digest.has_value() ? &*share.public_digest : nullptr;
+}
+
 ParsedShare::ParsedShare(size_t arena_bytes)
     : arena_(std::make_unique<google::protobuf::Arena>(ArenaFor(arena_bytes))),
       keys_(google::protobuf::Arena::CreateMessage<proto::SparseKeySet>(arena_.get())),
@@ -43,8 +47,6 @@ ParsedShare::~ParsedShare() = default;
 
 std::string EncodeStoredShare(const proto::SparseKeySet& keys, const proto::NormProofShare* proof,
                               absl::string_view ticket_digest) {
-  if (proof == nullptr && ticket_digest.empty()) return SerializeDeterministic(keys);
-  // The bytes crypto::UploadContentDigest hashes (one function writes both).
   return crypto::StoredReportShareBytes(&keys, proof, ticket_digest, nullptr);
 }
 
@@ -59,10 +61,6 @@ absl::StatusOr<ParsedShare> ParseStoredShare(absl::string_view blob,
                                              const crypto::proof::NormProofSystem* proof,
                                              int party, bool ticketed) {
   ParsedShare out;
-  if (proof == nullptr && !ticketed) {
-    TANDEM_ASSIGN_OR_RETURN(*out.mutable_keys(), crypto::ParseSparseKeySet(blob, shape));
-    return out;
-  }
   // Key set bound plus the largest proof share (8 bytes + tag per element)
   // plus the ticket digest.
   uint64_t limit = crypto::MaxSerializedKeySetSize(shape) + 1024;
@@ -70,13 +68,23 @@ absl::StatusOr<ParsedShare> ParseStoredShare(absl::string_view blob,
     limit += 10 * (proof->circuit().witness_length() + proof->circuit().flp().proof_length());
   }
   proto::StoredReportShare stored;
+  absl::Status parsed = absl::OkStatus();
   if (blob.size() > limit || !stored.ParseFromArray(blob.data(), static_cast<int>(blob.size()))) {
-    return absl::InvalidArgumentError("stored share does not parse");
+    parsed = absl::InvalidArgumentError("stored share does not parse");
+  } else if (stored.has_dense_share()) {
+    parsed = absl::InvalidArgumentError("stored share is dense in a PREAMBLE round");
+  } else {
+    parsed = crypto::ValidateSparseKeySet(stored.key_share(), shape);
   }
-  if (stored.has_dense_share()) {
-    return absl::InvalidArgumentError("stored share is dense in a PREAMBLE round");
+  if (!parsed.ok() && proof == nullptr && !ticketed) {
+    // A bare key set, as stores written before 2026-12-07 hold them for
+    // rounds without bound or ticket (it never validates as the above).
+    absl::StatusOr<proto::SparseKeySet> bare = crypto::ParseSparseKeySet(blob, shape);
+    if (!bare.ok()) return parsed;
+    *out.mutable_keys() = *std::move(bare);
+    return out;
   }
-  TANDEM_RETURN_IF_ERROR(crypto::ValidateSparseKeySet(stored.key_share(), shape));
+  TANDEM_RETURN_IF_ERROR(parsed);
   if (proof != nullptr) {
     TANDEM_RETURN_IF_ERROR(proof->ValidateShare(stored.norm_proof(), party));
   } else if (stored.has_norm_proof()) {
@@ -108,7 +116,8 @@ absl::StatusOr<std::vector<NormEvaluation>> EvaluateNormChecks(
     derived.resize(proof.circuit().derived_length());
     TANDEM_ASSIGN_OR_RETURN(out[i].digest,
                             proof.EvaluateAccumulateAndDerive(dpf, party, shares[i]->keys(), target,
-                                                              absl::MakeSpan(derived), scratch));
+                                                              absl::MakeSpan(derived), scratch,
+                                                              PublicDigestOf(*shares[i])));
     TANDEM_ASSIGN_OR_RETURN(out[i].verifier,
                             proof.Query(party, report_ids[i], shares[i]->keys(), shares[i]->proof(),
                                         derived, out[i].digest, query_seed));
@@ -147,9 +156,14 @@ absl::StatusOr<ReportChecks> EvaluateReportChecks(
     return out;
   }
   std::vector<const proto::SparseKeySet*> keys;
+  std::vector<const crypto::ProofDigest*> public_digests;
   keys.reserve(shares.size());
-  for (const ParsedShare* s : shares) keys.push_back(&s->keys());
-  TANDEM_ASSIGN_OR_RETURN(out.digests, ComputeDigests(dpf, keys, accumulator));
+  public_digests.reserve(shares.size());
+  for (const ParsedShare* s : shares) {
+    keys.push_back(&s->keys());
+    public_digests.push_back(PublicDigestOf(*s));
+  }
+  TANDEM_ASSIGN_OR_RETURN(out.digests, ComputeDigests(dpf, keys, accumulator, public_digests));
   return out;
 }
 

@@ -14,6 +14,7 @@
 #define TANDEM_AGGREGATOR_CORE_NORM_VERIFICATION_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,10 @@ class ParsedShare {
   proto::DenseShare* mutable_dense() { return dense_; }
 
   std::string ticket_digest;  // empty for unticketed uploads
+  // crypto::PublicPartsDigest(keys()) when the upload hashed it already (its
+  // content digest starts from it); absent for shares read from the store,
+  // whose verification hashes it. Set before the share is shared.
+  std::optional<crypto::ProofDigest> public_digest;
 
  private:
   // Declared first: destroyed after the messages that may live on it.
@@ -66,10 +71,15 @@ class ParsedShare {
   proto::DenseShare* dense_;      // heap_dense_ or on arena_
 };
 
-// The blob a server stores for an upload: the key set alone (no norm bound
-// and no ticket) or a StoredReportShare (with the proof share and/or the
-// ticket digest). Dense uploads: EncodeStoredDenseShare, always a
-// StoredReportShare.
+// share.public_digest as a pointer (null when absent).
+const crypto::ProofDigest* PublicDigestOf(const ParsedShare& share);
+
+// The blob a server stores for an upload: a StoredReportShare (the key set,
+// the proof share and the ticket digest where the round has them), whose
+// content digest (crypto::UploadContentDigest) is the store's ShareDigest.
+// Stores written before 2026-12-07 may hold bare key sets of rounds without
+// bound or ticket; ParseStoredShare still reads them. Dense uploads:
+// EncodeStoredDenseShare, also a StoredReportShare.
 std::string EncodeStoredShare(const proto::SparseKeySet& keys, const proto::NormProofShare* proof,
                               absl::string_view ticket_digest);
 std::string EncodeStoredDenseShare(const proto::DenseShare& share,

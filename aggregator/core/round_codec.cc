@@ -7,7 +7,9 @@
 #include <vector>
 
 #include "aggregator/core/expansion.h"
+#include "aggregator/store/report_store.h"
 #include "base/status_macros.h"
+#include "crypto/sign/device_auth.h"
 
 namespace tandem::aggregator {
 namespace {
@@ -85,6 +87,18 @@ std::string RoundCodec::EncodeStored(const proto::UploadRequest& request,
   const proto::NormProofShare* proof = has_proof() ? &request.norm_proof() : nullptr;
   return dense() ? EncodeStoredDenseShare(request.dense_share(), proof, ticket_digest)
                  : EncodeStoredShare(request.key_share(), proof, ticket_digest);
+}
+
+absl::StatusOr<std::string> RoundCodec::StoredDigest(
+    const proto::UploadRequest& request, absl::string_view ticket_digest, absl::string_view stored,
+    std::optional<crypto::ProofDigest>* public_digest) const {
+  if (dense()) return Sha256Bytes(stored);
+  TANDEM_ASSIGN_OR_RETURN(*public_digest, crypto::PublicPartsDigest(request.key_share()));
+  std::string digest = crypto::UploadContentDigest(request.key_share(),
+                                                   has_proof() ? &request.norm_proof() : nullptr,
+                                                   ticket_digest, &**public_digest);
+  if (digest.empty()) return absl::InternalError("cannot hash the upload");
+  return digest;
 }
 
 void RoundCodec::CopyInto(const proto::UploadRequest& request, ParsedShare* parsed) const {

@@ -64,6 +64,14 @@ class RoundCodec {
   // digest of: crypto/sign/device_auth.h).
   std::string EncodeStored(const proto::UploadRequest& request,
                            absl::string_view ticket_digest) const;
+  // ShareDigest(stored) of what EncodeStored writes (`stored`), from the
+  // request: the content digest the device signed. PREAMBLE rounds hash the
+  // public parts once into *public_digest (their P) and the rest of the
+  // share; dense rounds hash `stored`. INTERNAL if OpenSSL fails.
+  absl::StatusOr<std::string> StoredDigest(const proto::UploadRequest& request,
+                                           absl::string_view ticket_digest,
+                                           absl::string_view stored,
+                                           std::optional<crypto::ProofDigest>* public_digest) const;
   // Copies a validated upload's share and proof into `parsed`.
   void CopyInto(const proto::UploadRequest& request, ParsedShare* parsed) const;
   // Parses and validates a stored blob (`ticketed`: the server stores

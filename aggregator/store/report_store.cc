@@ -1,15 +1,16 @@
 #include "aggregator/store/report_store.h"
 
-#include "absl/container/flat_hash_set.h"
-
 #include <openssl/sha.h>
 
 #include <algorithm>
 #include <set>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "crypto/sign/device_auth.h"
+#include "proto/aggregator.pb.h"
 
 namespace tandem::aggregator {
 
@@ -44,11 +45,30 @@ std::string DigestOf(const PendingReport& r) {
   return r.share_digest.empty() ? ShareDigest(r.share) : r.share_digest;
 }
 
-std::string ShareDigest(absl::string_view share) {
+std::string Sha256Bytes(absl::string_view bytes) {
   std::string out(SHA256_DIGEST_LENGTH, '\0');
-  SHA256(reinterpret_cast<const unsigned char*>(share.data()), share.size(),
+  SHA256(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(),
          reinterpret_cast<unsigned char*>(out.data()));
   return out;
+}
+
+std::string ShareDigest(absl::string_view share) {
+  // A StoredReportShare with a key set and nothing unknown at its top two
+  // levels. A bare SparseKeySet never passes: its num_groups (field 2,
+  // varint) lands in StoredReportShare's unknown fields, field 2 being a
+  // message there.
+  proto::StoredReportShare stored;
+  if (!share.empty() && share.size() <= kMaxShareBytes &&
+      stored.ParseFromArray(share.data(), static_cast<int>(share.size())) &&
+      stored.has_key_share() && !stored.has_dense_share() &&
+      stored.GetReflection()->GetUnknownFields(stored).empty() &&
+      stored.key_share().GetReflection()->GetUnknownFields(stored.key_share()).empty()) {
+    std::string digest = crypto::UploadContentDigest(
+        stored.key_share(), stored.has_norm_proof() ? &stored.norm_proof() : nullptr,
+        stored.ticket_digest());
+    if (!digest.empty()) return digest;
+  }
+  return Sha256Bytes(share);
 }
 
 absl::Status ValidateRoundId(int64_t round_id) {
@@ -175,7 +195,9 @@ bool KeepsShare(const ReportRecord& r) {
 
 absl::Status CheckStoredShare(const ReportRecord& r) {
   if (r.share.size() > kMaxShareBytes) return CorruptStore("share size");
-  if (KeepsShare(r) && ShareDigest(r.share) != r.share_digest) {
+  // Stores written before 2026-12-07 hold SHA-256 of every share.
+  if (KeepsShare(r) && ShareDigest(r.share) != r.share_digest &&
+      Sha256Bytes(r.share) != r.share_digest) {
     return CorruptStore("share (digest mismatch)");
   }
   return absl::OkStatus();

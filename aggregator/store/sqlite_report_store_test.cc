@@ -10,12 +10,14 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "base/sqlite/database.h"
 #include "base/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "proto/aggregator.pb.h"
 
 namespace tandem::aggregator {
 namespace {
@@ -111,6 +113,42 @@ TEST_F(SqliteReportStoreTest, RefusesNewerSchema) {
 TEST_F(SqliteReportStoreTest, GarbageFileIsDataLoss) {
   { std::ofstream(path_, std::ios::binary) << std::string(8192, '\x5a'); }
   EXPECT_THAT(SqliteReportStore::Open(path_), StatusIs(absl::StatusCode::kDataLoss, ::testing::_));
+}
+
+// Shares of PREAMBLE uploads are StoredReportShares whose digest is the
+// content digest v2 (report_store.h ShareDigest); a store written before
+// it kept SHA-256 of the same blobs, and those rows still read back. A
+// tampered blob fails either way.
+TEST_F(SqliteReportStoreTest, ContentDigestsAndOlderSha256DigestsBothCheckTheBlob) {
+  proto::StoredReportShare stored;
+  proto::BlockDpfKey* key = stored.mutable_key_share()->add_keys();
+  key->set_seed(std::string(16, '\x01'));
+  key->set_value_correction_packed(std::string(64, '\x02'));
+  stored.mutable_key_share()->set_num_groups(1);
+  stored.set_ticket_digest(std::string(32, '\x03'));
+  const std::string blob = stored.SerializeAsString();
+  ASSERT_NE(ShareDigest(blob), Sha256Bytes(blob));  // read as a content digest
+  {
+    TANDEM_ASSERT_OK_AND_ASSIGN(auto store, SqliteReportStore::Open(path_));
+    ASSERT_THAT(store->OpenRound(1, "p"), IsOk());
+    ASSERT_THAT(store->PutPending(1, "v2", blob), IsOk());
+    const std::vector<PendingReport> older = {{"old", blob, Sha256Bytes(blob)},
+                                              {"bad", blob, Sha256Bytes(blob)}};
+    TANDEM_ASSERT_OK_AND_ASSIGN(auto statuses, store->PutPendingBatch(1, older));
+    for (const absl::Status& st : statuses) ASSERT_THAT(st, IsOk());
+  }
+  std::string tampered = blob;
+  tampered.back() ^= 1;
+  Tamper(absl::StrCat("UPDATE reports SET share = x'", absl::BytesToHexString(tampered),
+                      "' WHERE report_id = CAST('bad' AS BLOB)"));
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto store, SqliteReportStore::Open(path_));
+  TANDEM_ASSERT_OK_AND_ASSIGN(ReportRecord v2, store->GetReport("v2"));
+  EXPECT_EQ(v2.share_digest, ShareDigest(blob));
+  EXPECT_EQ(v2.share, blob);
+  TANDEM_ASSERT_OK_AND_ASSIGN(ReportRecord old, store->GetReport("old"));
+  EXPECT_EQ(old.share, blob);
+  EXPECT_THAT(store->GetReport("bad"),
+              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("digest mismatch")));
 }
 
 TEST_F(SqliteReportStoreTest, CorruptRowsAreDataLoss) {

@@ -73,9 +73,7 @@ absl::Status DeviceIdentity::SignUploads(UploadRequests* requests) const {
   }
   // A ticket bound to no device (an older coordinator): nothing to sign.
   if (ticket.device_public_key().empty()) return absl::OkStatus();
-  TANDEM_RETURN_IF_ERROR(
-      crypto::SignUpload(key_, crypto::UploadRole::kLeader, &requests->to_leader));
-  return crypto::SignUpload(key_, crypto::UploadRole::kHelper, &requests->to_helper);
+  return crypto::SignUploadPair(key_, &requests->to_leader, &requests->to_helper);
 }
 
 }  // namespace tandem::client

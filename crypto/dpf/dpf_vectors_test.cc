@@ -62,6 +62,12 @@ void SparseCase(const std::string& name, uint64_t seed, uint64_t dim, int b, int
     const ProofDigest d = dpf.EvaluateAndAccumulate(*set, absl::MakeSpan(acc), &scratch).value();
     absl::StrAppend(out, name, ".output_sha256_", party, " = ", Sha256Hex(acc), "\n");
     absl::StrAppend(out, name, ".digest", party, " = ", Hex(d.data(), d.size()), "\n");
+    // P (public_digest.h), the same for both parties' sets; the digest with
+    // P passed in equals the one that hashes it.
+    const ProofDigest p = PublicPartsDigest(*set).value();
+    absl::StrAppend(out, name, ".public_digest", party, " = ", Hex(p.data(), p.size()), "\n");
+    std::vector<uint64_t> again(dim);
+    EXPECT_EQ(dpf.EvaluateAndAccumulate(*set, absl::MakeSpan(again), &scratch, &p).value(), d);
     ++party;
   }
 }

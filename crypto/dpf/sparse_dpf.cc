@@ -12,7 +12,7 @@
 namespace tandem::crypto {
 namespace {
 
-constexpr absl::string_view kDigestDomain = "tandem.vdpf.digest.v1";
+constexpr absl::string_view kDigestDomain = "tandem.vdpf.digest.v2";
 
 // Value corrections travel packed at 4 bytes at value_bits 32 (proto/dpf.proto).
 void KeyToProto(const BlockDpfKey& key, int value_bits, proto::BlockDpfKey* out) {
@@ -138,34 +138,37 @@ absl::StatusOr<std::pair<proto::SparseKeySet, proto::SparseKeySet>> SparseDpf::G
 }
 
 absl::StatusOr<ProofDigest> SparseDpf::ComputeProofDigest(const proto::SparseKeySet& keys,
-                                                          SparseDpfScratch* scratch) const {
-  return Run(keys, {}, {}, Output::kNone, /*digest=*/true, scratch);
+                                                          SparseDpfScratch* scratch,
+                                                          const ProofDigest* public_digest) const {
+  return Run(keys, {}, {}, Output::kNone, /*digest=*/true, scratch, public_digest);
 }
 
-absl::StatusOr<ProofDigest> SparseDpf::EvaluateAndAccumulate(const proto::SparseKeySet& keys,
-                                                             absl::Span<uint64_t> accumulator,
-                                                             SparseDpfScratch* scratch) const {
+absl::StatusOr<ProofDigest> SparseDpf::EvaluateAndAccumulate(
+    const proto::SparseKeySet& keys, absl::Span<uint64_t> accumulator, SparseDpfScratch* scratch,
+    const ProofDigest* public_digest) const {
   if (accumulator.size() != dimension_) {
     return absl::InvalidArgumentError(absl::StrCat("accumulator has ", accumulator.size(),
                                                    " entries, expected ", dimension_));
   }
-  return Run(keys, accumulator, {}, Output::kAccumulate, /*digest=*/true, scratch);
+  return Run(keys, accumulator, {}, Output::kAccumulate, /*digest=*/true, scratch, public_digest);
 }
 
 absl::StatusOr<ProofDigest> SparseDpf::EvaluateBlockSums(const proto::SparseKeySet& keys,
                                                          absl::Span<uint64_t> block_sums,
-                                                         SparseDpfScratch* scratch) const {
+                                                         SparseDpfScratch* scratch,
+                                                         const ProofDigest* public_digest) const {
   if (block_sums.size() != static_cast<size_t>(num_groups_) * block_size()) {
     return absl::InvalidArgumentError(absl::StrCat("block_sums has ", block_sums.size(),
                                                    " entries, expected k*B = ",
                                                    uint64_t(num_groups_) * block_size()));
   }
-  return Run(keys, block_sums, {}, Output::kBlockSums, /*digest=*/true, scratch);
+  return Run(keys, block_sums, {}, Output::kBlockSums, /*digest=*/true, scratch, public_digest);
 }
 
 absl::StatusOr<ProofDigest> SparseDpf::EvaluateAccumulateAndSum(
     const proto::SparseKeySet& keys, absl::Span<uint64_t> accumulator,
-    absl::Span<uint64_t> block_sums, SparseDpfScratch* scratch) const {
+    absl::Span<uint64_t> block_sums, SparseDpfScratch* scratch,
+    const ProofDigest* public_digest) const {
   if (accumulator.size() != dimension_) {
     return absl::InvalidArgumentError(absl::StrCat("accumulator has ", accumulator.size(),
                                                    " entries, expected ", dimension_));
@@ -175,8 +178,8 @@ absl::StatusOr<ProofDigest> SparseDpf::EvaluateAccumulateAndSum(
                                                    " entries, expected k*B = ",
                                                    uint64_t(num_groups_) * block_size()));
   }
-  return Run(keys, accumulator, block_sums, Output::kAccumulateAndSums, /*digest=*/true,
-             scratch);
+  return Run(keys, accumulator, block_sums, Output::kAccumulateAndSums, /*digest=*/true, scratch,
+             public_digest);
 }
 
 absl::Status SparseDpf::Accumulate(const proto::SparseKeySet& keys,
@@ -186,13 +189,14 @@ absl::Status SparseDpf::Accumulate(const proto::SparseKeySet& keys,
     return absl::InvalidArgumentError(absl::StrCat("accumulator has ", accumulator.size(),
                                                    " entries, expected ", dimension_));
   }
-  return Run(keys, accumulator, {}, Output::kAccumulate, /*digest=*/false, scratch).status();
+  return Run(keys, accumulator, {}, Output::kAccumulate, /*digest=*/false, scratch, nullptr)
+      .status();
 }
 
 absl::StatusOr<ProofDigest> SparseDpf::Run(const proto::SparseKeySet& keys,
                                            absl::Span<uint64_t> out, absl::Span<uint64_t> sums,
-                                           Output output, bool digest,
-                                           SparseDpfScratch* scratch) const {
+                                           Output output, bool digest, SparseDpfScratch* scratch,
+                                           const ProofDigest* public_digest) const {
   if (scratch == nullptr) return absl::InvalidArgumentError("scratch must not be null");
   TANDEM_RETURN_IF_ERROR(ValidateSparseKeySet(keys, Shape()));
   SparseDpfScratch::Impl& s = *scratch->impl_;
@@ -222,31 +226,28 @@ absl::StatusOr<ProofDigest> SparseDpf::Run(const proto::SparseKeySet& keys,
     }
     return ProofDigest{};
   }
+  // P first (given, or hashed now from the validated keys), so that servers
+  // holding different public parts disagree even where the leaf proofs
+  // happen to match.
+  ProofDigest public_parts;
+  if (public_digest != nullptr) {
+    public_parts = *public_digest;
+  } else {
+    TANDEM_ASSIGN_OR_RETURN(public_parts, PublicPartsDigest(keys));
+  }
   if (!s.sha.has_value()) {
     TANDEM_ASSIGN_OR_RETURN(internal::Sha256 sha, internal::Sha256::Create());
     s.sha.emplace(std::move(sha));
   }
   internal::Sha256& sha = *s.sha;
   TANDEM_RETURN_IF_ERROR(sha.Reset());
+  TANDEM_RETURN_IF_ERROR(sha.UpdateU64(static_cast<uint64_t>(kDigestDomain.size())));
   TANDEM_RETURN_IF_ERROR(sha.Update(absl::MakeConstSpan(
       reinterpret_cast<const uint8_t*>(kDigestDomain.data()), kDigestDomain.size())));
-  TANDEM_RETURN_IF_ERROR(sha.UpdateU64(static_cast<uint64_t>(block_dpf_.log_num_blocks())));
-  TANDEM_RETURN_IF_ERROR(sha.UpdateU64(static_cast<uint64_t>(block_size())));
-  TANDEM_RETURN_IF_ERROR(sha.UpdateU64(static_cast<uint64_t>(value_bits())));
-  TANDEM_RETURN_IF_ERROR(sha.UpdateU64(static_cast<uint64_t>(num_groups_)));
+  TANDEM_RETURN_IF_ERROR(sha.Update(public_parts));
   for (int g = 0; g < num_groups_; ++g) {
     KeyFromProto(keys.keys(g), &s.key);
-    // Public parts first, so that servers holding different public parts
-    // disagree even where the leaf proofs happen to match.
     TANDEM_RETURN_IF_ERROR(sha.UpdateU64(static_cast<uint64_t>(g)));
-    TANDEM_RETURN_IF_ERROR(sha.Update(absl::MakeConstSpan(
-        reinterpret_cast<const uint8_t*>(s.key.correction_words.data()),
-        16 * s.key.correction_words.size())));
-    TANDEM_RETURN_IF_ERROR(sha.Update(absl::MakeConstSpan(
-        reinterpret_cast<const uint8_t*>(s.key.value_correction.data()),
-        8 * s.key.value_correction.size())));
-    TANDEM_RETURN_IF_ERROR(sha.Update(absl::MakeConstSpan(
-        reinterpret_cast<const uint8_t*>(s.key.proof_correction.data()), 16 * kProofBlocks)));
     TANDEM_RETURN_IF_ERROR(evaluate(g, &sha));
   }
   return sha.Finish();

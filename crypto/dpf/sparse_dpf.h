@@ -12,9 +12,15 @@
 //                                    EvaluateAndAccumulate  EvaluateAndAccumulate
 //                                    (only for reports whose digests agree)
 //
-// The digest is SHA-256 over the parameters, every group's public parts
-// (correction words, value correction, proof correction) and its VDPF leaf
-// proofs pi~_x (de Castro & Polychroniadou, Eurocrypt 2022). Equal digests
+// The digest (v2) is SHA-256 over the digest P of the parameters and every
+// group's public parts (correction words, value correction, proof
+// correction; PublicPartsDigest, public_digest.h) and each group's VDPF leaf
+// proofs pi~_x (de Castro & Polychroniadou, Eurocrypt 2022):
+//   SHA-256(u64 len || "tandem.vdpf.digest.v2" || P || for each group g:
+//           u64 g || its leaf proofs (BlockDpf's transcript)).
+// A caller that has P already (the upload's content digest hashed it, or
+// the client's other key set) passes it and the public parts are not hashed
+// again; without it the digest computes P first. Equal digests
 // mean, except with negligible probability, that both servers hold the same
 // public parts and that every group decodes to at most one non-zero block.
 // Norm bounds are out of scope here.
@@ -35,11 +41,10 @@
 #include "base/random.h"
 #include "crypto/dpf/block_dpf.h"
 #include "crypto/dpf/key_validator.h"
+#include "crypto/dpf/public_digest.h"
 #include "proto/dpf.pb.h"
 
 namespace tandem::crypto {
-
-using ProofDigest = std::array<uint8_t, 32>;
 
 // Reusable per-thread evaluation state (buffers, hash context). Not
 // thread-safe. Construction never fails; the hash context is created lazily.
@@ -84,8 +89,11 @@ class SparseDpf {
 
   // VDPF digest only (tree expansion and leaf proofs, no leaf expansion).
   // INVALID_ARGUMENT when `keys` does not validate against Shape().
+  // `public_digest`, when non-null, must be PublicPartsDigest(keys) (every
+  // digest-returning method below takes it the same way).
   absl::StatusOr<ProofDigest> ComputeProofDigest(const proto::SparseKeySet& keys,
-                                                 SparseDpfScratch* scratch) const;
+                                                 SparseDpfScratch* scratch,
+                                                 const ProofDigest* public_digest = nullptr) const;
 
   // accumulator[i] += this party's share of coordinate i (mod 2^value_bits;
   // with 32-bit values the accumulator entries stay below 2^32), and returns
@@ -93,9 +101,9 @@ class SparseDpf {
   // dimension(), else INVALID_ARGUMENT (and nothing is added). Callers that
   // accumulate before comparing digests must be able to discard the
   // accumulator.
-  absl::StatusOr<ProofDigest> EvaluateAndAccumulate(const proto::SparseKeySet& keys,
-                                                    absl::Span<uint64_t> accumulator,
-                                                    SparseDpfScratch* scratch) const;
+  absl::StatusOr<ProofDigest> EvaluateAndAccumulate(
+      const proto::SparseKeySet& keys, absl::Span<uint64_t> accumulator, SparseDpfScratch* scratch,
+      const ProofDigest* public_digest = nullptr) const;
 
   // Per group, the sum over its blocks of this party's shares:
   // block_sums[g * B + j] = sum over blocks x of group g of the share of
@@ -105,7 +113,8 @@ class SparseDpf {
   // validate or block_sums.size() != num_groups * B.
   absl::StatusOr<ProofDigest> EvaluateBlockSums(const proto::SparseKeySet& keys,
                                                 absl::Span<uint64_t> block_sums,
-                                                SparseDpfScratch* scratch) const;
+                                                SparseDpfScratch* scratch,
+                                                const ProofDigest* public_digest = nullptr) const;
 
   // EvaluateAndAccumulate and EvaluateBlockSums from ONE evaluation:
   // accumulator += this party's shares, block_sums (k * B, overwritten) =
@@ -113,10 +122,10 @@ class SparseDpf {
   // server runs so that the proof's inputs, the digest and the aggregate
   // come from a single expansion. INVALID_ARGUMENT on sizes or keys that do
   // not validate (both checked before anything is added).
-  absl::StatusOr<ProofDigest> EvaluateAccumulateAndSum(const proto::SparseKeySet& keys,
-                                                       absl::Span<uint64_t> accumulator,
-                                                       absl::Span<uint64_t> block_sums,
-                                                       SparseDpfScratch* scratch) const;
+  absl::StatusOr<ProofDigest> EvaluateAccumulateAndSum(
+      const proto::SparseKeySet& keys, absl::Span<uint64_t> accumulator,
+      absl::Span<uint64_t> block_sums, SparseDpfScratch* scratch,
+      const ProofDigest* public_digest = nullptr) const;
 
   // As EvaluateAndAccumulate without the digest: for reports whose digests
   // were already compared with ComputeProofDigest (the recommended flow).
@@ -134,7 +143,8 @@ class SparseDpf {
   // kAccumulateAndSums.
   absl::StatusOr<ProofDigest> Run(const proto::SparseKeySet& keys, absl::Span<uint64_t> out,
                                   absl::Span<uint64_t> sums, Output output, bool digest,
-                                  SparseDpfScratch* scratch) const;
+                                  SparseDpfScratch* scratch,
+                                  const ProofDigest* public_digest) const;
 
   uint64_t dimension_;
   int num_groups_;

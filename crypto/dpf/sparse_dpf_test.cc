@@ -237,6 +237,54 @@ TEST_F(SparseDpfAdversarialTest, MismatchedPublicPartsAreCaught) {
   }
 }
 
+// P (public_digest.h): equal for the two parties' sets of one report, blind
+// to seeds and party, moved by every public field; a digest given the wrong
+// P is not the key set's digest.
+TEST_F(SparseDpfAdversarialTest, PublicDigestBindsEveryPublicPartAndNothingElse) {
+  TANDEM_ASSERT_OK_AND_ASSIGN(const ProofDigest p, PublicPartsDigest(keys_.first));
+  EXPECT_THAT(PublicPartsDigest(keys_.second), ::tandem::testing::IsOkAndHolds(p));
+  KeyPair other = keys_;
+  other.first.mutable_keys(1)->set_seed(std::string(16, '\x11'));
+  EXPECT_THAT(PublicPartsDigest(other.first), ::tandem::testing::IsOkAndHolds(p));
+  const auto changed = [&](auto edit) {
+    proto::SparseKeySet k = keys_.first;
+    edit(k);
+    return PublicPartsDigest(k).value() != p;
+  };
+  EXPECT_TRUE(changed([](proto::SparseKeySet& k) {
+    XorByte(k.mutable_keys(0)->mutable_correction_words(0)->mutable_seed(), 15, 1);
+  }));
+  EXPECT_TRUE(changed([](proto::SparseKeySet& k) {
+    k.mutable_keys(3)->set_value_correction(7, k.keys(3).value_correction(7) ^ 1);
+  }));
+  EXPECT_TRUE(changed([](proto::SparseKeySet& k) {
+    XorByte(k.mutable_keys(2)->mutable_proof_correction(), 0, 1);
+  }));
+  EXPECT_TRUE(changed([](proto::SparseKeySet& k) {
+    k.mutable_group_parameters()->set_block_size(k.group_parameters().block_size() + 1);
+  }));
+  EXPECT_TRUE(changed([](proto::SparseKeySet& k) { k.set_num_groups(k.num_groups() + 1); }));
+  EXPECT_TRUE(changed([](proto::SparseKeySet& k) {  // the same bytes, another field
+    proto::BlockDpfKey* key = k.mutable_keys(0);
+    std::string moved(reinterpret_cast<const char*>(key->value_correction().data()),
+                      8 * key->value_correction_size());
+    key->clear_value_correction();
+    key->set_value_correction_packed(moved);
+  }));
+  EXPECT_TRUE(changed([](proto::SparseKeySet& k) {  // groups swapped
+    k.mutable_keys()->SwapElements(0, 1);
+  }));
+  SparseDpfScratch scratch;
+  TANDEM_ASSERT_OK_AND_ASSIGN(const ProofDigest honest,
+                              dpf_->ComputeProofDigest(keys_.first, &scratch));
+  EXPECT_THAT(dpf_->ComputeProofDigest(keys_.first, &scratch, &p),
+              ::tandem::testing::IsOkAndHolds(honest));
+  ProofDigest wrong = p;
+  wrong[31] ^= 1;
+  EXPECT_THAT(dpf_->ComputeProofDigest(keys_.first, &scratch, &wrong),
+              ::tandem::testing::IsOkAndHolds(::testing::Ne(honest)));
+}
+
 // 32-bit keys carry their value corrections packed (4 bytes each): they
 // reconstruct the vector, and a packed correction only the leader sees
 // changed is caught like an unpacked one.

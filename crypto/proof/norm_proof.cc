@@ -70,14 +70,26 @@ absl::Status NormProofSystem::ClientValues(const proto::SparseKeySet& leader_key
   // This thread's DPF scratch, kept from proof to proof like the buffers.
   thread_local SparseDpfScratch scratch;
   derived->assign(2 * n, 0);
+  // Both key sets of a report carry the same public parts: one P for both
+  // digests (public_digest.h). Key sets whose public parts differ (a test's
+  // tampering) get each its own P, as a server would compute.
+  ProofDigest public_parts[2];
+  if (digests != nullptr) {
+    TANDEM_ASSIGN_OR_RETURN(public_parts[0], PublicPartsDigest(leader_keys));
+    public_parts[1] = public_parts[0];
+    if (!SamePublicParts(leader_keys, helper_keys)) {
+      TANDEM_ASSIGN_OR_RETURN(public_parts[1], PublicPartsDigest(helper_keys));
+    }
+  }
   std::vector<uint64_t>& share = ThreadClientValueBuffers().share;
   share.resize(2 * n);
   for (int party = 0; party < 2; ++party) {
     std::vector<uint64_t>& u = party == 0 ? *u0 : *u1;
     u.resize(n);
-    TANDEM_ASSIGN_OR_RETURN(const ProofDigest digest,
-                            dpf_.EvaluateBlockSums(party == 0 ? leader_keys : helper_keys,
-                                                   absl::MakeSpan(u), &scratch));
+    TANDEM_ASSIGN_OR_RETURN(
+        const ProofDigest digest,
+        dpf_.EvaluateBlockSums(party == 0 ? leader_keys : helper_keys, absl::MakeSpan(u), &scratch,
+                               digests != nullptr ? &public_parts[party] : nullptr));
     if (digests != nullptr) (*digests)[party] = digest;
     TANDEM_RETURN_IF_ERROR(circuit().DeriveFromBlockSums(party, u, absl::MakeSpan(share)));
     for (size_t j = 0; j < 2 * n; ++j) (*derived)[j] = gl::Add((*derived)[j], share[j]);
@@ -106,8 +118,15 @@ NormProofSystem::ProveWithWitness(absl::string_view report_id,
                                   absl::Span<const uint64_t> witness, SecureRandom* rng) const {
   SparseDpfScratch scratch;
   std::array<ProofDigest, 2> digests;
-  TANDEM_ASSIGN_OR_RETURN(digests[0], dpf_.ComputeProofDigest(leader_keys, &scratch));
-  TANDEM_ASSIGN_OR_RETURN(digests[1], dpf_.ComputeProofDigest(helper_keys, &scratch));
+  TANDEM_ASSIGN_OR_RETURN(const ProofDigest leader_public, PublicPartsDigest(leader_keys));
+  TANDEM_ASSIGN_OR_RETURN(digests[0],
+                          dpf_.ComputeProofDigest(leader_keys, &scratch, &leader_public));
+  if (SamePublicParts(leader_keys, helper_keys)) {
+    TANDEM_ASSIGN_OR_RETURN(digests[1],
+                            dpf_.ComputeProofDigest(helper_keys, &scratch, &leader_public));
+  } else {
+    TANDEM_ASSIGN_OR_RETURN(digests[1], dpf_.ComputeProofDigest(helper_keys, &scratch));
+  }
   return ProveWithDigests(report_id, leader_keys, helper_keys, derived, witness, digests, rng);
 }
 
@@ -153,8 +172,8 @@ absl::StatusOr<ProofDigest> NormProofSystem::EvaluateAndDerive(const SparseDpf& 
 
 absl::StatusOr<ProofDigest> NormProofSystem::EvaluateAccumulateAndDerive(
     const SparseDpf& dpf, int party, const proto::SparseKeySet& keys,
-    absl::Span<uint64_t> accumulator, absl::Span<uint64_t> derived,
-    SparseDpfScratch* scratch) const {
+    absl::Span<uint64_t> accumulator, absl::Span<uint64_t> derived, SparseDpfScratch* scratch,
+    const ProofDigest* public_digest) const {
   if (dpf.num_groups() != circuit().num_blocks() || dpf.block_size() != circuit().block_size() ||
       dpf.value_bits() != circuit().value_bits() ||
       dpf.blocks_per_group() != dpf_.blocks_per_group()) {
@@ -165,10 +184,11 @@ absl::StatusOr<ProofDigest> NormProofSystem::EvaluateAccumulateAndDerive(
   }
   // The block sums go to derived's second half, then are split in place.
   const absl::Span<uint64_t> sums = derived.subspan(circuit().num_values());
-  TANDEM_ASSIGN_OR_RETURN(ProofDigest digest,
-                          accumulator.empty()
-                              ? dpf.EvaluateBlockSums(keys, sums, scratch)
-                              : dpf.EvaluateAccumulateAndSum(keys, accumulator, sums, scratch));
+  TANDEM_ASSIGN_OR_RETURN(
+      ProofDigest digest,
+      accumulator.empty()
+          ? dpf.EvaluateBlockSums(keys, sums, scratch, public_digest)
+          : dpf.EvaluateAccumulateAndSum(keys, accumulator, sums, scratch, public_digest));
   TANDEM_RETURN_IF_ERROR(circuit().DeriveFromBlockSums(party, sums, derived));
   return digest;
 }

@@ -109,7 +109,8 @@ class NormProofSystem {
   // Client side of the derivation: the full derived values (X_lo, X_hi) and
   // u_0, u_1 (n each, from the block sums), from both key sets, and, when
   // `digests` is non-null, both key sets' VDPF digests (the same evaluation
-  // gives them). INVALID_ARGUMENT for key sets that do not validate.
+  // gives them; the public parts, the same in both sets, hashed once).
+  // INVALID_ARGUMENT for key sets that do not validate.
   absl::Status ClientValues(const proto::SparseKeySet& leader_keys,
                             const proto::SparseKeySet& helper_keys,
                             std::vector<uint64_t>* derived, std::vector<uint64_t>* u0,
@@ -141,11 +142,12 @@ class NormProofSystem {
   // (SparseDpf::EvaluateAccumulateAndSum; accumulator.size() ==
   // dpf.dimension()): verification and aggregation share one expansion.
   // Same errors, raised before anything is added.
-  absl::StatusOr<ProofDigest> EvaluateAccumulateAndDerive(const SparseDpf& dpf, int party,
-                                                          const proto::SparseKeySet& keys,
-                                                          absl::Span<uint64_t> accumulator,
-                                                          absl::Span<uint64_t> derived,
-                                                          SparseDpfScratch* scratch) const;
+  // `public_digest`: PublicPartsDigest(keys) when the caller has it (the
+  // upload hashed it), else null (computed here).
+  absl::StatusOr<ProofDigest> EvaluateAccumulateAndDerive(
+      const SparseDpf& dpf, int party, const proto::SparseKeySet& keys,
+      absl::Span<uint64_t> accumulator, absl::Span<uint64_t> derived, SparseDpfScratch* scratch,
+      const ProofDigest* public_digest = nullptr) const;
 
   // Server: this party's verifier share. `digest`: the VDPF digest of this
   // party's own evaluation of `keys` (EvaluateAndDerive). REQUIRES validated

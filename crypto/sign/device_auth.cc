@@ -19,6 +19,7 @@ namespace tandem::crypto {
 namespace {
 
 constexpr absl::string_view kTokenTextPrefix = "tdmenroll1.";
+constexpr absl::string_view kUploadContentDomain = "tandem.upload.content.v2";
 
 void AppendU64(uint64_t v, std::string* out) {
   for (int i = 0; i < 8; ++i) out->push_back(static_cast<char>(v >> (8 * i)));
@@ -216,16 +217,39 @@ std::string StoredReportShareBytes(const proto::SparseKeySet* keys,
 }
 
 std::string UploadContentDigest(const proto::SparseKeySet& keys, const proto::NormProofShare* proof,
-                                absl::string_view ticket_digest) {
-  return Sha256(StoredReportShareBytes(&keys, proof, ticket_digest, nullptr));
+                                absl::string_view ticket_digest, const ProofDigest* public_digest) {
+  ProofDigest p;
+  if (public_digest != nullptr) {
+    p = *public_digest;
+  } else {
+    absl::StatusOr<ProofDigest> computed = PublicPartsDigest(keys);
+    if (!computed.ok()) return std::string();  // OpenSSL failure: matches nothing
+    p = *computed;
+  }
+  // The key set without its public parts (P stands for them): parameters,
+  // group count and each key's party and seed, a few hundred bytes.
+  proto::SparseKeySet rest;
+  *rest.mutable_group_parameters() = keys.group_parameters();
+  rest.set_num_groups(keys.num_groups());
+  for (const proto::BlockDpfKey& key : keys.keys()) {
+    proto::BlockDpfKey* k = rest.add_keys();
+    k->set_party(key.party());
+    k->set_seed(key.seed());
+  }
+  std::string input = Domain(kUploadContentDomain);
+  input.append(reinterpret_cast<const char*>(p.data()), p.size());
+  input += StoredReportShareBytes(&rest, proof, ticket_digest, nullptr);
+  return Sha256(input);
 }
 
 std::string UploadContentDigestOf(const proto::UploadRequest& upload,
-                                  absl::string_view ticket_digest) {
+                                  absl::string_view ticket_digest,
+                                  const ProofDigest* public_digest) {
   const proto::NormProofShare* proof = upload.has_norm_proof() ? &upload.norm_proof() : nullptr;
-  return Sha256(upload.has_dense_share()
-                    ? StoredReportShareBytes(nullptr, proof, ticket_digest, &upload.dense_share())
-                    : StoredReportShareBytes(&upload.key_share(), proof, ticket_digest, nullptr));
+  if (upload.has_dense_share()) {
+    return Sha256(StoredReportShareBytes(nullptr, proof, ticket_digest, &upload.dense_share()));
+  }
+  return UploadContentDigest(upload.key_share(), proof, ticket_digest, public_digest);
 }
 
 std::string UploadSigningInput(UploadRole role, absl::string_view ticket_digest,
@@ -237,8 +261,8 @@ std::string UploadSigningInput(UploadRole role, absl::string_view ticket_digest,
   return input;
 }
 
-absl::Status SignUpload(const Ed25519SigningKey& key, UploadRole role,
-                        proto::UploadRequest* upload) {
+absl::Status SignUpload(const Ed25519SigningKey& key, UploadRole role, proto::UploadRequest* upload,
+                        const ProofDigest* public_digest) {
   if (!upload->has_ticket()) return absl::InvalidArgumentError("upload has no ticket to sign for");
   proto::UploadTicket ticket;
   if (!ticket.ParseFromString(upload->ticket().ticket())) {
@@ -248,11 +272,24 @@ absl::Status SignUpload(const Ed25519SigningKey& key, UploadRole role,
     return absl::InvalidArgumentError("the upload ticket was issued to another device key");
   }
   const std::string ticket_digest = TicketDigest(upload->ticket());
-  const std::string content = UploadContentDigestOf(*upload, ticket_digest);
+  const std::string content = UploadContentDigestOf(*upload, ticket_digest, public_digest);
+  if (content.empty()) return absl::InternalError("cannot hash the upload's public parts");
   TANDEM_ASSIGN_OR_RETURN(std::string sig,
                           key.Sign(UploadSigningInput(role, ticket_digest, content)));
   upload->set_device_signature(std::move(sig));
   return absl::OkStatus();
+}
+
+absl::Status SignUploadPair(const Ed25519SigningKey& key, proto::UploadRequest* to_leader,
+                            proto::UploadRequest* to_helper) {
+  if (!to_leader->has_key_share() || !to_helper->has_key_share() ||
+      !SamePublicParts(to_leader->key_share(), to_helper->key_share())) {
+    TANDEM_RETURN_IF_ERROR(SignUpload(key, UploadRole::kLeader, to_leader));
+    return SignUpload(key, UploadRole::kHelper, to_helper);
+  }
+  TANDEM_ASSIGN_OR_RETURN(const ProofDigest p, PublicPartsDigest(to_leader->key_share()));
+  TANDEM_RETURN_IF_ERROR(SignUpload(key, UploadRole::kLeader, to_leader, &p));
+  return SignUpload(key, UploadRole::kHelper, to_helper, &p);
 }
 
 absl::Status VerifyUploadSignature(const proto::UploadTicket& ticket, UploadRole role,

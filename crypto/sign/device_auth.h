@@ -17,11 +17,18 @@
 // be claimed without the key, and both aggregators check each upload against
 // the key the ticket names (the coordinator saw it prove possession).
 //
-// The upload's content digest is SHA-256 of the deterministic serialization
-// of proto::StoredReportShare {key_share, norm_proof (if any), ticket_digest}:
-// exactly the digest the aggregators already compute of what they store
-// (aggregator/core/norm_verification.h EncodeStoredShare, ShareDigest), so
-// verifying costs them one Ed25519 check and no extra pass over the share.
+// The upload's content digest (v2) of a PREAMBLE share is
+//   SHA-256("tandem.upload.content.v2" || 0x00 || P || the deterministic
+//           serialization of proto::StoredReportShare {key_share with only
+//           each key's party and seed, norm_proof (if any), ticket_digest})
+// where P = crypto::PublicPartsDigest(key_share) (crypto/dpf/public_digest.h)
+// covers the correction words, value corrections and proof corrections,
+// the bulk of the share, which the servers' VDPF digest hashes through the
+// same P: an aggregator hashes each share's bytes once for both (issue 36).
+// Of a dense share it is SHA-256 of the serialization of StoredReportShare
+// {dense_share, norm_proof, ticket_digest}. Either way it is the digest the
+// aggregators keep of what they store (aggregator/store/report_store.h
+// ShareDigest), so verifying costs them one Ed25519 check and no extra pass.
 //
 // Pure functions; thread-safe. Error codes: UNAUTHENTICATED for anything a
 // verifier refuses (bad signature, stale timestamp, wrong key or id,
@@ -38,6 +45,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "crypto/dpf/public_digest.h"
 #include "crypto/sign/ed25519.h"
 #include "proto/aggregator.pb.h"
 #include "proto/coordinator.pb.h"
@@ -105,13 +113,17 @@ std::string StoredReportShareBytes(const proto::SparseKeySet* keys,
 
 // SHA-256 of the deterministic serialization of StoredReportShare{keys,
 // proof (null: unset), ticket_digest}; see the file comment.
+// `public_digest`: PublicPartsDigest(keys) when the caller has it (null:
+// computed here).
 std::string UploadContentDigest(const proto::SparseKeySet& keys, const proto::NormProofShare* proof,
-                                absl::string_view ticket_digest);
+                                absl::string_view ticket_digest,
+                                const ProofDigest* public_digest = nullptr);
 // The content digest of an upload of either encoding: the above for a
 // key_share, and for a dense_share the same over StoredReportShare{
 // dense_share, proof, ticket_digest} (the blob the aggregator stores).
 std::string UploadContentDigestOf(const proto::UploadRequest& upload,
-                                  absl::string_view ticket_digest);
+                                  absl::string_view ticket_digest,
+                                  const ProofDigest* public_digest = nullptr);
 
 // kDeviceUploadDomain || 0x00 || role || ticket digest || content digest
 // (each digest length-prefixed).
@@ -121,8 +133,12 @@ std::string UploadSigningInput(UploadRole role, absl::string_view ticket_digest,
 // Sets upload->device_signature over the upload's own ticket and share.
 // INVALID_ARGUMENT when the upload has no ticket or its ticket names another
 // key than `key`'s (a device never signs for someone else's ticket).
-absl::Status SignUpload(const Ed25519SigningKey& key, UploadRole role,
-                        proto::UploadRequest* upload);
+absl::Status SignUpload(const Ed25519SigningKey& key, UploadRole role, proto::UploadRequest* upload,
+                        const ProofDigest* public_digest = nullptr);
+// Both uploads of one report (leader, then helper): as SignUpload twice,
+// with P hashed once when both key shares carry the same public parts.
+absl::Status SignUploadPair(const Ed25519SigningKey& key, proto::UploadRequest* to_leader,
+                            proto::UploadRequest* to_helper);
 
 // OK iff `signature` is the device's signature for this server's `role`, the
 // ticket (`ticket_digest`, crypto::TicketDigest) and `content_digest` under

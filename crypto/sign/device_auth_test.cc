@@ -8,6 +8,7 @@
 #include "absl/strings/escaping.h"
 #include "base/random.h"
 #include "base/testing/status_matchers.h"
+#include "crypto/dpf/sparse_dpf.h"
 #include "crypto/sign/upload_ticket.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/io/coded_stream.h"
@@ -126,15 +127,21 @@ TEST(DeviceAuthTest, MalformedKeysAndNoncesAreRefused) {
               StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
+// A ticket for task "task-7", round 3, naming `device`'s key.
+proto::UploadTicket TicketFor(const Ed25519SigningKey& device) {
+  proto::UploadTicket t;
+  t.set_task_id("task-7");
+  t.set_round_id(3);
+  t.set_ticket_id(Nonce());
+  t.set_expiry_unix_ms(kNow);
+  t.set_device_public_key(device.PublicKeyRaw());
+  return t;
+}
+
 class UploadSignatureTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    proto::UploadTicket t;
-    t.set_task_id("task-7");
-    t.set_round_id(3);
-    t.set_ticket_id(Nonce());
-    t.set_expiry_unix_ms(kNow);
-    t.set_device_public_key(device_.PublicKeyRaw());
+    const proto::UploadTicket t = TicketFor(device_);
     ticket_ = t;
     upload_.set_task_id("task-7");
     upload_.set_round_id(3);
@@ -305,6 +312,67 @@ TEST(StoredReportShareBytesTest, EqualsTheBuiltMessageSerialized) {
               want)
         << "trial " << trial;
   }
+}
+
+// Content digest v2 of a real PREAMBLE report (32-bit keys): the public
+// parts enter through P, once for both shares; every part of either share
+// still moves its digest, and the pair signer's signatures verify.
+TEST(ContentDigestTest, BindsEveryPartAndSharesPBetweenTheTwoShares) {
+  const SparseDpf dpf = SparseDpf::Create(4 * 16 * 8, 8, 4, 32).value();
+  auto rng = DeterministicRandom::FromSeed(36);
+  std::vector<uint64_t> values(4 * 8, 7);
+  auto keys = dpf.GenerateKeys({1, 2, 3, 4}, values, rng.get()).value();
+  const std::string td(32, '\x21');
+  const ProofDigest p = PublicPartsDigest(keys.first).value();
+  EXPECT_EQ(PublicPartsDigest(keys.second).value(), p);
+  const std::string leader = UploadContentDigest(keys.first, nullptr, td);
+  ASSERT_EQ(leader.size(), 32u);
+  EXPECT_EQ(UploadContentDigest(keys.first, nullptr, td, &p), leader);
+  EXPECT_NE(UploadContentDigest(keys.second, nullptr, td, &p), leader);  // other seeds
+  const auto moved = [&](auto edit) {
+    proto::SparseKeySet k = keys.first;
+    proto::NormProofShare proof;
+    std::string digest = td;
+    edit(k, proof, digest);
+    return UploadContentDigest(k, proof.witness_size() > 0 ? &proof : nullptr, digest) != leader;
+  };
+  using Keys = proto::SparseKeySet;
+  using Proof = proto::NormProofShare;
+  EXPECT_TRUE(moved([](Keys& k, Proof&, std::string&) {
+    (*k.mutable_keys(2)->mutable_value_correction_packed())[5] ^= 1;
+  }));
+  EXPECT_TRUE(moved([](Keys& k, Proof&, std::string&) {
+    (*k.mutable_keys(0)->mutable_correction_words(1)->mutable_seed())[0] ^= 1;
+  }));
+  EXPECT_TRUE(moved([](Keys& k, Proof&, std::string&) {
+    (*k.mutable_keys(3)->mutable_proof_correction())[63] ^= 1;
+  }));
+  EXPECT_TRUE(
+      moved([](Keys& k, Proof&, std::string&) { (*k.mutable_keys(1)->mutable_seed())[15] ^= 1; }));
+  EXPECT_TRUE(moved([](Keys&, Proof& p, std::string&) { p.add_witness(1); }));
+  EXPECT_TRUE(moved([](Keys&, Proof&, std::string& d) { d[0] ^= 1; }));
+  // A P that is not the keys' is not their digest either.
+  ProofDigest wrong = p;
+  wrong[0] ^= 1;
+  EXPECT_NE(UploadContentDigest(keys.first, nullptr, td, &wrong), leader);
+
+  Ed25519SigningKey coordinator = Fresh(20), device = Fresh(21);
+  const proto::UploadTicket t = TicketFor(device);
+  proto::UploadRequest a, b;
+  *a.mutable_ticket() = *b.mutable_ticket() = *SignUploadTicket(coordinator, t);
+  *a.mutable_key_share() = keys.first;
+  *b.mutable_key_share() = keys.second;
+  ASSERT_THAT(SignUploadPair(device, &a, &b), IsOk());
+  const std::string ticket_digest = TicketDigest(a.ticket());
+  EXPECT_THAT(VerifyUploadSignature(t, UploadRole::kLeader, ticket_digest,
+                                    UploadContentDigestOf(a, ticket_digest), a.device_signature()),
+              IsOk());
+  EXPECT_THAT(VerifyUploadSignature(t, UploadRole::kHelper, ticket_digest,
+                                    UploadContentDigestOf(b, ticket_digest), b.device_signature()),
+              IsOk());
+  EXPECT_THAT(VerifyUploadSignature(t, UploadRole::kHelper, ticket_digest,
+                                    UploadContentDigestOf(a, ticket_digest), b.device_signature()),
+              StatusIs(kUnauth));
 }
 
 }  // namespace

@@ -112,8 +112,7 @@ absl::StatusOr<EncodedReport> EncodeOne(const client::ReportBuilder& builder,
                           builder.Build(update, rng, ticket.ticket_id()));
   auto [a, b] = client::MakeUploadRequests(std::move(report), task_id, round, signed_ticket);
   if (device.has_value()) {
-    TANDEM_RETURN_IF_ERROR(crypto::SignUpload(*device, crypto::UploadRole::kLeader, &a));
-    TANDEM_RETURN_IF_ERROR(crypto::SignUpload(*device, crypto::UploadRole::kHelper, &b));
+    TANDEM_RETURN_IF_ERROR(crypto::SignUploadPair(*device, &a, &b));
   }
   return EncodedReport{std::move(a), std::move(b)};
 }
