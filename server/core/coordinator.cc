@@ -1,9 +1,5 @@
 #include "server/core/coordinator.h"
 
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
-
 #include <cstring>
 #include <optional>
 #include <vector>
@@ -14,7 +10,6 @@
 #include "base/ids.h"
 #include "base/logging.h"
 #include "base/status_macros.h"
-#include "crypto/sign/upload_ticket.h"
 #include "ml/fedluar/federated_sim.h"
 #include "ml/model/model_zoo.h"
 #include "ml/spec/model_from_spec.h"
@@ -27,8 +22,6 @@ namespace {
 
 constexpr char kSamplingKeyMeta[] = "sampling_key";
 constexpr char kConfigMeta[] = "config";
-constexpr char kTicketTag[] = "tandem.ticket.v1";
-constexpr size_t kTicketIdBytes = 16;
 
 // The parts of the configuration a stored task must agree with.
 std::string Fingerprint(const CoordinatorOptions& o) {
@@ -225,76 +218,6 @@ bool Coordinator::EnrollmentOver(int64_t now_ms) const {
 }
 
 int64_t Coordinator::NowMs() const { return absl::ToUnixMillis(clock_->Now()); }
-
-bool Coordinator::Prf(absl::string_view tag, uint64_t aggregation_round,
-                      const std::string& client_id, std::array<uint8_t, 32>* out) const {
-  std::string msg(tag);
-  for (int i = 0; i < 8; ++i) msg.push_back(static_cast<char>(aggregation_round >> (8 * i)));
-  msg += client_id;
-  unsigned char mac[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  if (HMAC(EVP_sha256(), sampling_key_.data(), static_cast<int>(sampling_key_.size()),
-           reinterpret_cast<const unsigned char*>(msg.data()), msg.size(), mac, &len) == nullptr ||
-      len != out->size()) {
-    return false;
-  }
-  std::memcpy(out->data(), mac, out->size());
-  return true;
-}
-
-bool Coordinator::Sampled(uint64_t aggregation_round, const std::string& client_id) const {
-  std::array<uint8_t, 32> mac;
-  // No tag: the draw predates the tickets and is kept, so that a stored
-  // round resumes with the same cohort.
-  if (!Prf("", aggregation_round, client_id, &mac)) return false;  // never assign on failure
-  uint64_t u = 0;
-  for (int i = 0; i < 8; ++i) u |= static_cast<uint64_t>(mac[i]) << (8 * i);
-  // u / 2^64 < q, computed in long double to keep q = 1 exact.
-  return static_cast<long double>(u) < options_.task.sample_rate * 18446744073709551616.0L;
-}
-
-absl::StatusOr<std::string> Coordinator::TicketId(uint64_t aggregation_round,
-                                                  const std::string& client_id) const {
-  std::array<uint8_t, 32> mac;
-  if (!Prf(kTicketTag, aggregation_round, client_id, &mac)) {
-    return absl::InternalError("HMAC-SHA256 of the ticket id failed");
-  }
-  return std::string(reinterpret_cast<const char*>(mac.data()), kTicketIdBytes);
-}
-
-absl::StatusOr<proto::SignedUploadTicket> Coordinator::IssueTicket(
-    uint64_t aggregation_round, int64_t deadline_unix_ms, const std::string& client_id,
-    const std::string& device_public_key) const {
-  proto::UploadTicket t;
-  t.set_task_id(options_.task_id);
-  t.set_round_id(aggregation_round);
-  TANDEM_ASSIGN_OR_RETURN(*t.mutable_ticket_id(), TicketId(aggregation_round, client_id));
-  t.set_expiry_unix_ms(deadline_unix_ms);
-  // Both aggregators accept uploads under it only with this key's signature.
-  t.set_device_public_key(device_public_key);
-  return crypto::SignUploadTicket(ticket_key_, t);
-}
-
-absl::Status Coordinator::CheckUploadTicket(const proto::UploadDoneRequest& request) const {
-  if (!request.has_ticket()) {
-    return absl::UnauthenticatedError("UploadDone needs the assignment's upload ticket");
-  }
-  TANDEM_ASSIGN_OR_RETURN(proto::UploadTicket t,
-                          crypto::VerifyUploadTicket(ticket_verifier_, request.ticket()));
-  TANDEM_ASSIGN_OR_RETURN(std::string expected, TicketId(request.round_id(), request.client_id()));
-  // The signature shows the coordinator issued it; the id, that it issued it
-  // to this client for this round. Expiry is not checked here: UploadDone is
-  // taken while the round is collecting (the aggregators refuse late uploads).
-  if (t.task_id() != options_.task_id || t.round_id() != request.round_id() ||
-      t.ticket_id().size() != expected.size() ||
-      CRYPTO_memcmp(t.ticket_id().data(), expected.data(), expected.size()) != 0 ||
-      request.report_id() != t.ticket_id()) {
-    return absl::UnauthenticatedError(absl::StrCat(
-        "the upload ticket is not client ", request.client_id(), "'s for aggregation round ",
-        request.round_id(), " (or the report id is not its ticket id)"));
-  }
-  return absl::OkStatus();
-}
 
 absl::Status Coordinator::Tick() {
   Phase phase;
