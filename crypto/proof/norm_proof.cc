@@ -118,15 +118,9 @@ NormProofSystem::ProveWithWitness(absl::string_view report_id,
                                   absl::Span<const uint64_t> witness, SecureRandom* rng) const {
   SparseDpfScratch scratch;
   std::array<ProofDigest, 2> digests;
-  TANDEM_ASSIGN_OR_RETURN(const ProofDigest leader_public, PublicPartsDigest(leader_keys));
-  TANDEM_ASSIGN_OR_RETURN(digests[0],
-                          dpf_.ComputeProofDigest(leader_keys, &scratch, &leader_public));
-  if (SamePublicParts(leader_keys, helper_keys)) {
-    TANDEM_ASSIGN_OR_RETURN(digests[1],
-                            dpf_.ComputeProofDigest(helper_keys, &scratch, &leader_public));
-  } else {
-    TANDEM_ASSIGN_OR_RETURN(digests[1], dpf_.ComputeProofDigest(helper_keys, &scratch));
-  }
+  // Adversarial tests and vectors: each set's digest on its own.
+  TANDEM_ASSIGN_OR_RETURN(digests[0], dpf_.ComputeProofDigest(leader_keys, &scratch));
+  TANDEM_ASSIGN_OR_RETURN(digests[1], dpf_.ComputeProofDigest(helper_keys, &scratch));
   return ProveWithDigests(report_id, leader_keys, helper_keys, derived, witness, digests, rng);
 }
 
