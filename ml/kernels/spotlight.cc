@@ -96,6 +96,14 @@ void ScoreKeys(const PackedCodes& queries, const uint32_t* key_bits, int64_t beg
   }
 }
 
+// Every key's score, the keys split over the cores. REQUIRES: validated
+// queries, `rows` key codes of queries.words words at `keys`, `out` of
+// `rows` entries (HammingScores and HammingScoresInto check them once).
+void ScoreAll(const PackedCodes& queries, const uint32_t* keys, int64_t rows, int32_t* out) {
+  tbb::parallel_for(tbb::blocked_range<int64_t>(0, rows, 4096),
+                    [&](const auto& r) { ScoreKeys(queries, keys, r.begin(), r.end(), out); });
+}
+
 }  // namespace
 
 absl::StatusOr<SpotlightHashWeights> SpotlightHashWeights::Random(int64_t d, uint64_t seed,
@@ -202,8 +210,7 @@ absl::StatusOr<std::vector<int32_t>> HammingScores(const PackedCodes& queries,
     return scores;
 #endif
   }
-  TANDEM_RETURN_IF_ERROR(
-      HammingScoresInto(queries, keys.bits.data(), keys.rows, absl::MakeSpan(scores)));
+  ScoreAll(queries, keys.bits.data(), keys.rows, scores.data());
   return scores;
 }
 
@@ -214,9 +221,7 @@ absl::Status HammingScoresInto(const PackedCodes& queries, const uint32_t* keys,
     return absl::InvalidArgumentError(
         absl::StrCat("Hamming scores of ", rows, " keys into ", out.size(), " outputs"));
   }
-  tbb::parallel_for(tbb::blocked_range<int64_t>(0, rows, 4096), [&](const auto& r) {
-    ScoreKeys(queries, keys, r.begin(), r.end(), out.data());
-  });
+  ScoreAll(queries, keys, rows, out.data());
   return absl::OkStatus();
 }
 
