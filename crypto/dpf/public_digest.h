@@ -8,8 +8,10 @@
 // (SparseDpf::ComputeProofDigest; de Castro & Polychroniadou, Eurocrypt 2022,
 // compare a hash of the public parts and the leaf proofs) and the content
 // digest a device signs (crypto/sign/device_auth.h). Hashing the public
-// parts into each cost a client three passes over them and each server two
-// (bench/README.md, issue 36). Both digests now start from this one:
+// parts into each cost a client four passes over them (two VDPF digests, two
+// content digests) and each server two (bench/README.md, issue 36). Both
+// digests now start from this one: a client hashes them twice (its proof,
+// its signatures), a server once.
 //
 //   P = SHA-256(kPublicDomain || u64 log_num_blocks || u64 block_size ||
 //               u64 value_bits || u64 num_groups || u64 number of keys ||
