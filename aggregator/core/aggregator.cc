@@ -244,6 +244,15 @@ absl::StatusOr<std::string> Aggregator::CheckTicket(const proto::UploadRequest& 
 }
 
 absl::StatusOr<proto::UploadResponse> Aggregator::Upload(const proto::UploadRequest& request) {
+  return UploadImpl(request, nullptr);
+}
+
+absl::StatusOr<proto::UploadResponse> Aggregator::Upload(proto::UploadRequest* request) {
+  return UploadImpl(*request, request);
+}
+
+absl::StatusOr<proto::UploadResponse> Aggregator::UploadImpl(const proto::UploadRequest& request,
+                                                             proto::UploadRequest* movable) {
   // The ticket first: an outsider learns nothing (not even whether the
   // task exists) and costs one signature check.
   proto::UploadTicket ticket;
@@ -330,8 +339,13 @@ absl::StatusOr<proto::UploadResponse> Aggregator::Upload(const proto::UploadRequ
   if (options_.pending_share_cache_bytes > 0 && task->store->replicated() == nullptr) {
     // On an arena sized to the copy (the stored encoding holds the same
     // fields): one allocation.
-    parsed = std::make_shared<ParsedShare>(share.size());
-    codec->CopyInto(request, parsed.get());
+    if (movable != nullptr) {  // heap messages: the swap moves pointers
+      parsed = std::make_shared<ParsedShare>();
+      codec->MoveInto(movable, parsed.get());
+    } else {
+      parsed = std::make_shared<ParsedShare>(share.size());
+      codec->CopyInto(request, parsed.get());
+    }
     parsed->ticket_digest = ticket_digest;
     parsed->public_digest = public_digest;
   }

@@ -202,6 +202,39 @@ TEST_P(CheckpointTest, VerificationUsesTheUploadCacheAndARestartReadsTheStore) {
   ExpectReleasedSum(8);
 }
 
+// The gRPC service's path: Upload(UploadRequest*) moves the share into the
+// cache instead of copying it. The moved reports verify from the cache and
+// sum like copied ones; a refused upload keeps its request whole.
+TEST_P(CheckpointTest, MovedUploadsAreCachedAndCountedLikeCopiedOnes) {
+  Start(/*checkpoint_reports=*/100);
+  TANDEM_ASSERT_OK(leader_->OpenRound(params_));
+  TANDEM_ASSERT_OK(helper_->OpenRound(params_));
+  for (uint64_t seed = 1; seed <= 4; ++seed) {
+    TestReport r = MakeReport(params_, seed).value();
+    AddInto(expected_, r.dense);
+    if (seed % 2 == 0) {
+      TANDEM_ASSERT_OK(leader_->Upload(r.to_leader));
+      TANDEM_ASSERT_OK(helper_->Upload(r.to_helper));
+      continue;
+    }
+    const std::string id = r.to_leader.report_id();
+    TANDEM_ASSERT_OK(leader_->Upload(&r.to_leader));
+    TANDEM_ASSERT_OK(helper_->Upload(&r.to_helper));
+    EXPECT_EQ(r.to_leader.key_share().keys_size(), 0);  // moved, not copied
+    EXPECT_EQ(r.to_leader.report_id(), id);
+  }
+  TestReport refused = MakeReport(params_, 1).value();  // a used id
+  refused.to_leader.set_round_id(2);
+  EXPECT_FALSE(leader_->Upload(&refused.to_leader).ok());
+  EXPECT_GT(refused.to_leader.key_share().keys_size(), 0);
+  ASSERT_THAT(leader_->ProcessPending("task"), ::tandem::testing::IsOkAndHolds(4));
+  for (Aggregator* a : {leader_.get(), helper_.get()}) {
+    EXPECT_EQ(StatusOf(*a).cached_share_reads(), 4u);
+    EXPECT_EQ(StatusOf(*a).stored_share_reads(), 0u);
+  }
+  ExpectReleasedSum(4);
+}
+
 TEST(CheckpointOptions, AtLeastOneReport) {
   FakeClock clock;
   auto noise = DeterministicRandom::FromSeed(1);

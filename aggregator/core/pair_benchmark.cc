@@ -122,7 +122,9 @@ struct Pair {
     proto::UploadRequest to_leader = r.to_leader, to_helper = r.to_helper;
     to_leader.set_report_id(id);
     to_helper.set_report_id(id);
-    return leader->Upload(to_leader).ok() && helper->Upload(to_helper).ok();
+    // The copies stand for what gRPC parses; the daemon's service moves the
+    // parsed share into the cache (Upload(UploadRequest*)), as here.
+    return leader->Upload(&to_leader).ok() && helper->Upload(&to_helper).ok();
   }
   // Counters of both servers' Status.
   void Report(benchmark::State& state, double reports) {

@@ -16,7 +16,11 @@ grpc::Status Reply(absl::StatusOr<T> result, T* response) {
 
 grpc::Status UploadService::Upload(grpc::ServerContext*, const proto::UploadRequest* request,
                                    proto::UploadResponse* response) {
-  absl::StatusOr<proto::UploadResponse> result = aggregator_->Upload(*request);
+  // gRPC's sync handler owns the request for this call only and reads
+  // nothing of it afterwards: its share moves into the aggregator's cache
+  // instead of being copied (the request object itself is not const).
+  absl::StatusOr<proto::UploadResponse> result =
+      aggregator_->Upload(const_cast<proto::UploadRequest*>(request));
   if (absl::IsUnauthenticated(result.status())) counters_->Add("upload/ticket");
   metrics_->CountUpload(result.status().code());
   if (result.ok()) metrics_->NoteTask(request->task_id());  // its ticket named the task
