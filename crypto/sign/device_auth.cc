@@ -13,6 +13,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "crypto/dpf/internal/sha256.h"
 #include "crypto/sign/upload_ticket.h"
 
 namespace tandem::crypto {
@@ -236,10 +237,21 @@ std::string UploadContentDigest(const proto::SparseKeySet& keys, const proto::No
     k->set_party(key.party());
     k->set_seed(key.seed());
   }
-  std::string input = Domain(kUploadContentDomain);
-  input.append(reinterpret_cast<const char*>(p.data()), p.size());
-  input += StoredReportShareBytes(&rest, proof, ticket_digest, nullptr);
-  return Sha256(input);
+  // Hashed in three parts: the rest (the leader's holds its 128 KB witness
+  // share at d = 1) is not copied behind the domain and P first.
+  absl::StatusOr<internal::Sha256> sha = internal::Sha256::Create();
+  const std::string domain = Domain(kUploadContentDomain);
+  const std::string rest_bytes = StoredReportShareBytes(&rest, proof, ticket_digest, nullptr);
+  const auto bytes = [](absl::string_view s) {
+    return absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(s.data()), s.size());
+  };
+  if (!sha.ok() || !sha->Update(bytes(domain)).ok() || !sha->Update(p).ok() ||
+      !sha->Update(bytes(rest_bytes)).ok()) {
+    return std::string();  // OpenSSL failure: matches nothing
+  }
+  absl::StatusOr<ProofDigest> digest = sha->Finish();
+  if (!digest.ok()) return std::string();
+  return std::string(reinterpret_cast<const char*>(digest->data()), digest->size());
 }
 
 std::string UploadContentDigestOf(const proto::UploadRequest& upload,
