@@ -99,8 +99,15 @@ using StoreFactory = absl::AnyInvocable<absl::StatusOr<std::unique_ptr<ReportSto
 
 struct AggregatorOptions {
   Role role = Role::kLeader;
-  // Reports verified and committed per exchange with the helper.
-  int verify_batch_size = 64;
+  // Reports verified and committed per exchange with the helper, at most
+  // (fewer where the round's verifier shares would exceed
+  // kMaxVerifierBytesPerExchange, verification.cc). Each batch pays fixed
+  // costs (a copy of the accumulator, the exchange, two store commits, the
+  // tail of its parallel expansions): 256 instead of 64 took the pair's
+  // pipelined ingest from 2,335-2,447 to 2,583-2,718 reports/s at D = 2^17
+  // and from 758-777 to 779-817 at 2^20 (aggregator_pair_benchmark,
+  // bench/README.md, issue 36).
+  int verify_batch_size = 256;
   // Accumulator checkpoints: the accumulator (8 bytes per coordinate) is
   // saved once at least this many accepted reports are not in the saved
   // snapshot, and before every release. In between, a batch commits only its

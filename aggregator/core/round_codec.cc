@@ -3,6 +3,7 @@
 #include <tbb/enumerable_thread_specific.h>
 #include <tbb/parallel_for.h>
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -201,6 +202,23 @@ absl::StatusOr<ReportChecks> RoundCodec::EvaluateDense(absl::Span<const ParsedSh
     if (!s.ok()) return s;
   }
   return out;
+}
+
+size_t RoundCodec::VerifierElements() const {
+  if (proof_ != nullptr) return proof_->circuit().flp().verifier_length();
+  if (dense_proof_.has_value()) return dense_proof_->circuit().flp().verifier_length();
+  return 0;
+}
+
+// kMaxVerifierBytesPerExchange is half of what a helper daemon receives
+// (kPeerReceiveBytes, aggregator/service/daemon.cc, 32 MiB), so that the
+// largest circuits (2^24 gadget calls: 16,399 elements, 131 KB a report at
+// two query points) still fit, 127 reports an exchange.
+size_t RoundCodec::ExchangeBatchSize(int max_reports, size_t max_bytes) const {
+  const size_t limit = static_cast<size_t>(std::max(1, max_reports));
+  const size_t per_report = 8 * VerifierElements();
+  if (per_report == 0) return limit;
+  return std::min(limit, std::max<size_t>(1, max_bytes / per_report));
 }
 
 bool RoundCodec::Decide(const proto::NormProofVerifierShare& a,

@@ -55,6 +55,13 @@ class RoundCodec {
   // PREAMBLE rounds only (null / empty in dense ones).
   const crypto::SparseDpf* dpf() const { return dpf_ ? &*dpf_ : nullptr; }
   const crypto::proof::NormProofSystem* proof() const { return proof_.get(); }
+  // Field elements of one report's verifier share (0 without a norm bound):
+  // what each report adds to an exchange with the helper.
+  size_t VerifierElements() const;
+  // Reports per exchange with the helper: `max_reports`, or fewer (at least
+  // one) where their verifier shares would exceed `max_bytes`.
+  static constexpr size_t kMaxVerifierBytesPerExchange = size_t{16} << 20;
+  size_t ExchangeBatchSize(int max_reports, size_t max_bytes = kMaxVerifierBytesPerExchange) const;
 
   // INVALID_ARGUMENT unless the upload carries exactly this round's kind of
   // share (key_share or dense_share), well formed for this server, and a

@@ -101,5 +101,24 @@ TEST(RoundCodecTest, BareKeySetsOfOlderStoresStillParse) {
   EXPECT_EQ(ShareDigest("share-a"), Sha256Bytes("share-a"));
 }
 
+// An exchange with the helper takes verify_batch_size reports, fewer where
+// their verifier shares would not fit its byte budget, never none.
+TEST(RoundCodecTest, ExchangeBatchesStayWithinTheVerifierByteBudget) {
+  const auto plain = Codec(testing::MakeRoundParameters("t", 1, 4, 8, 3), Role::kLeader);
+  EXPECT_EQ(plain->VerifierElements(), 0u);
+  EXPECT_EQ(plain->ExchangeBatchSize(256), 256u);
+  EXPECT_EQ(plain->ExchangeBatchSize(256, 1), 256u);  // nothing to weigh
+  const auto norm =
+      Codec(testing::MakeNormRoundParameters("t", 1, 4, 8, 3, 1 << 20, 1 << 22), Role::kLeader);
+  const size_t per_report = 8 * norm->VerifierElements();
+  ASSERT_EQ(norm->VerifierElements(), norm->proof()->circuit().flp().verifier_length());
+  ASSERT_GT(per_report, 0u);
+  EXPECT_EQ(norm->ExchangeBatchSize(256), 256u);  // 16 MiB holds 256 of these
+  EXPECT_EQ(norm->ExchangeBatchSize(256, 3 * per_report + 7), 3u);
+  EXPECT_EQ(norm->ExchangeBatchSize(2, 3 * per_report), 2u);
+  EXPECT_EQ(norm->ExchangeBatchSize(256, per_report - 1), 1u);
+  EXPECT_EQ(norm->ExchangeBatchSize(0), 1u);
+}
+
 }  // namespace
 }  // namespace tandem::aggregator

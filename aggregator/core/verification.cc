@@ -77,11 +77,15 @@ absl::StatusOr<int> Aggregator::ProcessRoundLocked(Task& task, bool final_pass) 
                                  }),
                   pending.end());
   }
+  std::shared_ptr<const RoundCodec> codec;
+  {
+    absl::ReaderMutexLock lock(&task.state_mu);
+    codec = task.codec;
+  }
+  const size_t batch_size = codec->ExchangeBatchSize(options_.verify_batch_size);
   int decided = 0;
-  for (size_t start = 0; start < pending.size();
-       start += static_cast<size_t>(options_.verify_batch_size)) {
-    const size_t end =
-        std::min(pending.size(), start + static_cast<size_t>(options_.verify_batch_size));
+  for (size_t start = 0; start < pending.size(); start += batch_size) {
+    const size_t end = std::min(pending.size(), start + batch_size);
     std::vector<ReportRecord> batch(std::make_move_iterator(pending.begin() + start),
                                     std::make_move_iterator(pending.begin() + end));
     TANDEM_ASSIGN_OR_RETURN(int n, ProcessBatchLocked(task, batch, final_pass));
@@ -98,12 +102,18 @@ absl::StatusOr<int> Aggregator::ProcessLeasedLocked(Task& task, int64_t round_id
   // are given back at the end of the pass, so within the pass a claim never
   // returns them again. The final pass also takes batches other replicas
   // lease (their commits of them are then refused) and decides every one.
+  std::shared_ptr<const RoundCodec> codec;
+  {
+    absl::ReaderMutexLock lock(&task.state_mu);
+    codec = task.codec;
+  }
+  const size_t batch_size = codec->ExchangeBatchSize(options_.verify_batch_size);
   int decided = 0;
   absl::flat_hash_set<std::string> claimed;  // this pass's, to give back
   absl::Status status = absl::OkStatus();
   while (true) {
     absl::StatusOr<std::vector<ReportRecord>> batch =
-        work.ClaimPending(round_id, options_.verify_batch_size, final_pass);
+        work.ClaimPending(round_id, static_cast<int>(batch_size), final_pass);
     if (!batch.ok()) {
       status = batch.status();
       break;

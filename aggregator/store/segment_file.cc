@@ -23,7 +23,8 @@
 namespace tandem::aggregator {
 namespace {
 
-constexpr char kMagic[4] = {'T', 'S', 'G', '1'};
+constexpr char kMagic[4] = {'T', 'S', 'G', '1'};             // RecordCheck::kCrc32c
+constexpr char kMagicOwnerDigest[4] = {'T', 'S', 'G', '2'};  // RecordCheck::kOwnerDigest
 constexpr int kIovMax = 512;  // iovecs per pwritev (IOV_MAX is 1024 on Linux)
 
 // CRC-32C (Castagnoli), hardware-accelerated where SSE4.2 is present.
@@ -200,7 +201,8 @@ absl::Status SegmentFiles::StartSegment() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<ShareLocation> SegmentFiles::Add(absl::string_view payload, absl::string_view tag) {
+absl::StatusOr<ShareLocation> SegmentFiles::Add(absl::string_view payload, absl::string_view tag,
+                                                RecordCheck check) {
   if (flushing_) return absl::FailedPreconditionError("segment store: a flush is in progress");
   if (static_cast<int64_t>(payload.size()) > max_record_bytes_ || tag.size() != kTagBytes) {
     return absl::InvalidArgumentError("segment store: bad record");
@@ -211,10 +213,11 @@ absl::StatusOr<ShareLocation> SegmentFiles::Add(absl::string_view payload, absl:
   }
   ShareLocation loc{active_, active_end_ + pending_bytes_, static_cast<int64_t>(payload.size())};
   std::string header(kHeaderBytes, '\0');
-  std::memcpy(header.data(), kMagic, 4);
+  const bool crc = check == RecordCheck::kCrc32c;
+  std::memcpy(header.data(), crc ? kMagic : kMagicOwnerDigest, 4);
   PutU32(header.data() + 4, static_cast<uint32_t>(payload.size()));
   std::memcpy(header.data() + 8, tag.data(), kTagBytes);
-  PutU32(header.data() + 16, Crc32c(payload));
+  PutU32(header.data() + 16, crc ? Crc32c(payload) : 0);
   headers_.push_back(std::move(header));
   payloads_.push_back(payload);
   pending_bytes_ += kHeaderBytes + static_cast<int64_t>(payload.size());
@@ -299,7 +302,8 @@ absl::StatusOr<int> SegmentFiles::ReadFd(int64_t segment) {
   return fd;
 }
 
-absl::StatusOr<std::string> SegmentFiles::Read(const ShareLocation& loc, absl::string_view tag) {
+absl::StatusOr<std::string> SegmentFiles::Read(const ShareLocation& loc, absl::string_view tag,
+                                               bool* owner_checks) {
   if (loc.segment < 1 || loc.offset < 0 || loc.length < 0 || loc.length > max_record_bytes_ ||
       loc.offset > (int64_t{1} << 60) || tag.size() != kTagBytes) {
     return Corrupt("share location");
@@ -329,14 +333,19 @@ absl::StatusOr<std::string> SegmentFiles::Read(const ShareLocation& loc, absl::s
     if (n == 0) return Corrupt("share record (segment shorter than its index)");
     got += static_cast<size_t>(n);
   }
-  if (std::memcmp(header, kMagic, 4) != 0) return Corrupt("record (bad magic)");
+  const bool crc = std::memcmp(header, kMagic, 4) == 0;
+  if (!crc && (owner_checks == nullptr || std::memcmp(header, kMagicOwnerDigest, 4) != 0)) {
+    return Corrupt("record (bad magic)");
+  }
   if (static_cast<int64_t>(GetU32(header + 4)) != loc.length) {
     return Corrupt("record (length mismatch)");
   }
   if (std::memcmp(header + 8, tag.data(), kTagBytes) != 0) {
     return Corrupt("record (belongs to another owner)");
   }
-  if (GetU32(header + 16) != Crc32c(payload)) return Corrupt("record (checksum mismatch)");
+  if (crc && GetU32(header + 16) != Crc32c(payload)) return Corrupt("record (checksum mismatch)");
+  if (!crc && GetU32(header + 16) != 0) return Corrupt("record (bad header)");
+  if (owner_checks != nullptr) *owner_checks = !crc;
   return payload;
 }
 

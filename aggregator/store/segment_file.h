@@ -1,8 +1,16 @@
 // Append-only share segments of a SegmentReportStore: files <dir>/NNNNNN.seg
 // (decimal segment number, at least 6 digits). Each record is
 //
-//   magic "TSG1" (4) | payload length, uint32 LE (4) | tag (8) |
+//   magic (4) | payload length, uint32 LE (4) | tag (8) |
 //   CRC-32C of the payload, uint32 LE (4) | payload
+//
+// with magic "TSG1" (the payload is checked against its CRC-32C) or "TSG2"
+// (the CRC field is zero: the payload is covered by its owner's digest,
+// which the reader checks instead; RecordCheck::kOwnerDigest). A share's
+// digest in the index is the SHA-256 content digest of its bytes, checked
+// on every read of it, so a CRC beside it would be a second pass over each
+// ~134 KB share at upload for nothing (2.5 % of the pair's ingest CPU at
+// D = 2^17, bench/README.md, issue 36); snapshots keep theirs.
 //
 // The tag ties the record to its owner in the index (a share's: the first 8
 // bytes of its SHA-256; a snapshot's: its round id), so a location that
@@ -14,9 +22,9 @@
 // tail after a crash, a batch whose index commit failed) are dead space. An
 // opened SegmentFiles never appends to a segment that existed before it
 // (writes start in a fresh segment), so a torn tail is never followed by live
-// records. Every read is validated against the index: magic, length, digest
-// and CRC-32C of the payload (DATA_LOSS on any mismatch, a short read or a
-// missing file).
+// records. Every read is validated against the index: magic, length, tag
+// and (TSG1) CRC-32C of the payload (DATA_LOSS on any mismatch, a short read
+// or a missing file).
 //
 // Thread safety: thread-compatible (the store calls it under its mutex).
 #ifndef TANDEM_AGGREGATOR_STORE_SEGMENT_FILE_H_
@@ -38,6 +46,12 @@ namespace tandem::aggregator {
 // portable table version (both exposed for the tests).
 uint32_t Crc32c(absl::string_view data);
 uint32_t Crc32cPortable(absl::string_view data);
+
+// How a record's payload is checked on read (see the file comment).
+enum class RecordCheck {
+  kCrc32c,       // "TSG1": by the CRC-32C in its header
+  kOwnerDigest,  // "TSG2": by the owner's digest, which the reader checks
+};
 
 struct ShareLocation {
   int64_t segment = 0;
@@ -88,7 +102,8 @@ class SegmentFiles {
   // Queues one record for the next Flush and returns where it will lie.
   // `tag` has kTagBytes bytes. The payload is not copied: it must stay
   // valid until the next Flush or Discard.
-  absl::StatusOr<ShareLocation> Add(absl::string_view payload, absl::string_view tag);
+  absl::StatusOr<ShareLocation> Add(absl::string_view payload, absl::string_view tag,
+                                    RecordCheck check = RecordCheck::kCrc32c);
   // Writes the buffered records and syncs them; only then may the index
   // name them. On failure the active segment is retired (nothing is
   // appended to it any more) and the buffered records are dropped.
@@ -108,8 +123,12 @@ class SegmentFiles {
     pending_bytes_ = 0;
   }
 
-  // Reads the payload at `loc` and validates it against `tag` and its CRC.
-  absl::StatusOr<std::string> Read(const ShareLocation& loc, absl::string_view tag);
+  // Reads the payload at `loc` and validates it against `tag` and, for a
+  // kCrc32c record, its CRC. A kOwnerDigest record is DATA_LOSS unless
+  // `owner_checks` is given; then *owner_checks says whether the caller
+  // must check the payload against its digest (true) or the CRC did.
+  absl::StatusOr<std::string> Read(const ShareLocation& loc, absl::string_view tag,
+                                   bool* owner_checks = nullptr);
 
   // Every segment on disk except the one appends go to (reclaim candidates).
   std::vector<int64_t> InactiveSegments() const;

@@ -99,7 +99,9 @@ absl::StatusOr<ReportRecord> SegmentReportStore::ReadReportLocked(const Statemen
   std::optional<ShareLocation> loc;
   TANDEM_ASSIGN_OR_RETURN(ReportRecord r, DecodeReportRow(st, &loc));
   if (loc.has_value()) {
-    TANDEM_ASSIGN_OR_RETURN(r.share, files_->Read(*loc, ShareTag(r.share_digest)));
+    bool owner_checks = false;
+    TANDEM_ASSIGN_OR_RETURN(r.share, files_->Read(*loc, ShareTag(r.share_digest), &owner_checks));
+    if (owner_checks) TANDEM_RETURN_IF_ERROR(CheckStoredShare(r));
   }
   return r;
 }
@@ -145,7 +147,7 @@ absl::Status SegmentReportStore::WriteAccumulatorLocked(int64_t round_id, absl::
 
 absl::Status SegmentReportStore::PutPending(int64_t round_id, absl::string_view report_id,
                                             absl::string_view share) {
-  const PendingReport one{std::string(report_id), std::string(share)};
+  const PendingReport one{std::string(report_id), std::string(share), {}};
   TANDEM_ASSIGN_OR_RETURN(std::vector<absl::Status> out,
                           PutPendingBatch(round_id, absl::MakeConstSpan(&one, 1)));
   return out[0];
@@ -234,7 +236,9 @@ absl::Status SegmentReportStore::CheckNewLocked(
   TANDEM_RETURN_IF_ERROR(get->BindBlob(1, report_id));
   TANDEM_ASSIGN_OR_RETURN(const bool row, get->Step());
   if (row) return same(get->ColumnInt64(0), get->ColumnBlob(1));
-  TANDEM_ASSIGN_OR_RETURN(const ShareLocation loc, files_->Add(share, ShareTag(digest)));
+  // Checked by its digest on every read (CheckStoredShare), not by a CRC.
+  TANDEM_ASSIGN_OR_RETURN(const ShareLocation loc,
+                          files_->Add(share, ShareTag(digest), RecordCheck::kOwnerDigest));
   batch_digests->emplace(report_id, digest);
   rows->push_back(NewReport{std::string(report_id), std::move(digest), loc});
   return absl::OkStatus();

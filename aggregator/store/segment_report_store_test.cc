@@ -141,13 +141,63 @@ TEST_F(SegmentReportStoreTest, CorruptPayloadOrHeaderIsDataLoss) {
   FlipByte(Seg(1), SegmentFiles::kHeaderBytes + 40);  // a's payload
   FlipByte(Seg(1), record + 1);                       // b's magic
   Reopen();
-  EXPECT_THAT(store_->GetReport("a"), StatusIs(absl::StatusCode::kDataLoss, HasSubstr("checksum")));
+  // A share record is checked by its digest (TSG2 records carry no CRC).
+  EXPECT_THAT(store_->GetReport("a"),
+              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("digest mismatch")));
   EXPECT_THAT(store_->GetReport("b"), StatusIs(absl::StatusCode::kDataLoss, HasSubstr("magic")));
   EXPECT_THAT(store_->ListReports(1, ReportFilter::kPending).status(),
               StatusIs(absl::StatusCode::kDataLoss));
   // What needs no share still works.
   TANDEM_ASSERT_OK_AND_ASSIGN(const ReportCounts counts, store_->CountReports(1));
   EXPECT_EQ(counts.pending, 2);
+}
+
+// Share records written before 2026-12-07 carry a CRC-32C ("TSG1"); they
+// still read, checked by it, and a snapshot record never goes without one.
+TEST_F(SegmentReportStoreTest, OlderCrcShareRecordsReadAndSnapshotsKeepTheirCrc) {
+  Reopen();
+  ASSERT_THAT(store_->OpenRound(1, "p"), IsOk());
+  const std::string share = Share(1);
+  ASSERT_THAT(store_->PutPending(1, "a", share), IsOk());
+  ASSERT_THAT(store_->PutPending(1, "b", Share(2)), IsOk());
+  ASSERT_THAT(store_->SaveAccumulator(1, std::string(64, 'x'), {}), IsOk());
+  store_.reset();
+  // Turn a's record into an older store's: magic TSG1, CRC of the payload.
+  std::string header;
+  {
+    std::ifstream in(Seg(1), std::ios::binary);
+    header.resize(SegmentFiles::kHeaderBytes);
+    in.read(header.data(), static_cast<std::streamsize>(header.size()));
+  }
+  ASSERT_EQ(header.substr(0, 4), "TSG2");
+  EXPECT_EQ(header.substr(16, 4), std::string(4, '\0'));  // no CRC
+  const uint32_t crc = Crc32c(share);
+  {
+    std::fstream f(Seg(1), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(3);
+    f.put('1');
+    f.seekp(16);
+    for (int i = 0; i < 4; ++i) f.put(static_cast<char>((crc >> (8 * i)) & 0xff));
+  }
+  Reopen();
+  TANDEM_ASSERT_OK_AND_ASSIGN(ReportRecord a, store_->GetReport("a"));
+  EXPECT_EQ(a.share, share);
+  store_.reset();
+  FlipByte(Seg(1), SegmentFiles::kHeaderBytes + 40);  // a's payload, under its CRC now
+  // The snapshot's record claims to need no CRC: refused, not trusted.
+  const std::string snapshots = dir_ + "/accumulators";
+  ASSERT_TRUE(std::filesystem::exists(snapshots + "/000001.seg")) << snapshots;
+  {
+    std::fstream f(snapshots + "/000001.seg", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(3);
+    f.put('2');
+  }
+  Reopen();
+  EXPECT_THAT(store_->GetReport("a"), StatusIs(absl::StatusCode::kDataLoss, HasSubstr("checksum")));
+  TANDEM_ASSERT_OK_AND_ASSIGN(ReportRecord b, store_->GetReport("b"));
+  EXPECT_EQ(b.share, Share(2));
+  EXPECT_THAT(store_->LoadAccumulator(1).status(),
+              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("magic")));
 }
 
 TEST(Crc32cTest, KnownAnswerOnBothPaths) {

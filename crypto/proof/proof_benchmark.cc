@@ -87,6 +87,67 @@ void BM_FlpProve(benchmark::State& state) {
   state.counters["proof_elems"] = flp.proof_length();
 }
 
+// The FLP's shape (issue 36 item 4): the M gadget calls of the 16,384-value
+// circuit above laid out on a wire domain of N = 2^arg points, so c =
+// ceil(M / (N - Q)) gadgets. The prover runs 3 transforms of N points per
+// wire (~3 c N log N butterflies: fewer at smaller N), the verifier a
+// Lagrange column per wire (~2 c N Q products: about M Q whatever N), the
+// proof holds 2 c Q + 3 N elements and the verifier message 1 + Q (2 c + 1).
+struct FlpShape {
+  std::optional<ParallelSumCubicFlp> flp;
+  std::vector<uint64_t> inputs, seeds, proof;
+};
+
+FlpShape MakeShape(int log_n) {
+  Setup s = Make(1 << 20);
+  const size_t m = s.sys->circuit().flp().num_calls();
+  const size_t q = 2, n = size_t{1} << log_n;
+  FlpShape f;
+  f.flp.emplace(ParallelSumCubicFlp::Create(m, (m + n - q - 1) / (n - q), q).value());
+  auto rng = DeterministicRandom::FromSeed(8);
+  f.inputs.resize(f.flp->input_length());
+  f.seeds.resize(f.flp->seed_length());
+  f.proof.resize(f.flp->proof_length());
+  for (auto* v : {&f.inputs, &f.seeds}) {
+    for (auto& x : *v) x = gl::Reduce64(rng->NextUint64().value());
+  }
+  return f;
+}
+
+void ShapeCounters(const ParallelSumCubicFlp& flp, benchmark::State& state) {
+  state.counters["N"] = static_cast<double>(flp.wire_domain_size());
+  state.counters["chunk"] = static_cast<double>(flp.chunk_length());
+  state.counters["proof_elems"] = static_cast<double>(flp.proof_length());
+  state.counters["verifier_elems"] = static_cast<double>(flp.verifier_length());
+}
+
+void BM_FlpShapeProve(benchmark::State& state) {
+  FlpShape f = MakeShape(static_cast<int>(state.range(0)));
+  for (auto _ : state) {
+    auto st = f.flp->Prove(f.inputs, f.seeds, absl::MakeSpan(f.proof));
+    benchmark::DoNotOptimize(st);
+    benchmark::DoNotOptimize(f.proof.data());
+  }
+  ShapeCounters(*f.flp, state);
+}
+
+// One verifier's query on the same shape (two query points).
+void BM_FlpShapeQuery(benchmark::State& state) {
+  FlpShape f = MakeShape(static_cast<int>(state.range(0)));
+  if (!f.flp->Prove(f.inputs, f.seeds, absl::MakeSpan(f.proof)).ok()) {
+    state.SkipWithError("prove failed");
+    return;
+  }
+  const std::vector<uint64_t> points = {uint64_t{1} << 40, (uint64_t{1} << 40) + 12345};
+  std::vector<uint64_t> verifier(f.flp->verifier_length());
+  for (auto _ : state) {
+    auto st = f.flp->Query(f.inputs, f.proof, 0, points, absl::MakeSpan(verifier));
+    benchmark::DoNotOptimize(st);
+    benchmark::DoNotOptimize(verifier.data());
+  }
+  ShapeCounters(*f.flp, state);
+}
+
 // The circuit's gadget inputs for one share (NormCircuit::GadgetInputs:
 // the prover and each verifier run it once per report) from random
 // canonical derived values, witness and weights.
@@ -303,6 +364,8 @@ void BM_DenseVerify(benchmark::State& state) {
 
 BENCHMARK(BM_Prove)->Arg(4096)->Arg(1 << 17)->Arg(1 << 20)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_FlpProve)->Arg(4096)->Arg(1 << 17)->Arg(1 << 20)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_FlpShapeProve)->DenseRange(5, 9)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_FlpShapeQuery)->DenseRange(5, 9)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_GadgetInputs)->Arg(1 << 17)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_WireTransforms)->Arg(0)->Arg(1);
 BENCHMARK(BM_Verify)->Arg(4096)->Arg(1 << 17)->Arg(1 << 20)->Unit(benchmark::kMillisecond);
