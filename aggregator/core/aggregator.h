@@ -101,7 +101,7 @@ struct AggregatorOptions {
   Role role = Role::kLeader;
   // Reports verified and committed per exchange with the helper, at most
   // (fewer where the round's verifier shares would exceed
-  // kMaxVerifierBytesPerExchange, verification.cc). Each batch pays fixed
+  // RoundCodec::kMaxVerifierBytesPerExchange). Each batch pays fixed
   // costs (a copy of the accumulator, the exchange, two store commits, the
   // tail of its parallel expansions): 256 instead of 64 took the pair's
   // pipelined ingest from 2,335-2,447 to 2,583-2,718 reports/s at D = 2^17
@@ -279,6 +279,9 @@ class Aggregator {
   absl::StatusOr<int> ProcessRoundLocked(Task& task, bool final_pass);
   // ProcessRoundLocked over a replicated store: leased batches.
   absl::StatusOr<int> ProcessLeasedLocked(Task& task, int64_t round_id, bool final_pass);
+  // Reports per exchange with the helper in the task's round
+  // (RoundCodec::ExchangeBatchSize of verify_batch_size).
+  size_t ExchangeBatchSizeLocked(Task& task) const;
   // `seed_retry`: the helper answered with another query seed, which was
   // adopted; the batch is asked again once.
   absl::StatusOr<int> ProcessBatchLocked(Task& task, const std::vector<ReportRecord>& batch,

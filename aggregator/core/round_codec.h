@@ -59,7 +59,8 @@ class RoundCodec {
   // what each report adds to an exchange with the helper.
   size_t VerifierElements() const;
   // Reports per exchange with the helper: `max_reports`, or fewer (at least
-  // one) where their verifier shares would exceed `max_bytes`.
+  // one) where their verifier shares would exceed `max_bytes`. The default
+  // is half of a helper daemon's peer receive limit (round_codec.cc).
   static constexpr size_t kMaxVerifierBytesPerExchange = size_t{16} << 20;
   size_t ExchangeBatchSize(int max_reports, size_t max_bytes = kMaxVerifierBytesPerExchange) const;
 

@@ -77,12 +77,7 @@ absl::StatusOr<int> Aggregator::ProcessRoundLocked(Task& task, bool final_pass) 
                                  }),
                   pending.end());
   }
-  std::shared_ptr<const RoundCodec> codec;
-  {
-    absl::ReaderMutexLock lock(&task.state_mu);
-    codec = task.codec;
-  }
-  const size_t batch_size = codec->ExchangeBatchSize(options_.verify_batch_size);
+  const size_t batch_size = ExchangeBatchSizeLocked(task);
   int decided = 0;
   for (size_t start = 0; start < pending.size(); start += batch_size) {
     const size_t end = std::min(pending.size(), start + batch_size);
@@ -94,6 +89,12 @@ absl::StatusOr<int> Aggregator::ProcessRoundLocked(Task& task, bool final_pass) 
   return decided;
 }
 
+size_t Aggregator::ExchangeBatchSizeLocked(Task& task) const {
+  absl::ReaderMutexLock lock(&task.state_mu);
+  if (task.codec == nullptr) return static_cast<size_t>(std::max(1, options_.verify_batch_size));
+  return task.codec->ExchangeBatchSize(options_.verify_batch_size);
+}
+
 absl::StatusOr<int> Aggregator::ProcessLeasedLocked(Task& task, int64_t round_id,
                                                     bool final_pass) {
   ReplicatedWork& work = *task.store->replicated();
@@ -102,12 +103,7 @@ absl::StatusOr<int> Aggregator::ProcessLeasedLocked(Task& task, int64_t round_id
   // are given back at the end of the pass, so within the pass a claim never
   // returns them again. The final pass also takes batches other replicas
   // lease (their commits of them are then refused) and decides every one.
-  std::shared_ptr<const RoundCodec> codec;
-  {
-    absl::ReaderMutexLock lock(&task.state_mu);
-    codec = task.codec;
-  }
-  const size_t batch_size = codec->ExchangeBatchSize(options_.verify_batch_size);
+  const size_t batch_size = ExchangeBatchSizeLocked(task);
   int decided = 0;
   absl::flat_hash_set<std::string> claimed;  // this pass's, to give back
   absl::Status status = absl::OkStatus();

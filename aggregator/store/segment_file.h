@@ -13,7 +13,7 @@
 // D = 2^17, bench/README.md, issue 36); snapshots keep theirs.
 //
 // The tag ties the record to its owner in the index (a share's: the first 8
-// bytes of its SHA-256; a snapshot's: its round id), so a location that
+// bytes of its digest; a snapshot's: its round id), so a location that
 // points at another valid record is caught, not only damaged bytes.
 //
 // A record is only ever read through a location (segment, offset, length)
