@@ -232,9 +232,10 @@ absl::StatusOr<proto::FinalizeResponse> Aggregator::Finalize(
     if (options_.role == Role::kLeader) {
       TANDEM_RETURN_IF_ERROR(ProcessRoundLocked(*task, /*final_pass=*/true).status());
     } else {
-      // Whatever the leader has not committed by now is never counted.
+      // Whatever the leader has not committed by now is never counted (ids
+      // only: their shares are not read).
       TANDEM_ASSIGN_OR_RETURN(std::vector<ReportRecord> pending,
-                              task->store->ListReports(round_id, ReportFilter::kPending));
+                              task->store->ListReportStates(round_id, ReportFilter::kPending));
       std::vector<std::string> reject;
       for (const ReportRecord& r : pending) reject.push_back(r.report_id);
       if (!reject.empty()) TANDEM_RETURN_IF_ERROR(task->store->CommitDecisions(round_id, {}, reject));
