@@ -193,8 +193,13 @@ absl::Status BlockDpf::ValidateKey(const BlockDpfKey& key) const {
                                                    " value corrections, expected ",
                                                    block_size_));
   }
-  for (uint64_t v : key.value_correction) {
-    if ((v & ~value_mask_) != 0) {
+  // One OR over all of them, then one test: a branch per value kept this
+  // loop scalar, 3 % of the pair's ingest CPU at D = 2^17 (issue 36).
+  const uint64_t high = ~value_mask_;
+  if (high != 0) {
+    uint64_t any = 0;
+    for (uint64_t v : key.value_correction) any |= v & high;
+    if (any != 0) {
       return absl::InvalidArgumentError(
           absl::StrCat("value correction exceeds ", value_bits_, " bits"));
     }

@@ -16,6 +16,8 @@ namespace tandem::crypto {
 namespace {
 
 using ::tandem::testing::IsOk;
+using ::tandem::testing::StatusIs;
+using ::testing::HasSubstr;
 
 // (log_num_blocks, block_size, value_bits)
 class BlockDpfTest : public ::testing::TestWithParam<std::tuple<int, int, int>> {};
@@ -76,6 +78,27 @@ INSTANTIATE_TEST_SUITE_P(
       return absl::StrCat("d", std::get<0>(info.param), "_B", std::get<1>(info.param), "_b",
                           std::get<2>(info.param));
     });
+
+// A value correction with bits above value_bits is refused, wherever in the
+// block it sits; at 64 bits every value is in range.
+TEST(BlockDpfValidateKeyTest, ValueCorrectionsWiderThanTheRingAreRefused) {
+  TANDEM_ASSERT_OK_AND_ASSIGN(BlockDpf dpf32, BlockDpf::Create(3, 5, 32));
+  auto rng = DeterministicRandom::FromSeed(9);
+  const std::vector<uint64_t> value = {1, 2, 3, 4, 5};
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto keys, dpf32.GenerateKeys(2, value, rng.get()));
+  ASSERT_THAT(dpf32.ValidateKey(keys.first), IsOk());
+  for (size_t j = 0; j < value.size(); ++j) {
+    BlockDpfKey wide = keys.first;
+    wide.value_correction[j] |= uint64_t{1} << (32 + j);
+    EXPECT_THAT(dpf32.ValidateKey(wide),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("exceeds 32 bits")))
+        << j;
+  }
+  TANDEM_ASSERT_OK_AND_ASSIGN(BlockDpf dpf64, BlockDpf::Create(3, 5, 64));
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto keys64, dpf64.GenerateKeys(2, value, rng.get()));
+  keys64.first.value_correction[4] = ~uint64_t{0};
+  EXPECT_THAT(dpf64.ValidateKey(keys64.first), IsOk());
+}
 
 }  // namespace
 }  // namespace tandem::crypto
