@@ -4,6 +4,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/core/noise_calibration.h"
+#include "server/core/testing/main_job_config.h"
 #include "server/core/upload_cap.h"
 
 namespace tandem::server {
@@ -12,19 +13,14 @@ namespace {
 using ::tandem::testing::StatusIs;
 using ::testing::HasSubstr;
 
-constexpr uint64_t kDim = 25450;
+constexpr uint64_t kDim = kMainJobDimension;
 
-// The main job's private task: blocks of 256, norm proofs, `auto`, q = 0.05.
+// The main job's private task: its secure sum at d = 1 with norm proofs,
+// q = 0.05.
 FederatedTaskOptions Task() {
   FederatedTaskOptions o;
-  o.secure_sum.task_id = "t";
-  o.secure_sum.block_size = 256;
+  o.secure_sum = MainJobSecureSum(/*proofs=*/true);
   o.secure_sum.log_blocks_per_group = 1;
-  o.secure_sum.clip_l2_norm = 1;
-  o.secure_sum.noise_multiplier = 1;
-  o.secure_sum.max_reports = 2000;
-  o.secure_sum.norm_proofs = true;
-  o.secure_sum.encoding = EncodingChoice::kAuto;
   o.sample_rate = 0.05;
   return o;
 }

@@ -5,6 +5,7 @@
 #include "base/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/core/testing/main_job_config.h"
 #include "server/core/upload_baselines.h"
 
 namespace tandem::server {
@@ -12,21 +13,6 @@ namespace {
 
 using ::tandem::testing::StatusIs;
 using ::testing::HasSubstr;
-
-// The main job's private rounds: the MLP's 25,450 parameters in blocks of
-// 256, norm proofs, `auto`, 2,000 reports at most, z = 1.
-SecureSumConfig MainJob(bool proofs) {
-  SecureSumConfig c;
-  c.task_id = "t";
-  c.model_dimension = 25450;
-  c.block_size = 256;
-  c.clip_l2_norm = 1.0;
-  c.noise_multiplier = 1.0;
-  c.max_reports = 2000;
-  c.norm_proofs = proofs;
-  c.encoding = EncodingChoice::kAuto;
-  return c;
-}
 
 double RatioAt(SecureSumConfig c, uint32_t d) {
   c.log_blocks_per_group = d;
@@ -38,7 +24,7 @@ double RatioAt(SecureSumConfig c, uint32_t d) {
 // The d picked is the smallest that meets the cap: every smaller d uploads
 // more than the cap allows; a larger cap never picks a larger d.
 TEST(LogBlocksForUploadCap, PicksTheSmallestDWithinTheCap) {
-  const SecureSumConfig c = MainJob(/*proofs=*/true);
+  const SecureSumConfig c = MainJobSecureSum(/*proofs=*/true);
   uint32_t previous = 24;
   for (double cap : {0.5, 0.7, 1.0, 1.3, 2.0, 2.5, 4.0}) {
     TANDEM_ASSERT_OK_AND_ASSIGN(const uint32_t d, LogBlocksForUploadCap(c, cap));
@@ -57,7 +43,7 @@ TEST(LogBlocksForUploadCap, PicksTheSmallestDWithinTheCap) {
 // Without proofs `auto` takes dense shares at d = 0 when they fit: the
 // dense report is the baseline plus framing.
 TEST(LogBlocksForUploadCap, DenseSharesMeetACapJustAboveTheBaseline) {
-  SecureSumConfig c = MainJob(/*proofs=*/false);
+  SecureSumConfig c = MainJobSecureSum(/*proofs=*/false);
   TANDEM_ASSERT_OK_AND_ASSIGN(const uint32_t d, LogBlocksForUploadCap(c, 1.01));
   EXPECT_EQ(d, 0u);
   c.log_blocks_per_group = d;
@@ -68,7 +54,7 @@ TEST(LogBlocksForUploadCap, DenseSharesMeetACapJustAboveTheBaseline) {
 
 // d values with more than 4096 groups are skipped, not refused.
 TEST(LogBlocksForUploadCap, SkipsDWithTooManyGroups) {
-  SecureSumConfig c = MainJob(/*proofs=*/false);
+  SecureSumConfig c = MainJobSecureSum(/*proofs=*/false);
   c.model_dimension = uint64_t{1} << 22;
   c.block_size = 64;
   c.encoding = EncodingChoice::kPreamble;
@@ -77,7 +63,7 @@ TEST(LogBlocksForUploadCap, SkipsDWithTooManyGroups) {
 }
 
 TEST(LogBlocksForUploadCap, RefusesCapsNoDMeets) {
-  const SecureSumConfig c = MainJob(/*proofs=*/true);
+  const SecureSumConfig c = MainJobSecureSum(/*proofs=*/true);
   EXPECT_THAT(LogBlocksForUploadCap(c, 0), StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(LogBlocksForUploadCap(c, std::nan("")), StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(LogBlocksForUploadCap(c, 1e-3),
