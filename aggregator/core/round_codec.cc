@@ -11,6 +11,7 @@
 #include "aggregator/store/report_store.h"
 #include "base/status_macros.h"
 #include "crypto/sign/device_auth.h"
+#include "crypto/sign/upload_ticket.h"
 
 namespace tandem::aggregator {
 namespace {
@@ -93,7 +94,7 @@ std::string RoundCodec::EncodeStored(const proto::UploadRequest& request,
 absl::StatusOr<std::string> RoundCodec::StoredDigest(
     const proto::UploadRequest& request, absl::string_view ticket_digest, absl::string_view stored,
     std::optional<crypto::ProofDigest>* public_digest) const {
-  if (dense()) return Sha256Bytes(stored);
+  if (dense()) return crypto::Sha256Digest(stored);
   TANDEM_ASSIGN_OR_RETURN(*public_digest, crypto::PublicPartsDigest(request.key_share()));
   std::string digest = crypto::UploadContentDigest(request.key_share(),
                                                    has_proof() ? &request.norm_proof() : nullptr,

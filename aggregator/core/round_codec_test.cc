@@ -16,6 +16,7 @@
 #include "base/testing/status_matchers.h"
 #include "crypto/dpf/public_digest.h"
 #include "crypto/sign/device_auth.h"
+#include "crypto/sign/upload_ticket.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -66,12 +67,12 @@ TEST(RoundCodecTest, TheUploadsDigestIsTheStoresDigestOfTheBlobInEveryRoundKind)
       EXPECT_EQ(*digest, crypto::UploadContentDigestOf(request, td));  // what devices sign
       if (dense) {
         EXPECT_FALSE(p.has_value());
-        EXPECT_EQ(*digest, Sha256Bytes(blob));
+        EXPECT_EQ(*digest, crypto::Sha256Digest(blob));
         continue;
       }
       ASSERT_TRUE(p.has_value());
       EXPECT_EQ(*p, crypto::PublicPartsDigest(request.key_share()).value());
-      EXPECT_NE(*digest, Sha256Bytes(blob));
+      EXPECT_NE(*digest, crypto::Sha256Digest(blob));
       absl::StatusOr<ParsedShare> parsed = codec->ParseStored(blob, c.ticketed);
       ASSERT_THAT(parsed.status(), IsOk());
       EXPECT_EQ(parsed->keys().SerializeAsString(), request.key_share().SerializeAsString());
@@ -91,14 +92,14 @@ TEST(RoundCodecTest, BareKeySetsOfOlderStoresStillParse) {
   const proto::RoundParameters params = testing::MakeRoundParameters("t", 1, 4, 8, 3);
   const testing::TestReport report = testing::MakeReport(params, 5).value();
   const std::string bare = report.to_helper.key_share().SerializeAsString();
-  EXPECT_EQ(ShareDigest(bare), Sha256Bytes(bare));
+  EXPECT_EQ(ShareDigest(bare), crypto::Sha256Digest(bare));
   const auto codec = Codec(params, Role::kHelper);
   absl::StatusOr<ParsedShare> parsed = codec->ParseStored(bare, /*ticketed=*/false);
   ASSERT_THAT(parsed.status(), IsOk());
   EXPECT_EQ(parsed->keys().SerializeAsString(), bare);
   // Not in a ticketed round: there the blob must name its ticket.
   EXPECT_FALSE(codec->ParseStored(bare, /*ticketed=*/true).ok());
-  EXPECT_EQ(ShareDigest("share-a"), Sha256Bytes("share-a"));
+  EXPECT_EQ(ShareDigest("share-a"), crypto::Sha256Digest("share-a"));
 }
 
 // An exchange with the helper takes verify_batch_size reports, fewer where

@@ -1,7 +1,5 @@
 #include "aggregator/store/report_store.h"
 
-#include <openssl/sha.h>
-
 #include <algorithm>
 #include <set>
 
@@ -10,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "crypto/sign/device_auth.h"
+#include "crypto/sign/upload_ticket.h"
 #include "proto/aggregator.pb.h"
 
 namespace tandem::aggregator {
@@ -45,13 +44,6 @@ std::string DigestOf(const PendingReport& r) {
   return r.share_digest.empty() ? ShareDigest(r.share) : r.share_digest;
 }
 
-std::string Sha256Bytes(absl::string_view bytes) {
-  std::string out(SHA256_DIGEST_LENGTH, '\0');
-  SHA256(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(),
-         reinterpret_cast<unsigned char*>(out.data()));
-  return out;
-}
-
 std::string ShareDigest(absl::string_view share) {
   // A StoredReportShare with a key set and nothing unknown at its top two
   // levels. A bare SparseKeySet never passes: its num_groups (field 2,
@@ -68,7 +60,7 @@ std::string ShareDigest(absl::string_view share) {
         stored.ticket_digest());
     if (!digest.empty()) return digest;
   }
-  return Sha256Bytes(share);
+  return crypto::Sha256Digest(share);
 }
 
 absl::Status ValidateRoundId(int64_t round_id) {
@@ -197,7 +189,7 @@ absl::Status CheckStoredShare(const ReportRecord& r) {
   if (r.share.size() > kMaxShareBytes) return CorruptStore("share size");
   // Stores written before 2026-12-07 hold SHA-256 of every share.
   if (KeepsShare(r) && ShareDigest(r.share) != r.share_digest &&
-      Sha256Bytes(r.share) != r.share_digest) {
+      crypto::Sha256Digest(r.share) != r.share_digest) {
     return CorruptStore("share (digest mismatch)");
   }
   return absl::OkStatus();

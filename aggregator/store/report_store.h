@@ -258,12 +258,11 @@ class ReportStore {
 // the upload's content digest (crypto::UploadContentDigest: the device
 // signed it, and its public-parts digest is the VDPF's, so a server hashes
 // each share's bytes once); for any other bytes (dense shares, tests'
-// blobs, bare key sets of older stores) Sha256Bytes. A pure function of
+// blobs, bare key sets of older stores) SHA-256 of the bytes
+// (crypto::Sha256Digest). A pure function of
 // the bytes; an upload path that computed it from the request passes it in
 // PendingReport::share_digest instead.
 std::string ShareDigest(absl::string_view share);
-// SHA-256 of `bytes`.
-std::string Sha256Bytes(absl::string_view bytes);
 
 // Argument checks shared by the implementations (INVALID_ARGUMENT).
 absl::Status ValidateRoundId(int64_t round_id);

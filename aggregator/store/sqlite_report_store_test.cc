@@ -15,6 +15,7 @@
 #include "absl/time/clock.h"
 #include "base/sqlite/database.h"
 #include "base/testing/status_matchers.h"
+#include "crypto/sign/upload_ticket.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/aggregator.pb.h"
@@ -127,13 +128,13 @@ TEST_F(SqliteReportStoreTest, ContentDigestsAndOlderSha256DigestsBothCheckTheBlo
   stored.mutable_key_share()->set_num_groups(1);
   stored.set_ticket_digest(std::string(32, '\x03'));
   const std::string blob = stored.SerializeAsString();
-  ASSERT_NE(ShareDigest(blob), Sha256Bytes(blob));  // read as a content digest
+  ASSERT_NE(ShareDigest(blob), crypto::Sha256Digest(blob));  // read as a content digest
   {
     TANDEM_ASSERT_OK_AND_ASSIGN(auto store, SqliteReportStore::Open(path_));
     ASSERT_THAT(store->OpenRound(1, "p"), IsOk());
     ASSERT_THAT(store->PutPending(1, "v2", blob), IsOk());
-    const std::vector<PendingReport> older = {{"old", blob, Sha256Bytes(blob)},
-                                              {"bad", blob, Sha256Bytes(blob)}};
+    const std::vector<PendingReport> older = {{"old", blob, crypto::Sha256Digest(blob)},
+                                              {"bad", blob, crypto::Sha256Digest(blob)}};
     TANDEM_ASSERT_OK_AND_ASSIGN(auto statuses, store->PutPendingBatch(1, older));
     for (const absl::Status& st : statuses) ASSERT_THAT(st, IsOk());
   }

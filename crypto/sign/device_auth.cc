@@ -3,7 +3,6 @@
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <google/protobuf/wire_format_lite.h>
-#include <openssl/sha.h>
 
 #include <cstdint>
 #include <string>
@@ -35,13 +34,6 @@ std::string Domain(absl::string_view tag) {
   std::string s(tag);
   s.push_back('\0');
   return s;
-}
-
-std::string Sha256(absl::string_view data) {
-  std::string out(SHA256_DIGEST_LENGTH, '\0');
-  SHA256(reinterpret_cast<const unsigned char*>(data.data()), data.size(),
-         reinterpret_cast<unsigned char*>(out.data()));
-  return out;
 }
 
 absl::StatusOr<std::string> Deterministic(const google::protobuf::MessageLite& m) {
@@ -85,7 +77,7 @@ absl::Status CheckToken(const proto::EnrollmentToken& t, absl::StatusCode code) 
 std::string DeviceId(absl::string_view public_key_raw) {
   std::string input = Domain(kDeviceIdDomain);
   input.append(public_key_raw.data(), public_key_raw.size());
-  return absl::StrCat("dev-", absl::BytesToHexString(Sha256(input).substr(0, 16)));
+  return absl::StrCat("dev-", absl::BytesToHexString(Sha256Digest(input).substr(0, 16)));
 }
 
 std::string CheckInSigningInput(const proto::CheckInRequest& request) {
@@ -259,7 +251,8 @@ std::string UploadContentDigestOf(const proto::UploadRequest& upload,
                                   const ProofDigest* public_digest) {
   const proto::NormProofShare* proof = upload.has_norm_proof() ? &upload.norm_proof() : nullptr;
   if (upload.has_dense_share()) {
-    return Sha256(StoredReportShareBytes(nullptr, proof, ticket_digest, &upload.dense_share()));
+    return Sha256Digest(
+        StoredReportShareBytes(nullptr, proof, ticket_digest, &upload.dense_share()));
   }
   return UploadContentDigest(upload.key_share(), proof, ticket_digest, public_digest);
 }

@@ -53,7 +53,9 @@ absl::StatusOr<std::string> SerializeDeterministic(const proto::UploadTicket& ti
   return out;
 }
 
-std::string Sha256(absl::string_view bytes) {
+}  // namespace
+
+std::string Sha256Digest(absl::string_view bytes) {
   std::string digest(32, '\0');
   unsigned int len = 0;
   const int ok =
@@ -65,10 +67,8 @@ std::string Sha256(absl::string_view bytes) {
   return digest;
 }
 
-}  // namespace
-
 std::string TicketKeyId(absl::string_view public_key_raw) {
-  return Sha256(public_key_raw).substr(0, kTicketKeyIdSize);
+  return Sha256Digest(public_key_raw).substr(0, kTicketKeyIdSize);
 }
 
 std::string UploadTicketSigningInput(absl::string_view ticket_bytes) {
@@ -181,7 +181,7 @@ absl::Status CheckTicketFor(const proto::UploadTicket& ticket, absl::string_view
 }
 
 std::string TicketDigest(const proto::SignedUploadTicket& signed_ticket) {
-  return Sha256(signed_ticket.ticket());
+  return Sha256Digest(signed_ticket.ticket());
 }
 
 }  // namespace tandem::crypto

@@ -85,6 +85,11 @@ absl::Status CheckTicketFor(const proto::UploadTicket& ticket, absl::string_view
                             uint64_t round_id, absl::string_view report_id, int64_t now_unix_ms,
                             int64_t skew_ms = 0);
 
+// SHA-256 of `bytes`, 32 raw bytes (the digest of a ticket, of a dense
+// share's stored blob, of a device key). CHECK-fails only if OpenSSL itself
+// is broken (no provider, no memory).
+std::string Sha256Digest(absl::string_view bytes);
+
 // SHA-256 of `signed_ticket.ticket` (the signed bytes), 32 bytes. Independent
 // of the signature encoding, so it identifies the ticket itself.
 std::string TicketDigest(const proto::SignedUploadTicket& signed_ticket);
