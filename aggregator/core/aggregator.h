@@ -300,8 +300,10 @@ class Aggregator {
   // their share), in order: parsed from the record's share bytes when it
   // carries them, else from the upload cache, else read back from the store
   // (one GetReports for every miss) and parsed. An entry is INVALID_ARGUMENT
-  // when its stored share no longer parses and NOT_FOUND when the store
-  // holds none; a failing store read fails the call.
+  // when its stored share no longer parses, DATA_LOSS when its stored
+  // record is damaged (the batch is then read again report by report) and
+  // NOT_FOUND when the store holds none; any other failing store read fails
+  // the call.
   absl::StatusOr<std::vector<absl::StatusOr<std::shared_ptr<const ParsedShare>>>> SharesOfLocked(
       Task& task, absl::Span<const ReportRecord* const> records);
   // Saves the accumulator if it holds reports the stored snapshot lacks.

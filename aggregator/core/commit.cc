@@ -12,10 +12,12 @@
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/escaping.h"
 #include "aggregator/core/aggregator.h"
 #include "aggregator/core/expansion.h"
 #include "aggregator/core/norm_verification.h"
 #include "aggregator/core/task.h"
+#include "base/logging.h"
 #include "base/status_macros.h"
 
 namespace tandem::aggregator {
@@ -61,14 +63,40 @@ Aggregator::SharesOfLocked(Task& task, absl::Span<const ReportRecord* const> rec
     }
   }
   if (missing.empty()) return out;
-  TANDEM_ASSIGN_OR_RETURN(const auto stored, task.store->GetReports(missing));
   task.stored_share_reads += static_cast<int64_t>(missing.size());
+  absl::StatusOr<absl::flat_hash_map<std::string, ReportRecord>> stored =
+      task.store->GetReports(missing);
+  if (stored.ok()) {
+    for (size_t j = 0; j < missing.size(); ++j) {
+      auto it = stored->find(missing[j]);
+      out[missing_at[j]] =
+          it == stored->end() || it->second.share.empty()
+              ? Loaded(absl::NotFoundError("the store holds no share for the report"))
+              : parse(it->second.share);
+    }
+    return out;
+  }
+  if (!absl::IsDataLoss(stored.status())) return stored.status();
+  // A damaged record (DATA_LOSS: its digest or header no longer matches)
+  // fails the batch read whole. Read the batch again one report at a time,
+  // so that only the damaged shares fail, each as its own entry: the
+  // callers reject those reports (never summed) and go on with the others,
+  // instead of failing every exchange of the round on one bad record. Any
+  // other error still fails the call (the caller retries).
   for (size_t j = 0; j < missing.size(); ++j) {
-    auto it = stored.find(missing[j]);
-    out[missing_at[j]] =
-        it == stored.end() || it->second.share.empty()
-            ? Loaded(absl::NotFoundError("the store holds no share for the report"))
-            : parse(it->second.share);
+    absl::StatusOr<ReportRecord> one = task.store->GetReport(missing[j]);
+    if (absl::IsDataLoss(one.status())) {
+      TANDEM_LOG(ERROR) << "task " << task.id << ": the stored share of report "
+                        << absl::CHexEscape(missing[j]) << " is damaged, so the report "
+                        << "is rejected: " << one.status();
+      out[missing_at[j]] = one.status();
+    } else if (absl::IsNotFound(one.status()) || (one.ok() && one->share.empty())) {
+      out[missing_at[j]] = absl::NotFoundError("the store holds no share for the report");
+    } else if (!one.ok()) {
+      return one.status();
+    } else {
+      out[missing_at[j]] = parse(one->share);
+    }
   }
   return out;
 }

@@ -1,16 +1,20 @@
 // Two real tandem-aggregator processes on loopback, driven over gRPC as the
 // clients and the coordinator drive them: plaintext and mutual TLS, sums,
-// malformed input, and SIGKILL in the middle of a round.
+// malformed input, SIGKILL in the middle of a round, and shares damaged on
+// disk while the daemons were down.
+#include <grpcpp/grpcpp.h>
+
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
-#include <grpcpp/grpcpp.h>
-
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "aggregator/testing/report_factory.h"
 #include "base/grpc_status.h"
+#include "base/sqlite/database.h"
 #include "base/testing/status_matchers.h"
 #include "gtest/gtest.h"
 #include "proto/aggregator.grpc.pb.h"
@@ -110,6 +114,11 @@ class AggregatorDaemonsTest : public ::testing::Test {
   void SigkillMidRound();
   std::unique_ptr<DaemonProcess> leader_, helper_;
   Endpoint leader_ep_, helper_ep_;
+  // Damages the stored share of the `index`-th report (upload order) that
+  // `role`'s store holds; the daemons must be stopped.
+  void DamageStoredShare(const std::string& role, const std::vector<std::string>& report_ids,
+                         size_t index);
+  void DamagedShareOnDisk(const std::string& damaged_role);
 };
 
 TEST_F(AggregatorDaemonsTest, SumOfManyClientsEqualsPlainSum) {
@@ -243,6 +252,102 @@ void AggregatorDaemonsTest::SigkillMidRound() {
   replay.set_report_id(mid->to_leader.report_id());
   EXPECT_THAT(Upload(leader_ep_, replay), StatusIs(absl::StatusCode::kAlreadyExists));
   ExpectSum(expected, 8);  // report 9 reached the leader only: never counted
+}
+
+// A share damaged on disk while a daemon was down (a flipped byte in a
+// segment record, or another report's share in a SQLite row) rejects that
+// report alone: the others of its exchange are still verified and summed,
+// and the damaged one is never counted, on either server. (Before, the
+// batch read failed whole with DATA_LOSS, so every exchange holding it
+// failed and the round could not count its neighbours.)
+void AggregatorDaemonsTest::DamagedShareOnDisk(const std::string& damaged_role) {
+  StartDaemons();
+  TANDEM_ASSERT_OK(Open(leader_ep_));
+  TANDEM_ASSERT_OK(Open(helper_ep_));
+  // The damaged side gets its shares first and alone, so that nothing is
+  // verified (the leader's passes find the helper without them) and its
+  // upload cache is gone after the restart: the shares are read from disk.
+  const bool damage_helper = damaged_role == "helper";
+  std::vector<TestReport> reports;
+  std::vector<std::string> ids;
+  for (uint64_t seed = 1; seed <= 5; ++seed) {
+    auto r = MakeReport(params_, seed);
+    ASSERT_THAT(r, IsOk());
+    TANDEM_ASSERT_OK(Upload(damage_helper ? helper_ep_ : leader_ep_,
+                            damage_helper ? r->to_helper : r->to_leader));
+    ids.push_back(r->to_leader.report_id());
+    reports.push_back(*std::move(r));
+  }
+  helper_->Kill();
+  leader_->Kill();
+  constexpr size_t kDamaged = 2;
+  DamageStoredShare(damaged_role, ids, kDamaged);
+  StartDaemons();  // same state directories; empty upload caches
+  std::vector<uint64_t> expected;
+  for (size_t i = 0; i < reports.size(); ++i) {
+    TANDEM_ASSERT_OK(Upload(damage_helper ? leader_ep_ : helper_ep_,
+                            damage_helper ? reports[i].to_leader : reports[i].to_helper));
+    if (i != kDamaged) AddInto(expected, reports[i].dense);
+  }
+  ExpectSum(expected, reports.size() - 1);
+  for (const Endpoint* ep : {&leader_ep_, &helper_ep_}) {
+    auto s = Status(*ep);
+    ASSERT_THAT(s, IsOk());
+    EXPECT_EQ(s->rejected_reports(), 1u);
+  }
+}
+
+void AggregatorDaemonsTest::DamageStoredShare(const std::string& role,
+                                              const std::vector<std::string>& report_ids,
+                                              size_t index) {
+  const std::string task_dir = dir_ + "/" + role + "/task-fl-task";
+  if (!segment_files_) {
+    // Another report's (valid) share in this report's row.
+    auto db = sqlite::Database::Open(task_dir + ".sqlite", {});
+    ASSERT_THAT(db.status(), IsOk());
+    const size_t other = (index + 1) % report_ids.size();
+    TANDEM_ASSERT_OK((*db)->Exec(
+        absl::StrCat("UPDATE reports SET share = (SELECT share FROM reports WHERE report_id = x'",
+                     absl::BytesToHexString(report_ids[other]), "') WHERE report_id = x'",
+                     absl::BytesToHexString(report_ids[index]), "'")));
+    return;
+  }
+  // Segment records: magic (4) | length LE (4) | tag (8) | CRC (4) | payload
+  // (aggregator/store/segment_file.h), in upload order in the one segment.
+  std::vector<std::string> segments;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(task_dir + ".segments")) {
+    if (e.path().extension() == ".seg") segments.push_back(e.path().string());
+  }
+  ASSERT_EQ(segments.size(), 1u);
+  std::fstream f(segments[0], std::ios::in | std::ios::out | std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  size_t offset = 0;
+  for (size_t i = 0; i < index; ++i) {
+    ASSERT_LE(offset + 20, bytes.size());
+    uint32_t length;
+    std::memcpy(&length, bytes.data() + offset + 4, 4);
+    offset += 20 + length;
+  }
+  ASSERT_LT(offset + 20 + 64, bytes.size());
+  ASSERT_EQ(bytes.substr(offset, 3), "TSG");
+  f.seekp(static_cast<std::streamoff>(offset + 20 + 64));
+  f.put(static_cast<char>(bytes[offset + 20 + 64] ^ 0x10));
+  ASSERT_TRUE(f.good());
+}
+
+TEST_F(AggregatorDaemonsTest, ShareDamagedOnTheHelpersDiskRejectsOnlyItsReport) {
+  DamagedShareOnDisk("helper");
+}
+TEST_F(AggregatorDaemonsTest, ShareDamagedOnTheLeadersDiskRejectsOnlyItsReport) {
+  DamagedShareOnDisk("leader");
+}
+TEST_F(AggregatorDaemonsTest, ShareDamagedInTheHelpersSegmentsRejectsOnlyItsReport) {
+  segment_files_ = true;
+  DamagedShareOnDisk("helper");
+}
+TEST_F(AggregatorDaemonsTest, ShareDamagedInTheLeadersSegmentsRejectsOnlyItsReport) {
+  segment_files_ = true;
+  DamagedShareOnDisk("leader");
 }
 
 }  // namespace
