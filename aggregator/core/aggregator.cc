@@ -186,6 +186,7 @@ absl::Status Aggregator::OpenRound(const proto::RoundParameters& parameters) {
     TANDEM_RETURN_IF_ERROR(task->store->CloseRound(current));
   }
   TANDEM_RETURN_IF_ERROR(task->store->OpenRound(round_id, serialized));
+  PrepareNoiseLocked(*task, parameters, codec->dimension());
   absl::MutexLock state_lock(&task->state_mu);
   task->round_id = round_id;
   task->closed = false;

@@ -34,7 +34,8 @@
 //   Finalize: remaining pending reports are verified or rejected, the batch
 //     size is checked against the minimum (the larger of the round's and
 //     this server's policy), the share gets this server's own discrete
-//     Gaussian noise (crypto/dp), and the noised share is saved and the
+//     Gaussian noise (crypto/dp; drawn on a thread of its own since the
+//     round opened, prepared_noise.h), and the noised share is saved and the
 //     round released in one store transaction; the same noised share is
 //     returned on every retry (never a second draw), and the release is
 //     charged to this server's own accountant (aggregator/core/policy.h).
@@ -316,6 +317,14 @@ class Aggregator {
   // reports and the budget, then noises `share` in place.
   absl::Status NoiseReleaseLocked(Task& task, const proto::RoundParameters& params,
                                   int64_t counted, std::vector<uint64_t>& share);
+  // Starts drawing the release noise of the open round `params` (a share
+  // of `dimension` coordinates) into task.prepared_noise, unless it holds
+  // that round's already, dropping any other; none for a round without
+  // noise. At OpenRound, and at a load that finds the round open (after a
+  // restart: the same draws from the same randomness as an uninterrupted
+  // round). A failure is logged, not returned: the release then draws its
+  // own.
+  void PrepareNoiseLocked(Task& task, const proto::RoundParameters& params, uint64_t dimension);
   // The task's state after its store released `share` of `counted` reports.
   absl::Status MarkReleasedLocked(Task& task, const proto::RoundParameters& params,
                                   std::vector<uint64_t> share, int64_t counted);

@@ -56,6 +56,7 @@ absl::Status Aggregator::LoadLatestRoundLocked(Task& task) {
     TANDEM_ASSIGN_OR_RETURN(
         uncounted, task.store->ListReports(latest->round_id, ReportFilter::kAcceptedUncounted));
   }
+  const uint64_t dimension = codec->dimension();
   bool same_round;
   {
     absl::MutexLock state_lock(&task.state_mu);
@@ -70,6 +71,11 @@ absl::Status Aggregator::LoadLatestRoundLocked(Task& task) {
   if (!same_round) {
     task.verified.clear();
     task.query_seed.clear();
+  }
+  if (closed) {
+    task.prepared_noise.reset();
+  } else {
+    PrepareNoiseLocked(task, params, dimension);
   }
   task.ResetTentative();
   task.uncheckpointed.clear();

@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "aggregator/core/aggregator.h"
 #include "aggregator/core/expansion.h"
+#include "aggregator/core/prepared_noise.h"
 #include "aggregator/core/task.h"
 #include "base/logging.h"
 #include "base/status_macros.h"
@@ -50,12 +51,43 @@ absl::Status Aggregator::NoiseReleaseLocked(Task& task, const proto::RoundParame
   }
   if (params.noise_variance() > 0) {
     TANDEM_ASSIGN_OR_RETURN(dp::Rational sigma2, dp::VarianceFromDouble(params.noise_variance()));
+    // The noise drawn since the round opened, once; else (a restart, a
+    // failed draw, a second release) drawn now.
+    std::unique_ptr<PreparedNoise> prepared = std::move(task.prepared_noise);
+    if (prepared != nullptr &&
+        prepared->Matches(static_cast<int64_t>(params.round_id()), sigma2, share.size())) {
+      const absl::Status added = prepared->AddTo(absl::MakeSpan(share));
+      if (added.ok()) return absl::OkStatus();
+      TANDEM_LOG(WARNING) << "task " << task.id << ": the noise drawn ahead is unusable (" << added
+                          << "); drawing it now";
+    }
     // The noise's chunks on every core (RunOnEveryCore: isolated, as this
     // thread holds the task's mutex).
     TANDEM_RETURN_IF_ERROR(dp::NoiseShareForRelease(
         {sigma2, min_batch}, counted, absl::MakeSpan(share), noise_random_, RunOnEveryCore));
   }
   return absl::OkStatus();
+}
+
+void Aggregator::PrepareNoiseLocked(Task& task, const proto::RoundParameters& params,
+                                    uint64_t dimension) {
+  const int64_t round_id = static_cast<int64_t>(params.round_id());
+  absl::StatusOr<dp::Rational> sigma2 = dp::VarianceFromDouble(params.noise_variance());
+  if (params.noise_variance() > 0 && sigma2.ok() && task.prepared_noise != nullptr &&
+      task.prepared_noise->Matches(round_id, *sigma2, dimension)) {
+    return;  // this round's, drawn since it opened (a replica's reload)
+  }
+  task.prepared_noise.reset();  // another round's: joined and wiped
+  if (params.noise_variance() <= 0) return;
+  absl::StatusOr<std::unique_ptr<PreparedNoise>> started =
+      sigma2.ok() ? PreparedNoise::Start(round_id, *sigma2, dimension, noise_random_)
+                  : absl::StatusOr<std::unique_ptr<PreparedNoise>>(sigma2.status());
+  if (!started.ok()) {
+    // Not fatal: the release draws its noise itself.
+    TANDEM_LOG(WARNING) << "task " << task.id << ": noise not drawn ahead: " << started.status();
+    return;
+  }
+  task.prepared_noise = *std::move(started);
 }
 
 absl::Status Aggregator::MarkReleasedLocked(Task& task, const proto::RoundParameters& params,

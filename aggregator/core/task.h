@@ -17,6 +17,7 @@
 #include "aggregator/core/aggregator.h"
 #include "aggregator/core/combining_queue.h"
 #include "aggregator/core/policy.h"
+#include "aggregator/core/prepared_noise.h"
 #include "aggregator/core/round_codec.h"
 #include "aggregator/core/share_cache.h"
 #include "aggregator/store/report_store.h"
@@ -143,6 +144,11 @@ struct Aggregator::Task {
   // hides (crypto/proof/flp.h). The helper's is durable
   // (ReportStore::BindRoundSecret), so a restart does not forget it.
   std::string query_seed ABSL_GUARDED_BY(process_mu);
+  // The open round's release noise, drawn since OpenRound on a thread of
+  // its own (prepared_noise.h); taken by its release, dropped (joined and
+  // wiped) when another round opens. Null after a restart, for a round
+  // without noise, or once taken: the release then draws its own.
+  std::unique_ptr<PreparedNoise> prepared_noise ABSL_GUARDED_BY(process_mu);
 };
 
 // Accumulator <-> store bytes (little-endian uint64 array).
