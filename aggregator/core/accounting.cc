@@ -2,10 +2,11 @@
 // hash both servers compare for a report in the verification exchange.
 #include <limits>
 
+#include "absl/strings/str_cat.h"
 #include "aggregator/core/aggregator.h"
 #include "aggregator/core/task.h"
 #include "base/status_macros.h"
-#include "openssl/sha.h"
+#include "crypto/sign/upload_ticket.h"
 
 namespace tandem::aggregator {
 namespace {
@@ -23,18 +24,14 @@ absl::StatusOr<dp::PrivacyAccountant> MakeAccountant(const Policy& policy) {
 
 std::string BoundCheckHash(absl::string_view report_id, absl::string_view ticket_digest,
                            const crypto::ProofDigest& digest) {
-  SHA256_CTX ctx;
-  SHA256_Init(&ctx);
-  SHA256_Update(&ctx, kCheckHashTag, sizeof(kCheckHashTag));  // with its NUL
-  const uint8_t lengths[2] = {static_cast<uint8_t>(report_id.size()),
-                              static_cast<uint8_t>(ticket_digest.size())};
-  SHA256_Update(&ctx, lengths, sizeof(lengths));
-  SHA256_Update(&ctx, report_id.data(), report_id.size());
-  SHA256_Update(&ctx, ticket_digest.data(), ticket_digest.size());
-  SHA256_Update(&ctx, digest.data(), digest.size());
-  std::string out(SHA256_DIGEST_LENGTH, '\0');
-  SHA256_Final(reinterpret_cast<unsigned char*>(out.data()), &ctx);
-  return out;
+  // tag (with its NUL) | len(report_id) | len(ticket_digest) | report_id |
+  // ticket_digest | digest, the lengths one byte each.
+  std::string message(kCheckHashTag, sizeof(kCheckHashTag));
+  message.push_back(static_cast<char>(static_cast<uint8_t>(report_id.size())));
+  message.push_back(static_cast<char>(static_cast<uint8_t>(ticket_digest.size())));
+  absl::StrAppend(&message, report_id, ticket_digest,
+                  absl::string_view(reinterpret_cast<const char*>(digest.data()), digest.size()));
+  return crypto::Sha256Digest(message);
 }
 
 absl::StatusOr<double> Aggregator::EpsilonWith(const Task& task,

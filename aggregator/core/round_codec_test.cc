@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 
+#include "absl/strings/escaping.h"
 #include "aggregator/core/aggregator.h"
 #include "aggregator/core/task.h"
 #include "aggregator/store/report_store.h"
@@ -119,6 +120,21 @@ TEST(RoundCodecTest, ExchangeBatchesStayWithinTheVerifierByteBudget) {
   EXPECT_EQ(norm->ExchangeBatchSize(2, 3 * per_report), 2u);
   EXPECT_EQ(norm->ExchangeBatchSize(256, per_report - 1), 1u);
   EXPECT_EQ(norm->ExchangeBatchSize(0), 1u);
+}
+
+// The hash both servers compare for a report in the verification exchange
+// is a wire format between two daemons, perhaps of different versions:
+// known answers (Python's hashlib over tag NUL | len(id) | len(ticket) |
+// id | ticket digest | VDPF digest).
+TEST(BoundCheckHashTest, KnownAnswers) {
+  crypto::ProofDigest digest;
+  for (size_t i = 0; i < digest.size(); ++i) digest[i] = static_cast<uint8_t>(100 + i);
+  std::string ticket(32, '\0');
+  for (size_t i = 0; i < ticket.size(); ++i) ticket[i] = static_cast<char>(i);
+  EXPECT_EQ(absl::BytesToHexString(BoundCheckHash("report-7", ticket, digest)),
+            "9f9fea6dafc05c2f4a304698782aed938317a719b686060558c201a43fcdcf66");
+  EXPECT_EQ(absl::BytesToHexString(BoundCheckHash("report-7", "", digest)),
+            "09478739a0b07997801d7bccf3b8708aa1b0340420b956130e715e5dcbad16a9");
 }
 
 }  // namespace

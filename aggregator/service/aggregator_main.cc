@@ -1,8 +1,7 @@
 // tandem-aggregator: one of the two non-colluding aggregation servers.
 //   tandem-aggregator --config=deploy/config/leader.textproto
-//   tandem-aggregator --role=helper --listen=127.0.0.1:7002 --state_dir=/tmp/h --insecure_plaintext
-//   \
-//       --allow_unticketed_uploads --task=default
+//   tandem-aggregator --role=helper --listen=127.0.0.1:7002 --state_dir=/tmp/h
+//       --insecure_plaintext --allow_unticketed_uploads --task=default
 // Flags override the config file. Prints "metrics on PORT" (with a metrics
 // listener), "collector on PORT", on the helper "peer on PORT", then
 // "listening on PORT" (uploads) once serving;
