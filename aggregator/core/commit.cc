@@ -46,6 +46,13 @@ Aggregator::SharesOfLocked(Task& task, absl::Span<const ReportRecord* const> rec
     TANDEM_ASSIGN_OR_RETURN(ParsedShare parsed, codec->ParseStored(blob, ticketed));
     return std::make_shared<const ParsedShare>(std::move(parsed));
   };
+  // A record read back from the store (null: the store has no such report).
+  auto parse_record = [&](const ReportRecord* r) -> Loaded {
+    if (r == nullptr || r->share.empty()) {
+      return absl::NotFoundError("the store holds no share for the report");
+    }
+    return parse(r->share);
+  };
   std::vector<Loaded> out(records.size(), absl::InternalError("share not loaded"));
   std::vector<std::string> missing;
   std::vector<size_t> missing_at;
@@ -69,10 +76,7 @@ Aggregator::SharesOfLocked(Task& task, absl::Span<const ReportRecord* const> rec
   if (stored.ok()) {
     for (size_t j = 0; j < missing.size(); ++j) {
       auto it = stored->find(missing[j]);
-      out[missing_at[j]] =
-          it == stored->end() || it->second.share.empty()
-              ? Loaded(absl::NotFoundError("the store holds no share for the report"))
-              : parse(it->second.share);
+      out[missing_at[j]] = parse_record(it == stored->end() ? nullptr : &it->second);
     }
     return out;
   }
@@ -90,12 +94,10 @@ Aggregator::SharesOfLocked(Task& task, absl::Span<const ReportRecord* const> rec
                         << absl::CHexEscape(missing[j]) << " is damaged, so the report "
                         << "is rejected: " << one.status();
       out[missing_at[j]] = one.status();
-    } else if (absl::IsNotFound(one.status()) || (one.ok() && one->share.empty())) {
-      out[missing_at[j]] = absl::NotFoundError("the store holds no share for the report");
-    } else if (!one.ok()) {
+    } else if (!one.ok() && !absl::IsNotFound(one.status())) {
       return one.status();
     } else {
-      out[missing_at[j]] = parse(one->share);
+      out[missing_at[j]] = parse_record(one.ok() ? &*one : nullptr);
     }
   }
   return out;

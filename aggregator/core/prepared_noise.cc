@@ -18,12 +18,8 @@ absl::StatusOr<std::unique_ptr<PreparedNoise>> PreparedNoise::Start(int64_t roun
                                                                     SecureRandom* random) {
   if (dimension == 0) return absl::InvalidArgumentError("prepared noise: zero dimension");
   if (random == nullptr) return absl::InvalidArgumentError("prepared noise: null random");
-  // The sampler's own bounds on the variance, before a thread starts.
-  if (sigma2.num == 0 || sigma2.den == 0 || sigma2.num >= dp::kMaxRationalPart ||
-      sigma2.den >= dp::kMaxRationalPart) {
-    return absl::InvalidArgumentError(absl::StrCat("prepared noise: sigma^2 = ", sigma2.num, "/",
-                                                   sigma2.den, " is not a valid variance"));
-  }
+  // The sampler's own check of the variance, before a thread starts.
+  TANDEM_RETURN_IF_ERROR(dp::ValidateSigma2(sigma2));
   std::array<uint8_t, 32> seed;
   TANDEM_RETURN_IF_ERROR(random->Fill(absl::MakeSpan(seed)));
   std::array<uint8_t, 16> key, counter;

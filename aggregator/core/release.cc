@@ -71,14 +71,17 @@ absl::Status Aggregator::NoiseReleaseLocked(Task& task, const proto::RoundParame
 
 void Aggregator::PrepareNoiseLocked(Task& task, const proto::RoundParameters& params,
                                     uint64_t dimension) {
+  if (params.noise_variance() <= 0) {
+    task.prepared_noise.reset();
+    return;
+  }
   const int64_t round_id = static_cast<int64_t>(params.round_id());
   absl::StatusOr<dp::Rational> sigma2 = dp::VarianceFromDouble(params.noise_variance());
-  if (params.noise_variance() > 0 && sigma2.ok() && task.prepared_noise != nullptr &&
+  if (sigma2.ok() && task.prepared_noise != nullptr &&
       task.prepared_noise->Matches(round_id, *sigma2, dimension)) {
     return;  // this round's, drawn since it opened (a replica's reload)
   }
   task.prepared_noise.reset();  // another round's: joined and wiped
-  if (params.noise_variance() <= 0) return;
   absl::StatusOr<std::unique_ptr<PreparedNoise>> started =
       sigma2.ok() ? PreparedNoise::Start(round_id, *sigma2, dimension, noise_random_)
                   : absl::StatusOr<std::unique_ptr<PreparedNoise>>(sigma2.status());

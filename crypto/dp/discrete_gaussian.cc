@@ -68,15 +68,6 @@ absl::StatusOr<bool> BernoulliExpMinusBig(BigUint num, const BigUint& den, Buffe
   return BernoulliExpMinusFraction(num, den, r);
 }
 
-absl::Status ValidateSigma2(const Rational& s) {
-  if (s.num == 0 || s.den == 0 || s.num >= kMaxRationalPart || s.den >= kMaxRationalPart) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("discrete gaussian: sigma^2 = ", s.num, "/", s.den,
-                     " must have numerator and denominator in [1, 2^63)"));
-  }
-  return absl::OkStatus();
-}
-
 // floor(sqrt(num / den)), exact. REQUIRES: valid sigma^2 (so the root < 2^32).
 uint64_t FloorSqrtRatio(uint64_t num, uint64_t den) {
   uint64_t r = static_cast<uint64_t>(
@@ -129,6 +120,15 @@ absl::StatusOr<Rational> VarianceFromDouble(double sigma2) {
     --den_shift;
   }
   return Rational{num, uint64_t{1} << den_shift};
+}
+
+absl::Status ValidateSigma2(const Rational& s) {
+  if (s.num == 0 || s.den == 0 || s.num >= kMaxRationalPart || s.den >= kMaxRationalPart) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("discrete gaussian: sigma^2 = ", s.num, "/", s.den,
+                     " must have numerator and denominator in [1, 2^63)"));
+  }
+  return absl::OkStatus();
 }
 
 namespace internal {

@@ -53,6 +53,10 @@ inline constexpr uint64_t kMaxRationalPart = uint64_t{1} << 63;
 // infinities, values <= 0, values >= 2^63 or values that round to zero.
 absl::StatusOr<Rational> VarianceFromDouble(double sigma2);
 
+// INVALID_ARGUMENT unless 1 <= sigma2.num, sigma2.den < kMaxRationalPart:
+// the variances the sampler and the noise functions below accept.
+absl::Status ValidateSigma2(const Rational& sigma2);
+
 // Samples N_Z(0, sigma^2). One instance per noise stream; not thread-safe
 // (use one sampler per thread, each with its own SecureRandom). The
 // SecureRandom is not owned and must outlive the sampler.
