@@ -9,10 +9,10 @@
 // (-1)^b y_b mod 2^w, so u_0 - u_1 = y_0 + y_1 = the report (norm_circuit.h
 // with a single "block sum" per coordinate). Joint randomness binds the
 // leader's packed values and the helper's seed under the domain tag
-// "tandem.densenorm.part.v2" (a PREAMBLE proof never verifies here).
+// "tandem.densenorm.part.v3" (a PREAMBLE proof never verifies here).
 // Design choice [I]: one block for the whole vector (the per-block bound of
 // PREAMBLE's analysis has no meaning without block sampling); the circuit's
-// block bound is set to the total bound, which costs a few dozen slack bits.
+// block bound is set to the total bound, which costs a few more slack digits.
 // D <= 2^20 (the circuit's block size limit): dense wins only at small D
 // anyway (server/core/upload_baselines.h).
 //
@@ -87,7 +87,7 @@ class DenseNormProof {
   }
 
  private:
-  static constexpr absl::string_view kPartDomain = "tandem.densenorm.part.v2";
+  static constexpr absl::string_view kPartDomain = "tandem.densenorm.part.v3";
   DenseNormProof(NormCircuit circuit, DenseSharing sharing)
       : core_(std::move(circuit), kPartDomain), sharing_(std::move(sharing)) {}
   // Both parties' full derived values and u_0, u_1.

@@ -27,18 +27,19 @@ void BatchInverse(absl::Span<const uint64_t> in, absl::Span<uint64_t> out) {
   out[0] = inv;
 }
 
-size_t TakeFieldWords(absl::Span<const uint64_t> words, absl::Span<uint64_t> out) {
+size_t TakeFieldWords(absl::Span<const uint64_t> words, absl::Span<uint64_t> out, bool nonzero) {
+  const uint64_t low = nonzero ? 1 : 0;
   size_t filled = 0;
   for (const uint64_t w : words) {
     if (filled == out.size()) break;  // public: the count of accepted words
     out[filled] = w;
-    filled += static_cast<size_t>(w < gl::kP);
+    filled += static_cast<size_t>(w < gl::kP) & static_cast<size_t>(w >= low);
   }
   return filled;
 }
 
 absl::Status ExpandField(absl::Span<const uint8_t> seed, absl::string_view label,
-                         absl::Span<uint64_t> out) {
+                         absl::Span<uint64_t> out, bool nonzero) {
   static const absl::StatusOr<FixedKeyHash>* const kHash = new absl::StatusOr<FixedKeyHash>(
       FixedKeyHash::FromName("tandem.proof.xof.v4", BestAesPath()));
   if (!kHash->ok()) return kHash->status();
@@ -60,7 +61,7 @@ absl::Status ExpandField(absl::Span<const uint8_t> seed, absl::string_view label
       words[2 * i] = blocks[i].lo;
       words[2 * i + 1] = blocks[i].hi;
     }
-    filled += TakeFieldWords(absl::MakeConstSpan(words, 2 * n), out.subspan(filled));
+    filled += TakeFieldWords(absl::MakeConstSpan(words, 2 * n), out.subspan(filled), nonzero);
   }
   return absl::OkStatus();
 }

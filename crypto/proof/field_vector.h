@@ -67,10 +67,12 @@ class DotAccumulator {
 // REQUIRES: every in[i] != 0 and out.size() == in.size().
 void BatchInverse(absl::Span<const uint64_t> in, absl::Span<uint64_t> out);
 
-// Rejection sampling: copies the words below p, in order, to the front of
-// `out` until it is full; returns how many were copied (<= out.size()).
-// Elements of `out` past the returned count are unspecified.
-size_t TakeFieldWords(absl::Span<const uint64_t> words, absl::Span<uint64_t> out);
+// Rejection sampling: copies the words below p (and, with `nonzero`, above
+// 0), in order, to the front of `out` until it is full; returns how many
+// were copied (<= out.size()). Elements of `out` past the returned count
+// are unspecified.
+size_t TakeFieldWords(absl::Span<const uint64_t> words, absl::Span<uint64_t> out,
+                      bool nonzero = false);
 
 // XOF to field elements: the stream of 64-bit words w_0, w_1, .. (block t
 // = MMO_k(s ^ t) with the fixed-key MMO hash of crypto/aes, key from
@@ -81,9 +83,11 @@ size_t TakeFieldWords(absl::Span<const uint64_t> words, absl::Span<uint64_t> out
 // AES in counter mode, then reject words >= p). Each output is exactly
 // uniform given a random oracle. A word is rejected with probability
 // (2^32 - 1) / 2^64 < 2^-32; only the number of blocks computed (not the
-// accepted values) depends on rejections. INTERNAL on OpenSSL failure.
+// accepted values) depends on rejections. `nonzero`: 0 is rejected too,
+// so each output is exactly uniform on F_p^* (weights that are inverted).
+// INTERNAL on OpenSSL failure.
 absl::Status ExpandField(absl::Span<const uint8_t> seed, absl::string_view label,
-                         absl::Span<uint64_t> out);
+                         absl::Span<uint64_t> out, bool nonzero = false);
 
 // SHA-256 of the concatenation of `parts`, each prefixed with its 8-byte
 // little-endian length (an injective encoding). INTERNAL on OpenSSL failure.

@@ -16,18 +16,38 @@ namespace {
 using ::tandem::testing::IsOk;
 using ::tandem::testing::StatusIs;
 
-// The gadget by its definition (crypto/proof/flp.h): a (x^2 - 1).
-uint64_t Cubic(uint64_t a, uint64_t x) { return gl::Mul(a, gl::Sub(gl::Mul(x, x), 1)); }
+// The gadget by its definition (crypto/proof/flp.h) on one row:
+// sum_t rho_t (x_t^3 - x_t) + a sum_u v_u^2.
+uint64_t Gadget(const NormCircuit& c, const uint64_t* row, absl::Span<const uint64_t> rho) {
+  uint64_t g = 0, squares = 0;
+  for (size_t t = 0; t < rho.size(); ++t) {
+    const uint64_t x = row[1 + t];
+    g = gl::Add(g, gl::Mul(rho[t], gl::Sub(gl::Mul(gl::Mul(x, x), x), x)));
+  }
+  for (size_t u = 0; u < c.flp().square_slots(); ++u) {
+    const uint64_t v = row[1 + rho.size() + u];
+    squares = gl::Add(squares, gl::Mul(v, v));
+  }
+  return gl::Add(g, gl::Mul(row[0], squares));
+}
 
-// y = sum of the Cubic gadget outputs + affine part, on full (unshared)
-// values: zero iff every constraint holds (for these weights).
+// y = sum_i s_i G(row i) + affine part, on full (unshared) values: zero iff
+// every constraint holds (for these weights).
 uint64_t CircuitOutput(const NormCircuit& c, const std::vector<uint64_t>& derived,
                        const std::vector<uint64_t>& witness, const std::vector<uint64_t>& weights) {
   std::vector<uint64_t> in(c.flp().input_length());
   EXPECT_THAT(c.GadgetInputs(0, derived, witness, weights, absl::MakeSpan(in)), IsOk());
   uint64_t y = c.AffineShare(0, witness, weights).value();
-  for (size_t i = 0; i < in.size(); i += 2) y = gl::Add(y, Cubic(in[i], in[i + 1]));
+  const auto s = c.RowWeights(weights);
+  for (size_t i = 0; i < c.flp().num_rows(); ++i) {
+    y = gl::Add(y, gl::Mul(s[i], Gadget(c, &in[i * c.flp().wires()], c.SlotWeights(weights))));
+  }
   return y;
+}
+
+// x < 3^count in `count` ternary digits from out[0] on.
+void Ternary(uint64_t x, int count, uint64_t* out) {
+  for (int i = 0; i < count; ++i, x /= 3) out[i] = x % 3;
 }
 
 struct Sample {
@@ -64,9 +84,11 @@ Sample MakeSample(const NormCircuit& c, const std::vector<int64_t>& v, SecureRan
   return s;
 }
 
+// Weights as the joint randomness gives them: row weights non-zero.
 std::vector<uint64_t> RandomWeights(const NormCircuit& c, SecureRandom* rng) {
   std::vector<uint64_t> w(c.weights_length());
   for (auto& x : w) x = gl::Reduce64(rng->NextUint64().value());
+  for (size_t i = 0; i < c.flp().num_rows(); ++i) w[i] += w[i] == 0 ? 1 : 0;
   return w;
 }
 
@@ -187,7 +209,9 @@ TEST(NormCircuit, OverBoundReportsViolateSomeConstraint) {
   auto c = NormCircuit::Create(2, 4, 64, {100, 150}).value();
   auto rng = DeterministicRandom::FromSeed(9);
   const int l = c.lo_bits();
-  // (a) A block of norm^2 104 > 100, slack bits of (100 - 104) mod 2^S.
+  // 5 ternary digits for either bound: 3^4 = 81 <= 100 < 150 < 243 = 3^5.
+  constexpr int kDigits = 5;
+  // (a) A block of norm^2 104 > 100, slack digits of (100 - 104) mod 3^5.
   {
     Sample s = MakeSample(c, {10, 2, 0, 0, 1, 0, 0, 0}, rng.get());
     EXPECT_THAT(c.Witness(s.u0, s.u1).status(), StatusIs(absl::StatusCode::kInvalidArgument));
@@ -198,13 +222,10 @@ TEST(NormCircuit, OverBoundReportsViolateSomeConstraint) {
       const int64_t xlo = int64_t(s.u0[j] & lo_mask) - int64_t(s.u1[j] & lo_mask);
       w[j] = FromSigned((v - xlo) >> l);
     }
-    const int sb = std::bit_width(uint64_t{100});
-    const uint64_t wrapped = (100 - 104) & ((uint64_t{1} << sb) - 1);
-    for (int i = 0; i < sb; ++i) w[8 + i] = (wrapped >> i) & 1;
-    const uint64_t total_slack = 150 - 105;
-    const int st = std::bit_width(uint64_t{150});
-    for (int i = 0; i < sb; ++i) w[8 + sb + i] = ((100 - 1) >> i) & 1;
-    for (int i = 0; i < st; ++i) w[8 + 2 * sb + i] = (total_slack >> i) & 1;
+    ASSERT_EQ(c.slack_digits(), 3u * kDigits);
+    Ternary(243 - 4, kDigits, &w[8]);
+    Ternary(100 - 1, kDigits, &w[8 + kDigits]);
+    Ternary(150 - 105, kDigits, &w[8 + 2 * kDigits]);
     EXPECT_NE(CircuitOutput(c, s.derived, w, RandomWeights(c, rng.get())), 0u);
   }
   // (b) One huge coordinate (2^40): no borrow witness in {-1, 0, 1} exists;
@@ -212,21 +233,25 @@ TEST(NormCircuit, OverBoundReportsViolateSomeConstraint) {
   {
     Sample s = MakeSample(c, {int64_t{1} << 40, 0, 0, 0, 0, 0, 0, 0}, rng.get());
     std::vector<uint64_t> w(c.witness_length(), 0);
-    for (int i = 0; i < 7; ++i) w[8 + i] = (100 >> i) & 1;
+    Ternary(100, kDigits, &w[8]);
     EXPECT_NE(CircuitOutput(c, s.derived, w, RandomWeights(c, rng.get())), 0u);
   }
 }
 
-// The gadget inputs on full values, against their definitions computed with
-// generic field operations (covers the shift-based 2^L c), and each call's
-// output against the constraint it stands for (norm_circuit.h): rho1 C1,
-// (rho2 / K^2) C2, -(sigma_g + tau) (v^2 - 1), 4 rho3 s (s - 1).
-// Blocks of 3 values run the scalar path only; blocks of 21 run the lanes
-// (8 or 4 values at a time) and a scalar tail.
+// The gadget rows on full values, against their definitions computed with
+// generic field operations (covers the shift-based 2^L c) and the layout of
+// norm_circuit.h: per row of block g the public weight a_i = -(sigma_g +
+// tau) / s_i, then (c, h / K) per value in the range slots and v in the
+// square slots, zeros past the block's last value; then the slack digits
+// minus one in the range slots of the last rows. Row widths that divide the
+// block and ones that leave a short last row.
 TEST(NormCircuit, GadgetInputsFollowTheirDefinitions) {
-  for (auto [blocks, block_size, w] :
-       {std::tuple{2, 3, 32}, {2, 3, 64}, {3, 21, 32}, {3, 21, 64}}) {
-    auto c = NormCircuit::Create(blocks, block_size, w, {1000, 1500}).value();
+  for (auto [blocks, block_size, w, per_row] : {std::tuple<int, int, int, size_t>{2, 3, 32, 0},
+                                                {2, 3, 64, 1},
+                                                {3, 21, 32, 8},
+                                                {3, 21, 64, 7},
+                                                {1, 40, 64, 0}}) {
+    auto c = NormCircuit::Create(blocks, block_size, w, {1000, 1500}, per_row).value();
     auto rng = DeterministicRandom::FromSeed(12 + w + block_size);
     std::vector<uint64_t> derived(c.derived_length()), witness(c.witness_length());
     for (auto& x : derived) x = gl::Reduce64(rng->NextUint64().value());
@@ -235,38 +260,32 @@ TEST(NormCircuit, GadgetInputsFollowTheirDefinitions) {
     const std::vector<uint64_t> weights = RandomWeights(c, rng.get());
     std::vector<uint64_t> in(c.flp().input_length());
     ASSERT_THAT(c.GadgetInputs(0, derived, witness, weights, absl::MakeSpan(in)), IsOk());
-    const size_t n = c.num_values(), slack = c.slack_bits();
-    ASSERT_EQ(in.size(), 6 * n + 2 * slack);
+    const size_t n = c.num_values(), width = c.flp().wires(), per = c.values_per_row();
+    const size_t b = static_cast<size_t>(block_size), rows_per_block = (b + per - 1) / per;
+    ASSERT_EQ(width, 1 + 3 * per);
+    ASSERT_EQ(c.flp().num_rows(),
+              rows_per_block * blocks + (c.slack_digits() + 2 * per - 1) / (2 * per));
     const uint64_t two_l = gl::Pow(2, static_cast<uint64_t>(c.lo_bits()));
     const uint64_t k = gl::Pow(2, static_cast<uint64_t>(w - c.lo_bits()));
-    const uint64_t* rho1 = weights.data();
-    const uint64_t* rho2 = rho1 + n;
-    const uint64_t* rho3 = rho2 + n;
-    const uint64_t* sigma = rho3 + slack;
+    const auto s = c.RowWeights(weights);
+    const uint64_t* sigma = weights.data() + c.flp().num_rows() + c.flp().range_slots();
     const uint64_t tau = sigma[c.num_blocks()];
+    std::vector<uint64_t> expected(in.size(), 0);
     for (size_t j = 0; j < n; ++j) {
+      const size_t g = j / b, row = g * rows_per_block + (j % b) / per, u = (j % b) % per;
+      uint64_t* o = &expected[row * width];
+      o[0] = gl::Mul(gl::Neg(gl::Add(sigma[g], tau)), gl::Inverse(s[row]));
       const uint64_t cj = witness[j];
       const uint64_t h = gl::Sub(derived[n + j], cj);
-      const uint64_t v = gl::Add(derived[j], gl::Mul(cj, two_l));
-      EXPECT_EQ(in[6 * j + 5], v) << j;
-      EXPECT_EQ(in[6 * j + 0], gl::Mul(rho1[j], cj)) << j;
-      const uint64_t c1 = gl::Sub(gl::Mul(gl::Mul(cj, cj), cj), cj);  // c^3 - c
-      EXPECT_EQ(Cubic(in[6 * j], in[6 * j + 1]), gl::Mul(rho1[j], c1)) << j;
-      const uint64_t c2 = gl::Mul(h, gl::Sub(gl::Mul(h, h), gl::Mul(k, k)));  // h (h^2 - K^2)
-      EXPECT_EQ(Cubic(in[6 * j + 2], in[6 * j + 3]),
-                gl::Mul(gl::Mul(rho2[j], gl::Inverse(gl::Mul(k, k))), c2))
-          << j;
-      const uint64_t weight = gl::Neg(gl::Add(sigma[j / static_cast<size_t>(block_size)], tau));
-      EXPECT_EQ(Cubic(in[6 * j + 4], in[6 * j + 5]),
-                gl::Sub(gl::Mul(weight, gl::Mul(v, v)), weight))
-          << j;
+      o[1 + 2 * u] = cj;
+      o[2 + 2 * u] = gl::Mul(h, gl::Inverse(k));
+      o[1 + 2 * per + u] = gl::Add(derived[j], gl::Mul(cj, two_l));
     }
-    for (size_t i = 0; i < slack; ++i) {
-      const uint64_t s = witness[n + i];
-      EXPECT_EQ(Cubic(in[6 * n + 2 * i], in[6 * n + 2 * i + 1]),
-                gl::Mul(gl::Mul(4, rho3[i]), gl::Mul(s, gl::Sub(s, 1))))
-          << i;
+    for (size_t e = 0; e < c.slack_digits(); ++e) {
+      const size_t row = rows_per_block * blocks + e / (2 * per);
+      expected[row * width + 1 + e % (2 * per)] = gl::Sub(witness[n + e], 1);
     }
+    EXPECT_EQ(in, expected);
     // Party 1 holds no constants: its inputs plus party 0's are the inputs
     // of the summed shares (linearity), here with party 1's share zero.
     std::vector<uint64_t> zero_derived(derived.size()), zero_witness(witness.size());
@@ -275,6 +294,22 @@ TEST(NormCircuit, GadgetInputsFollowTheirDefinitions) {
                 IsOk());
     for (uint64_t x : in1) EXPECT_EQ(x, 0u);
     EXPECT_EQ(c.AffineShare(1, zero_witness, weights).value(), 0u);
+  }
+}
+
+// The layout the proofs use: the benchmark's circuit (16 blocks of 1,024
+// values, 64-bit values, ~2^33 bounds) and the automatic row width, which
+// minimises the proof length (3C + 1) Q + 3N over every C.
+TEST(NormCircuit, AutomaticRowWidthMinimisesTheProofLength) {
+  const NormBound bound{uint64_t{1} << 33, uint64_t{1} << 33};
+  const NormCircuit best = NormCircuit::Create(16, 1024, 64, bound).value();
+  EXPECT_EQ(best.values_per_row(), 69u);
+  EXPECT_EQ(best.flp().num_rows(), 243u);  // 16 * ceil(1024 / 69) + ceil(16 * 22 + 22) / 138)
+  EXPECT_EQ(best.flp().wire_domain_size(), 256u);
+  EXPECT_EQ(best.flp().proof_length(), 208u * 2 + 768);
+  for (size_t per_row = 1; per_row <= 1024; per_row += 1 + per_row / 8) {
+    const NormCircuit other = NormCircuit::Create(16, 1024, 64, bound, per_row).value();
+    EXPECT_LE(best.flp().proof_length(), other.flp().proof_length()) << per_row;
   }
 }
 
@@ -288,12 +323,12 @@ TEST(NormCircuit, EachBrokenConstraintIsCaught) {
   const std::vector<uint64_t> weights = RandomWeights(c, rng.get());
   ASSERT_EQ(CircuitOutput(c, s.derived, honest, weights), 0u);
   const size_t n = c.num_values();
-  // (1) a borrow outside {-1, 0, 1}; (3)/(4) a slack bit of 2 (the slack
-  // sum then differs too) and a slack bit flipped.
+  // (1) a borrow outside {-1, 0, 1}; (3)/(4) a slack digit of 3 (the slack
+  // sum then differs too) and a slack digit changed within {0, 1, 2}.
   for (auto [pos, value] : {std::pair<size_t, uint64_t>{0, 2},
                             {3, FromSigned(-2)},
-                            {n, 2},
-                            {n + 1, 1 - honest[n + 1]}}) {
+                            {n, 3},
+                            {n + 1, (honest[n + 1] + 1) % 3}}) {
     std::vector<uint64_t> w = honest;
     w[pos] = value;
     EXPECT_NE(CircuitOutput(c, s.derived, w, weights), 0u) << pos;
@@ -311,6 +346,8 @@ TEST(NormCircuit, CreateValidates) {
               StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(NormCircuit::Create(1, 4, 64, {0, 1}).status(),
               StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(NormCircuit::Create(1, 4, 64, {1, 1}, 5).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));  // wider rows than blocks
   // 2^16 values with a bound of 2^50: sums of squares would wrap mod p.
   EXPECT_THAT(NormCircuit::Create(64, 1024, 64, {uint64_t{1} << 50, uint64_t{1} << 50}).status(),
               StatusIs(absl::StatusCode::kInvalidArgument));

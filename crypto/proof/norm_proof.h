@@ -40,21 +40,24 @@
 // points are unpredictable to the client; points of the proof domain are
 // skipped.
 //
-// Protocol v4 (domain tags "tandem.normproof.*.v4", XOF "tandem.proof.xof.v4"):
-// the field is F_p, p = 2^64 - 2^32 + 1 (crypto/field/goldilocks.h) and the
-// FLP works on a power-of-two subgroup with NTTs (crypto/proof/flp.h), on
-// the arity-2 gadget Cubic(a, x) = a (x^2 - 1): two wires per call where v3
-// (Mul3) had three, so the prover runs a third fewer NTTs and the proof is
-// shorter (1,552 elements instead of 1,944 at D = 2^20, B = 2^10, k = 16).
-// A v3 or v2 share has another proof length for the same parameters
-// (ValidateShare rejects it with a message naming protocol v4), and its
+// Protocol v5 (domain tags "tandem.normproof.*.v5", "tandem.densenorm.part.v3";
+// XOF "tandem.proof.xof.v4", unchanged): the field is F_p, p = 2^64 - 2^32
+// + 1 (crypto/field/goldilocks.h) and the FLP works on a power-of-two
+// subgroup with NTTs (crypto/proof/flp.h), on rows of range checks
+// x^3 - x and a weighted sum of squares, with the constraint weights outside
+// the wires (norm_circuit.h): three wires per sent value where v4 (Cubic(a,
+// x) = a (x^2 - 1), the weights inside the wires) had six, and ternary
+// slack digits, so the prover runs about half the NTTs and the proof is
+// shorter (1,184 elements instead of 1,552 at D = 2^20, B = 2^10, k = 16).
+// A v4, v3 or v2 share has another proof length for the same parameters
+// (ValidateShare rejects it with a message naming protocol v5), and its
 // elements would verify against other tags: the servers reject, never
 // crash.
 //
-// Soundness per report: 1/p (weights) + ((3N-1)/(p-3N-Q))^2 (queries), about
-// 2^-64 at D = 2^20, B = 2^10, k = 16 (N = 256; SoundnessLog2()); <= 2^-60
+// Soundness per report: 2/(p-1) (weights) + ((3N-1)/(p-3N-Q))^2 (queries),
+// about 2^-63 at D = 2^20, B = 2^10, k = 16 (N = 256; SoundnessLog2()); <= 2^-60
 // is checked by Create(). A client that grinds q Fiat-Shamir attempts gets
-// <= q/p.
+// <= 2q/(p-1).
 // Zero knowledge: flp.h; each server's shares are uniform on their own.
 //
 // Immutable after Create; thread-safe for const use.
@@ -172,7 +175,7 @@ class NormProofSystem {
  private:
   NormProofSystem(NormCircuit circuit, SparseDpf dpf)
       : core_(std::move(circuit), kPartDomain), dpf_(std::move(dpf)) {}
-  static constexpr absl::string_view kPartDomain = "tandem.normproof.part.v4";
+  static constexpr absl::string_view kPartDomain = "tandem.normproof.part.v5";
 
   // ProveWithWitness given both key sets' VDPF digests.
   absl::StatusOr<std::pair<proto::NormProofShare, proto::NormProofShare>> ProveWithDigests(

@@ -11,8 +11,8 @@
 namespace tandem::crypto::proof {
 namespace {
 
-constexpr absl::string_view kJointDomain = "tandem.normproof.jr.v4";
-constexpr absl::string_view kQueryDomain = "tandem.normproof.query.v4";
+constexpr absl::string_view kJointDomain = "tandem.normproof.jr.v5";
+constexpr absl::string_view kQueryDomain = "tandem.normproof.query.v5";
 constexpr size_t kSeedBytes = 16;
 constexpr size_t kPartBytes = 32;
 
@@ -65,7 +65,7 @@ absl::StatusOr<std::pair<proto::NormProofShare, proto::NormProofShare>> NormProo
   for (uint64_t v : witness) {
     if (v >= gl::kP) return absl::InvalidArgumentError("witness element >= p");
   }
-  const ParallelSumCubicFlp& flp = circuit_.flp();
+  const RangeSquareFlp& flp = circuit_.flp();
   TANDEM_ASSIGN_OR_RETURN(std::string helper_seed, RandomBytes(rng, kSeedBytes));
   TANDEM_ASSIGN_OR_RETURN(std::string blind0, RandomBytes(rng, kSeedBytes));
   TANDEM_ASSIGN_OR_RETURN(std::string blind1, RandomBytes(rng, kSeedBytes));
@@ -94,7 +94,8 @@ absl::StatusOr<std::pair<proto::NormProofShare, proto::NormProofShare>> NormProo
   seeds.resize(flp.seed_length());
   proof.resize(flp.proof_length());
   TANDEM_RETURN_IF_ERROR(ExpandField(Span(wire_seed), "wire-seeds", absl::MakeSpan(seeds)));
-  TANDEM_RETURN_IF_ERROR(flp.Prove(inputs, seeds, absl::MakeSpan(proof)));
+  TANDEM_RETURN_IF_ERROR(
+      flp.Prove(inputs, circuit_.SlotWeights(buf.weights), seeds, absl::MakeSpan(proof)));
 
   std::pair<proto::NormProofShare, proto::NormProofShare> out;
   proto::NormProofShare& leader = out.first;
@@ -130,7 +131,7 @@ absl::Status NormProofCore::ValidateShare(const proto::NormProofShare& share, in
       static_cast<size_t>(share.witness_size()) != circuit_.witness_length() ||
       static_cast<size_t>(share.proof_size()) != circuit_.flp().proof_length()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "leader norm_proof (protocol v4) needs ", circuit_.witness_length(), " witness and ",
+        "leader norm_proof (protocol v5) needs ", circuit_.witness_length(), " witness and ",
         circuit_.flp().proof_length(), " proof elements and no seed, got ", share.witness_size(),
         " and ", share.proof_size(), " (a proof of another protocol version?)"));
   }
@@ -152,7 +153,7 @@ absl::StatusOr<proto::NormProofVerifierShare> NormProofCore::Query(
     absl::Span<const uint64_t> derived, const ShareBinding& own_binding,
     absl::string_view query_seed) const {
   TANDEM_RETURN_IF_ERROR(ValidateShare(share, party));
-  const ParallelSumCubicFlp& flp = circuit_.flp();
+  const RangeSquareFlp& flp = circuit_.flp();
   // The leader's shares are read in place; the helper's are expanded.
   std::vector<uint64_t> helper_witness, helper_proof;
   absl::Span<const uint64_t> witness, proof;
@@ -174,15 +175,15 @@ absl::StatusOr<proto::NormProofVerifierShare> NormProofCore::Query(
                               ? HashParts({kJointDomain, own_part, share.peer_joint_rand_part()})
                               : HashParts({kJointDomain, share.peer_joint_rand_part(), own_part}));
   TANDEM_ASSIGN_OR_RETURN(std::vector<uint64_t> weights, Weights(Bytes(jr)));
-  // Every element is written by GadgetInputs: skip the zero fill of 8 * 3M
-  // bytes.
+  // GadgetInputs writes every element.
   const auto inputs = std::make_unique_for_overwrite<uint64_t[]>(flp.input_length());
   const absl::Span<uint64_t> in(inputs.get(), flp.input_length());
   TANDEM_RETURN_IF_ERROR(circuit_.GadgetInputs(party, derived, witness, weights, in));
   TANDEM_ASSIGN_OR_RETURN(uint64_t affine, circuit_.AffineShare(party, witness, weights));
   TANDEM_ASSIGN_OR_RETURN(std::vector<uint64_t> points, QueryPoints(query_seed, report_id));
   std::vector<uint64_t> values(flp.verifier_length());
-  TANDEM_RETURN_IF_ERROR(flp.Query(in, proof, affine, points, absl::MakeSpan(values)));
+  TANDEM_RETURN_IF_ERROR(
+      flp.Query(in, proof, affine, circuit_.RowWeights(weights), points, absl::MakeSpan(values)));
   proto::NormProofVerifierShare out;
   out.set_joint_rand_seed(std::string(Bytes(jr)));
   out.mutable_values()->Assign(values.begin(), values.end());
@@ -201,7 +202,10 @@ bool NormProofCore::Decide(const proto::NormProofVerifierShare& a,
     if (a.values(i) >= gl::kP || b.values(i) >= gl::kP) return false;
     sum[i] = gl::Add(a.values(i), b.values(i));
   }
-  absl::StatusOr<bool> ok = circuit_.flp().Decide(sum);
+  // The slot weights of the gadget, from the seed both servers derived.
+  absl::StatusOr<std::vector<uint64_t>> weights = Weights(a.joint_rand_seed());
+  if (!weights.ok()) return false;
+  absl::StatusOr<bool> ok = circuit_.flp().Decide(sum, circuit_.SlotWeights(*weights));
   return ok.ok() && *ok;
 }
 
@@ -210,7 +214,7 @@ absl::StatusOr<std::vector<uint64_t>> NormProofCore::QueryPoints(
   if (query_seed.size() != kQuerySeedBytes) {
     return absl::InvalidArgumentError("proof query seed must be 32 bytes");
   }
-  const ParallelSumCubicFlp& flp = circuit_.flp();
+  const RangeSquareFlp& flp = circuit_.flp();
   std::vector<uint64_t> points;
   for (uint64_t counter = 0; points.size() < static_cast<size_t>(flp.num_queries()); ++counter) {
     if (counter == 64) return absl::InternalError("could not derive query points");
@@ -248,7 +252,12 @@ absl::StatusOr<std::vector<uint64_t>> NormProofCore::Weights(
 absl::Status NormProofCore::WeightsInto(absl::string_view joint_rand_seed,
                                         std::vector<uint64_t>* weights) const {
   weights->resize(circuit_.weights_length());
-  return ExpandField(Span(joint_rand_seed), "weights", absl::MakeSpan(*weights));
+  // Row weights on F_p^* (the circuit divides by them), the rest on F_p.
+  const size_t rows = circuit_.flp().num_rows();
+  TANDEM_RETURN_IF_ERROR(ExpandField(Span(joint_rand_seed), "row-weights",
+                                     absl::MakeSpan(*weights).subspan(0, rows),
+                                     /*nonzero=*/true));
+  return ExpandField(Span(joint_rand_seed), "weights", absl::MakeSpan(*weights).subspan(rows));
 }
 
 absl::Status NormProofCore::ExpandHelperShares(absl::string_view seed,

@@ -13,7 +13,7 @@
 //
 // Joint randomness (Fiat-Shamir): part_b = SHA-256(part domain, blind_b,
 // report id, binding_b[0], binding_b[1], witness share or helper seed);
-// seed = SHA-256("tandem.normproof.jr.v4", part_0, part_1); weights from the
+// seed = SHA-256("tandem.normproof.jr.v5", part_0, part_1); weights from the
 // seed (XOF). Query points from the servers' secret query seed and the
 // report id. Soundness: norm_circuit.h.
 //

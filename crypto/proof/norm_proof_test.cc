@@ -281,34 +281,42 @@ TEST_F(NormProofTest, EverySingleElementTamperingIsRejected) {
   }
 }
 
-// Reports of protocols v2 (F_(2^61-1), Lagrange domain) and v3 (Mul3
-// gadgets, three wires per call): a proof of their length is refused by
-// ValidateShare with a message naming v4, elements >= p are refused, and a
+// Reports of protocols v2 (F_(2^61-1), Lagrange domain), v3 (Mul3
+// gadgets, three wires per call) and v4 (Cubic(a, x) gadgets, two wires
+// per call, binary slack): a proof of their length is refused by
+// ValidateShare with a message naming v5, elements >= p are refused, and a
 // share of the right length verifies to a clean rejection.
 TEST_F(NormProofTest, OldVersionSharesAreRefusedCleanly) {
   auto rng = DeterministicRandom::FromSeed(9);
   Report r = MakeKeys(RandomValues(rng.get(), 3), rng.get());
   auto proof = sys_.Prove(r.id, r.keys.first, r.keys.second, rng.get()).value();
-  const ParallelSumCubicFlp& flp = sys_.circuit().flp();
-  const size_t m = flp.num_calls(), q = 2;
+  const RangeSquareFlp& flp = sys_.circuit().flp();
+  const NormCircuit& circuit = sys_.circuit();
+  // v2 to v4 made M = 3n + k S_b + S_t gadget calls (S: binary slack bits).
+  const size_t m = 3 * circuit.num_values() +
+                   circuit.num_blocks() * std::bit_width(circuit.bound().max_block_l2_squared) +
+                   std::bit_width(circuit.bound().max_l2_squared);
+  const size_t q = 2;
   // v2 lengths: c = ceil(2 sqrt(M)), N = Q + ceil(M / c), proof 3cQ + 3(N-1) + 1.
   const size_t c2 = static_cast<size_t>(std::ceil(2.0 * std::sqrt(static_cast<double>(m))));
   const size_t n2 = q + (m + c2 - 1) / c2;
   const size_t v2_length = 6 * c2 + 3 * (n2 - 1) + 1;
   // v3 lengths: 3cQ + 3N, N = 2^k >= Q + ceil(M / c), c minimising it.
-  size_t v3_length = ~size_t{0};
+  // v4 lengths: 2cQ + 3N, the same way.
+  size_t v3_length = ~size_t{0}, v4_length = ~size_t{0};
   for (size_t c = 1; c <= m; ++c) {
     const size_t n = std::bit_ceil(q + (m + c - 1) / c);
     v3_length = std::min(v3_length, 3 * c * q + 3 * n);
+    v4_length = std::min(v4_length, 2 * c * q + 3 * n);
   }
-  for (const size_t old_length : {v2_length, v3_length}) {
+  for (const size_t old_length : {v2_length, v3_length, v4_length}) {
     ASSERT_NE(old_length, flp.proof_length());
     auto old = proof.first;
     old.clear_proof();
     for (size_t i = 0; i < old_length; ++i) old.add_proof(rng->NextUint64().value() >> 3);
     const absl::Status status = sys_.ValidateShare(old, 0);
     EXPECT_THAT(status, StatusIs(absl::StatusCode::kInvalidArgument)) << old_length;
-    EXPECT_THAT(status.message(), ::testing::HasSubstr("protocol v4"));
+    EXPECT_THAT(status.message(), ::testing::HasSubstr("protocol v5"));
     EXPECT_FALSE(Accept(r, old, proof.second));
   }
 
@@ -339,10 +347,11 @@ TEST(NormProofSystem, SoundnessAtTheBenchmarkParameters) {
   auto sys = NormProofSystem::Create(g, 16, Bound(bound, bound));
   ASSERT_THAT(sys.status(), IsOk());
   EXPECT_LE(sys->SoundnessLog2(), -60.0);
-  // 1/p dominates: log2(2^-64 + (767 / 2^64)^2) ~ -64 (N = 256).
-  EXPECT_NEAR(sys->SoundnessLog2(), -64.0, 0.01);
-  EXPECT_EQ(sys->circuit().flp().proof_length(), 1552u);
-  EXPECT_EQ(sys->circuit().flp().verifier_length(), 787u);  // 1 + 2 (2 * 196 + 1)
+  // 2/(p - 1) dominates: log2(2^-63 + (767 / 2^64)^2) ~ -63 (N = 256).
+  EXPECT_NEAR(sys->SoundnessLog2(), -63.0, 0.01);
+  EXPECT_EQ(sys->circuit().values_per_row(), 69u);
+  EXPECT_EQ(sys->circuit().flp().proof_length(), 1184u);    // 208 * 2 + 768
+  EXPECT_EQ(sys->circuit().flp().verifier_length(), 419u);  // 1 + 2 (208 + 1)
 }
 
 TEST(L2SquaredBoundForClip, ClosedForm) {

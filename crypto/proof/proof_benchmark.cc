@@ -66,57 +66,65 @@ void BM_Prove(benchmark::State& state) {
   state.counters["soundness_log2"] = s.sys->SoundnessLog2();
 }
 
-// The FLP prover alone (ParallelSumCubicFlp::Prove on the circuit's M gadget
-// calls, random inputs and wire seeds): BM_Prove without the two DPF
+// The FLP prover alone (RangeSquareFlp::Prove on the circuit's rows,
+// random inputs, slot weights and wire seeds): BM_Prove without the two DPF
 // evaluations, the witness, the joint randomness and the share split.
 void BM_FlpProve(benchmark::State& state) {
   Setup s = Make(state.range(0));
-  const ParallelSumCubicFlp& flp = s.sys->circuit().flp();
+  const RangeSquareFlp& flp = s.sys->circuit().flp();
   auto rng = DeterministicRandom::FromSeed(4);
   std::vector<uint64_t> inputs(flp.input_length()), seeds(flp.seed_length());
-  std::vector<uint64_t> proof(flp.proof_length());
-  for (auto& x : inputs) x = rng->NextUint64().value() >> 4;  // below either field's p
-  for (auto& x : seeds) x = rng->NextUint64().value() >> 4;
+  std::vector<uint64_t> rho(flp.range_slots()), proof(flp.proof_length());
+  for (auto* v : {&inputs, &seeds, &rho}) {
+    for (auto& x : *v) x = gl::Reduce64(rng->NextUint64().value());
+  }
   for (auto _ : state) {
-    auto st = flp.Prove(inputs, seeds, absl::MakeSpan(proof));
+    auto st = flp.Prove(inputs, rho, seeds, absl::MakeSpan(proof));
     benchmark::DoNotOptimize(st);
     benchmark::DoNotOptimize(proof.data());
   }
-  state.counters["calls"] = flp.num_calls();
-  state.counters["chunk"] = flp.chunk_length();
+  state.counters["rows"] = flp.num_rows();
+  state.counters["wires"] = flp.wires();
   state.counters["proof_elems"] = flp.proof_length();
 }
 
-// The FLP's shape (issue 36 item 4): the M gadget calls of the 16,384-value
-// circuit above laid out on a wire domain of N = 2^arg points, so c =
-// ceil(M / (N - Q)) gadgets. The prover runs 3 transforms of N points per
-// wire (~3 c N log N butterflies: fewer at smaller N), the verifier a
-// Lagrange column per wire (~2 c N Q products: about M Q whatever N), the
-// proof holds 2 c Q + 3 N elements and the verifier message 1 + Q (2 c + 1).
+// The FLP's shape (issue 36 item 4): the 16,384-value circuit above laid
+// out on a wire domain of N = 2^arg points (the fewest values per row C
+// whose rows fit). The prover runs 3 transforms of N points per wire (W =
+// 3C + 1 wires: ~3 W N log N butterflies, fewer at smaller N), the
+// verifier a Lagrange column per wire (~W N Q products: about 3 n Q
+// whatever N), the proof holds W Q + 3 N elements and the verifier message
+// 1 + Q (W + 1).
 struct FlpShape {
-  std::optional<ParallelSumCubicFlp> flp;
-  std::vector<uint64_t> inputs, seeds, proof;
+  std::optional<RangeSquareFlp> flp;
+  std::vector<uint64_t> inputs, seeds, rho, row_weights, proof;
 };
 
 FlpShape MakeShape(int log_n) {
   Setup s = Make(1 << 20);
-  const size_t m = s.sys->circuit().flp().num_calls();
-  const size_t q = 2, n = size_t{1} << log_n;
+  const NormCircuit& big = s.sys->circuit();
+  const size_t n = size_t{1} << log_n;
   FlpShape f;
-  f.flp.emplace(ParallelSumCubicFlp::Create(m, (m + n - q - 1) / (n - q), q).value());
+  for (size_t c = 1; c <= static_cast<size_t>(big.block_size()) && !f.flp.has_value(); ++c) {
+    auto circuit = NormCircuit::Create(big.num_blocks(), big.block_size(), big.value_bits(),
+                                       big.bound(), c, 2);
+    if (circuit.ok() && circuit->flp().wire_domain_size() <= n) f.flp.emplace(circuit->flp());
+  }
   auto rng = DeterministicRandom::FromSeed(8);
   f.inputs.resize(f.flp->input_length());
   f.seeds.resize(f.flp->seed_length());
+  f.rho.resize(f.flp->range_slots());
+  f.row_weights.resize(f.flp->num_rows());
   f.proof.resize(f.flp->proof_length());
-  for (auto* v : {&f.inputs, &f.seeds}) {
+  for (auto* v : {&f.inputs, &f.seeds, &f.rho, &f.row_weights}) {
     for (auto& x : *v) x = gl::Reduce64(rng->NextUint64().value());
   }
   return f;
 }
 
-void ShapeCounters(const ParallelSumCubicFlp& flp, benchmark::State& state) {
+void ShapeCounters(const RangeSquareFlp& flp, benchmark::State& state) {
   state.counters["N"] = static_cast<double>(flp.wire_domain_size());
-  state.counters["chunk"] = static_cast<double>(flp.chunk_length());
+  state.counters["per_row"] = static_cast<double>(flp.square_slots());
   state.counters["proof_elems"] = static_cast<double>(flp.proof_length());
   state.counters["verifier_elems"] = static_cast<double>(flp.verifier_length());
 }
@@ -124,7 +132,7 @@ void ShapeCounters(const ParallelSumCubicFlp& flp, benchmark::State& state) {
 void BM_FlpShapeProve(benchmark::State& state) {
   FlpShape f = MakeShape(static_cast<int>(state.range(0)));
   for (auto _ : state) {
-    auto st = f.flp->Prove(f.inputs, f.seeds, absl::MakeSpan(f.proof));
+    auto st = f.flp->Prove(f.inputs, f.rho, f.seeds, absl::MakeSpan(f.proof));
     benchmark::DoNotOptimize(st);
     benchmark::DoNotOptimize(f.proof.data());
   }
@@ -134,18 +142,18 @@ void BM_FlpShapeProve(benchmark::State& state) {
 // One verifier's query on the same shape (two query points).
 void BM_FlpShapeQuery(benchmark::State& state) {
   FlpShape f = MakeShape(static_cast<int>(state.range(0)));
-  if (!f.flp->Prove(f.inputs, f.seeds, absl::MakeSpan(f.proof)).ok()) {
+  if (!f.flp->Prove(f.inputs, f.rho, f.seeds, absl::MakeSpan(f.proof)).ok()) {
     state.SkipWithError("prove failed");
     return;
   }
   const std::vector<uint64_t> points = {uint64_t{1} << 40, (uint64_t{1} << 40) + 12345};
   std::vector<uint64_t> verifier(f.flp->verifier_length());
-  if (!f.flp->Query(f.inputs, f.proof, 0, points, absl::MakeSpan(verifier)).ok()) {
+  if (!f.flp->Query(f.inputs, f.proof, 0, f.row_weights, points, absl::MakeSpan(verifier)).ok()) {
     state.SkipWithError("query refused");  // e.g. a point inside the proof domain
     return;
   }
   for (auto _ : state) {
-    auto st = f.flp->Query(f.inputs, f.proof, 0, points, absl::MakeSpan(verifier));
+    auto st = f.flp->Query(f.inputs, f.proof, 0, f.row_weights, points, absl::MakeSpan(verifier));
     benchmark::DoNotOptimize(st);
     benchmark::DoNotOptimize(verifier.data());
   }
