@@ -17,6 +17,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/time/time.h"
 #include "aggregator/service/daemon.h"
 #include "base/large_buffers.h"
 #include "base/logging.h"
@@ -79,6 +80,10 @@ ABSL_FLAG(std::string, admin_ca, "",
           "PEM roots verifying the operators' certificates (default: --tls_ca)");
 ABSL_FLAG(std::vector<std::string>, operator_identity, {},
           "certificate identities (DNS SANs) that may call the operator API");
+ABSL_FLAG(absl::Duration, verify_interval, absl::Milliseconds(25),
+          "how often the leader verifies the uploads pending since its last pass with the "
+          "helper (and either server checkpoints an idle round's partial sum); shorter leaves "
+          "less to verify when a round is finalized, at a few idle wake-ups a second");
 
 int main(int argc, char** argv) {
   tandem::TuneAllocatorForLargeBuffers();  // report shares churn ~134 KB buffers
@@ -153,9 +158,13 @@ int main(int argc, char** argv) {
   for (const std::string& id : absl::GetFlag(FLAGS_operator_identity)) {
     admin.add_operator_identities(id);
   }
-  auto daemon = tandem::aggregator::AggregatorDaemon::Start(config, tandem::RealClock::Default(),
-                                                            tandem::OpenSslRandom::Default(),
-                                                            absl::Milliseconds(100), admin);
+  if (absl::GetFlag(FLAGS_verify_interval) <= absl::ZeroDuration()) {
+    std::fprintf(stderr, "tandem-aggregator: --verify_interval must be positive\n");
+    return 1;
+  }
+  auto daemon = tandem::aggregator::AggregatorDaemon::Start(
+      config, tandem::RealClock::Default(), tandem::OpenSslRandom::Default(),
+      absl::GetFlag(FLAGS_verify_interval), admin);
   if (!daemon.ok()) {
     std::fprintf(stderr, "tandem-aggregator: %s\n", daemon.status().ToString().c_str());
     return 1;

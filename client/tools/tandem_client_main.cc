@@ -2,8 +2,9 @@
 // its shard of a project dataset (the same Dirichlet split every client of
 // the federation computes from --num_shards/--alpha/--data_seed) and takes
 // part in rounds until the task is done.
-//   tandem-client --coordinator=127.0.0.1:7000 --client_id=c7 --shard=7 \
-//     --num_shards=20 --dataset=digits --state_dir=/tmp/c7 --insecure_plaintext
+//   tandem-client --coordinator=127.0.0.1:7000 --client_id=c7 --shard=7
+//       --num_shards=20 --dataset=digits --state_dir=/tmp/c7 --insecure_plaintext
+// (one command line).
 // With TLS, pin the two aggregators (the coordinator's answer is checked
 // against them and the certificates must carry the names):
 //   --tls_ca=ca.pem --leader=10.0.0.2:7100 --leader_name=leader.tandem
