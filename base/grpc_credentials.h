@@ -39,6 +39,13 @@ struct TlsFiles {
   TlsReloader* reloader = nullptr;
 };
 
+// Plaintext transport (local runs and loopback defaults).
+inline TlsFiles PlaintextTls() {
+  TlsFiles tls;
+  tls.insecure_plaintext = true;
+  return tls;
+}
+
 // INVALID_ARGUMENT when TLS is requested without certificate/key paths (or
 // mutual TLS without roots), or (with a reloader) when the files fail
 // ValidateTlsMaterial; NOT_FOUND when a PEM file cannot be read.

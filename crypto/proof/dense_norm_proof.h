@@ -41,7 +41,8 @@ class DenseNormProof {
   // INVALID_ARGUMENT unless 1 <= dimension <= 2^20, value_bits is 32 or 64,
   // max_l2_squared is small enough for exact arithmetic (norm_circuit.h),
   // and the soundness error is at most 2^-60. Reads max_l2_squared and
-  // chunk_length of `bound` (max_block_l2_squared is not used: one block).
+  // chunk_length (values per row) of `bound` (max_block_l2_squared is not
+  // used: one block).
   static absl::StatusOr<DenseNormProof> Create(uint64_t dimension, int value_bits,
                                                const proto::NormBoundParameters& bound);
 

@@ -118,6 +118,8 @@ void AccumulateProduct(const uint64_t* a, const uint64_t* b, size_t n, uint64_t*
     acc[i] = lanes::AddRelaxed(acc[i], gl::Reduce64(lanes::MulRelaxed(a[i], b[i])));
 }
 
+// log2 of the wire domain for M' rows and Q seeds: of the least power of two
+// >= Q + M'.
 int LogWireDomain(size_t rows, int queries) {
   return std::bit_width(rows + static_cast<size_t>(queries) - 1);
 }

@@ -20,7 +20,8 @@ uint64_t ISqrt(uint64_t x) {
   return r;
 }
 
-// 3^digits, or 2^64 when that is larger (digits <= 64).
+// 3^digits, or the first power of three above 2^64 - 1 when 3^digits is
+// larger (every comparison here is with values below 2^64).
 unsigned __int128 Pow3(int digits) {
   unsigned __int128 x = 1;
   for (int i = 0; i < digits && x <= ~uint64_t{0}; ++i) x *= 3;
@@ -48,16 +49,16 @@ size_t Rows(size_t k, size_t b, size_t digits, size_t c) {
   return k * ((b + c - 1) / c) + (digits + 2 * c - 1) / (2 * c);
 }
 
-// a * 2^l mod p for canonical a and 1 <= l <= 31: a 2^l = hi 2^64 + lo with
-// hi < 2^31, and 2^64 = 2^32 - 1 (mod p), so a 2^l = lo + hi (2^32 - 1),
-// the second term below 2^63; one carry correction (adding 2^32 - 1 back
-// after a carry cannot carry again) and one conditional subtraction.
 // The `count` ternary digits of x, least significant first (x < 3^count).
 // A division by the constant 3 compiles to a multiplication: no branch on x.
 void PutDigits(uint64_t x, int count, uint64_t* out) {
   for (int i = 0; i < count; ++i, x /= 3) out[i] = x % 3;
 }
 
+// a * 2^l mod p for canonical a and 1 <= l <= 31: a 2^l = hi 2^64 + lo with
+// hi < 2^31, and 2^64 = 2^32 - 1 (mod p), so a 2^l = lo + hi (2^32 - 1),
+// the second term below 2^63; one carry correction (adding 2^32 - 1 back
+// after a carry cannot carry again) and one conditional subtraction.
 inline uint64_t MulPow2(uint64_t a, int l) {
   const uint64_t lo = a << l, hi = a >> (64 - l);
   const uint64_t t = hi * gl::kEpsilon;
@@ -65,8 +66,8 @@ inline uint64_t MulPow2(uint64_t a, int l) {
   return gl::Reduce64(s + (gl::kEpsilon & gl::Mask(s < t)));
 }
 
-// One row's values from `j` on, L::kWidth at a time (the rest left to
-// the caller): c and h / K into the range slots (interleaved), v = X_lo +
+// The first `count` values of one row, L::kWidth at a time (the rest left
+// to the caller): c and h / K into the range slots (interleaved), v = X_lo +
 // 2^L c into the square slots, h = X_hi - c. Every result is canonical, so
 // equal bit for bit to the scalar gl:: path (a canonical value is unique).
 // REQUIRES: canonical operands; returns how many values it wrote.

@@ -89,7 +89,7 @@ struct WorkerOptions {
   std::string model_dir = {};
   // Transport. Plaintext (the default) only on loopback; with a certificate
   // the listener is mutual TLS (require_client_cert is forced on).
-  TlsFiles tls = {.insecure_plaintext = true};
+  TlsFiles tls = PlaintextTls();
   // With TLS: the identities (certificate DNS SAN, else CN) that may call
   // this worker at all (model_writers may too); at least one is required.
   std::vector<std::string> callers = {};

@@ -285,7 +285,10 @@ TEST(WorkerServiceCreate, ValidatesOptions) {
   // Issue 34 item 6: TLS without anyone allowed to call is a configuration
   // error, and plaintext listens on loopback only.
   WorkerOptions tls;
-  tls.tls = {.insecure_plaintext = false, .cert_chain_path = "w.pem", .private_key_path = "w.key"};
+  tls.tls = {.insecure_plaintext = false,
+             .cert_chain_path = "w.pem",
+             .private_key_path = "w.key",
+             .root_ca_path = ""};
   EXPECT_THAT(WorkerService::Create(&r, &clock, tls),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--callers")));
   for (const char* address : {"0.0.0.0:0", "[::]:0", "10.1.2.3:7100", "127.evil.example:0"}) {

@@ -38,7 +38,7 @@ struct WorkerEvaluatorOptions {
   // --callers / --model_writers name it), the worker verified against
   // tls.root_ca_path under `server_name`; plaintext only to a loopback
   // address (the held-out data travels in the request).
-  TlsFiles tls = {.insecure_plaintext = true};
+  TlsFiles tls = PlaintextTls();
   std::string server_name = "worker.tandem";
   std::string task_id;  // names the model: "federation.<task_id>"
   absl::Duration deadline = absl::Seconds(120);  // per RPC
