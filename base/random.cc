@@ -1,5 +1,6 @@
 #include "base/random.h"
 
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 #include <openssl/sha.h>
@@ -60,6 +61,17 @@ DeterministicRandom::FromKeyAndCounter(const std::array<uint8_t, 16>& key,
   }
   return std::unique_ptr<DeterministicRandom>(
       new DeterministicRandom(std::move(impl)));
+}
+
+absl::StatusOr<std::unique_ptr<DeterministicRandom>> DeterministicRandom::FromKeyMaterial(
+    const std::array<uint8_t, 32>& material) {
+  std::array<uint8_t, 16> key, counter;
+  std::memcpy(key.data(), material.data(), 16);
+  std::memcpy(counter.data(), material.data() + 16, 16);
+  auto r = FromKeyAndCounter(key, counter);
+  OPENSSL_cleanse(key.data(), key.size());
+  OPENSSL_cleanse(counter.data(), counter.size());
+  return r;
 }
 
 std::unique_ptr<DeterministicRandom> DeterministicRandom::FromSeed(uint64_t seed) {

@@ -48,6 +48,11 @@ class DeterministicRandom : public SecureRandom {
   // Explicit key and initial counter block (used by the known-answer test).
   static absl::StatusOr<std::unique_ptr<DeterministicRandom>> FromKeyAndCounter(
       const std::array<uint8_t, 16>& key, const std::array<uint8_t, 16>& counter);
+  // 32 bytes of key material (e.g. drawn from another SecureRandom): the key
+  // is the first 16, the initial counter block the last 16. Copies of the
+  // material made here are wiped.
+  static absl::StatusOr<std::unique_ptr<DeterministicRandom>> FromKeyMaterial(
+      const std::array<uint8_t, 32>& material);
 
   ~DeterministicRandom() override;
   absl::Status Fill(absl::Span<uint8_t> out) override;

@@ -1,5 +1,7 @@
 #include "base/random.h"
 
+#include <algorithm>
+#include <array>
 #include <set>
 #include <vector>
 
@@ -28,6 +30,24 @@ TEST(SplitMix64, KnownAnswerAndStreamSeeds) {
   EXPECT_NE(StreamSeed(5, 7, 9), StreamSeed(5, 9, 7));
   EXPECT_NE(StreamSeed(5, 7, 9), StreamSeed(6, 7, 9));
   EXPECT_NE(StreamSeed(5, 7, 9), StreamSeed(5, 7, 10));
+}
+
+// The same NIST vector from 32 bytes of key material: key, then counter.
+TEST(DeterministicRandom, KeyMaterialIsKeyThenCounter) {
+  const std::array<uint8_t, 16> key = FromHex("2b7e151628aed2a6abf7158809cf4f3c");
+  const std::array<uint8_t, 16> counter = FromHex("f0f1f2f3f4f5f6f7f8f9fafbfcfdfeff");
+  std::array<uint8_t, 32> material;
+  std::copy(key.begin(), key.end(), material.begin());
+  std::copy(counter.begin(), counter.end(), material.begin() + 16);
+  TANDEM_ASSERT_OK_AND_ASSIGN(auto rng, DeterministicRandom::FromKeyMaterial(material));
+  std::vector<uint8_t> keystream(16);
+  TANDEM_ASSERT_OK(rng->Fill(absl::MakeSpan(keystream)));
+  const std::string plain = absl::HexStringToBytes("6bc1bee22e409f96e93d7e117393172a");
+  const std::string cipher = absl::HexStringToBytes("874d6191b620e3261bef6864990db6ce");
+  for (size_t i = 0; i < 16; ++i) {
+    EXPECT_EQ(keystream[i] ^ static_cast<uint8_t>(plain[i]), static_cast<uint8_t>(cipher[i]))
+        << "byte " << i;
+  }
 }
 
 TEST(DeterministicRandom, MatchesNistCtrKnownAnswer) {

@@ -3,7 +3,6 @@
 #include <openssl/crypto.h>
 
 #include <array>
-#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -22,14 +21,9 @@ absl::StatusOr<std::unique_ptr<PreparedNoise>> PreparedNoise::Start(int64_t roun
   TANDEM_RETURN_IF_ERROR(dp::ValidateSigma2(sigma2));
   std::array<uint8_t, 32> seed;
   TANDEM_RETURN_IF_ERROR(random->Fill(absl::MakeSpan(seed)));
-  std::array<uint8_t, 16> key, counter;
-  std::memcpy(key.data(), seed.data(), 16);
-  std::memcpy(counter.data(), seed.data() + 16, 16);
-  OPENSSL_cleanse(seed.data(), seed.size());
   absl::StatusOr<std::unique_ptr<DeterministicRandom>> stream =
-      DeterministicRandom::FromKeyAndCounter(key, counter);
-  OPENSSL_cleanse(key.data(), key.size());
-  OPENSSL_cleanse(counter.data(), counter.size());
+      DeterministicRandom::FromKeyMaterial(seed);
+  OPENSSL_cleanse(seed.data(), seed.size());
   TANDEM_RETURN_IF_ERROR(stream.status());
   std::unique_ptr<PreparedNoise> noise(new PreparedNoise(round_id, sigma2, dimension));
   PreparedNoise* self = noise.get();

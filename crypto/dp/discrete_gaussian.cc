@@ -6,7 +6,6 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -248,11 +247,8 @@ absl::Status AddDiscreteGaussianNoise(const Rational& sigma2, absl::Span<uint64_
       random->Fill(absl::MakeSpan(reinterpret_cast<uint8_t*>(keys.data()), 32 * chunks)));
   std::vector<absl::Status> status(chunks);
   run_chunks(chunks, [&](size_t c) {
-    std::array<uint8_t, 16> key, counter;
-    std::memcpy(key.data(), keys[c].data(), 16);
-    std::memcpy(counter.data(), keys[c].data() + 16, 16);
     absl::StatusOr<std::unique_ptr<DeterministicRandom>> stream =
-        DeterministicRandom::FromKeyAndCounter(key, counter);
+        DeterministicRandom::FromKeyMaterial(keys[c]);
     if (!stream.ok()) {
       status[c] = stream.status();
       return;
