@@ -51,7 +51,7 @@ absl::StatusOr<double> FixedPointCodec::Encode(absl::Span<const float> x,
     double v = static_cast<double>(x[i]) * factor;
     if (v > clip_norm_) v = clip_norm_;  // guard against the last ulp of the division
     if (v < -clip_norm_) v = -clip_norm_;
-    const int64_t q = std::llround(v * scale_);
+    const int64_t q = RoundHalfAwayFromZero(v * scale_);
     out[i] = static_cast<uint64_t>(q) & mask;
   }
   return factor;

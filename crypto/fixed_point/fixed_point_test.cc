@@ -38,6 +38,42 @@ TEST(FixedPointCodec, RoundsToNearestTiesAwayFromZero) {
   EXPECT_EQ(back[5], -0.25);
 }
 
+TEST(FixedPointCodec, RoundHalfAwayFromZeroIsLlround) {
+  // Ties of both signs, the doubles next to them, values whose w + 0.5
+  // would round up in floating point, both sides of 2^52 and 2^53, signed
+  // zeros, then random doubles of every magnitude up to 2^62.
+  std::vector<double> cases = {0.0,
+                               -0.0,
+                               0.5,
+                               -0.5,
+                               1.5,
+                               -1.5,
+                               2.5,
+                               -2.5,
+                               0.49999999999999994,
+                               -0.49999999999999994,
+                               4503599627370495.5,
+                               -4503599627370495.5,
+                               4503599627370496.0,
+                               9007199254740993.0,
+                               -9007199254740993.0,
+                               4611686018427387904.0,
+                               -4611686018427387904.0};
+  for (double tie = 0.5; tie < 1e6; tie = tie * 3 + 1) {
+    for (double w : {tie, std::nextafter(tie, 0.0), std::nextafter(tie, 1e300)}) {
+      cases.push_back(w);
+      cases.push_back(-w);
+    }
+  }
+  std::mt19937_64 gen(7);
+  std::uniform_real_distribution<double> unit(-1.0, 1.0);
+  std::uniform_int_distribution<int> exponent(-30, 62);
+  for (int i = 0; i < 200000; ++i) cases.push_back(std::ldexp(unit(gen), exponent(gen)));
+  for (double w : cases) {
+    ASSERT_EQ(RoundHalfAwayFromZero(w), std::llround(w)) << std::hexfloat << w;
+  }
+}
+
 TEST(FixedPointCodec, ClipsToL2Norm) {
   TANDEM_ASSERT_OK_AND_ASSIGN(FixedPointCodec c, FixedPointCodec::Create(20, 1.0, 10));
   const std::vector<float> x = {3.0f, -4.0f};
