@@ -85,6 +85,8 @@ size_t TakeFieldWords(absl::Span<const uint64_t> words, absl::Span<uint64_t> out
 // (2^32 - 1) / 2^64 < 2^-32; only the number of blocks computed (not the
 // accepted values) depends on rejections. `nonzero`: 0 is rejected too,
 // so each output is exactly uniform on F_p^* (weights that are inverted).
+// The output for a length is a prefix of the output for any longer one
+// (NormProofCore::Decide expands only the first weights of a stream).
 // INTERNAL on OpenSSL failure.
 absl::Status ExpandField(absl::Span<const uint8_t> seed, absl::string_view label,
                          absl::Span<uint64_t> out, bool nonzero = false);

@@ -69,10 +69,13 @@ TEST(ExpandField, DeterministicSeparatedAndReduced) {
   EXPECT_EQ(a, b);
   EXPECT_NE(a, c);
   for (uint64_t v : a) EXPECT_LT(v, gl::kP);
-  // A prefix of a longer expansion is the shorter expansion.
-  std::vector<uint64_t> shorter(10);
-  ASSERT_THAT(ExpandField(seed, "x", absl::MakeSpan(shorter)), IsOk());
-  EXPECT_TRUE(std::equal(shorter.begin(), shorter.end(), a.begin()));
+  // A prefix of a longer expansion is the shorter expansion (odd lengths
+  // end inside a block, 299 inside the longer one's second batch).
+  for (size_t n : {1, 10, 257, 299}) {
+    std::vector<uint64_t> shorter(n);
+    ASSERT_THAT(ExpandField(seed, "x", absl::MakeSpan(shorter)), IsOk());
+    EXPECT_TRUE(std::equal(shorter.begin(), shorter.end(), a.begin())) << n;
+  }
 }
 
 TEST(HashParts, LengthPrefixIsInjective) {

@@ -202,10 +202,15 @@ bool NormProofCore::Decide(const proto::NormProofVerifierShare& a,
     if (a.values(i) >= gl::kP || b.values(i) >= gl::kP) return false;
     sum[i] = gl::Add(a.values(i), b.values(i));
   }
-  // The slot weights of the gadget, from the seed both servers derived.
-  absl::StatusOr<std::vector<uint64_t>> weights = Weights(a.joint_rand_seed());
-  if (!weights.ok()) return false;
-  absl::StatusOr<bool> ok = circuit_.flp().Decide(sum, circuit_.SlotWeights(*weights));
+  // The slot weights of the gadget, from the seed both servers derived:
+  // the first range_slots elements of the "weights" stream (WeightsInto),
+  // expanded alone (ExpandField's output for a length is a prefix of its
+  // output for any longer one); Query expanded the row weights already.
+  std::vector<uint64_t> slot_weights(circuit_.flp().range_slots());
+  if (!ExpandField(Span(a.joint_rand_seed()), "weights", absl::MakeSpan(slot_weights)).ok()) {
+    return false;
+  }
+  absl::StatusOr<bool> ok = circuit_.flp().Decide(sum, slot_weights);
   return ok.ok() && *ok;
 }
 
