@@ -70,7 +70,8 @@ TEST(ExpandField, DeterministicSeparatedAndReduced) {
   EXPECT_NE(a, c);
   for (uint64_t v : a) EXPECT_LT(v, gl::kP);
   // A prefix of a longer expansion is the shorter expansion (odd lengths
-  // end inside a block, 299 inside the longer one's second batch).
+  // end inside a block; each shorter request hashes fewer blocks than the
+  // 300-element one).
   for (size_t n : {1, 10, 257, 299}) {
     std::vector<uint64_t> shorter(n);
     ASSERT_THAT(ExpandField(seed, "x", absl::MakeSpan(shorter)), IsOk());
