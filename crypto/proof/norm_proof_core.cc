@@ -15,6 +15,11 @@ constexpr absl::string_view kJointDomain = "tandem.normproof.jr.v5";
 constexpr absl::string_view kQueryDomain = "tandem.normproof.query.v5";
 constexpr size_t kSeedBytes = 16;
 constexpr size_t kPartBytes = 32;
+// The XOF labels of the weights: the row weights (on F_p^*), then the slot,
+// block and tau weights in one stream, whose first range_slots elements
+// are the slot weights (Decide expands those alone).
+constexpr absl::string_view kRowWeightsLabel = "row-weights";
+constexpr absl::string_view kWeightsLabel = "weights";
 
 absl::string_view Bytes(absl::Span<const uint64_t> v) {
   return absl::string_view(reinterpret_cast<const char*>(v.data()), v.size() * 8);  // LE target
@@ -203,11 +208,11 @@ bool NormProofCore::Decide(const proto::NormProofVerifierShare& a,
     sum[i] = gl::Add(a.values(i), b.values(i));
   }
   // The slot weights of the gadget, from the seed both servers derived:
-  // the first range_slots elements of the "weights" stream (WeightsInto),
-  // expanded alone (ExpandField's output for a length is a prefix of its
-  // output for any longer one); Query expanded the row weights already.
+  // the first range_slots elements of the kWeightsLabel stream, expanded
+  // alone (ExpandField's output for a length is a prefix of its output for
+  // any longer one); the row weights are Query's only.
   std::vector<uint64_t> slot_weights(circuit_.flp().range_slots());
-  if (!ExpandField(Span(a.joint_rand_seed()), "weights", absl::MakeSpan(slot_weights)).ok()) {
+  if (!ExpandField(Span(a.joint_rand_seed()), kWeightsLabel, absl::MakeSpan(slot_weights)).ok()) {
     return false;
   }
   absl::StatusOr<bool> ok = circuit_.flp().Decide(sum, slot_weights);
@@ -259,10 +264,10 @@ absl::Status NormProofCore::WeightsInto(absl::string_view joint_rand_seed,
   weights->resize(circuit_.weights_length());
   // Row weights on F_p^* (the circuit divides by them), the rest on F_p.
   const size_t rows = circuit_.flp().num_rows();
-  TANDEM_RETURN_IF_ERROR(ExpandField(Span(joint_rand_seed), "row-weights",
+  TANDEM_RETURN_IF_ERROR(ExpandField(Span(joint_rand_seed), kRowWeightsLabel,
                                      absl::MakeSpan(*weights).subspan(0, rows),
                                      /*nonzero=*/true));
-  return ExpandField(Span(joint_rand_seed), "weights", absl::MakeSpan(*weights).subspan(rows));
+  return ExpandField(Span(joint_rand_seed), kWeightsLabel, absl::MakeSpan(*weights).subspan(rows));
 }
 
 absl::Status NormProofCore::ExpandHelperShares(absl::string_view seed,
