@@ -52,8 +52,15 @@ constexpr char kParams[] = "round-1-parameters";
 
 // The store under test: "Sqlite" (a file at `path`) or "Segment" (a
 // directory at `path`; small segments, so reclaim runs during the test).
+// The Postgres backends of the child's store carry this name, so that the
+// parent can wait for them to be gone (WaitForChildBackends).
+constexpr char kChildApplicationName[] = "tandem-crash-child";
+
+// `child`: the store the child process opens (Postgres: named
+// kChildApplicationName).
 absl::StatusOr<std::unique_ptr<ReportStore>> OpenStore(const std::string& kind,
-                                                       const std::string& path) {
+                                                       const std::string& path,
+                                                       bool child = false) {
   if (kind == "Segment") {
     SegmentStoreOptions options;
     options.max_segment_bytes = 1024;
@@ -67,8 +74,11 @@ absl::StatusOr<std::unique_ptr<ReportStore>> OpenStore(const std::string& kind,
     // names the task.
     absl::StatusOr<testing::PostgresServer*> server = testing::PostgresServer::Shared();
     if (!server.ok()) return server.status();
+    PostgresStoreOptions options;
+    if (child) options.application_name = kChildApplicationName;
     auto s = PostgresReportStore::Open((*server)->conninfo(),
-                                       absl::StrCat("crash_", std::hash<std::string>()(path)));
+                                       absl::StrCat("crash_", std::hash<std::string>()(path)),
+                                       std::move(options));
     if (!s.ok()) return s.status();
     return std::unique_ptr<ReportStore>(std::move(*s));
   }
@@ -121,7 +131,7 @@ void Say(int fd, const std::string& line) {
 // The aggregator's recovery + ingest loop as a daemon would run it. Runs in
 // the child; never returns.
 [[noreturn]] void ChildMain(const std::string& kind, const std::string& path, int fd) {
-  auto opened = OpenStore(kind, path);
+  auto opened = OpenStore(kind, path, /*child=*/true);
   if (!opened.ok()) _exit(2);
   ReportStore& store = **opened;
   if (!store.OpenRound(1, kParams).ok()) _exit(3);
@@ -244,9 +254,36 @@ ChildRun RunChild(const std::string& kind, const std::string& path, int kill_aft
   return run;
 }
 
+// Postgres: a SIGKILLed child's backend outlives it for a moment and
+// finishes what the child had sent (a COMMIT included), so the state the
+// child left behind is only final once that backend is gone; checked
+// before, the invariant's two reads (LoadAccumulator, then ListReports)
+// could straddle that last commit. Waits up to 10 s for every backend named
+// kChildApplicationName to exit. Files (SQLite, segments) are final when
+// the child is reaped.
+void WaitForChildBackends(const std::string& kind) {
+#ifdef TANDEM_WITH_POSTGRES
+  if (kind != "Postgres") return;
+  TANDEM_ASSERT_OK_AND_ASSIGN(testing::PostgresServer * server, testing::PostgresServer::Shared());
+  for (int i = 0; i < 1000; ++i) {
+    TANDEM_ASSERT_OK_AND_ASSIGN(
+        const std::string left,
+        server->Query(absl::StrCat("SELECT count(*) FROM pg_stat_activity WHERE "
+                                   "application_name = '",
+                                   kChildApplicationName, "'")));
+    if (left == "0") return;
+    const timespec ts{0, 10 * 1000 * 1000};
+    nanosleep(&ts, nullptr);
+  }
+  FAIL() << "the killed child's Postgres backend is still there after 10 s";
+#endif
+}
+
 // Checks the invariant on the file the child left behind.
 void CheckInvariant(const std::string& kind, const std::string& path,
                     const std::set<int64_t>& acked) {
+  WaitForChildBackends(kind);
+  if (::testing::Test::HasFatalFailure()) return;
   TANDEM_ASSERT_OK_AND_ASSIGN(auto store, OpenStore(kind, path));
   TANDEM_ASSERT_OK_AND_ASSIGN(const AccumulatorSnapshot snap, store->LoadAccumulator(1));
   TANDEM_ASSERT_OK_AND_ASSIGN(const auto counted, store->ListReports(1, ReportFilter::kCounted));
