@@ -55,6 +55,7 @@ class AggregatorLinkFaultsTest : public ::testing::Test {
     proxy_ = *std::move(proxy);
     std::vector<std::string> leader_args = Args("leader");
     leader_args.push_back("--peer=" + proxy_->address());
+    leader_args.insert(leader_args.end(), extra_leader_args_.begin(), extra_leader_args_.end());
     auto l = DaemonProcess::Start(TANDEM_AGGREGATOR_BIN, leader_args, dir_ + "/leader.log");
     ASSERT_THAT(l, IsOk());
     leader_ = *std::move(l);
@@ -69,6 +70,9 @@ class AggregatorLinkFaultsTest : public ::testing::Test {
     helper_.reset();
     std::filesystem::remove_all(dir_);
   }
+
+  // Flags added to the leader's (set by a subclass before SetUp).
+  std::vector<std::string> extra_leader_args_;
 
   // The bare aggregation protocol on plaintext loopback (tickets, roles and
   // TLS do not change how the link behaves under these faults).
@@ -170,11 +174,23 @@ TEST_F(AggregatorLinkFaultsTest, PartitionDuringVerificationLosesNothing) {
   EXPECT_NE(log.find("verification resumed after"), std::string::npos) << log;
 }
 
+// One verification pass for all of a test's uploads: the leader's tick is
+// 1 s, not the default 25 ms, which could start a pass between two uploads
+// and split them over passes (CI once saw the first pass's commit reach the
+// helper before the cut of the second: 3 reports accepted there).
+class AggregatorLinkFaultsOnePassTest : public AggregatorLinkFaultsTest {
+ protected:
+  void SetUp() override {
+    extra_leader_args_ = {"--verify_interval=1s"};
+    AggregatorLinkFaultsTest::SetUp();
+  }
+};
+
 // The link is cut right after the helper's reply to the leader's Verify
 // (FaultProxy::CutAtResponse): the leader has the verdicts, its
 // CommitAcceptedSet meets the cut, so neither server counts the reports
 // until the link heals and the pass is retried.
-TEST_F(AggregatorLinkFaultsTest, PartitionBetweenVerifyAndCommitLosesNothing) {
+TEST_F(AggregatorLinkFaultsOnePassTest, PartitionBetweenVerifyAndCommitLosesNothing) {
   proxy_->CutAtResponse(1, /*before=*/false);
   Upload(4);
   WaitCut();
