@@ -174,10 +174,12 @@ TEST_F(AggregatorLinkFaultsTest, PartitionDuringVerificationLosesNothing) {
   EXPECT_NE(log.find("verification resumed after"), std::string::npos) << log;
 }
 
-// One verification pass for all of a test's uploads: the leader's tick is
-// 1 s, not the default 25 ms, which could start a pass between two uploads
-// and split them over passes (CI once saw the first pass's commit reach the
-// helper before the cut of the second: 3 reports accepted there).
+// One verification pass for all of a test's uploads, for the tests that
+// cut the link at the n-th response (FaultProxy::CutAtResponse) and so
+// count on one exchange and one commit for the four uploads: the leader's
+// tick is 1 s, not the default 25 ms, which could start a pass between two
+// uploads and split them over passes (CI once saw the first pass's commit
+// reach the helper before the cut of the second: 3 reports accepted there).
 class AggregatorLinkFaultsOnePassTest : public AggregatorLinkFaultsTest {
  protected:
   void SetUp() override {
@@ -212,7 +214,7 @@ TEST_F(AggregatorLinkFaultsOnePassTest, PartitionBetweenVerifyAndCommitLosesNoth
 // before it): the helper counts the reports, the leader does not yet; the
 // leader's retried commit after healing is idempotent, so each report is
 // counted once by both.
-TEST_F(AggregatorLinkFaultsTest, ALostCommitAcknowledgementCountsEveryReportOnce) {
+TEST_F(AggregatorLinkFaultsOnePassTest, ALostCommitAcknowledgementCountsEveryReportOnce) {
   proxy_->CutAtResponse(2, /*before=*/true);
   Upload(4);
   WaitCut();
