@@ -15,6 +15,8 @@
 #include <tbb/parallel_for.h>
 
 #include <atomic>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/time/clock.h"
@@ -152,6 +154,40 @@ void BM_ReleasePreparedNoise(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(share.size()));
 }
 BENCHMARK(BM_ReleasePreparedNoise)->Arg(15)->Arg(20)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// What a server's RPC layer pays per upload before any check: parsing the
+// serialized request (gRPC's sync handler parses into a heap message, one
+// allocation per key, correction word and bytes field) and freeing it;
+// arg 1 parses onto a protobuf arena whose first block fits the request.
+void BM_ParseUpload(benchmark::State& state) {
+  const uint32_t log_d = static_cast<uint32_t>(state.range(0));
+  proto::RoundParameters params = testing::MakeRoundParameters("bench", 1, log_d - 14, 1024, 16);
+  auto r = testing::MakeReport(params, 7);
+  if (!r.ok()) {
+    state.SkipWithError("report");
+    return;
+  }
+  const std::string wire = r->to_leader.SerializeAsString();
+  const bool arena = state.range(1) != 0;
+  for (auto _ : state) {
+    if (arena) {
+      google::protobuf::ArenaOptions options;
+      options.start_block_size = wire.size() + wire.size() / 4;
+      options.max_block_size = options.start_block_size;
+      google::protobuf::Arena a(options);
+      auto* m = google::protobuf::Arena::CreateMessage<proto::UploadRequest>(&a);
+      if (!m->ParseFromString(wire)) state.SkipWithError("parse");
+      benchmark::DoNotOptimize(m);
+    } else {
+      auto m = std::make_unique<proto::UploadRequest>();
+      if (!m->ParseFromString(wire)) state.SkipWithError("parse");
+      benchmark::DoNotOptimize(m.get());
+    }
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(wire.size()));
+}
+BENCHMARK(BM_ParseUpload)->ArgsProduct({{17, 20}, {0, 1}})->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace tandem::aggregator

@@ -235,6 +235,44 @@ TEST_P(CheckpointTest, MovedUploadsAreCachedAndCountedLikeCopiedOnes) {
   ExpectReleasedSum(4);
 }
 
+// The daemon's path: each request parsed onto an arena of its own
+// (Upload(request, arena)). The cache keeps the arena, so the share
+// outlives the caller's reference (ASan sees any use after free); those
+// reports verify from the cache and sum like copied ones. A request off
+// the given arena is refused, not adopted.
+TEST_P(CheckpointTest, ArenaUploadsOutliveTheCallersArenaAndCountOnce) {
+  Start(/*checkpoint_reports=*/100);
+  TANDEM_ASSERT_OK(leader_->OpenRound(params_));
+  TANDEM_ASSERT_OK(helper_->OpenRound(params_));
+  for (uint64_t seed = 1; seed <= 4; ++seed) {
+    TestReport r = MakeReport(params_, seed).value();
+    AddInto(expected_, r.dense);
+    for (const proto::UploadRequest* wire : {&r.to_leader, &r.to_helper}) {
+      auto arena = std::make_shared<google::protobuf::Arena>(Aggregator::UploadArenaOptions());
+      auto* request = google::protobuf::Arena::CreateMessage<proto::UploadRequest>(arena.get());
+      ASSERT_TRUE(request->ParseFromString(wire->SerializeAsString()));
+      Aggregator& to = wire == &r.to_leader ? *leader_ : *helper_;
+      TANDEM_ASSERT_OK(to.Upload(request, arena));
+      // The caller's reference goes: the cache's keeps the share.
+      const std::weak_ptr<google::protobuf::Arena> watch = arena;
+      arena.reset();
+      EXPECT_FALSE(watch.expired());
+    }
+  }
+  TestReport other = MakeReport(params_, 9).value();
+  auto arena = std::make_shared<google::protobuf::Arena>();
+  EXPECT_THAT(leader_->Upload(&other.to_leader, arena),  // a heap request
+              ::tandem::testing::StatusIs(absl::StatusCode::kInternal));
+  EXPECT_THAT(leader_->Upload(&other.to_leader, nullptr),
+              ::tandem::testing::StatusIs(absl::StatusCode::kInternal));
+  ASSERT_THAT(leader_->ProcessPending("task"), ::tandem::testing::IsOkAndHolds(4));
+  for (Aggregator* a : {leader_.get(), helper_.get()}) {
+    EXPECT_EQ(StatusOf(*a).cached_share_reads(), 4u);
+    EXPECT_EQ(StatusOf(*a).stored_share_reads(), 0u);
+  }
+  ExpectReleasedSum(4);
+}
+
 TEST(CheckpointOptions, AtLeastOneReport) {
   FakeClock clock;
   auto noise = DeterministicRandom::FromSeed(1);

@@ -43,6 +43,13 @@ ParsedShare::ParsedShare(size_t arena_bytes)
       proof_(google::protobuf::Arena::CreateMessage<proto::NormProofShare>(arena_.get())),
       dense_(google::protobuf::Arena::CreateMessage<proto::DenseShare>(arena_.get())) {}
 
+ParsedShare::ParsedShare(std::shared_ptr<google::protobuf::Arena> arena,
+                         proto::UploadRequest* request)
+    : arena_(std::move(arena)),
+      keys_(request->mutable_key_share()),
+      proof_(request->mutable_norm_proof()),
+      dense_(request->mutable_dense_share()) {}
+
 ParsedShare::~ParsedShare() = default;
 
 std::string EncodeStoredShare(const proto::SparseKeySet& keys, const proto::NormProofShare* proof,

@@ -34,7 +34,10 @@ namespace tandem::aggregator {
 // rounds with a norm bound. Move-only. The messages live on the heap, or on
 // an arena owned here (ParsedShare(arena_bytes)): an upload's copy of its
 // ~134 KB key set is then one block, not a heap allocation per key field,
-// and freeing it is one free. Not thread-safe to mutate; const access is.
+// and freeing it is one free; or they are an upload request's own, parsed
+// onto an arena that this share then keeps alive (the daemon's upload
+// service: no copy, and no free per field on the verification thread).
+// Not thread-safe to mutate; const access is.
 class ParsedShare {
  public:
   // Empty messages on the heap.
@@ -42,6 +45,11 @@ class ParsedShare {
   // Empty messages on an arena whose first block has `arena_bytes` (the
   // size of what will be copied in: then one allocation holds it all).
   explicit ParsedShare(size_t arena_bytes);
+  // The key set, proof and dense share of `*request`, which lives on
+  // `arena` (REQUIRES: request->GetArena() == arena.get()); shares
+  // ownership of the arena, so the request outlives every other owner's
+  // release of it. The request's other fields stay on the arena, unread.
+  ParsedShare(std::shared_ptr<google::protobuf::Arena> arena, proto::UploadRequest* request);
   ParsedShare(ParsedShare&&) noexcept = default;
   ParsedShare& operator=(ParsedShare&&) noexcept = default;
   ~ParsedShare();
@@ -62,7 +70,7 @@ class ParsedShare {
 
  private:
   // Declared first: destroyed after the messages that may live on it.
-  std::unique_ptr<google::protobuf::Arena> arena_;  // null: heap messages
+  std::shared_ptr<google::protobuf::Arena> arena_;  // null: heap messages
   std::unique_ptr<proto::SparseKeySet> heap_keys_;
   std::unique_ptr<proto::NormProofShare> heap_proof_;
   std::unique_ptr<proto::DenseShare> heap_dense_;

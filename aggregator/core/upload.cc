@@ -58,15 +58,31 @@ absl::StatusOr<std::string> Aggregator::CheckTicket(const proto::UploadRequest& 
 }
 
 absl::StatusOr<proto::UploadResponse> Aggregator::Upload(const proto::UploadRequest& request) {
-  return UploadImpl(request, nullptr);
+  return UploadImpl(request, nullptr, nullptr);
 }
 
 absl::StatusOr<proto::UploadResponse> Aggregator::Upload(proto::UploadRequest* request) {
-  return UploadImpl(*request, request);
+  return UploadImpl(*request, request, nullptr);
 }
 
-absl::StatusOr<proto::UploadResponse> Aggregator::UploadImpl(const proto::UploadRequest& request,
-                                                             proto::UploadRequest* movable) {
+absl::StatusOr<proto::UploadResponse> Aggregator::Upload(
+    proto::UploadRequest* request, std::shared_ptr<google::protobuf::Arena> arena) {
+  if (arena == nullptr || request->GetArena() != arena.get()) {
+    return absl::InternalError("Upload: the request does not live on the given arena");
+  }
+  return UploadImpl(*request, request, std::move(arena));
+}
+
+google::protobuf::ArenaOptions Aggregator::UploadArenaOptions() {
+  google::protobuf::ArenaOptions options;
+  options.start_block_size = size_t{160} << 10;
+  options.max_block_size = size_t{1} << 20;
+  return options;
+}
+
+absl::StatusOr<proto::UploadResponse> Aggregator::UploadImpl(
+    const proto::UploadRequest& request, proto::UploadRequest* movable,
+    std::shared_ptr<google::protobuf::Arena> arena) {
   // The ticket first: an outsider learns nothing (not even whether the
   // task exists) and costs one signature check.
   proto::UploadTicket ticket;
@@ -153,7 +169,9 @@ absl::StatusOr<proto::UploadResponse> Aggregator::UploadImpl(const proto::Upload
   if (options_.pending_share_cache_bytes > 0 && task->store->replicated() == nullptr) {
     // On an arena sized to the copy (the stored encoding holds the same
     // fields): one allocation.
-    if (movable != nullptr) {  // heap messages: the swap moves pointers
+    if (arena != nullptr) {  // the request's own messages, arena and all
+      parsed = std::make_shared<ParsedShare>(std::move(arena), movable);
+    } else if (movable != nullptr) {  // heap messages: the swap moves pointers
       parsed = std::make_shared<ParsedShare>();
       codec->MoveInto(movable, parsed.get());
     } else {

@@ -14,17 +14,21 @@ grpc::Status Reply(absl::StatusOr<T> result, T* response) {
 
 }  // namespace
 
-grpc::Status UploadService::Upload(grpc::ServerContext*, const proto::UploadRequest* request,
-                                   proto::UploadResponse* response) {
-  // gRPC's sync handler owns the request for this call only and reads
-  // nothing of it afterwards: its share moves into the aggregator's cache
-  // instead of being copied (the request object itself is not const).
-  absl::StatusOr<proto::UploadResponse> result =
-      aggregator_->Upload(const_cast<proto::UploadRequest*>(request));
+grpc::Status UploadService::StreamedUpload(
+    grpc::ServerContext*,
+    grpc::ServerUnaryStreamer<proto::UploadRequest, proto::UploadResponse>* stream) {
+  auto arena = std::make_shared<google::protobuf::Arena>(Aggregator::UploadArenaOptions());
+  auto* request = google::protobuf::Arena::CreateMessage<proto::UploadRequest>(arena.get());
+  if (!stream->Read(request)) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "the upload request does not parse");
+  }
+  absl::StatusOr<proto::UploadResponse> result = aggregator_->Upload(request, arena);
   if (absl::IsUnauthenticated(result.status())) counters_->Add("upload/ticket");
   metrics_->CountUpload(result.status().code());
-  if (result.ok()) metrics_->NoteTask(request->task_id());  // its ticket named the task
-  return Reply(std::move(result), response);
+  if (!result.ok()) return ToGrpcStatus(result.status());
+  metrics_->NoteTask(request->task_id());  // its ticket named the task
+  if (!stream->Write(*result)) return grpc::Status(grpc::StatusCode::CANCELLED, "call ended");
+  return grpc::Status::OK;
 }
 
 grpc::Status PeerService::Verify(grpc::ServerContext* context, const proto::VerifyRequest* request,

@@ -12,13 +12,19 @@
 namespace tandem::aggregator {
 
 // The public upload API: anyone may call; the ticket decides (refusals
-// with UNAUTHENTICATED are counted as "upload/ticket").
-class UploadService final : public proto::AggregatorUpload::Service {
+// with UNAUTHENTICATED are counted as "upload/ticket"). A unary method
+// served through gRPC's streamed-unary handler, so that each request is
+// parsed onto a protobuf arena of its own, which the aggregator's
+// pending-share cache then keeps (Aggregator::Upload(request, arena)); the
+// wire protocol is the plain unary call.
+class UploadService final : public proto::AggregatorUpload::WithStreamedUnaryMethod_Upload<
+                                proto::AggregatorUpload::Service> {
  public:
   UploadService(Aggregator* aggregator, RefusalCounters* counters, AggregatorMetrics* metrics)
       : aggregator_(aggregator), counters_(counters), metrics_(metrics) {}
-  grpc::Status Upload(grpc::ServerContext* context, const proto::UploadRequest* request,
-                      proto::UploadResponse* response) override;
+  grpc::Status StreamedUpload(
+      grpc::ServerContext* context,
+      grpc::ServerUnaryStreamer<proto::UploadRequest, proto::UploadResponse>* stream) override;
 
  private:
   Aggregator* aggregator_;
