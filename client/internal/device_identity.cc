@@ -73,7 +73,9 @@ absl::Status DeviceIdentity::SignUploads(UploadRequests* requests) const {
   }
   // A ticket bound to no device (an older coordinator): nothing to sign.
   if (ticket.device_public_key().empty()) return absl::OkStatus();
-  return crypto::SignUploadPair(key_, &requests->to_leader, &requests->to_helper);
+  return crypto::SignUploadPair(
+      key_, &requests->to_leader, &requests->to_helper,
+      requests->public_digest.has_value() ? &*requests->public_digest : nullptr);
 }
 
 }  // namespace tandem::client

@@ -184,8 +184,8 @@ absl::StatusOr<BuiltReport> ReportBuilder::Build(absl::Span<const float> update,
   report.block_indices = indices;
   TANDEM_RETURN_IF_ERROR(assign_id());
   if (proof_.has_value()) {
-    TANDEM_ASSIGN_OR_RETURN(auto shares,
-                            proof_->Prove(report.report_id, keys.first, keys.second, rng));
+    TANDEM_ASSIGN_OR_RETURN(auto shares, proof_->Prove(report.report_id, keys.first, keys.second,
+                                                       rng, &report.public_digest.emplace()));
     report.leader_proof = std::move(shares.first);
     report.helper_proof = std::move(shares.second);
   }
@@ -265,6 +265,7 @@ UploadRequests MakeUploadRequests(BuiltReport report, const std::string& task_id
   if (report.helper_proof.has_value()) {
     *out.to_helper.mutable_norm_proof() = *std::move(report.helper_proof);
   }
+  out.public_digest = report.public_digest;
   return out;
 }
 

@@ -84,6 +84,9 @@ struct BuiltReport {
   // norm_proof); unset otherwise.
   std::optional<proto::NormProofShare> leader_proof;
   std::optional<proto::NormProofShare> helper_proof;
+  // P of leader_share (crypto/dpf/public_digest.h) when the norm proof
+  // hashed it: the device's signatures reuse it (UploadRequests).
+  std::optional<crypto::ProofDigest> public_digest;
   // The block sent from each group (k entries). Client-secret: never
   // uploaded in the clear; the caller needs it for the error-feedback
   // residual (UnsentResidual).
@@ -156,6 +159,9 @@ absl::StatusOr<BuiltReport> BuildWithErrorFeedback(const ReportBuilder& builder,
 struct UploadRequests {
   proto::UploadRequest to_leader;
   proto::UploadRequest to_helper;
+  // BuiltReport::public_digest: P of to_leader's key share, for
+  // crypto::SignUploadPair; unset when the report computed none.
+  std::optional<crypto::ProofDigest> public_digest;
 };
 UploadRequests MakeUploadRequests(BuiltReport report, const std::string& task_id,
                                   uint64_t round_id);

@@ -7,6 +7,7 @@
 
 #include "base/random.h"
 #include "base/testing/status_matchers.h"
+#include "crypto/dpf/public_digest.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -179,6 +180,11 @@ TEST(ReportBuilder, NormBoundRoundsCarryProofsTheServersAccept) {
     ASSERT_TRUE(r->leader_proof.has_value() && r->helper_proof.has_value());
     EXPECT_TRUE(ServersAccept(*builder, sys, *r)) << trial;
     EXPECT_GT(r->upload_bytes, r->leader_share.ByteSizeLong() + r->helper_share.ByteSizeLong());
+    // The P the proof hashed rides along to the device's signatures.
+    const crypto::ProofDigest p_leader = crypto::PublicPartsDigest(r->leader_share).value();
+    ASSERT_TRUE(r->public_digest.has_value());
+    EXPECT_EQ(*r->public_digest, p_leader);
+    EXPECT_EQ(MakeUploadRequests(*std::move(r), "t", 1).public_digest, p_leader);
   }
   // A bound tighter than the clip: the honest client cannot prove.
   nb.set_max_l2_squared(1);
@@ -191,6 +197,7 @@ TEST(ReportBuilder, NormBoundRoundsCarryProofsTheServersAccept) {
   auto r = plain.Build(big, rng.get());
   ASSERT_THAT(r.status(), IsOk());
   EXPECT_FALSE(r->leader_proof.has_value());
+  EXPECT_FALSE(r->public_digest.has_value());  // no proof hashed it
 }
 
 TEST(ReportBuilder, ReportsGoUnderTheTicketIdAndCarryTheTicket) {

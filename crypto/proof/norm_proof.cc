@@ -61,9 +61,9 @@ absl::StatusOr<NormProofSystem> NormProofSystem::Create(const proto::BlockDpfPar
 absl::Status NormProofSystem::ClientValues(const proto::SparseKeySet& leader_keys,
                                            const proto::SparseKeySet& helper_keys,
                                            std::vector<uint64_t>* derived,
-                                           std::vector<uint64_t>* u0,
-                                           std::vector<uint64_t>* u1,
-                                           std::array<ProofDigest, 2>* digests) const {
+                                           std::vector<uint64_t>* u0, std::vector<uint64_t>* u1,
+                                           std::array<ProofDigest, 2>* digests,
+                                           ProofDigest* public_parts_out) const {
   const size_t n = circuit().num_values();
   const uint64_t mask =
       circuit().value_bits() == 64 ? ~uint64_t{0} : (uint64_t{1} << circuit().value_bits()) - 1;
@@ -80,6 +80,7 @@ absl::Status NormProofSystem::ClientValues(const proto::SparseKeySet& leader_key
     if (!SamePublicParts(leader_keys, helper_keys)) {
       TANDEM_ASSIGN_OR_RETURN(public_parts[1], PublicPartsDigest(helper_keys));
     }
+    if (public_parts_out != nullptr) *public_parts_out = public_parts[0];
   }
   std::vector<uint64_t>& share = ThreadClientValueBuffers().share;
   share.resize(2 * n);
@@ -101,11 +102,11 @@ absl::Status NormProofSystem::ClientValues(const proto::SparseKeySet& leader_key
 
 absl::StatusOr<std::pair<proto::NormProofShare, proto::NormProofShare>> NormProofSystem::Prove(
     absl::string_view report_id, const proto::SparseKeySet& leader_keys,
-    const proto::SparseKeySet& helper_keys, SecureRandom* rng) const {
+    const proto::SparseKeySet& helper_keys, SecureRandom* rng, ProofDigest* public_parts) const {
   ClientValueBuffers& buf = ThreadClientValueBuffers();
   std::array<ProofDigest, 2> digests;
-  TANDEM_RETURN_IF_ERROR(
-      ClientValues(leader_keys, helper_keys, &buf.derived, &buf.u0, &buf.u1, &digests));
+  TANDEM_RETURN_IF_ERROR(ClientValues(leader_keys, helper_keys, &buf.derived, &buf.u0, &buf.u1,
+                                      &digests, public_parts));
   TANDEM_ASSIGN_OR_RETURN(std::vector<uint64_t> witness, circuit().Witness(buf.u0, buf.u1));
   return ProveWithDigests(report_id, leader_keys, helper_keys, buf.derived, witness, digests, rng);
 }

@@ -97,10 +97,13 @@ class NormProofSystem {
   // SparseDpf::GenerateKeys on these parameters. Evaluates both key sets
   // (two full-domain block sums, ~2 ms at D = 2^20). INVALID_ARGUMENT when
   // the values exceed a bound (an honest client cannot prove them) or on
-  // malformed input; rng errors propagate.
+  // malformed input; rng errors propagate. `public_parts`, when not null,
+  // receives P of leader_keys (crypto/dpf/public_digest.h), which the proof
+  // hashed anyway: the device's signatures need it too (SignUploadPair).
   absl::StatusOr<std::pair<proto::NormProofShare, proto::NormProofShare>> Prove(
       absl::string_view report_id, const proto::SparseKeySet& leader_keys,
-      const proto::SparseKeySet& helper_keys, SecureRandom* rng) const;
+      const proto::SparseKeySet& helper_keys, SecureRandom* rng,
+      ProofDigest* public_parts = nullptr) const;
 
   // The proof for an arbitrary witness (no bound check): what Prove() does
   // after computing the honest witness. For adversarial tests and vectors.
@@ -112,13 +115,14 @@ class NormProofSystem {
   // Client side of the derivation: the full derived values (X_lo, X_hi) and
   // u_0, u_1 (n each, from the block sums), from both key sets, and, when
   // `digests` is non-null, both key sets' VDPF digests (the same evaluation
-  // gives them; the public parts, the same in both sets, hashed once).
+  // gives them; the public parts, the same in both sets, hashed once; P of
+  // leader_keys into `public_parts` when that is not null as well).
   // INVALID_ARGUMENT for key sets that do not validate.
   absl::Status ClientValues(const proto::SparseKeySet& leader_keys,
-                            const proto::SparseKeySet& helper_keys,
-                            std::vector<uint64_t>* derived, std::vector<uint64_t>* u0,
-                            std::vector<uint64_t>* u1,
-                            std::array<ProofDigest, 2>* digests = nullptr) const;
+                            const proto::SparseKeySet& helper_keys, std::vector<uint64_t>* derived,
+                            std::vector<uint64_t>* u0, std::vector<uint64_t>* u1,
+                            std::array<ProofDigest, 2>* digests = nullptr,
+                            ProofDigest* public_parts = nullptr) const;
 
   // INVALID_ARGUMENT unless `share` has exactly the fields of `party`
   // (0: witness, proof, blind, peer part; 1: seed, blind, peer part) with

@@ -8,6 +8,7 @@
 
 #include "base/random.h"
 #include "base/testing/status_matchers.h"
+#include "crypto/dpf/public_digest.h"
 #include "crypto/dpf/sparse_dpf.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -113,9 +114,12 @@ TEST_F(NormProofTest, HonestReportsAreAlwaysAccepted) {
   std::vector<int64_t> v(kGroups * kBlock, 0);
   v[0] = 10, v[1] = -10, v[8] = 10, v[9] = 10, v[16] = -10;
   Report r = MakeKeys(v, rng.get());
-  auto proof = sys_.Prove(r.id, r.keys.first, r.keys.second, rng.get());
+  // The P it hashed, handed out for the device's signatures, is the keys'.
+  ProofDigest public_parts{};
+  auto proof = sys_.Prove(r.id, r.keys.first, r.keys.second, rng.get(), &public_parts);
   ASSERT_THAT(proof.status(), IsOk());
   EXPECT_TRUE(Accept(r, proof->first, proof->second));
+  EXPECT_EQ(public_parts, PublicPartsDigest(r.keys.first).value());
 }
 
 TEST_F(NormProofTest, ServerDerivationMatchesTheClients) {

@@ -286,13 +286,18 @@ absl::Status SignUpload(const Ed25519SigningKey& key, UploadRole role, proto::Up
 }
 
 absl::Status SignUploadPair(const Ed25519SigningKey& key, proto::UploadRequest* to_leader,
-                            proto::UploadRequest* to_helper) {
+                            proto::UploadRequest* to_helper, const ProofDigest* public_digest) {
   if (!to_leader->has_key_share() || !to_helper->has_key_share() ||
       !SamePublicParts(to_leader->key_share(), to_helper->key_share())) {
     TANDEM_RETURN_IF_ERROR(SignUpload(key, UploadRole::kLeader, to_leader));
     return SignUpload(key, UploadRole::kHelper, to_helper);
   }
-  TANDEM_ASSIGN_OR_RETURN(const ProofDigest p, PublicPartsDigest(to_leader->key_share()));
+  ProofDigest p;
+  if (public_digest != nullptr) {
+    p = *public_digest;
+  } else {
+    TANDEM_ASSIGN_OR_RETURN(p, PublicPartsDigest(to_leader->key_share()));
+  }
   TANDEM_RETURN_IF_ERROR(SignUpload(key, UploadRole::kLeader, to_leader, &p));
   return SignUpload(key, UploadRole::kHelper, to_helper, &p);
 }

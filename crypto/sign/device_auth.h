@@ -136,9 +136,14 @@ std::string UploadSigningInput(UploadRole role, absl::string_view ticket_digest,
 absl::Status SignUpload(const Ed25519SigningKey& key, UploadRole role, proto::UploadRequest* upload,
                         const ProofDigest* public_digest = nullptr);
 // Both uploads of one report (leader, then helper): as SignUpload twice,
-// with P hashed once when both key shares carry the same public parts.
+// with P hashed once when both key shares carry the same public parts, or
+// not at all when the caller has it: `public_digest`, when not null, must
+// be P of to_leader's key share (the norm proof computed it:
+// NormProofSystem::Prove); a wrong one only makes both servers refuse the
+// signatures.
 absl::Status SignUploadPair(const Ed25519SigningKey& key, proto::UploadRequest* to_leader,
-                            proto::UploadRequest* to_helper);
+                            proto::UploadRequest* to_helper,
+                            const ProofDigest* public_digest = nullptr);
 
 // OK iff `signature` is the device's signature for this server's `role`, the
 // ticket (`ticket_digest`, crypto::TicketDigest) and `content_digest` under

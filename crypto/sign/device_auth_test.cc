@@ -373,6 +373,21 @@ TEST(ContentDigestTest, BindsEveryPartAndSharesPBetweenTheTwoShares) {
   EXPECT_THAT(VerifyUploadSignature(t, UploadRole::kHelper, ticket_digest,
                                     UploadContentDigestOf(a, ticket_digest), b.device_signature()),
               StatusIs(kUnauth));
+  // With the P the proof computed: the same signatures (Ed25519 is
+  // deterministic); with a wrong one, signatures the servers refuse.
+  proto::UploadRequest a2 = a, b2 = b;
+  ASSERT_THAT(SignUploadPair(device, &a2, &b2, &p), IsOk());
+  EXPECT_EQ(a2.device_signature(), a.device_signature());
+  EXPECT_EQ(b2.device_signature(), b.device_signature());
+  ASSERT_THAT(SignUploadPair(device, &a2, &b2, &wrong), IsOk());
+  EXPECT_THAT(
+      VerifyUploadSignature(t, UploadRole::kLeader, ticket_digest,
+                            UploadContentDigestOf(a2, ticket_digest), a2.device_signature()),
+      StatusIs(kUnauth));
+  EXPECT_THAT(
+      VerifyUploadSignature(t, UploadRole::kHelper, ticket_digest,
+                            UploadContentDigestOf(b2, ticket_digest), b2.device_signature()),
+      StatusIs(kUnauth));
 }
 
 }  // namespace

@@ -110,11 +110,15 @@ absl::StatusOr<EncodedReport> EncodeOne(const client::ReportBuilder& builder,
   }
   TANDEM_ASSIGN_OR_RETURN(client::BuiltReport report,
                           builder.Build(update, rng, ticket.ticket_id()));
-  auto [a, b] = client::MakeUploadRequests(std::move(report), task_id, round, signed_ticket);
+  client::UploadRequests requests =
+      client::MakeUploadRequests(std::move(report), task_id, round, signed_ticket);
   if (device.has_value()) {
-    TANDEM_RETURN_IF_ERROR(crypto::SignUploadPair(*device, &a, &b));
+    // P as the proof hashed it (none in dense rounds: hashed here then).
+    TANDEM_RETURN_IF_ERROR(crypto::SignUploadPair(
+        *device, &requests.to_leader, &requests.to_helper,
+        requests.public_digest.has_value() ? &*requests.public_digest : nullptr));
   }
-  return EncodedReport{std::move(a), std::move(b)};
+  return EncodedReport{std::move(requests.to_leader), std::move(requests.to_helper)};
 }
 
 }  // namespace

@@ -63,8 +63,9 @@ class PrivateSumTest : public ::testing::Test {
       auto rng = DeterministicRandom::FromSeed(round * 1000 + c);
       auto report = builder->Build(update, rng.get());
       if (!report.ok()) return report.status();
-      const auto [a, b] = client::MakeUploadRequests(*std::move(report), sum.config().task_id, round);
-      if (absl::Status s = uploader.Upload(a, b); !s.ok()) return s;
+      const client::UploadRequests r =
+          client::MakeUploadRequests(*std::move(report), sum.config().task_id, round);
+      if (absl::Status s = uploader.Upload(r.to_leader, r.to_helper); !s.ok()) return s;
     }
     return sum.Finalize(leader, helper, round);
   }
