@@ -223,9 +223,10 @@ class Aggregator {
   // may outlive the caller's reference to the arena.
   absl::StatusOr<proto::UploadResponse> Upload(proto::UploadRequest* request,
                                                std::shared_ptr<google::protobuf::Arena> arena);
-  // The options of such an arena: a first block that holds a 2^17 share's
-  // key set (~134 KB) at once, then blocks of up to 1 MiB (a request is at
-  // most the server's receive limit, checked before it is parsed).
+  // The options of such an arena: a first block of 32 KiB, then blocks
+  // that double up to 1 MiB (a request is at most the server's receive
+  // limit, checked before it is parsed). The pending-share cache charges an
+  // entry its arena's blocks where they exceed its stored size.
   static google::protobuf::ArenaOptions UploadArenaOptions();
 
   // Leader only: verifies and commits pending reports of the task's open

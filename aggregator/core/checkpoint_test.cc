@@ -273,6 +273,42 @@ TEST_P(CheckpointTest, ArenaUploadsOutliveTheCallersArenaAndCountOnce) {
   ExpectReleasedSum(4);
 }
 
+// An upload's arena holds more than the share's stored bytes (its first
+// block alone is 32 KiB): the cache charges the arena's blocks, so a
+// budget of two and a half arenas keeps two such shares, where charging
+// stored sizes would have kept all four. The other two are read back from
+// the store; the sum is the same.
+TEST_P(CheckpointTest, ArenaUploadsAreChargedTheirArenasBlocks) {
+  std::vector<TestReport> reports;
+  for (uint64_t seed = 1; seed <= 4; ++seed) reports.push_back(MakeReport(params_, seed).value());
+  const auto parse = [](const proto::UploadRequest& wire) {
+    auto arena = std::make_shared<google::protobuf::Arena>(Aggregator::UploadArenaOptions());
+    auto* request = google::protobuf::Arena::CreateMessage<proto::UploadRequest>(arena.get());
+    EXPECT_TRUE(request->ParseFromString(wire.SerializeAsString()));
+    return std::make_pair(arena, request);
+  };
+  const int64_t arena_bytes =
+      static_cast<int64_t>(parse(reports[0].to_leader).first->SpaceAllocated());
+  const int64_t stored = static_cast<int64_t>(reports[0].to_leader.ByteSizeLong());
+  ASSERT_LE(4 * (stored + 1024), arena_bytes * 5 / 2);  // stored sizes would all fit
+  Start(/*checkpoint_reports=*/100, /*share_cache_bytes=*/arena_bytes * 5 / 2);
+  TANDEM_ASSERT_OK(leader_->OpenRound(params_));
+  TANDEM_ASSERT_OK(helper_->OpenRound(params_));
+  for (const TestReport& r : reports) {
+    AddInto(expected_, r.dense);
+    auto [la, lr] = parse(r.to_leader);
+    TANDEM_ASSERT_OK(leader_->Upload(lr, la));
+    auto [ha, hr] = parse(r.to_helper);
+    TANDEM_ASSERT_OK(helper_->Upload(hr, ha));
+  }
+  ASSERT_THAT(leader_->ProcessPending("task"), ::tandem::testing::IsOkAndHolds(4));
+  for (Aggregator* a : {leader_.get(), helper_.get()}) {
+    EXPECT_EQ(StatusOf(*a).cached_share_reads(), 2u);
+    EXPECT_EQ(StatusOf(*a).stored_share_reads(), 2u);
+  }
+  ExpectReleasedSum(4);
+}
+
 TEST(CheckpointOptions, AtLeastOneReport) {
   FakeClock clock;
   auto noise = DeterministicRandom::FromSeed(1);

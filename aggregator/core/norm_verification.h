@@ -62,6 +62,13 @@ class ParsedShare {
   const proto::DenseShare& dense() const { return *dense_; }
   proto::DenseShare* mutable_dense() { return dense_; }
 
+  // Bytes of the arena's blocks (0 for heap messages): what the share holds
+  // in memory when that is more than its stored size (an upload's arena's
+  // blocks grow geometrically from UploadArenaOptions' first one).
+  int64_t arena_bytes() const {
+    return arena_ != nullptr ? static_cast<int64_t>(arena_->SpaceAllocated()) : 0;
+  }
+
   std::string ticket_digest;  // empty for unticketed uploads
   // crypto::PublicPartsDigest(keys()) when the upload hashed it already (its
   // content digest starts from it); absent for shares read from the store,

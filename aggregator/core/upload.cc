@@ -4,6 +4,7 @@
 // task's group commit, then kept parsed in the pending-share cache.
 // Thread-safe as Aggregator is: any number of uploads run at once; each
 // task's store writes are serialized by its upload queue.
+#include <algorithm>
 #include <memory>
 #include <optional>
 #include <string>
@@ -75,7 +76,7 @@ absl::StatusOr<proto::UploadResponse> Aggregator::Upload(
 
 google::protobuf::ArenaOptions Aggregator::UploadArenaOptions() {
   google::protobuf::ArenaOptions options;
-  options.start_block_size = size_t{160} << 10;
+  options.start_block_size = size_t{32} << 10;
   options.max_block_size = size_t{1} << 20;
   return options;
 }
@@ -167,14 +168,13 @@ absl::StatusOr<proto::UploadResponse> Aggregator::UploadImpl(
   // Not built where nothing is cached (replicas, a zero budget).
   std::shared_ptr<ParsedShare> parsed;
   if (options_.pending_share_cache_bytes > 0 && task->store->replicated() == nullptr) {
-    // On an arena sized to the copy (the stored encoding holds the same
-    // fields): one allocation.
     if (arena != nullptr) {  // the request's own messages, arena and all
       parsed = std::make_shared<ParsedShare>(std::move(arena), movable);
     } else if (movable != nullptr) {  // heap messages: the swap moves pointers
       parsed = std::make_shared<ParsedShare>();
       codec->MoveInto(movable, parsed.get());
-    } else {
+    } else {  // a copy, on an arena sized to it (the stored encoding holds
+              // the same fields): one allocation
       parsed = std::make_shared<ParsedShare>(share.size());
       codec->CopyInto(request, parsed.get());
     }
@@ -249,8 +249,12 @@ absl::Status Aggregator::StoreUpload(Task& task, int64_t round_id, PendingReport
     // is cached; Put ignores a null one.)
     for (size_t i = 0; results.ok() && i < reports.size(); ++i) {
       if (!(*results)[i].ok()) continue;
-      task.share_cache->Put(round, reports[i].report_id, std::move(parsed_shares[i]),
-                            static_cast<int64_t>(reports[i].share.size()));
+      // Charged what it holds: its stored size, or its arena's blocks
+      // where those are more (an upload's own arena).
+      const int64_t held =
+          std::max(static_cast<int64_t>(reports[i].share.size()),
+                   parsed_shares[i] != nullptr ? parsed_shares[i]->arena_bytes() : int64_t{0});
+      task.share_cache->Put(round, reports[i].report_id, std::move(parsed_shares[i]), held);
     }
     for (size_t i = 0; i < batch.size(); ++i) {
       batch[i]->status = results.ok() ? (*results)[i] : results.status();
