@@ -80,6 +80,35 @@ class CheckpointTest : public ::testing::TestWithParam<bool /*segment store*/> {
     req.set_task_id("task");
     return a.Status(req).value();
   }
+  // Opens round 1 (params_) on both servers.
+  void OpenRound() {
+    TANDEM_ASSERT_OK(leader_->OpenRound(params_));
+    TANDEM_ASSERT_OK(helper_->OpenRound(params_));
+  }
+
+  // Both servers read `cached` shares from the upload cache and `stored`
+  // from their stores.
+  void ExpectShareReads(uint64_t cached, uint64_t stored) {
+    for (Aggregator* a : {leader_.get(), helper_.get()}) {
+      EXPECT_EQ(StatusOf(*a).cached_share_reads(), cached);
+      EXPECT_EQ(StatusOf(*a).stored_share_reads(), stored);
+    }
+  }
+
+  // `wire` parsed onto an arena of its own, as the daemon's upload service
+  // parses a request (Aggregator::Upload(request, arena)).
+  struct ArenaRequest {
+    std::shared_ptr<google::protobuf::Arena> arena;
+    proto::UploadRequest* request;
+  };
+  static ArenaRequest OnUploadArena(const proto::UploadRequest& wire) {
+    ArenaRequest out;
+    out.arena = std::make_shared<google::protobuf::Arena>(Aggregator::UploadArenaOptions());
+    out.request = google::protobuf::Arena::CreateMessage<proto::UploadRequest>(out.arena.get());
+    EXPECT_TRUE(out.request->ParseFromString(wire.SerializeAsString()));
+    return out;
+  }
+
   void Upload(uint64_t seed) {
     TestReport r = MakeReport(params_, seed).value();
     TANDEM_ASSERT_OK(leader_->Upload(r.to_leader));
@@ -112,8 +141,7 @@ class CheckpointTest : public ::testing::TestWithParam<bool /*segment store*/> {
 
 TEST_P(CheckpointTest, SnapshotEveryNReportsAndARestartReexpandsOnlyTheRest) {
   Start(/*checkpoint_reports=*/4);
-  TANDEM_ASSERT_OK(leader_->OpenRound(params_));
-  TANDEM_ASSERT_OK(helper_->OpenRound(params_));
+  ASSERT_NO_FATAL_FAILURE(OpenRound());
   for (uint64_t s = 1; s <= 9; ++s) Upload(s);
   ASSERT_THAT(leader_->ProcessPending("task"), ::tandem::testing::IsOkAndHolds(9));
   // Batches of 2: snapshots after the 4th and the 8th accepted report.
@@ -155,8 +183,7 @@ TEST_P(CheckpointTest, SnapshotEveryNReportsAndARestartReexpandsOnlyTheRest) {
 
 TEST_P(CheckpointTest, EveryBatchWithCheckpointOne) {
   Start(/*checkpoint_reports=*/1);
-  TANDEM_ASSERT_OK(leader_->OpenRound(params_));
-  TANDEM_ASSERT_OK(helper_->OpenRound(params_));
+  ASSERT_NO_FATAL_FAILURE(OpenRound());
   for (uint64_t s = 1; s <= 5; ++s) Upload(s);
   ASSERT_THAT(leader_->ProcessPending("task"), ::tandem::testing::IsOkAndHolds(5));
   EXPECT_EQ(StatusOf(*leader_).accumulator_checkpoints(), 3u);  // batches 2 + 2 + 1
@@ -171,8 +198,7 @@ TEST_P(CheckpointTest, EveryBatchWithCheckpointOne) {
 // reads them back from the store; the released sum is the same either way.
 TEST_P(CheckpointTest, VerificationUsesTheUploadCacheAndARestartReadsTheStore) {
   Start(/*checkpoint_reports=*/4);
-  TANDEM_ASSERT_OK(leader_->OpenRound(params_));
-  TANDEM_ASSERT_OK(helper_->OpenRound(params_));
+  ASSERT_NO_FATAL_FAILURE(OpenRound());
   for (uint64_t s = 1; s <= 5; ++s) Upload(s);
   // A conflicting upload under a used id is refused and displaces nothing.
   TestReport conflicting = MakeReport(params_, 99).value();
@@ -180,19 +206,13 @@ TEST_P(CheckpointTest, VerificationUsesTheUploadCacheAndARestartReadsTheStore) {
   EXPECT_THAT(leader_->Upload(conflicting.to_leader).status(),
               ::tandem::testing::StatusIs(absl::StatusCode::kAlreadyExists));
   ASSERT_THAT(leader_->ProcessPending("task"), ::tandem::testing::IsOkAndHolds(5));
-  for (Aggregator* a : {leader_.get(), helper_.get()}) {
-    EXPECT_EQ(StatusOf(*a).cached_share_reads(), 5u);
-    EXPECT_EQ(StatusOf(*a).stored_share_reads(), 0u);
-  }
+  ExpectShareReads(5, 0);
   Upload(6);
   Upload(7);
   Start(/*checkpoint_reports=*/4);  // restarted: the cache is gone
   ASSERT_THAT(leader_->ProcessPending("task"), ::tandem::testing::IsOkAndHolds(2));
-  for (Aggregator* a : {leader_.get(), helper_.get()}) {
-    // Report 5 (after the last snapshot) re-expanded at load, 6 and 7 verified.
-    EXPECT_EQ(StatusOf(*a).cached_share_reads(), 0u);
-    EXPECT_EQ(StatusOf(*a).stored_share_reads(), 3u);
-  }
+  // Report 5 (after the last snapshot) re-expanded at load, 6 and 7 verified.
+  ExpectShareReads(0, 3);
   Start(/*checkpoint_reports=*/4, /*share_cache_bytes=*/0);  // cache off
   Upload(8);
   ASSERT_THAT(leader_->ProcessPending("task"), ::tandem::testing::IsOkAndHolds(1));
@@ -207,8 +227,7 @@ TEST_P(CheckpointTest, VerificationUsesTheUploadCacheAndARestartReadsTheStore) {
 // sum like copied ones; a refused upload keeps its request whole.
 TEST_P(CheckpointTest, MovedUploadsAreCachedAndCountedLikeCopiedOnes) {
   Start(/*checkpoint_reports=*/100);
-  TANDEM_ASSERT_OK(leader_->OpenRound(params_));
-  TANDEM_ASSERT_OK(helper_->OpenRound(params_));
+  ASSERT_NO_FATAL_FAILURE(OpenRound());
   for (uint64_t seed = 1; seed <= 4; ++seed) {
     TestReport r = MakeReport(params_, seed).value();
     AddInto(expected_, r.dense);
@@ -228,10 +247,7 @@ TEST_P(CheckpointTest, MovedUploadsAreCachedAndCountedLikeCopiedOnes) {
   EXPECT_FALSE(leader_->Upload(&refused.to_leader).ok());
   EXPECT_GT(refused.to_leader.key_share().keys_size(), 0);
   ASSERT_THAT(leader_->ProcessPending("task"), ::tandem::testing::IsOkAndHolds(4));
-  for (Aggregator* a : {leader_.get(), helper_.get()}) {
-    EXPECT_EQ(StatusOf(*a).cached_share_reads(), 4u);
-    EXPECT_EQ(StatusOf(*a).stored_share_reads(), 0u);
-  }
+  ExpectShareReads(4, 0);
   ExpectReleasedSum(4);
 }
 
@@ -242,15 +258,12 @@ TEST_P(CheckpointTest, MovedUploadsAreCachedAndCountedLikeCopiedOnes) {
 // the given arena is refused, not adopted.
 TEST_P(CheckpointTest, ArenaUploadsOutliveTheCallersArenaAndCountOnce) {
   Start(/*checkpoint_reports=*/100);
-  TANDEM_ASSERT_OK(leader_->OpenRound(params_));
-  TANDEM_ASSERT_OK(helper_->OpenRound(params_));
+  ASSERT_NO_FATAL_FAILURE(OpenRound());
   for (uint64_t seed = 1; seed <= 4; ++seed) {
     TestReport r = MakeReport(params_, seed).value();
     AddInto(expected_, r.dense);
     for (const proto::UploadRequest* wire : {&r.to_leader, &r.to_helper}) {
-      auto arena = std::make_shared<google::protobuf::Arena>(Aggregator::UploadArenaOptions());
-      auto* request = google::protobuf::Arena::CreateMessage<proto::UploadRequest>(arena.get());
-      ASSERT_TRUE(request->ParseFromString(wire->SerializeAsString()));
+      auto [arena, request] = OnUploadArena(*wire);
       Aggregator& to = wire == &r.to_leader ? *leader_ : *helper_;
       TANDEM_ASSERT_OK(to.Upload(request, arena));
       // The caller's reference goes: the cache's keeps the share.
@@ -266,10 +279,7 @@ TEST_P(CheckpointTest, ArenaUploadsOutliveTheCallersArenaAndCountOnce) {
   EXPECT_THAT(leader_->Upload(&other.to_leader, nullptr),
               ::tandem::testing::StatusIs(absl::StatusCode::kInternal));
   ASSERT_THAT(leader_->ProcessPending("task"), ::tandem::testing::IsOkAndHolds(4));
-  for (Aggregator* a : {leader_.get(), helper_.get()}) {
-    EXPECT_EQ(StatusOf(*a).cached_share_reads(), 4u);
-    EXPECT_EQ(StatusOf(*a).stored_share_reads(), 0u);
-  }
+  ExpectShareReads(4, 0);
   ExpectReleasedSum(4);
 }
 
@@ -281,31 +291,21 @@ TEST_P(CheckpointTest, ArenaUploadsOutliveTheCallersArenaAndCountOnce) {
 TEST_P(CheckpointTest, ArenaUploadsAreChargedTheirArenasBlocks) {
   std::vector<TestReport> reports;
   for (uint64_t seed = 1; seed <= 4; ++seed) reports.push_back(MakeReport(params_, seed).value());
-  const auto parse = [](const proto::UploadRequest& wire) {
-    auto arena = std::make_shared<google::protobuf::Arena>(Aggregator::UploadArenaOptions());
-    auto* request = google::protobuf::Arena::CreateMessage<proto::UploadRequest>(arena.get());
-    EXPECT_TRUE(request->ParseFromString(wire.SerializeAsString()));
-    return std::make_pair(arena, request);
-  };
   const int64_t arena_bytes =
-      static_cast<int64_t>(parse(reports[0].to_leader).first->SpaceAllocated());
+      static_cast<int64_t>(OnUploadArena(reports[0].to_leader).arena->SpaceAllocated());
   const int64_t stored = static_cast<int64_t>(reports[0].to_leader.ByteSizeLong());
   ASSERT_LE(4 * (stored + 1024), arena_bytes * 5 / 2);  // stored sizes would all fit
   Start(/*checkpoint_reports=*/100, /*share_cache_bytes=*/arena_bytes * 5 / 2);
-  TANDEM_ASSERT_OK(leader_->OpenRound(params_));
-  TANDEM_ASSERT_OK(helper_->OpenRound(params_));
+  ASSERT_NO_FATAL_FAILURE(OpenRound());
   for (const TestReport& r : reports) {
     AddInto(expected_, r.dense);
-    auto [la, lr] = parse(r.to_leader);
+    auto [la, lr] = OnUploadArena(r.to_leader);
     TANDEM_ASSERT_OK(leader_->Upload(lr, la));
-    auto [ha, hr] = parse(r.to_helper);
+    auto [ha, hr] = OnUploadArena(r.to_helper);
     TANDEM_ASSERT_OK(helper_->Upload(hr, ha));
   }
   ASSERT_THAT(leader_->ProcessPending("task"), ::tandem::testing::IsOkAndHolds(4));
-  for (Aggregator* a : {leader_.get(), helper_.get()}) {
-    EXPECT_EQ(StatusOf(*a).cached_share_reads(), 2u);
-    EXPECT_EQ(StatusOf(*a).stored_share_reads(), 2u);
-  }
+  ExpectShareReads(2, 2);
   ExpectReleasedSum(4);
 }
 
