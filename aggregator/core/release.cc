@@ -109,14 +109,17 @@ absl::Status Aggregator::MarkReleasedLocked(Task& task, const proto::RoundParame
 
 absl::Status Aggregator::ReleaseLocked(Task& task, const proto::RoundParameters& params) {
   const int64_t round_id = static_cast<int64_t>(params.round_id());
-  // The snapshot first, so the store counts what the release contains.
-  TANDEM_RETURN_IF_ERROR(CheckpointLocked(task));
   std::vector<uint64_t> share = task.accumulator;
   TANDEM_RETURN_IF_ERROR(NoiseReleaseLocked(task, params, task.counted, share));
-  // Saved (and the round released) in one transaction before anything is
-  // returned: a crash before it leaves the round open and un-noised (the
-  // draw is lost, never released); after it, every retry returns this draw.
-  TANDEM_RETURN_IF_ERROR(task.store->ReleaseRound(round_id, EncodeAccumulator(share)));
+  // The reports not checkpointed yet counted, and the round released, in
+  // one transaction before anything is returned (the store counts what the
+  // release contains): a crash before it leaves the round open and
+  // un-noised, those reports accepted with their shares (the draw is lost,
+  // never released); after it, every retry returns this draw.
+  TANDEM_RETURN_IF_ERROR(task.store->CountAndRelease(round_id, EncodeAccumulator(task.accumulator),
+                                                     task.uncheckpointed,
+                                                     EncodeAccumulator(share)));
+  if (!task.uncheckpointed.empty()) ++task.checkpoints;
   return MarkReleasedLocked(task, params, std::move(share), task.counted);
 }
 

@@ -33,6 +33,15 @@ absl::StatusOr<absl::flat_hash_map<std::string, ReportRecord>> ReportStore::GetR
   return out;
 }
 
+absl::Status ReportStore::CountAndRelease(int64_t round_id, absl::string_view counted,
+                                          absl::Span<const std::string> newly_counted,
+                                          absl::string_view released) {
+  if (!newly_counted.empty()) {
+    TANDEM_RETURN_IF_ERROR(SaveAccumulator(round_id, counted, newly_counted));
+  }
+  return ReleaseRound(round_id, released);
+}
+
 absl::StatusOr<std::vector<ReportRecord>> ReportStore::ListReportStates(int64_t round_id,
                                                                         ReportFilter filter) {
   TANDEM_ASSIGN_OR_RETURN(std::vector<ReportRecord> out, ListReports(round_id, filter));
@@ -126,6 +135,14 @@ absl::Status ValidateAccumulatorUpdate(absl::string_view bytes,
     }
   }
   return absl::OkStatus();
+}
+
+absl::Status ValidateCountAndRelease(int64_t round_id, absl::string_view counted,
+                                     absl::Span<const std::string> newly_counted,
+                                     absl::string_view released) {
+  TANDEM_RETURN_IF_ERROR(ValidateRoundId(round_id));
+  TANDEM_RETURN_IF_ERROR(ValidateAccumulatorUpdate(counted, newly_counted));
+  return ValidateAccumulatorUpdate(released, {});
 }
 
 absl::Status ValidateCommitBatch(absl::string_view bytes,

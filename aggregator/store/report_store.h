@@ -166,6 +166,21 @@ class ReportStore {
   // crash leaves either an open round with its un-noised accumulator or the
   // released share, never a noised open round.
   virtual absl::Status ReleaseRound(int64_t round_id, absl::string_view bytes) = 0;
+  // The release of a round whose last accepted reports are not counted
+  // yet: `newly_counted` (accepted, uncounted, in this round) become
+  // counted and drop their shares, and the round is released with
+  // `released` (the noised share of an accumulator that includes them),
+  // as SaveAccumulator(round_id, counted, newly_counted) then
+  // ReleaseRound(round_id, released). The embedded stores do it in one
+  // transaction (one sync of each file instead of two, on the round
+  // boundary every client waits on): a crash leaves the open round with
+  // those reports accepted and keeping their shares, or the released
+  // round. `counted` (the un-noised accumulator) is what the two-step
+  // default saves first; a store in one transaction never writes it.
+  // Errors as SaveAccumulator and ReleaseRound.
+  virtual absl::Status CountAndRelease(int64_t round_id, absl::string_view counted,
+                                       absl::Span<const std::string> newly_counted,
+                                       absl::string_view released);
   virtual absl::StatusOr<RoundRecord> GetRound(int64_t round_id) = 0;
   // The round's secret (the helper's FLP query seed, crypto/proof/flp.h):
   // the first call stores `secret` durably and returns it; every later call
@@ -274,6 +289,11 @@ absl::Status ValidateRoundSecret(absl::string_view secret);
 absl::Status ValidateReplicaId(absl::string_view replica_id);
 absl::Status ValidateAccumulatorUpdate(absl::string_view bytes,
                                        absl::Span<const std::string> newly_counted);
+// CountAndRelease arguments: a valid round id, ValidateAccumulatorUpdate of
+// (counted, newly_counted) and of `released`.
+absl::Status ValidateCountAndRelease(int64_t round_id, absl::string_view counted,
+                                     absl::Span<const std::string> newly_counted,
+                                     absl::string_view released);
 // CommitBatch arguments: valid ids, no id twice across both lists, bytes
 // within kMaxAccumulatorBytes.
 absl::Status ValidateCommitBatch(absl::string_view bytes,

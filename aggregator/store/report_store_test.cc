@@ -378,6 +378,46 @@ TEST_P(ReportStoreContractTest, ReleaseRoundSavesTheShareAndClosesInOneStep) {
   EXPECT_THAT(store_->ReleaseRound(9, "x"), StatusIs(absl::StatusCode::kNotFound));
 }
 
+TEST_P(ReportStoreContractTest, CountAndReleaseCountsTheLastReportsAndReleasesAtOnce) {
+  for (const char* id : {"a", "b", "c", "d"}) ASSERT_THAT(store_->PutPending(1, id, "s"), IsOk());
+  const std::vector<std::string> a = {"a"}, bc = {"b", "c"}, d = {"d"};
+  ASSERT_THAT(store_->CommitBatch(1, "acc-a", a, {}), IsOk());
+  ASSERT_THAT(store_->CommitDecisions(1, bc, {}), IsOk());  // accepted, not counted yet
+  // All or nothing: a pending report cannot be counted, and then neither
+  // is anything else, nor is the round released.
+  const std::vector<std::string> bd = {"b", "d"};
+  EXPECT_THAT(store_->CountAndRelease(1, "acc-abd", bd, "noised-abd"),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
+  TANDEM_ASSERT_OK_AND_ASSIGN(RoundRecord round, store_->GetRound(1));
+  EXPECT_EQ(round.state, RoundState::kOpen);
+  EXPECT_THAT(Ids(ReportFilter::kAcceptedUncounted), ElementsAre("b", "c"));
+  EXPECT_THAT(Ids(ReportFilter::kPending), ElementsAre("d"));
+  TANDEM_ASSERT_OK_AND_ASSIGN(AccumulatorSnapshot snap, store_->LoadAccumulator(1));
+  EXPECT_EQ(snap.bytes, "acc-a");
+  EXPECT_EQ(snap.report_count, 1);
+
+  ASSERT_THAT(store_->CountAndRelease(1, "acc-abc", bc, "noised-abc"), IsOk());
+  TANDEM_ASSERT_OK_AND_ASSIGN(round, store_->GetRound(1));
+  EXPECT_EQ(round.state, RoundState::kReleased);
+  TANDEM_ASSERT_OK_AND_ASSIGN(snap, store_->LoadAccumulator(1));
+  EXPECT_EQ(snap.bytes, "noised-abc");
+  EXPECT_EQ(snap.report_count, 3);
+  EXPECT_THAT(Ids(ReportFilter::kCounted), ElementsAre("a", "b", "c"));
+  EXPECT_THAT(Ids(ReportFilter::kAcceptedUncounted), ElementsAre());
+  TANDEM_ASSERT_OK_AND_ASSIGN(ReportRecord b, store_->GetReport("b"));
+  EXPECT_TRUE(b.share.empty());  // counted: the share is dropped
+  EXPECT_FALSE(b.share_digest.empty());
+  EXPECT_THAT(store_->CountAndRelease(1, "x", d, "y"),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
+  // Nothing newly counted is ReleaseRound.
+  ASSERT_THAT(store_->OpenRound(2, "params-2"), IsOk());
+  ASSERT_THAT(store_->CountAndRelease(2, "acc", {}, "noised-2"), IsOk());
+  TANDEM_ASSERT_OK_AND_ASSIGN(snap, store_->LoadAccumulator(2));
+  EXPECT_EQ(snap.bytes, "noised-2");
+  EXPECT_EQ(snap.report_count, 0);
+  EXPECT_THAT(store_->CountAndRelease(9, "acc", {}, "x"), StatusIs(absl::StatusCode::kNotFound));
+}
+
 TEST_P(ReportStoreContractTest, TheFirstRoundSecretWins) {
   TANDEM_ASSERT_OK_AND_ASSIGN(std::string s, store_->BindRoundSecret(1, "seed-a"));
   EXPECT_EQ(s, "seed-a");

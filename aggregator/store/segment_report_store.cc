@@ -359,13 +359,34 @@ absl::Status SegmentReportStore::SaveAccumulator(int64_t round_id, absl::string_
   TANDEM_RETURN_IF_ERROR(ValidateRoundId(round_id));
   TANDEM_RETURN_IF_ERROR(ValidateAccumulatorUpdate(bytes, newly_counted));
   absl::MutexLock lock(&mu_);
+  return CountLocked(round_id, bytes, newly_counted, /*release=*/false);
+}
+
+absl::Status SegmentReportStore::CountAndRelease(int64_t round_id, absl::string_view counted,
+                                                 absl::Span<const std::string> newly_counted,
+                                                 absl::string_view released) {
+  TANDEM_RETURN_IF_ERROR(ValidateCountAndRelease(round_id, counted, newly_counted, released));
+  absl::MutexLock lock(&mu_);
+  return CountLocked(round_id, released, newly_counted, /*release=*/true);
+}
+
+absl::Status SegmentReportStore::CountLocked(int64_t round_id, absl::string_view bytes,
+                                             absl::Span<const std::string> newly_counted,
+                                             bool release) {
   absl::Cleanup discard = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { DiscardLocked(); };
+  // One transaction (one fsync of each file).
   TANDEM_ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(db_.get()));
   TANDEM_RETURN_IF_ERROR(RequireOpenLocked(round_id));
   TANDEM_RETURN_IF_ERROR(ApplyTransition(*db_, ReportTransition::kCount, kDropShare, round_id,
                                          newly_counted, "SaveAccumulator"));
   TANDEM_RETURN_IF_ERROR(
       WriteAccumulatorLocked(round_id, bytes, static_cast<int64_t>(newly_counted.size())));
+  if (release) {
+    TANDEM_ASSIGN_OR_RETURN(CachedStatement close,
+                            db_->PrepareCached("UPDATE rounds SET state = 2 WHERE round_id = ?1"));
+    TANDEM_RETURN_IF_ERROR(close->BindInt64(1, round_id));
+    TANDEM_RETURN_IF_ERROR(close->StepDone());
+  }
   TANDEM_RETURN_IF_ERROR(CommitWithSharesLocked(tx));
   ReclaimLocked();
   return absl::OkStatus();

@@ -75,6 +75,10 @@ class SegmentReportStore : public ReportStore {
   absl::Status OpenRound(int64_t round_id, absl::string_view parameters) override;
   absl::Status CloseRound(int64_t round_id) override;
   absl::Status ReleaseRound(int64_t round_id, absl::string_view bytes) override;
+  // One transaction: ReleaseRound's, with newly_counted's transitions.
+  absl::Status CountAndRelease(int64_t round_id, absl::string_view counted,
+                               absl::Span<const std::string> newly_counted,
+                               absl::string_view released) override;
   absl::StatusOr<RoundRecord> GetRound(int64_t round_id) override;
   absl::StatusOr<std::string> BindRoundSecret(int64_t round_id, absl::string_view secret) override;
   absl::StatusOr<std::vector<RoundRecord>> ListRounds() override;
@@ -142,6 +146,11 @@ class SegmentReportStore : public ReportStore {
   absl::Status CommitWithSharesLocked(sqlite::Transaction& tx) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Deletes inactive segments that no index row names (best effort).
   void ReclaimLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // SaveAccumulator's transaction (arguments validated), which with
+  // `release` also releases the round (CountAndRelease).
+  absl::Status CountLocked(int64_t round_id, absl::string_view bytes,
+                           absl::Span<const std::string> newly_counted, bool release)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const int lock_fd_;
   // Serialises the uploads' PutPendingBatch (held around mu_, never inside it).

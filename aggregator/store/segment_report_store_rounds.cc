@@ -168,21 +168,7 @@ absl::Status SegmentReportStore::CloseRound(int64_t round_id) {
 }
 
 absl::Status SegmentReportStore::ReleaseRound(int64_t round_id, absl::string_view bytes) {
-  TANDEM_RETURN_IF_ERROR(ValidateRoundId(round_id));
-  TANDEM_RETURN_IF_ERROR(ValidateAccumulatorUpdate(bytes, {}));
-  absl::MutexLock lock(&mu_);
-  absl::Cleanup discard = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { DiscardLocked(); };
-  // One transaction (one fsync): the noised share and the round's state.
-  TANDEM_ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(db_.get()));
-  TANDEM_RETURN_IF_ERROR(RequireOpenLocked(round_id));
-  TANDEM_RETURN_IF_ERROR(WriteAccumulatorLocked(round_id, bytes, 0));
-  TANDEM_ASSIGN_OR_RETURN(CachedStatement close,
-                          db_->PrepareCached("UPDATE rounds SET state = 2 WHERE round_id = ?1"));
-  TANDEM_RETURN_IF_ERROR(close->BindInt64(1, round_id));
-  TANDEM_RETURN_IF_ERROR(close->StepDone());
-  TANDEM_RETURN_IF_ERROR(CommitWithSharesLocked(tx));
-  ReclaimLocked();
-  return absl::OkStatus();
+  return CountAndRelease(round_id, bytes, {}, bytes);
 }
 
 absl::StatusOr<ReportCounts> SegmentReportStore::CountReports(int64_t round_id) {

@@ -167,24 +167,33 @@ absl::Status SqliteReportStore::CloseRound(int64_t round_id) {
 }
 
 absl::Status SqliteReportStore::ReleaseRound(int64_t round_id, absl::string_view bytes) {
-  TANDEM_RETURN_IF_ERROR(ValidateRoundId(round_id));
-  TANDEM_RETURN_IF_ERROR(ValidateAccumulatorUpdate(bytes, {}));
+  return CountAndRelease(round_id, bytes, {}, bytes);
+}
+
+absl::Status SqliteReportStore::CountAndRelease(int64_t round_id, absl::string_view counted,
+                                                absl::Span<const std::string> newly_counted,
+                                                absl::string_view released) {
+  TANDEM_RETURN_IF_ERROR(ValidateCountAndRelease(round_id, counted, newly_counted, released));
   absl::MutexLock lock(&mu_);
-  // One transaction (one fsync): the noised share and the round's state.
+  return CountLocked(round_id, released, newly_counted, /*release=*/true);
+}
+
+absl::Status SqliteReportStore::CountLocked(int64_t round_id, absl::string_view bytes,
+                                            absl::Span<const std::string> newly_counted,
+                                            bool release) {
+  // One transaction (one fsync).
   TANDEM_ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(db_.get()));
   TANDEM_RETURN_IF_ERROR(RequireOpenLocked(round_id));
-  TANDEM_ASSIGN_OR_RETURN(
-      CachedStatement up,
-      db_->PrepareCached(
-          "INSERT INTO accumulators VALUES (?1, ?2, 0, 1) ON CONFLICT(round_id) DO UPDATE SET "
-          "bytes = excluded.bytes, version = version + 1"));
-  TANDEM_RETURN_IF_ERROR(up->BindInt64(1, round_id));
-  TANDEM_RETURN_IF_ERROR(up->BindBlob(2, bytes));
-  TANDEM_RETURN_IF_ERROR(up->StepDone());
-  TANDEM_ASSIGN_OR_RETURN(CachedStatement close,
-                          db_->PrepareCached("UPDATE rounds SET state = 2 WHERE round_id = ?1"));
-  TANDEM_RETURN_IF_ERROR(close->BindInt64(1, round_id));
-  TANDEM_RETURN_IF_ERROR(close->StepDone());
+  TANDEM_RETURN_IF_ERROR(ApplyTransition(*db_, ReportTransition::kCount, kDropShare, round_id,
+                                         newly_counted, "SaveAccumulator"));
+  TANDEM_RETURN_IF_ERROR(
+      WriteAccumulatorRow(*db_, round_id, bytes, static_cast<int64_t>(newly_counted.size())));
+  if (release) {
+    TANDEM_ASSIGN_OR_RETURN(CachedStatement close,
+                            db_->PrepareCached("UPDATE rounds SET state = 2 WHERE round_id = ?1"));
+    TANDEM_RETURN_IF_ERROR(close->BindInt64(1, round_id));
+    TANDEM_RETURN_IF_ERROR(close->StepDone());
+  }
   return tx.Commit();
 }
 
@@ -377,13 +386,7 @@ absl::Status SqliteReportStore::SaveAccumulator(int64_t round_id, absl::string_v
   TANDEM_RETURN_IF_ERROR(ValidateRoundId(round_id));
   TANDEM_RETURN_IF_ERROR(ValidateAccumulatorUpdate(bytes, newly_counted));
   absl::MutexLock lock(&mu_);
-  TANDEM_ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(db_.get()));
-  TANDEM_RETURN_IF_ERROR(RequireOpenLocked(round_id));
-  TANDEM_RETURN_IF_ERROR(ApplyTransition(*db_, ReportTransition::kCount, kDropShare, round_id,
-                                         newly_counted, "SaveAccumulator"));
-  TANDEM_RETURN_IF_ERROR(WriteAccumulatorRow(*db_, round_id, bytes,
-                                             static_cast<int64_t>(newly_counted.size())));
-  return tx.Commit();
+  return CountLocked(round_id, bytes, newly_counted, /*release=*/false);
 }
 
 absl::Status SqliteReportStore::CommitBatch(int64_t round_id, absl::string_view bytes,

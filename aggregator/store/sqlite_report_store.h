@@ -43,6 +43,10 @@ class SqliteReportStore : public ReportStore {
   absl::Status OpenRound(int64_t round_id, absl::string_view parameters) override;
   absl::Status CloseRound(int64_t round_id) override;
   absl::Status ReleaseRound(int64_t round_id, absl::string_view bytes) override;
+  // One transaction: ReleaseRound's, with newly_counted's transitions.
+  absl::Status CountAndRelease(int64_t round_id, absl::string_view counted,
+                               absl::Span<const std::string> newly_counted,
+                               absl::string_view released) override;
   absl::StatusOr<RoundRecord> GetRound(int64_t round_id) override;
   absl::StatusOr<std::string> BindRoundSecret(int64_t round_id,
                                               absl::string_view secret) override;
@@ -75,6 +79,11 @@ class SqliteReportStore : public ReportStore {
   absl::Status Migrate();
   absl::StatusOr<RoundRecord> GetRoundLocked(int64_t round_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status RequireOpenLocked(int64_t round_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // SaveAccumulator's transaction (arguments validated), which with
+  // `release` also releases the round (CountAndRelease).
+  absl::Status CountLocked(int64_t round_id, absl::string_view bytes,
+                           absl::Span<const std::string> newly_counted, bool release)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<ReportRecord> GetReportLocked(absl::string_view report_id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<std::vector<ReportRecord>> ListReportsImpl(int64_t round_id, ReportFilter filter,

@@ -1,5 +1,6 @@
 // SQLite report store: commit latency under synchronous=FULL (fsync per
-// commit) versus NORMAL, and the report rate one connection sustains.
+// commit) versus NORMAL, and the report rate one connection sustains; a
+// round's release on the SQLite and segment stores.
 //   build-dp/aggregator/aggregator_store_benchmark
 #include <unistd.h>
 
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "aggregator/store/segment_report_store.h"
 #include "aggregator/store/sqlite_report_store.h"
 #include "benchmark/benchmark.h"
 
@@ -70,6 +72,53 @@ void BM_ReportLifecycle(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 BENCHMARK(BM_ReportLifecycle)->Arg(1)->Arg(16)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+// A round's release as the aggregator makes it at the main job's DP
+// settings (D = 25,450 words, the round's last 100 reports decided but not
+// counted yet): arg 0 = store (0 SQLite, 1 segments; both with an fsync per
+// commit), arg 1 = 0 for SaveAccumulator then ReleaseRound (two
+// transactions, as before CountAndRelease), 1 for CountAndRelease (one).
+void BM_Release(benchmark::State& state) {
+  const std::string path = TempPath(absl::StrCat("release", state.range(0), state.range(1)));
+  std::filesystem::remove_all(path + ".seg");
+  absl::StatusOr<std::unique_ptr<ReportStore>> store;
+  if (state.range(0) == 0) {
+    store = SqliteReportStore::Open(path);
+  } else {
+    store = SegmentReportStore::Open(path + ".seg");
+  }
+  if (!store.ok()) {
+    state.SkipWithError("open failed");
+    return;
+  }
+  const std::string share(1024, '\x42');
+  const std::string acc(8 * 25450, '\x01');
+  const std::string noised(8 * 25450, '\x02');
+  int64_t round = 0;
+  for (auto _ : state) {
+    state.PauseTiming();
+    ++round;
+    std::vector<std::string> ids;
+    bool ok = (*store)->OpenRound(round, "p").ok();
+    for (int i = 0; i < 100 && ok; ++i) {
+      ids.push_back(absl::StrCat("r", round, "-", i));
+      ok = (*store)->PutPending(round, ids.back(), share).ok();
+    }
+    ok = ok && (*store)->CommitDecisions(round, ids, {}).ok();
+    state.ResumeTiming();
+    if (state.range(1) == 0) {
+      ok = ok && (*store)->SaveAccumulator(round, acc, ids).ok() &&
+           (*store)->ReleaseRound(round, noised).ok();
+    } else {
+      ok = ok && (*store)->CountAndRelease(round, acc, ids, noised).ok();
+    }
+    if (!ok) {
+      state.SkipWithError("release failed");
+      return;
+    }
+  }
+}
+BENCHMARK(BM_Release)->ArgsProduct({{0, 1}, {0, 1}})->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 }  // namespace
 }  // namespace tandem::aggregator

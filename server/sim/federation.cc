@@ -3,7 +3,9 @@
 #include <cmath>
 #include <optional>
 #include <random>
+#include <thread>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "base/random.h"
@@ -270,6 +272,21 @@ absl::StatusOr<std::vector<RoundRecord>> RunFederation(
     if (cohort.empty()) cohort.push_back(static_cast<int>(gen() % o.clients));
     rec.participants = static_cast<int>(cohort.size());
 
+    // The aggregators open the round while the cohort trains (a
+    // coordinator opens it when the round starts; devices train after
+    // check-in); RoundMean waits for it.
+    const uint64_t aggregation_round = AggregationRoundOf(o, plan->round_id, run_start_ms);
+    absl::Status opened = absl::OkStatus();
+    std::thread opener;
+    absl::Cleanup join_opener = [&opener] {
+      if (opener.joinable()) opener.join();
+    };
+    if (o.private_aggregation) {
+      opener = std::thread([&opened, &plan, &aggregators, aggregation_round] {
+        opened = OpenPrivateRound(*plan->sum, aggregation_round, aggregators);
+      });
+    }
+
     const std::vector<float> weights = global->Flatten();
     std::vector<std::vector<float>> packed_updates;
     const absl::Time train_start = absl::Now();
@@ -300,11 +317,16 @@ absl::StatusOr<std::vector<RoundRecord>> RunFederation(
       rec.bytes_down += weights.size() * sizeof(float);
     }
     rec.train_seconds = absl::ToDoubleSeconds(absl::Now() - train_start);
+    if (opener.joinable()) {
+      const absl::Time wait_start = absl::Now();  // what the open adds after training
+      opener.join();
+      rec.aggregate_seconds += absl::ToDoubleSeconds(absl::Now() - wait_start);
+      TANDEM_RETURN_IF_ERROR(opened);
+    }
 
-    TANDEM_ASSIGN_OR_RETURN(
-        std::vector<float> mean,
-        RoundMean(o, *plan->sum, AggregationRoundOf(o, plan->round_id, run_start_ms),
-                  packed_updates, aggregators, &rec));
+    TANDEM_ASSIGN_OR_RETURN(std::vector<float> mean,
+                            RoundMean(o, *plan->sum, aggregation_round, packed_updates, aggregators,
+                                      &rec, /*round_open=*/o.private_aggregation));
     TANDEM_RETURN_IF_ERROR(coordinator->FinishRound(mean));
     TANDEM_RETURN_IF_ERROR(global->SetParams(coordinator->params()));
 

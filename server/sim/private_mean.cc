@@ -180,21 +180,36 @@ void CloseAggregatorChannels() {
   cache.channels.clear();
 }
 
+// The coordinator's side of the aggregators: the collector listeners, as
+// coordinator.tandem.
+server::GrpcAggregatorClient CollectorClient(const AggregatorEndpoints& ep, bool leader) {
+  const std::string& target = leader ? ep.leader : ep.helper;
+  const std::string& collector = leader ? ep.leader_collector : ep.helper_collector;
+  return server::GrpcAggregatorClient(Channel(collector.empty() ? target : collector, ep.certs_dir,
+                                              leader ? "leader.tandem" : "helper.tandem",
+                                              /*as_coordinator=*/true));
+}
+
+absl::Status OpenPrivateRound(const server::SecureSum& sum, uint64_t round,
+                              const AggregatorEndpoints& ep) {
+  server::GrpcAggregatorClient leader = CollectorClient(ep, /*leader=*/true);
+  server::GrpcAggregatorClient helper = CollectorClient(ep, /*leader=*/false);
+  return sum.Open(leader, helper, round);
+}
+
 // server/sim/private_mean.h (shared with model_federation.cc).
 absl::StatusOr<std::vector<float>> PrivateMean(const FederationOptions& o,
                                                const server::SecureSum& sum, uint64_t round,
                                                const std::vector<std::vector<float>>& updates,
-                                               const AggregatorEndpoints& ep, RoundRecord* rec) {
-  // The coordinator's side: the collector listeners, as coordinator.tandem.
-  server::GrpcAggregatorClient leader(
-      Channel(ep.leader_collector.empty() ? ep.leader : ep.leader_collector, ep.certs_dir,
-              "leader.tandem", /*as_coordinator=*/true));
-  server::GrpcAggregatorClient helper(
-      Channel(ep.helper_collector.empty() ? ep.helper : ep.helper_collector, ep.certs_dir,
-              "helper.tandem", /*as_coordinator=*/true));
-  const absl::Time open_start = absl::Now();
-  TANDEM_RETURN_IF_ERROR(sum.Open(leader, helper, round));
-  rec->aggregate_seconds += absl::ToDoubleSeconds(absl::Now() - open_start);
+                                               const AggregatorEndpoints& ep, RoundRecord* rec,
+                                               bool round_open) {
+  server::GrpcAggregatorClient leader = CollectorClient(ep, /*leader=*/true);
+  server::GrpcAggregatorClient helper = CollectorClient(ep, /*leader=*/false);
+  if (!round_open) {
+    const absl::Time open_start = absl::Now();
+    TANDEM_RETURN_IF_ERROR(sum.Open(leader, helper, round));
+    rec->aggregate_seconds += absl::ToDoubleSeconds(absl::Now() - open_start);
+  }
   // The coordinator signs one upload ticket per report (its id is the
   // report id), as tandem-coordinator does at check-in.
   std::optional<crypto::Ed25519SigningKey> ticket_key;
@@ -215,6 +230,7 @@ absl::StatusOr<std::vector<float>> PrivateMean(const FederationOptions& o,
                                 RealClock::Default());
   const size_t n = updates.size();
   std::vector<std::optional<EncodedReport>> reports(n);
+  std::vector<uint64_t> report_bytes(n, 0);  // slot i: report i's two requests, set at encode
   std::vector<absl::Status> encode_errors(n);
   // Each report's two shares go up independently (a device may send them
   // at once): job 2i is report i's leader share, 2i + 1 its helper share.
@@ -233,9 +249,18 @@ absl::StatusOr<std::vector<float>> PrivateMean(const FederationOptions& o,
         job = jobs.front();
         jobs.pop_front();
       }
-      const EncodedReport& r = *reports[job / 2];
-      upload_errors[job] =
-          job % 2 == 0 ? uploader.UploadToLeader(r.leader) : uploader.UploadToHelper(r.helper);
+      // Each job owns its share: sent, then freed on this (mostly waiting)
+      // thread, as a device drops a request once it is delivered, instead
+      // of all of a round's on the coordinator's path to Finalize.
+      EncodedReport& r = *reports[job / 2];
+      proto::UploadRequest sent;
+      if (job % 2 == 0) {
+        upload_errors[job] = uploader.UploadToLeader(r.leader);
+        sent.Swap(&r.leader);
+      } else {
+        upload_errors[job] = uploader.UploadToHelper(r.helper);
+        sent.Swap(&r.helper);
+      }
     }
   };
   std::vector<std::thread> threads;
@@ -251,6 +276,7 @@ absl::StatusOr<std::vector<float>> PrivateMean(const FederationOptions& o,
           encode_errors[i] = e.status();
           return;
         }
+        report_bytes[i] = e->leader.ByteSizeLong() + e->helper.ByteSizeLong();
         reports[i] = *std::move(e);  // slot i is written here once, read after the push
         absl::MutexLock lock(&mu);
         jobs.push_back(2 * i);
@@ -271,7 +297,7 @@ absl::StatusOr<std::vector<float>> PrivateMean(const FederationOptions& o,
   const uint32_t value_bits = params.group_parameters().value_bits();
   rec->encoding = std::string(server::ReportEncodingName(params.encoding()));
   for (size_t i = 0; i < n; ++i) {
-    rec->bytes_up += reports[i]->leader.ByteSizeLong() + reports[i]->helper.ByteSizeLong();
+    rec->bytes_up += report_bytes[i];
     rec->clear_bytes_up += server::ClearFedAvgBytes(updates[i].size());
     rec->dense_bytes_up += server::DenseSharingBytes(updates[i].size(), value_bits);
   }
@@ -284,9 +310,10 @@ absl::StatusOr<std::vector<float>> PrivateMean(const FederationOptions& o,
 absl::StatusOr<std::vector<float>> RoundMean(const FederationOptions& o,
                                              const server::SecureSum& sum, uint64_t round,
                                              const std::vector<std::vector<float>>& updates,
-                                             const AggregatorEndpoints& ep, RoundRecord* rec) {
+                                             const AggregatorEndpoints& ep, RoundRecord* rec,
+                                             bool round_open) {
   if (updates.empty()) return absl::InvalidArgumentError("a round needs at least one update");
-  if (o.private_aggregation) return PrivateMean(o, sum, round, updates, ep, rec);
+  if (o.private_aggregation) return PrivateMean(o, sum, round, updates, ep, rec, round_open);
   const absl::Time start = absl::Now();
   std::vector<float> mean(updates[0].size(), 0.f);
   for (const auto& u : updates) {

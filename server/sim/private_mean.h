@@ -64,11 +64,20 @@ absl::StatusOr<std::vector<EncodedReport>> EncodeReports(
 // calls of PrivateMean open new ones. Thread-safe.
 void CloseAggregatorChannels();
 
+// Opens `round` at both aggregators as the coordinator does (leader, then
+// helper). PrivateMean does it first unless told the round is open: a run
+// opens it while its cohort trains, as a deployment's coordinator opens
+// the round when the round starts and devices train after check-in.
+// Thread-safe; the aggregators' errors.
+absl::Status OpenPrivateRound(const server::SecureSum& sum, uint64_t round,
+                              const AggregatorEndpoints& aggregators);
+
+// `round_open`: OpenPrivateRound(sum, round, aggregators) succeeded already.
 absl::StatusOr<std::vector<float>> PrivateMean(const FederationOptions& options,
                                                const server::SecureSum& sum, uint64_t round,
                                                const std::vector<std::vector<float>>& updates,
                                                const AggregatorEndpoints& aggregators,
-                                               RoundRecord* record);
+                                               RoundRecord* record, bool round_open = false);
 
 // The mean of one round's packed updates as the run aggregates them:
 // PrivateMean when options.private_aggregation, else the clear mean (what
@@ -80,7 +89,7 @@ absl::StatusOr<std::vector<float>> RoundMean(const FederationOptions& options,
                                              const server::SecureSum& sum, uint64_t round,
                                              const std::vector<std::vector<float>>& updates,
                                              const AggregatorEndpoints& aggregators,
-                                             RoundRecord* record);
+                                             RoundRecord* record, bool round_open = false);
 
 // The aggregators' round id of a run's round `round` (see
 // FederationOptions::task_id): `round` under a run's own task id, else
