@@ -171,7 +171,7 @@ class ReportStore {
   // counted and drop their shares, and the round is released with
   // `released` (the noised share of an accumulator that includes them),
   // as SaveAccumulator(round_id, counted, newly_counted) then
-  // ReleaseRound(round_id, released). The embedded stores do it in one
+  // ReleaseRound(round_id, released). The SQLite and segment stores do it in one
   // transaction (one sync of each file instead of two, on the round
   // boundary every client waits on): a crash leaves the open round with
   // those reports accepted and keeping their shares, or the released
