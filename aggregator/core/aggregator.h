@@ -208,16 +208,13 @@ class Aggregator {
   // unknown task/round; FAILED_PRECONDITION round closed or past deadline;
   // ALREADY_EXISTS report id reused with other content; RESOURCE_EXHAUSTED
   // round full. An identical retry succeeds.
+  // Copies the share and proof into the pending-share cache.
   absl::StatusOr<proto::UploadResponse> Upload(const proto::UploadRequest& request);
-  // The same, taking the share and proof out of *request into the pending
-  // share cache instead of copying them (~134 KB an upload at D = 2^17;
-  // the gRPC service's request lives for this call only). Afterwards
-  // request's key_share, dense_share and norm_proof are unspecified.
-  absl::StatusOr<proto::UploadResponse> Upload(proto::UploadRequest* request);
   // The same for a request parsed onto `arena` (REQUIRES: non-null,
-  // request->GetArena() == arena.get()): the pending-share cache keeps the
-  // arena, and with it the parsed share, instead of moving or copying the
-  // share out (the gRPC service parses each upload onto its own arena:
+  // request->GetArena() == arena.get(); INTERNAL otherwise): the
+  // pending-share cache keeps the arena, and with it the parsed share,
+  // instead of copying the share out (the gRPC service parses each upload
+  // onto its own arena:
   // ~100 heap allocations fewer per 2^17 share, and the share is freed at
   // once, bench/README.md). Afterwards the request is unspecified and
   // may outlive the caller's reference to the arena.
@@ -248,10 +245,10 @@ class Aggregator {
 
  private:
   struct Task;
-  // Upload; `movable` is null or &request, whose share may be moved out;
-  // `arena` is null or the arena that *movable lives on, kept instead.
+  // Upload; `on_arena` is null (the share is copied) or the caller's
+  // mutable `request`, which lives on `arena` (kept by the cache).
   absl::StatusOr<proto::UploadResponse> UploadImpl(const proto::UploadRequest& request,
-                                                   proto::UploadRequest* movable,
+                                                   proto::UploadRequest* on_arena,
                                                    std::shared_ptr<google::protobuf::Arena> arena);
   Aggregator(AggregatorOptions options, StoreFactory store_factory, PeerChannel* peer,
              Clock* clock, SecureRandom* noise_random);

@@ -222,10 +222,13 @@ TEST_P(CheckpointTest, VerificationUsesTheUploadCacheAndARestartReadsTheStore) {
   ExpectReleasedSum(8);
 }
 
-// The gRPC service's path: Upload(UploadRequest*) moves the share into the
-// cache instead of copying it. The moved reports verify from the cache and
-// sum like copied ones; a refused upload keeps its request whole.
-TEST_P(CheckpointTest, MovedUploadsAreCachedAndCountedLikeCopiedOnes) {
+// The daemon's path: each request parsed onto an arena of its own
+// (Upload(request, arena)), beside copied uploads (Upload(request)). The
+// cache keeps the arena, so the share outlives the caller's reference
+// (ASan sees any use after free); those reports verify from the cache and
+// sum like copied ones. A request off the given arena is refused, not
+// adopted, and a refused arena upload is never counted.
+TEST_P(CheckpointTest, ArenaUploadsOutliveTheCallersArenaAndCountOnce) {
   Start(/*checkpoint_reports=*/100);
   ASSERT_NO_FATAL_FAILURE(OpenRound());
   for (uint64_t seed = 1; seed <= 4; ++seed) {
@@ -236,32 +239,6 @@ TEST_P(CheckpointTest, MovedUploadsAreCachedAndCountedLikeCopiedOnes) {
       TANDEM_ASSERT_OK(helper_->Upload(r.to_helper));
       continue;
     }
-    const std::string id = r.to_leader.report_id();
-    TANDEM_ASSERT_OK(leader_->Upload(&r.to_leader));
-    TANDEM_ASSERT_OK(helper_->Upload(&r.to_helper));
-    EXPECT_EQ(r.to_leader.key_share().keys_size(), 0);  // moved, not copied
-    EXPECT_EQ(r.to_leader.report_id(), id);
-  }
-  TestReport refused = MakeReport(params_, 1).value();  // a used id
-  refused.to_leader.set_round_id(2);
-  EXPECT_FALSE(leader_->Upload(&refused.to_leader).ok());
-  EXPECT_GT(refused.to_leader.key_share().keys_size(), 0);
-  ASSERT_THAT(leader_->ProcessPending("task"), ::tandem::testing::IsOkAndHolds(4));
-  ExpectShareReads(4, 0);
-  ExpectReleasedSum(4);
-}
-
-// The daemon's path: each request parsed onto an arena of its own
-// (Upload(request, arena)). The cache keeps the arena, so the share
-// outlives the caller's reference (ASan sees any use after free); those
-// reports verify from the cache and sum like copied ones. A request off
-// the given arena is refused, not adopted.
-TEST_P(CheckpointTest, ArenaUploadsOutliveTheCallersArenaAndCountOnce) {
-  Start(/*checkpoint_reports=*/100);
-  ASSERT_NO_FATAL_FAILURE(OpenRound());
-  for (uint64_t seed = 1; seed <= 4; ++seed) {
-    TestReport r = MakeReport(params_, seed).value();
-    AddInto(expected_, r.dense);
     for (const proto::UploadRequest* wire : {&r.to_leader, &r.to_helper}) {
       auto [arena, request] = OnUploadArena(*wire);
       Aggregator& to = wire == &r.to_leader ? *leader_ : *helper_;
@@ -272,6 +249,10 @@ TEST_P(CheckpointTest, ArenaUploadsOutliveTheCallersArenaAndCountOnce) {
       EXPECT_FALSE(watch.expired());
     }
   }
+  TestReport refused = MakeReport(params_, 1).value();  // a used id
+  refused.to_leader.set_round_id(2);
+  auto [refused_arena, refused_request] = OnUploadArena(refused.to_leader);
+  EXPECT_FALSE(leader_->Upload(refused_request, refused_arena).ok());
   TestReport other = MakeReport(params_, 9).value();
   auto arena = std::make_shared<google::protobuf::Arena>();
   EXPECT_THAT(leader_->Upload(&other.to_leader, arena),  // a heap request

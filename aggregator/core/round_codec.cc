@@ -112,15 +112,6 @@ void RoundCodec::CopyInto(const proto::UploadRequest& request, ParsedShare* pars
   if (has_proof()) *parsed->mutable_proof() = request.norm_proof();
 }
 
-void RoundCodec::MoveInto(proto::UploadRequest* request, ParsedShare* parsed) const {
-  if (dense()) {
-    parsed->mutable_dense()->Swap(request->mutable_dense_share());
-  } else {
-    parsed->mutable_keys()->Swap(request->mutable_key_share());
-  }
-  if (has_proof()) parsed->mutable_proof()->Swap(request->mutable_norm_proof());
-}
-
 absl::StatusOr<ParsedShare> RoundCodec::ParseStored(absl::string_view blob, bool ticketed) const {
   if (!dense()) return ParseStoredShare(blob, shape_, proof_.get(), party_, ticketed);
   // The leader's values plus the largest proof share (8 bytes + tag per

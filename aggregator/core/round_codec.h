@@ -82,9 +82,6 @@ class RoundCodec {
                                            std::optional<crypto::ProofDigest>* public_digest) const;
   // Copies a validated upload's share and proof into `parsed`.
   void CopyInto(const proto::UploadRequest& request, ParsedShare* parsed) const;
-  // Moves them (swaps: O(1) between messages of the same arena or both on
-  // the heap), leaving request's fields unspecified.
-  void MoveInto(proto::UploadRequest* request, ParsedShare* parsed) const;
   // Parses and validates a stored blob (`ticketed`: the server stores
   // ticketed uploads). INVALID_ARGUMENT when it does not parse or validate.
   absl::StatusOr<ParsedShare> ParseStored(absl::string_view blob, bool ticketed) const;

@@ -62,10 +62,6 @@ absl::StatusOr<proto::UploadResponse> Aggregator::Upload(const proto::UploadRequ
   return UploadImpl(request, nullptr, nullptr);
 }
 
-absl::StatusOr<proto::UploadResponse> Aggregator::Upload(proto::UploadRequest* request) {
-  return UploadImpl(*request, request, nullptr);
-}
-
 absl::StatusOr<proto::UploadResponse> Aggregator::Upload(
     proto::UploadRequest* request, std::shared_ptr<google::protobuf::Arena> arena) {
   if (arena == nullptr || request->GetArena() != arena.get()) {
@@ -82,7 +78,7 @@ google::protobuf::ArenaOptions Aggregator::UploadArenaOptions() {
 }
 
 absl::StatusOr<proto::UploadResponse> Aggregator::UploadImpl(
-    const proto::UploadRequest& request, proto::UploadRequest* movable,
+    const proto::UploadRequest& request, proto::UploadRequest* on_arena,
     std::shared_ptr<google::protobuf::Arena> arena) {
   // The ticket first: an outsider learns nothing (not even whether the
   // task exists) and costs one signature check.
@@ -168,11 +164,8 @@ absl::StatusOr<proto::UploadResponse> Aggregator::UploadImpl(
   // Not built where nothing is cached (replicas, a zero budget).
   std::shared_ptr<ParsedShare> parsed;
   if (options_.pending_share_cache_bytes > 0 && task->store->replicated() == nullptr) {
-    if (arena != nullptr) {  // the request's own messages, arena and all
-      parsed = std::make_shared<ParsedShare>(std::move(arena), movable);
-    } else if (movable != nullptr) {  // heap messages: the swap moves pointers
-      parsed = std::make_shared<ParsedShare>();
-      codec->MoveInto(movable, parsed.get());
+    if (on_arena != nullptr) {  // the request's own messages, arena and all
+      parsed = std::make_shared<ParsedShare>(std::move(arena), on_arena);
     } else {  // a copy, on an arena sized to it (the stored encoding holds
               // the same fields): one allocation
       parsed = std::make_shared<ParsedShare>(share.size());
