@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "absl/time/clock.h"
+#include "aggregator/core/aggregator.h"
 #include "aggregator/core/expansion.h"
 #include "aggregator/core/prepared_noise.h"
 #include "aggregator/testing/report_factory.h"
@@ -158,7 +159,8 @@ BENCHMARK(BM_ReleasePreparedNoise)->Arg(15)->Arg(20)->Unit(benchmark::kMilliseco
 // What a server's RPC layer pays per upload before any check: parsing the
 // serialized request (gRPC's sync handler parses into a heap message, one
 // allocation per key, correction word and bytes field) and freeing it;
-// arg 1 parses onto a protobuf arena whose first block fits the request.
+// arg 1 parses onto a protobuf arena with the daemon's options
+// (Aggregator::UploadArenaOptions), as its upload service does.
 void BM_ParseUpload(benchmark::State& state) {
   const uint32_t log_d = static_cast<uint32_t>(state.range(0));
   proto::RoundParameters params = testing::MakeRoundParameters("bench", 1, log_d - 14, 1024, 16);
@@ -171,10 +173,7 @@ void BM_ParseUpload(benchmark::State& state) {
   const bool arena = state.range(1) != 0;
   for (auto _ : state) {
     if (arena) {
-      google::protobuf::ArenaOptions options;
-      options.start_block_size = wire.size() + wire.size() / 4;
-      options.max_block_size = options.start_block_size;
-      google::protobuf::Arena a(options);
+      google::protobuf::Arena a(Aggregator::UploadArenaOptions());
       auto* m = google::protobuf::Arena::CreateMessage<proto::UploadRequest>(&a);
       if (!m->ParseFromString(wire)) state.SkipWithError("parse");
       benchmark::DoNotOptimize(m);
