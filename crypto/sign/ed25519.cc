@@ -1,7 +1,6 @@
 #include "crypto/sign/ed25519.h"
 
 #include <openssl/bio.h>
-#include <openssl/bn.h>
 #include <openssl/crypto.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
@@ -21,6 +20,7 @@
 #include "absl/types/span.h"
 #include "base/random.h"
 #include "base/status_macros.h"
+#include "crypto/sign/edwards25519.h"
 
 namespace tandem::crypto {
 namespace internal {
@@ -62,12 +62,8 @@ struct BioFree {
 struct MdCtxFree {
   void operator()(EVP_MD_CTX* c) const { EVP_MD_CTX_free(c); }
 };
-struct BnCtxFree {
-  void operator()(BN_CTX* c) const { BN_CTX_free(c); }
-};
 using BioPtr = std::unique_ptr<BIO, BioFree>;
 using MdCtxPtr = std::unique_ptr<EVP_MD_CTX, MdCtxFree>;
-using BnCtxPtr = std::unique_ptr<BN_CTX, BnCtxFree>;
 
 // OpenSSL failures leave entries on the calling thread's error queue; drop
 // them so that they neither accumulate nor leak into unrelated callers.
@@ -113,74 +109,6 @@ absl::StatusOr<std::string> RawPublicKey(EVP_PKEY* pkey) {
   return raw;
 }
 
-// RFC 8032 section 5.1.3 decoding of a public key, plus the small-order check
-// (libsodium and others refuse such keys too). Public data only, so the
-// variable-time BIGNUM arithmetic is fine. On edwards25519
-// (-x^2 + y^2 = 1 + d x^2 y^2, p = 2^255 - 19, d = -121665/121666):
-//   x^2 = (y^2 - 1) / (d y^2 + 1) must be a square (and x = 0 needs sign 0);
-//   order 1, 2, 4: y = 1, y = -1, y = 0;
-//   order 8: 2P has y = 0, i.e. x^2 = -y^2, i.e. d y^4 + 2 y^2 - 1 = 0.
-absl::Status CheckPublicPoint(absl::string_view raw) {
-  std::array<unsigned char, kEd25519PublicKeySize> le;
-  for (size_t i = 0; i < le.size(); ++i) le[i] = static_cast<unsigned char>(raw[i]);
-  const bool x_sign = (le[31] & 0x80) != 0;
-  le[31] &= 0x7f;
-
-  BnCtxPtr ctx(BN_CTX_new());
-  if (ctx == nullptr) return OpenSslError(absl::StatusCode::kInternal, "BN_CTX_new failed");
-  BN_CTX_start(ctx.get());
-  struct EndFrame {
-    BN_CTX* c;
-    ~EndFrame() { BN_CTX_end(c); }
-  } end_frame{ctx.get()};
-  BIGNUM* p = BN_CTX_get(ctx.get());
-  BIGNUM* d = BN_CTX_get(ctx.get());
-  BIGNUM* y = BN_CTX_get(ctx.get());
-  BIGNUM* y2 = BN_CTX_get(ctx.get());
-  BIGNUM* u = BN_CTX_get(ctx.get());
-  BIGNUM* v = BN_CTX_get(ctx.get());
-  BIGNUM* x2 = BN_CTX_get(ctx.get());
-  BIGNUM* t = BN_CTX_get(ctx.get());
-  BIGNUM* one = BN_CTX_get(ctx.get());
-  if (one == nullptr) return OpenSslError(absl::StatusCode::kInternal, "BN_CTX_get failed");
-  auto ok = [](int r) { return r == 1; };
-  // p = 2^255 - 19; d = -121665 * 121666^-1 mod p.
-  if (!ok(BN_set_word(p, 0)) || !ok(BN_set_bit(p, 255)) || !ok(BN_sub_word(p, 19)) ||
-      !ok(BN_one(one)) || !ok(BN_set_word(t, 121666)) ||
-      BN_mod_inverse(d, t, p, ctx.get()) == nullptr || !ok(BN_mul_word(d, 121665)) ||
-      !ok(BN_sub(d, p, d)) || !ok(BN_nnmod(d, d, p, ctx.get())) ||
-      BN_lebin2bn(le.data(), static_cast<int>(le.size()), y) == nullptr) {
-    return OpenSslError(absl::StatusCode::kInternal, "BIGNUM setup failed");
-  }
-  if (BN_cmp(y, p) >= 0) {
-    return absl::InvalidArgumentError("Ed25519 public key is not canonical (y >= p)");
-  }
-  // u = y^2 - 1, v = d y^2 + 1, x2 = u / v.
-  if (!ok(BN_mod_sqr(y2, y, p, ctx.get())) || !ok(BN_mod_sub(u, y2, one, p, ctx.get())) ||
-      !ok(BN_mod_mul(v, d, y2, p, ctx.get())) || !ok(BN_mod_add(v, v, one, p, ctx.get())) ||
-      BN_mod_inverse(t, v, p, ctx.get()) == nullptr || !ok(BN_mod_mul(x2, u, t, p, ctx.get()))) {
-    return OpenSslError(absl::StatusCode::kInternal, "BIGNUM arithmetic failed");
-  }
-  if (BN_is_zero(x2)) {
-    if (x_sign) return absl::InvalidArgumentError("Ed25519 public key: x = 0 with sign bit set");
-  } else if (BN_mod_sqrt(t, x2, p, ctx.get()) == nullptr) {
-    return OpenSslError(absl::StatusCode::kInvalidArgument,
-                        "Ed25519 public key is not a point of the curve");
-  }
-  // Small order: y in {0, 1, p - 1}, or d y^4 + 2 y^2 - 1 == 0.
-  if (!ok(BN_add(t, y, one))) return OpenSslError(absl::StatusCode::kInternal, "BN_add failed");
-  const bool order_1_2_4 = BN_is_zero(y) || BN_is_one(y) || BN_cmp(t, p) == 0;
-  if (!ok(BN_mod_sqr(t, y2, p, ctx.get())) || !ok(BN_mod_mul(t, t, d, p, ctx.get())) ||
-      !ok(BN_mod_add(t, t, y2, p, ctx.get())) || !ok(BN_mod_add(t, t, y2, p, ctx.get())) ||
-      !ok(BN_mod_sub(t, t, one, p, ctx.get()))) {
-    return OpenSslError(absl::StatusCode::kInternal, "BIGNUM arithmetic failed");
-  }
-  if (order_1_2_4 || BN_is_zero(t)) {
-    return absl::InvalidArgumentError("Ed25519 public key has small order");
-  }
-  return absl::OkStatus();
-}
-
 absl::StatusOr<std::string> PublicPem(EVP_PKEY* pkey) {
   if (pkey == nullptr) return absl::InternalError("empty (moved-from) Ed25519 key");
   BioPtr bio(BIO_new(BIO_s_mem()));
@@ -200,22 +128,9 @@ absl::StatusOr<Ed25519VerifyingKey> Ed25519VerifyingKey::FromRaw(absl::string_vi
     return absl::InvalidArgumentError(
         absl::StrCat("Ed25519 public key must be 32 bytes, got ", raw.size()));
   }
-  TANDEM_RETURN_IF_ERROR(CheckPublicPoint(raw));
-  return FromRawVouched(raw);
-}
-
-absl::StatusOr<Ed25519VerifyingKey> Ed25519VerifyingKey::FromRawVouched(absl::string_view raw) {
-  if (raw.size() != kEd25519PublicKeySize) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("Ed25519 public key must be 32 bytes, got ", raw.size()));
-  }
-  PkeyRef pkey(EVP_PKEY_new_raw_public_key(
-      EVP_PKEY_ED25519, nullptr, reinterpret_cast<const unsigned char*>(raw.data()), raw.size()));
-  if (pkey.get() == nullptr) {
-    return OpenSslError(absl::StatusCode::kInvalidArgument,
-                        "EVP_PKEY_new_raw_public_key refused the Ed25519 key");
-  }
-  return Ed25519VerifyingKey(std::move(pkey), std::string(raw));
+  TANDEM_ASSIGN_OR_RETURN(std::shared_ptr<const internal::Ed25519PublicKeyTable> table,
+                          internal::DecodePublicKey(raw));
+  return Ed25519VerifyingKey(std::move(table), std::string(raw));
 }
 
 absl::StatusOr<Ed25519VerifyingKey> Ed25519VerifyingKey::FromPem(absl::string_view pem) {
@@ -236,28 +151,25 @@ absl::StatusOr<Ed25519VerifyingKey> Ed25519VerifyingKey::FromPem(absl::string_vi
 
 absl::Status Ed25519VerifyingKey::Verify(absl::string_view message,
                                          absl::string_view signature) const {
-  if (pkey_.get() == nullptr) {
+  if (table_ == nullptr) {
     return absl::UnauthenticatedError("empty (moved-from) Ed25519 verifying key");
   }
   if (signature.size() != kEd25519SignatureSize) {
     return absl::UnauthenticatedError(
         absl::StrCat("Ed25519 signature must be 64 bytes, got ", signature.size()));
   }
-  MdCtxPtr ctx(EVP_MD_CTX_new());
-  if (ctx == nullptr) return OpenSslError(absl::StatusCode::kInternal, "EVP_MD_CTX_new failed");
-  if (EVP_DigestVerifyInit(ctx.get(), nullptr, nullptr, nullptr, pkey_.get()) != 1) {
-    return OpenSslError(absl::StatusCode::kInternal, "EVP_DigestVerifyInit failed");
-  }
-  const int r =
-      EVP_DigestVerify(ctx.get(), reinterpret_cast<const unsigned char*>(signature.data()),
-                       signature.size(), MessageData(message), message.size());
-  if (r != 1) {
-    return OpenSslError(absl::StatusCode::kUnauthenticated, "Ed25519 signature does not verify");
-  }
-  return absl::OkStatus();
+  return internal::VerifySignature(*table_, message, signature);
 }
 
-absl::StatusOr<std::string> Ed25519VerifyingKey::Pem() const { return PublicPem(pkey_.get()); }
+absl::StatusOr<std::string> Ed25519VerifyingKey::Pem() const {
+  if (table_ == nullptr) return absl::InternalError("empty (moved-from) Ed25519 key");
+  PkeyRef pkey(EVP_PKEY_new_raw_public_key(
+      EVP_PKEY_ED25519, nullptr, reinterpret_cast<const unsigned char*>(raw_.data()), raw_.size()));
+  if (pkey.get() == nullptr) {
+    return OpenSslError(absl::StatusCode::kInternal, "EVP_PKEY_new_raw_public_key failed");
+  }
+  return PublicPem(pkey.get());
+}
 
 // ---------------------------------------------------------------------------
 // Ed25519SigningKey

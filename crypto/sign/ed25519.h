@@ -1,16 +1,20 @@
-// Ed25519 (RFC 8032, pure EdDSA over edwards25519) signing and verifying keys
-// over OpenSSL 3's EVP interface. Used for the coordinator's upload tickets
-// (crypto/sign/upload_ticket.h); the private key lives only in the
-// coordinator, the aggregators hold the verifying key.
+// Ed25519 (RFC 8032, pure EdDSA over edwards25519) signing and verifying keys.
+// Used for the coordinator's upload tickets (crypto/sign/upload_ticket.h) and
+// the devices' check-ins and uploads (crypto/sign/device_auth.h).
 //
-// Keys are value types: copies share one immutable OpenSSL key object
-// (reference counted). A moved-from key holds no key: its operations fail
-// closed (Verify: UNAUTHENTICATED, the others: INTERNAL). No I/O: PEM comes in and goes out as
-// strings; reading the files is the caller's job.
+// Signing keys and PEM use OpenSSL 3's EVP interface (constant-time code for
+// the secret). Verification, which handles public data only, uses
+// crypto/sign/edwards25519.h's variable-time arithmetic: about 2.4x faster
+// than OpenSSL 3.0's (bench/README, crypto_sign_benchmark).
 //
-// Thread safety: both classes are immutable after creation; Sign() and
-// Verify() build a fresh EVP_MD_CTX per call, so concurrent calls on one key
-// (or on copies of it) are safe.
+// Keys are value types: copies share one immutable key object (reference
+// counted). A moved-from key holds no key: its operations fail closed
+// (Verify: UNAUTHENTICATED, the others: INTERNAL). No I/O: PEM comes in and
+// goes out as strings; reading the files is the caller's job.
+//
+// Thread safety: both classes are immutable after creation; Sign() builds a
+// fresh EVP_MD_CTX per call and Verify() uses a thread-local hash context,
+// so concurrent calls on one key (or on copies of it) are safe.
 //
 // Error codes: INVALID_ARGUMENT for malformed keys (wrong length, a PEM that
 // does not parse or is not an Ed25519 key, a public key that is not a
@@ -33,6 +37,9 @@
 struct evp_pkey_st;
 
 namespace tandem::crypto {
+namespace internal {
+struct Ed25519PublicKeyTable;  // crypto/sign/edwards25519.h
+}  // namespace internal
 
 inline constexpr size_t kEd25519SeedSize = 32;       // RFC 8032 private key
 inline constexpr size_t kEd25519PublicKeySize = 32;  // encoded point A
@@ -62,14 +69,8 @@ class Ed25519VerifyingKey {
   // INVALID_ARGUMENT unless it is exactly 32 bytes and decodes (section
   // 5.1.3, canonical y < p) to a point that is not of small order (order 1,
   // 2, 4 or 8: such keys admit signatures valid for any message).
+  // About 5 us (a square root and 8 odd multiples of -A for verification).
   static absl::StatusOr<Ed25519VerifyingKey> FromRaw(absl::string_view raw);
-  // FromRaw without the canonical-point and small-order checks (a third of
-  // a verification's cost), for a key that a signer this server trusts
-  // already checked with FromRaw: a device key inside a coordinator-signed
-  // upload ticket (the coordinator verified the device's check-in with it).
-  // A small-order key there gains an attacker nothing the signer could not
-  // grant anyway. INVALID_ARGUMENT unless 32 bytes or when OpenSSL refuses it.
-  static absl::StatusOr<Ed25519VerifyingKey> FromRawVouched(absl::string_view raw);
   // `pem`: a SubjectPublicKeyInfo PEM ("-----BEGIN PUBLIC KEY-----") as
   // written by `openssl pkey -pubout`. INVALID_ARGUMENT if it does not parse,
   // is not Ed25519, or the key fails FromRaw's checks.
@@ -82,9 +83,10 @@ class Ed25519VerifyingKey {
   ~Ed25519VerifyingKey() = default;
 
   // OK iff `signature` is a valid Ed25519 signature of `message` under this
-  // key. UNAUTHENTICATED otherwise: a signature that is not exactly 64 bytes,
-  // one that does not verify (OpenSSL also refuses S >= L), or an empty
-  // (moved-from) key. INTERNAL only when OpenSSL cannot allocate a context.
+  // key (RFC 8032 5.1.7, cofactorless, S < L required). UNAUTHENTICATED
+  // otherwise: a signature that is not exactly 64 bytes, one that does not
+  // verify, or an empty (moved-from) key. INTERNAL only when OpenSSL's
+  // SHA-512 fails.
   absl::Status Verify(absl::string_view message, absl::string_view signature) const;
 
   // The 32-byte encoded public key.
@@ -94,10 +96,10 @@ class Ed25519VerifyingKey {
   absl::StatusOr<std::string> Pem() const;
 
  private:
-  Ed25519VerifyingKey(internal::PkeyRef pkey, std::string raw)
-      : pkey_(std::move(pkey)), raw_(std::move(raw)) {}
+  Ed25519VerifyingKey(std::shared_ptr<const internal::Ed25519PublicKeyTable> table, std::string raw)
+      : table_(std::move(table)), raw_(std::move(raw)) {}
 
-  internal::PkeyRef pkey_;
+  std::shared_ptr<const internal::Ed25519PublicKeyTable> table_;
   std::string raw_;
 };
 

@@ -2,7 +2,13 @@
 //   build-sign/crypto/sign/crypto_sign_benchmark
 // BM_TicketVerify is the aggregator's per-report cost (VerifyUploadTicket +
 // CheckTicketFor); BM_TicketSign the coordinator's per-check-in cost.
+// BM_OpenSslEd25519Verify is the peer under BM_Ed25519VerifyRaw: OpenSSL's
+// own verification of the same signature, as this code called it before
+// crypto/sign/edwards25519.h (an EVP context per call).
+#include <openssl/evp.h>
+
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "base/random.h"
@@ -148,8 +154,30 @@ void BM_Ed25519VerifyRaw(benchmark::State& state) {
 }
 BENCHMARK(BM_Ed25519VerifyRaw);
 
-// Loading a verifying key (includes the point and small-order checks); done
-// once per process, listed so its cost is known.
+void BM_OpenSslEd25519Verify(benchmark::State& state) {
+  const Ed25519SigningKey key = BenchKey();
+  const std::string& raw = key.PublicKeyRaw();
+  std::unique_ptr<EVP_PKEY, decltype(&EVP_PKEY_free)> pkey(
+      EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, nullptr,
+                                  reinterpret_cast<const unsigned char*>(raw.data()), raw.size()),
+      &EVP_PKEY_free);
+  const std::string msg(64, 'm');
+  const std::string sig = *key.Sign(msg);
+  for (auto _ : state) {
+    std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), &EVP_MD_CTX_free);
+    const bool ok =
+        EVP_DigestVerifyInit(ctx.get(), nullptr, nullptr, nullptr, pkey.get()) == 1 &&
+        EVP_DigestVerify(ctx.get(), reinterpret_cast<const unsigned char*>(sig.data()), sig.size(),
+                         reinterpret_cast<const unsigned char*>(msg.data()), msg.size()) == 1;
+    if (!ok) state.SkipWithError("OpenSSL verify failed");
+    benchmark::DoNotOptimize(ok);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_OpenSslEd25519Verify);
+
+// Loading a verifying key (the point and small-order checks, -A's odd
+// multiples): once per report for the ticket's device key.
 void BM_Ed25519VerifyingKeyFromRaw(benchmark::State& state) {
   const std::string raw = BenchKey().PublicKeyRaw();
   for (auto _ : state) {
