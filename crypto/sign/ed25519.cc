@@ -23,47 +23,18 @@
 #include "crypto/sign/edwards25519.h"
 
 namespace tandem::crypto {
-namespace internal {
-
-PkeyRef::PkeyRef(const PkeyRef& other) : pkey_(other.pkey_) {
-  // EVP_PKEY_up_ref is an atomic increment; it cannot fail on a valid key.
-  if (pkey_ != nullptr) EVP_PKEY_up_ref(pkey_);
-}
-
-PkeyRef& PkeyRef::operator=(const PkeyRef& other) {
-  if (this != &other) {
-    if (other.pkey_ != nullptr) EVP_PKEY_up_ref(other.pkey_);
-    EVP_PKEY_free(pkey_);
-    pkey_ = other.pkey_;
-  }
-  return *this;
-}
-
-PkeyRef& PkeyRef::operator=(PkeyRef&& other) noexcept {
-  if (this != &other) {
-    EVP_PKEY_free(pkey_);
-    pkey_ = other.pkey_;
-    other.pkey_ = nullptr;
-  }
-  return *this;
-}
-
-PkeyRef::~PkeyRef() { EVP_PKEY_free(pkey_); }
-
-}  // namespace internal
-
 namespace {
 
-using internal::PkeyRef;
+// Sole ownership of an OpenSSL key object (PEM parsing and writing only).
+struct PkeyFree {
+  void operator()(EVP_PKEY* p) const { EVP_PKEY_free(p); }
+};
+using PkeyRef = std::unique_ptr<EVP_PKEY, PkeyFree>;
 
 struct BioFree {
   void operator()(BIO* b) const { BIO_free(b); }
 };
-struct MdCtxFree {
-  void operator()(EVP_MD_CTX* c) const { EVP_MD_CTX_free(c); }
-};
 using BioPtr = std::unique_ptr<BIO, BioFree>;
-using MdCtxPtr = std::unique_ptr<EVP_MD_CTX, MdCtxFree>;
 
 // OpenSSL failures leave entries on the calling thread's error queue; drop
 // them so that they neither accumulate nor leak into unrelated callers.
@@ -74,12 +45,6 @@ absl::Status OpenSslError(absl::StatusCode code, absl::string_view what) {
 
 // Never prompts: an encrypted PEM simply fails to parse.
 int NoPassword(char* /*buf*/, int /*size*/, int /*rwflag*/, void* /*u*/) { return -1; }
-
-// Empty messages still need a valid pointer for some EVP code paths.
-const unsigned char* MessageData(absl::string_view m) {
-  static const unsigned char kEmpty = 0;
-  return m.empty() ? &kEmpty : reinterpret_cast<const unsigned char*>(m.data());
-}
 
 absl::StatusOr<BioPtr> ReadBio(absl::string_view pem) {
   if (pem.size() > static_cast<size_t>(INT_MAX)) {
@@ -128,8 +93,8 @@ absl::StatusOr<Ed25519VerifyingKey> Ed25519VerifyingKey::FromRaw(absl::string_vi
     return absl::InvalidArgumentError(
         absl::StrCat("Ed25519 public key must be 32 bytes, got ", raw.size()));
   }
-  TANDEM_ASSIGN_OR_RETURN(std::shared_ptr<const internal::Ed25519PublicKeyTable> table,
-                          internal::DecodePublicKey(raw));
+  TANDEM_ASSIGN_OR_RETURN(std::shared_ptr<const internal::ed25519::PublicKeyTable> table,
+                          internal::ed25519::DecodePublicKey(raw));
   return Ed25519VerifyingKey(std::move(table), std::string(raw));
 }
 
@@ -158,7 +123,7 @@ absl::Status Ed25519VerifyingKey::Verify(absl::string_view message,
     return absl::UnauthenticatedError(
         absl::StrCat("Ed25519 signature must be 64 bytes, got ", signature.size()));
   }
-  return internal::VerifySignature(*table_, message, signature);
+  return internal::ed25519::VerifySignature(*table_, message, signature);
 }
 
 absl::StatusOr<std::string> Ed25519VerifyingKey::Pem() const {
@@ -179,13 +144,10 @@ absl::StatusOr<Ed25519SigningKey> Ed25519SigningKey::FromSeed(absl::string_view 
     return absl::InvalidArgumentError(
         absl::StrCat("Ed25519 seed must be 32 bytes, got ", seed.size()));
   }
-  PkeyRef pkey(EVP_PKEY_new_raw_private_key(
-      EVP_PKEY_ED25519, nullptr, reinterpret_cast<const unsigned char*>(seed.data()), seed.size()));
-  if (pkey.get() == nullptr) {
-    return OpenSslError(absl::StatusCode::kInternal, "EVP_PKEY_new_raw_private_key failed");
-  }
-  TANDEM_ASSIGN_OR_RETURN(std::string public_raw, RawPublicKey(pkey.get()));
-  return Ed25519SigningKey(std::move(pkey), std::move(public_raw));
+  auto key = std::make_shared<internal::ed25519::ExpandedKey>();
+  TANDEM_RETURN_IF_ERROR(internal::ed25519::ExpandSeed(seed, key.get()));
+  std::string public_raw(reinterpret_cast<const char*>(key->public_key), kEd25519PublicKeySize);
+  return Ed25519SigningKey(std::move(key), std::move(public_raw));
 }
 
 absl::StatusOr<Ed25519SigningKey> Ed25519SigningKey::FromPem(absl::string_view pem) {
@@ -226,14 +188,19 @@ absl::StatusOr<Ed25519SigningKey> Ed25519SigningKey::Generate(SecureRandom* rng)
 }
 
 absl::StatusOr<std::string> Ed25519SigningKey::PublicKeyPem() const {
-  return PublicPem(pkey_.get());
+  if (key_ == nullptr) return absl::InternalError("empty (moved-from) Ed25519 key");
+  TANDEM_ASSIGN_OR_RETURN(Ed25519VerifyingKey pub, VerifyingKey());
+  return pub.Pem();
 }
 
 absl::StatusOr<std::string> Ed25519SigningKey::PrivateKeyPem() const {
-  if (pkey_.get() == nullptr) return absl::InternalError("empty (moved-from) Ed25519 key");
+  if (key_ == nullptr) return absl::InternalError("empty (moved-from) Ed25519 key");
+  PkeyRef pkey(
+      EVP_PKEY_new_raw_private_key(EVP_PKEY_ED25519, nullptr, key_->seed, sizeof(key_->seed)));
   BioPtr bio(BIO_new(BIO_s_mem()));
-  if (bio == nullptr || PEM_write_bio_PKCS8PrivateKey(bio.get(), pkey_.get(), nullptr, nullptr, 0,
-                                                      nullptr, nullptr) != 1) {
+  if (pkey == nullptr || bio == nullptr ||
+      PEM_write_bio_PKCS8PrivateKey(bio.get(), pkey.get(), nullptr, nullptr, 0, nullptr, nullptr) !=
+          1) {
     return OpenSslError(absl::StatusCode::kInternal, "PEM_write_bio_PKCS8PrivateKey failed");
   }
   absl::StatusOr<std::string> pem = BioContents(bio.get());
@@ -245,26 +212,17 @@ absl::StatusOr<std::string> Ed25519SigningKey::PrivateKeyPem() const {
 }
 
 absl::StatusOr<Ed25519VerifyingKey> Ed25519SigningKey::VerifyingKey() const {
-  if (pkey_.get() == nullptr) return absl::InternalError("empty (moved-from) Ed25519 key");
+  if (key_ == nullptr) return absl::InternalError("empty (moved-from) Ed25519 key");
   absl::StatusOr<Ed25519VerifyingKey> key = Ed25519VerifyingKey::FromRaw(public_raw_);
   if (!key.ok()) return absl::InternalError(key.status().message());
   return key;
 }
 
 absl::StatusOr<std::string> Ed25519SigningKey::Sign(absl::string_view message) const {
-  if (pkey_.get() == nullptr) return absl::InternalError("empty (moved-from) Ed25519 key");
-  MdCtxPtr ctx(EVP_MD_CTX_new());
-  if (ctx == nullptr) return OpenSslError(absl::StatusCode::kInternal, "EVP_MD_CTX_new failed");
-  if (EVP_DigestSignInit(ctx.get(), nullptr, nullptr, nullptr, pkey_.get()) != 1) {
-    return OpenSslError(absl::StatusCode::kInternal, "EVP_DigestSignInit failed");
-  }
+  if (key_ == nullptr) return absl::InternalError("empty (moved-from) Ed25519 key");
   std::string sig(kEd25519SignatureSize, '\0');
-  size_t len = sig.size();
-  if (EVP_DigestSign(ctx.get(), reinterpret_cast<unsigned char*>(sig.data()), &len,
-                     MessageData(message), message.size()) != 1 ||
-      len != kEd25519SignatureSize) {
-    return OpenSslError(absl::StatusCode::kInternal, "EVP_DigestSign failed");
-  }
+  TANDEM_RETURN_IF_ERROR(
+      internal::ed25519::Sign(*key_, message, reinterpret_cast<uint8_t*>(sig.data())));
   return sig;
 }
 

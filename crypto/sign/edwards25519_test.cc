@@ -22,7 +22,7 @@
 // the reduction modulo L and for the decoding rule (Euler's criterion
 // instead of the square root the decoder computes).
 
-namespace tandem::crypto::internal {
+namespace tandem::crypto::internal::ed25519 {
 namespace {
 
 using ::tandem::testing::IsOk;
@@ -168,7 +168,7 @@ TEST(Edwards25519Test, DecodingMatchesTheBignumRule) {
   int accepted = 0;
   for (const std::string& raw : encodings) {
     const bool want = ReferenceAccepts(raw, ctx.get());
-    absl::StatusOr<std::shared_ptr<const Ed25519PublicKeyTable>> got = DecodePublicKey(raw);
+    absl::StatusOr<std::shared_ptr<const PublicKeyTable>> got = DecodePublicKey(raw);
     ASSERT_EQ(got.ok(), want) << absl::BytesToHexString(raw) << " " << got.status();
     if (!got.ok()) {
       EXPECT_THAT(got, StatusIs(absl::StatusCode::kInvalidArgument));
@@ -244,6 +244,48 @@ TEST(Edwards25519Test, AgreesWithOpenSslOnValidAndTamperedSignatures) {
   }
 }
 
+// The constant-time signer against OpenSSL's: Ed25519 is deterministic, so
+// public keys and signatures must be byte-identical.
+TEST(Edwards25519Test, SignaturesAndPublicKeysAreOpenSslsByteForByte) {
+  auto rng = DeterministicRandom::FromSeed(13);
+  std::vector<std::string> seeds = {std::string(32, '\0'), std::string(32, '\xff')};
+  for (int i = 0; i < 200; ++i) seeds.push_back(RandomBytes(rng.get(), 32));
+  for (size_t i = 0; i < seeds.size(); ++i) {
+    SCOPED_TRACE(i);
+    const std::string& seed = seeds[i];
+    EVP_PKEY* pkey = EVP_PKEY_new_raw_private_key(
+        EVP_PKEY_ED25519, nullptr, reinterpret_cast<const unsigned char*>(seed.data()), 32);
+    ASSERT_NE(pkey, nullptr);
+    std::string want_pub(32, '\0');
+    size_t pub_len = 32;
+    ASSERT_EQ(EVP_PKEY_get_raw_public_key(pkey, reinterpret_cast<unsigned char*>(want_pub.data()),
+                                          &pub_len),
+              1);
+    const std::string msg = RandomBytes(rng.get(), i % 3 == 0 ? 0 : (i * 13) % 300);
+    std::string want_sig(64, '\0');
+    size_t sig_len = 64;
+    EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+    static const unsigned char kEmpty = 0;
+    const bool signed_ok =
+        EVP_DigestSignInit(ctx, nullptr, nullptr, nullptr, pkey) == 1 &&
+        EVP_DigestSign(ctx, reinterpret_cast<unsigned char*>(want_sig.data()), &sig_len,
+                       msg.empty() ? &kEmpty : reinterpret_cast<const unsigned char*>(msg.data()),
+                       msg.size()) == 1;
+    EVP_MD_CTX_free(ctx);
+    EVP_PKEY_free(pkey);
+    ASSERT_TRUE(signed_ok);
+
+    ExpandedKey key;
+    ASSERT_THAT(ExpandSeed(seed, &key), IsOk());
+    EXPECT_EQ(std::string(reinterpret_cast<const char*>(key.public_key), 32), want_pub);
+    std::string sig(64, '\0');
+    ASSERT_THAT(Sign(key, msg, reinterpret_cast<uint8_t*>(sig.data())), IsOk());
+    EXPECT_EQ(absl::BytesToHexString(sig), absl::BytesToHexString(want_sig));
+  }
+  ExpandedKey key;
+  EXPECT_THAT(ExpandSeed(std::string(31, 'x'), &key), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
 // R's encoding is compared byte for byte: setting the unused-by-y sign bit
 // of R or giving S of 33 bytes' worth never verifies.
 TEST(Edwards25519Test, MalformedSignaturesAreUnauthenticated) {
@@ -267,4 +309,4 @@ TEST(Edwards25519Test, MalformedSignaturesAreUnauthenticated) {
 }
 
 }  // namespace
-}  // namespace tandem::crypto::internal
+}  // namespace tandem::crypto::internal::ed25519

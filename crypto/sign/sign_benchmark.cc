@@ -2,8 +2,8 @@
 //   build-sign/crypto/sign/crypto_sign_benchmark
 // BM_TicketVerify is the aggregator's per-report cost (VerifyUploadTicket +
 // CheckTicketFor); BM_TicketSign the coordinator's per-check-in cost.
-// BM_OpenSslEd25519Verify is the peer under BM_Ed25519VerifyRaw: OpenSSL's
-// own verification of the same signature, as this code called it before
+// BM_OpenSslEd25519{Verify,Sign,FromSeed} are the peers of the raw rows:
+// OpenSSL 3's EVP Ed25519 as this code called it before
 // crypto/sign/edwards25519.h (an EVP context per call).
 #include <openssl/evp.h>
 
@@ -175,6 +175,70 @@ void BM_OpenSslEd25519Verify(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 BENCHMARK(BM_OpenSslEd25519Verify);
+
+// Raw signing of a 64-byte message, and OpenSSL's EVP signing of the same
+// (its peer: what Sign() called before edwards25519_sign.cc; identical
+// signature bytes).
+void BM_Ed25519SignRaw(benchmark::State& state) {
+  const Ed25519SigningKey key = BenchKey();
+  const std::string msg(64, 'm');
+  for (auto _ : state) {
+    absl::StatusOr<std::string> sig = key.Sign(msg);
+    if (!sig.ok()) state.SkipWithError("sign failed");
+    benchmark::DoNotOptimize(sig);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_Ed25519SignRaw);
+
+void BM_OpenSslEd25519Sign(benchmark::State& state) {
+  const std::string seed(32, 's');
+  std::unique_ptr<EVP_PKEY, decltype(&EVP_PKEY_free)> pkey(
+      EVP_PKEY_new_raw_private_key(EVP_PKEY_ED25519, nullptr,
+                                   reinterpret_cast<const unsigned char*>(seed.data()), 32),
+      &EVP_PKEY_free);
+  const std::string msg(64, 'm');
+  std::string sig(64, '\0');
+  for (auto _ : state) {
+    std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), &EVP_MD_CTX_free);
+    size_t len = sig.size();
+    const bool ok =
+        EVP_DigestSignInit(ctx.get(), nullptr, nullptr, nullptr, pkey.get()) == 1 &&
+        EVP_DigestSign(ctx.get(), reinterpret_cast<unsigned char*>(sig.data()), &len,
+                       reinterpret_cast<const unsigned char*>(msg.data()), msg.size()) == 1;
+    if (!ok) state.SkipWithError("OpenSSL sign failed");
+    benchmark::DoNotOptimize(sig);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_OpenSslEd25519Sign);
+
+// A device's fresh key from a seed (SHA-512 and [s]B), and OpenSSL's.
+void BM_Ed25519FromSeed(benchmark::State& state) {
+  const std::string seed(32, 's');
+  for (auto _ : state) {
+    auto key = Ed25519SigningKey::FromSeed(seed);
+    if (!key.ok()) state.SkipWithError("FromSeed failed");
+    benchmark::DoNotOptimize(key);
+  }
+}
+BENCHMARK(BM_Ed25519FromSeed);
+
+void BM_OpenSslEd25519FromSeed(benchmark::State& state) {
+  const std::string seed(32, 's');
+  for (auto _ : state) {
+    EVP_PKEY* pkey = EVP_PKEY_new_raw_private_key(
+        EVP_PKEY_ED25519, nullptr, reinterpret_cast<const unsigned char*>(seed.data()), 32);
+    unsigned char pub[32];
+    size_t len = sizeof(pub);
+    if (pkey == nullptr || EVP_PKEY_get_raw_public_key(pkey, pub, &len) != 1) {
+      state.SkipWithError("OpenSSL key failed");
+    }
+    benchmark::DoNotOptimize(pub);
+    EVP_PKEY_free(pkey);
+  }
+}
+BENCHMARK(BM_OpenSslEd25519FromSeed);
 
 // Loading a verifying key (the point and small-order checks, -A's odd
 // multiples): once per report for the ticket's device key.
