@@ -3,8 +3,8 @@
 // the devices' check-ins and uploads (crypto/sign/device_auth.h).
 //
 // Signing and verification use crypto/sign/edwards25519.h (constant time
-// for the secret, variable time for verification's public data), 2.7x and
-// 3x faster than OpenSSL 3.0's EVP Ed25519 here (bench/README,
+// for the secret, variable time for verification's public data), about 3x
+// faster than OpenSSL 3.0's EVP Ed25519 here (bench/README,
 // crypto_sign_benchmark); PEM parsing and writing use OpenSSL.
 //
 // Keys are value types: copies share one immutable key object (reference
@@ -50,7 +50,7 @@ class Ed25519VerifyingKey {
   // INVALID_ARGUMENT unless it is exactly 32 bytes and decodes (section
   // 5.1.3, canonical y < p) to a point that is not of small order (order 1,
   // 2, 4 or 8: such keys admit signatures valid for any message).
-  // About 5 us (a square root and 8 odd multiples of -A for verification).
+  // About 4 us (a square root and 8 odd multiples of -A for verification).
   static absl::StatusOr<Ed25519VerifyingKey> FromRaw(absl::string_view raw);
   // `pem`: a SubjectPublicKeyInfo PEM ("-----BEGIN PUBLIC KEY-----") as
   // written by `openssl pkey -pubout`. INVALID_ARGUMENT if it does not parse,

@@ -115,10 +115,8 @@ constexpr u64 kOrder[4] = {0x5812631a5cf5d3ed, 0x14def9dea2f79cd6, 0, 0x10000000
 constexpr u64 kBarrettMu[5] = {0xed9ce5a30a2c131b, 0x2106215d086329a7, 0xffffffffffffffeb,
                                0xffffffffffffffff, 0xf};
 
-bool LessThanOrder(const u64* r, int limbs) {
-  for (int i = limbs - 1; i >= 4; --i) {
-    if (r[i] != 0) return false;
-  }
+// Variable time: for a signature's public S.
+bool LessThanOrder(const u64 (&r)[4]) {
   for (int i = 3; i >= 0; --i) {
     if (r[i] != kOrder[i]) return r[i] < kOrder[i];
   }
@@ -131,7 +129,6 @@ struct BaseTable {
 
 const BaseTable& Base() {
   static const BaseTable* const table = [] {
-    // The base point's encoding: y = 4/5, x even (RFC 8032 section 5.1).
     auto* t = new BaseTable;
     t->odd = OddMultiples<64>(BasePoint());
     return t;
@@ -235,7 +232,7 @@ absl::Status VerifySignature(const PublicKeyTable& key, absl::string_view messag
   const auto* sig = reinterpret_cast<const uint8_t*>(signature.data());
   u64 s_limbs[4];
   std::memcpy(s_limbs, sig + 32, 32);
-  if (!LessThanOrder(s_limbs, 4)) {
+  if (!LessThanOrder(s_limbs)) {
     return absl::UnauthenticatedError("Ed25519 signature does not verify (S >= L)");
   }
   // k = SHA-512(R || A || M) mod L.

@@ -2,8 +2,9 @@
 // (edwards25519.cc, variable time) and signing (edwards25519_sign.cc,
 // constant time): every function here runs in time independent of the
 // values of its operands (no branches or table indices on them), except
-// Equal, IsZero and IsNegative's callers' branches and AddCached's `negate`,
-// which the constant-time code does not use on secrets.
+// Equal and IsZero (array comparisons that stop at the first difference) and
+// AddCached's `negate` branch; the constant-time code uses none of them on
+// secrets.
 //
 // Internal to crypto/sign; see edwards25519.h for the design notes.
 #ifndef TANDEM_CRYPTO_SIGN_EDWARDS25519_ARITH_H_
