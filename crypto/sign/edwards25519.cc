@@ -158,28 +158,12 @@ std::array<uint8_t, 32> ReduceModOrder(const std::array<uint8_t, 64>& bytes) {
   u64 q1[5];
   for (int i = 0; i < 5; ++i) q1[i] = (x[i + 3] >> 60) | (x[i + 4] << 4);
   u64 q2[10] = {};
-  for (int i = 0; i < 5; ++i) {
-    u64 carry = 0;
-    for (int j = 0; j < 5; ++j) {
-      const u128 t = static_cast<u128>(q1[i]) * kBarrettMu[j] + q2[i + j] + carry;
-      q2[i + j] = static_cast<u64>(t);
-      carry = static_cast<u64>(t >> 64);
-    }
-    q2[i + 5] = carry;
-  }
+  MulAddLimbs(q1, 5, kBarrettMu, 5, q2, 10);
   u64 q3[5];
   for (int i = 0; i < 5; ++i) q3[i] = (q2[i + 4] >> 4) | (q2[i + 5] << 60);
   // r = (x - q3 L) mod 2^320.
   u64 ql[5] = {};
-  for (int i = 0; i < 5; ++i) {
-    u64 carry = 0;
-    for (int j = 0; i + j < 5 && j < 4; ++j) {
-      const u128 t = static_cast<u128>(q3[i]) * kOrder[j] + ql[i + j] + carry;
-      ql[i + j] = static_cast<u64>(t);
-      carry = static_cast<u64>(t >> 64);
-    }
-    if (i + 4 < 5) ql[i + 4] += carry;
-  }
+  MulAddLimbs(q3, 5, kOrder, 4, ql, 5);
   u64 r[5];
   u64 borrow = 0;
   for (int i = 0; i < 5; ++i) {

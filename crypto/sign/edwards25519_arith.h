@@ -48,6 +48,8 @@ constexpr Fe kD2{
 constexpr Fe kSqrtM1{
     {0x61b274a0ea0b0, 0xd5a5fc8f189d, 0x7ef5e9cbd0c60, 0x78595a6804c9e, 0x2b8324804fc1d}};
 
+// Written out limb by limb: the same chain as a 4-step loop made GCC 12's
+// verification 18 % slower (BM_Ed25519VerifyRaw 33.8 against 28.7 us).
 inline Fe Carry(Fe a) {
   u64 c = a.v[0] >> 51;
   a.v[0] &= kMask51;
@@ -232,6 +234,26 @@ inline P1P1 AddCached(const P3& p, const Cached& q, bool negate) {
   const Fe d = Add(zz, zz);
   return negate ? P1P1{Sub(b, a), Add(b, a), Sub(d, c), Add(d, c)}
                 : P1P1{Sub(b, a), Add(b, a), Add(d, c), Sub(d, c)};
+}
+
+// acc += a b over little-endian 64-bit limbs (na, nb, n of them), kept
+// modulo 2^(64 n): carries out of acc's top limb are dropped. The loop
+// counts depend on the sizes only (constant time): Barrett's products and
+// the signer's S = r + k s.
+inline void MulAddLimbs(const u64* a, int na, const u64* b, int nb, u64* acc, int n) {
+  for (int i = 0; i < na; ++i) {
+    u64 carry = 0;
+    for (int j = 0; j < nb && i + j < n; ++j) {
+      const u128 t = static_cast<u128>(a[i]) * b[j] + acc[i + j] + carry;
+      acc[i + j] = static_cast<u64>(t);
+      carry = static_cast<u64>(t >> 64);
+    }
+    for (int k = i + nb; k < n; ++k) {  // empty when row i reached the top
+      const u128 t = static_cast<u128>(acc[k]) + carry;
+      acc[k] = static_cast<u64>(t);
+      carry = static_cast<u64>(t >> 64);
+    }
+  }
 }
 
 // The base point B of RFC 8032 section 5.1 (decoded on each call).

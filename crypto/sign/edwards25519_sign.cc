@@ -171,19 +171,7 @@ absl::Status Sign(const ExpandedKey& key, absl::string_view message, uint8_t sig
     std::memcpy(sl, key.scalar, 32);
     std::memcpy(rl, r.data(), 32);
     u64 acc[8] = {rl[0], rl[1], rl[2], rl[3], 0, 0, 0, 0};
-    for (int i = 0; i < 4; ++i) {
-      u64 carry = 0;
-      for (int j = 0; j < 4; ++j) {
-        const u128 t = static_cast<u128>(kl[i]) * sl[j] + acc[i + j] + carry;
-        acc[i + j] = static_cast<u64>(t);
-        carry = static_cast<u64>(t >> 64);
-      }
-      for (int j = i + 4; j < 8; ++j) {  // carry into the rest, fixed length
-        const u128 t = static_cast<u128>(acc[j]) + carry;
-        acc[j] = static_cast<u64>(t);
-        carry = static_cast<u64>(t >> 64);
-      }
-    }
+    MulAddLimbs(kl, 4, sl, 4, acc, 8);
     std::memcpy(wide.data(), acc, 64);
     const std::array<uint8_t, 32> s = ReduceModOrder(wide);
     std::memcpy(signature + 32, s.data(), 32);
