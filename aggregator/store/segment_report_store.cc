@@ -381,12 +381,7 @@ absl::Status SegmentReportStore::CountLocked(int64_t round_id, absl::string_view
                                          newly_counted, "SaveAccumulator"));
   TANDEM_RETURN_IF_ERROR(
       WriteAccumulatorLocked(round_id, bytes, static_cast<int64_t>(newly_counted.size())));
-  if (release) {
-    TANDEM_ASSIGN_OR_RETURN(CachedStatement close,
-                            db_->PrepareCached("UPDATE rounds SET state = 2 WHERE round_id = ?1"));
-    TANDEM_RETURN_IF_ERROR(close->BindInt64(1, round_id));
-    TANDEM_RETURN_IF_ERROR(close->StepDone());
-  }
+  if (release) TANDEM_RETURN_IF_ERROR(MarkRoundReleasedRow(*db_, round_id));
   TANDEM_RETURN_IF_ERROR(CommitWithSharesLocked(tx));
   ReclaimLocked();
   return absl::OkStatus();

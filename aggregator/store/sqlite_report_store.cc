@@ -188,12 +188,7 @@ absl::Status SqliteReportStore::CountLocked(int64_t round_id, absl::string_view 
                                          newly_counted, "SaveAccumulator"));
   TANDEM_RETURN_IF_ERROR(
       WriteAccumulatorRow(*db_, round_id, bytes, static_cast<int64_t>(newly_counted.size())));
-  if (release) {
-    TANDEM_ASSIGN_OR_RETURN(CachedStatement close,
-                            db_->PrepareCached("UPDATE rounds SET state = 2 WHERE round_id = ?1"));
-    TANDEM_RETURN_IF_ERROR(close->BindInt64(1, round_id));
-    TANDEM_RETURN_IF_ERROR(close->StepDone());
-  }
+  if (release) TANDEM_RETURN_IF_ERROR(MarkRoundReleasedRow(*db_, round_id));
   return tx.Commit();
 }
 

@@ -83,6 +83,13 @@ absl::Status CloseRoundRow(sqlite::Database& db, int64_t round_id) {
   return tx.Commit();
 }
 
+absl::Status MarkRoundReleasedRow(sqlite::Database& db, int64_t round_id) {
+  TANDEM_ASSIGN_OR_RETURN(sqlite::CachedStatement close,
+                          db.PrepareCached("UPDATE rounds SET state = 2 WHERE round_id = ?1"));
+  TANDEM_RETURN_IF_ERROR(close->BindInt64(1, round_id));
+  return close->StepDone();
+}
+
 absl::StatusOr<std::string> BindRoundSecretRow(sqlite::Database& db, int64_t round_id,
                                                absl::string_view secret) {
   TANDEM_ASSIGN_OR_RETURN(sqlite::Transaction tx, sqlite::Transaction::Begin(&db));

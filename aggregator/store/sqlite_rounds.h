@@ -35,6 +35,9 @@ absl::Status CloseRoundRow(sqlite::Database& db, int64_t round_id);
 absl::StatusOr<std::string> BindRoundSecretRow(sqlite::Database& db, int64_t round_id,
                                                absl::string_view secret);
 absl::StatusOr<ReportCounts> CountReportRows(sqlite::Database& db, int64_t round_id);
+// Marks the round released, inside the caller's open transaction (the
+// caller checked that it is open: RequireOpenRound).
+absl::Status MarkRoundReleasedRow(sqlite::Database& db, int64_t round_id);
 
 // Applies `t` (report_transition.h) on the shared reports(report_id,
 // round_id, state, counted, ...) table to every report of `ids` in round `round_id`, inside the
