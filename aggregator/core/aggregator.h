@@ -225,6 +225,13 @@ class Aggregator {
   // limit, checked before it is parsed). The pending-share cache charges an
   // entry its arena's blocks where they exceed its stored size.
   static google::protobuf::ArenaOptions UploadArenaOptions();
+  // An empty request on a fresh arena with those options: what the upload
+  // service parses each call into before Upload(request, arena).
+  struct ArenaUpload {
+    std::shared_ptr<google::protobuf::Arena> arena;
+    proto::UploadRequest* request;  // lives on *arena
+  };
+  static ArenaUpload NewArenaUpload();
 
   // Leader only: verifies and commits pending reports of the task's open
   // round with the helper, batch by batch, until none is left that the

@@ -97,14 +97,8 @@ class CheckpointTest : public ::testing::TestWithParam<bool /*segment store*/> {
 
   // `wire` parsed onto an arena of its own, as the daemon's upload service
   // parses a request (Aggregator::Upload(request, arena)).
-  struct ArenaRequest {
-    std::shared_ptr<google::protobuf::Arena> arena;
-    proto::UploadRequest* request;
-  };
-  static ArenaRequest OnUploadArena(const proto::UploadRequest& wire) {
-    ArenaRequest out;
-    out.arena = std::make_shared<google::protobuf::Arena>(Aggregator::UploadArenaOptions());
-    out.request = google::protobuf::Arena::CreateMessage<proto::UploadRequest>(out.arena.get());
+  static Aggregator::ArenaUpload OnUploadArena(const proto::UploadRequest& wire) {
+    Aggregator::ArenaUpload out = Aggregator::NewArenaUpload();
     EXPECT_TRUE(out.request->ParseFromString(wire.SerializeAsString()));
     return out;
   }

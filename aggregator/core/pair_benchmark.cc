@@ -127,8 +127,7 @@ struct Pair {
     for (int party = 0; party < 2; ++party) {
       // Onto an arena of its own, which the cache keeps, as the daemon's
       // service parses (Upload(request, arena)).
-      auto arena = std::make_shared<google::protobuf::Arena>(Aggregator::UploadArenaOptions());
-      auto* request = google::protobuf::Arena::CreateMessage<proto::UploadRequest>(arena.get());
+      auto [arena, request] = Aggregator::NewArenaUpload();
       if (!request->ParseFromString(wire[2 * r + party])) return false;
       request->set_report_id(id);
       if (!(party == 0 ? leader : helper)->Upload(request, arena).ok()) return false;

@@ -77,6 +77,13 @@ google::protobuf::ArenaOptions Aggregator::UploadArenaOptions() {
   return options;
 }
 
+Aggregator::ArenaUpload Aggregator::NewArenaUpload() {
+  ArenaUpload out;
+  out.arena = std::make_shared<google::protobuf::Arena>(UploadArenaOptions());
+  out.request = google::protobuf::Arena::CreateMessage<proto::UploadRequest>(out.arena.get());
+  return out;
+}
+
 absl::StatusOr<proto::UploadResponse> Aggregator::UploadImpl(
     const proto::UploadRequest& request, proto::UploadRequest* on_arena,
     std::shared_ptr<google::protobuf::Arena> arena) {

@@ -17,8 +17,7 @@ grpc::Status Reply(absl::StatusOr<T> result, T* response) {
 grpc::Status UploadService::StreamedUpload(
     grpc::ServerContext*,
     grpc::ServerUnaryStreamer<proto::UploadRequest, proto::UploadResponse>* stream) {
-  auto arena = std::make_shared<google::protobuf::Arena>(Aggregator::UploadArenaOptions());
-  auto* request = google::protobuf::Arena::CreateMessage<proto::UploadRequest>(arena.get());
+  auto [arena, request] = Aggregator::NewArenaUpload();
   if (!stream->Read(request)) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "the upload request does not parse");
   }
