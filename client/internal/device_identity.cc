@@ -73,8 +73,12 @@ absl::Status DeviceIdentity::SignUploads(UploadRequests* requests) const {
   }
   // A ticket bound to no device (an older coordinator): nothing to sign.
   if (ticket.device_public_key().empty()) return absl::OkStatus();
+  return SignUploadRequests(key_, requests);
+}
+
+absl::Status SignUploadRequests(const crypto::Ed25519SigningKey& key, UploadRequests* requests) {
   return crypto::SignUploadPair(
-      key_, &requests->to_leader, &requests->to_helper,
+      key, &requests->to_leader, &requests->to_helper,
       requests->public_digest.has_value() ? &*requests->public_digest : nullptr);
 }
 

@@ -33,6 +33,11 @@
 
 namespace tandem::client {
 
+// Signs both uploads of one report with `key` (crypto::SignUploadPair),
+// reusing the P its norm proof hashed (requests->public_digest) when it has
+// one. Errors as SignUploadPair.
+absl::Status SignUploadRequests(const crypto::Ed25519SigningKey& key, UploadRequests* requests);
+
 inline constexpr char kDeviceKeyKey[] = "device-key";
 
 class DeviceIdentity {

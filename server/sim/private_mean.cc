@@ -17,8 +17,8 @@
 #include "base/random.h"
 #include "base/seed_mix.h"
 #include "base/status_macros.h"
+#include "client/internal/device_identity.h"
 #include "client/transport/grpc_uploader.h"
-#include "crypto/sign/device_auth.h"
 #include "crypto/sign/upload_ticket.h"
 #include "oneapi/tbb/blocked_range.h"
 #include "oneapi/tbb/parallel_for.h"
@@ -113,10 +113,7 @@ absl::StatusOr<EncodedReport> EncodeOne(const client::ReportBuilder& builder,
   client::UploadRequests requests =
       client::MakeUploadRequests(std::move(report), task_id, round, signed_ticket);
   if (device.has_value()) {
-    // P as the proof hashed it (none in dense rounds: hashed here then).
-    TANDEM_RETURN_IF_ERROR(crypto::SignUploadPair(
-        *device, &requests.to_leader, &requests.to_helper,
-        requests.public_digest.has_value() ? &*requests.public_digest : nullptr));
+    TANDEM_RETURN_IF_ERROR(client::SignUploadRequests(*device, &requests));
   }
   return EncodedReport{std::move(requests.to_leader), std::move(requests.to_helper)};
 }
